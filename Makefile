@@ -1,0 +1,31 @@
+# `make test` is the one test command (README, .ci/run): formatting, vet, every
+# Go test with the race detector against real Firestore and Pub/Sub emulators
+# (started and stopped by scripts/with-emulators.sh), then short fuzz runs.
+SHELL     := /bin/bash
+GO        ?= go
+FUZZTIME  ?= 10s
+PKGS      ?= ./...
+
+.PHONY: test fmt-check vet go-test fuzz bench run
+
+test: fmt-check vet go-test fuzz
+
+fmt-check:
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*' -not -path './.git/*')); \
+	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+go-test:
+	@set -o pipefail; scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./scripts/testsummary
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzNormalize$$' -fuzztime=$(FUZZTIME) ./internal/opname
+	$(GO) test -run='^$$' -fuzz='^FuzzDocID$$' -fuzztime=$(FUZZTIME) ./internal/opname
+
+bench:
+	scripts/with-emulators.sh $(GO) test -run='^$$' -bench=. -benchtime=1x ./...
+
+run:
+	$(GO) run ./cmd/lrosink serve

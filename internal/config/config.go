@@ -1,0 +1,135 @@
+// Package config reads lrosink's configuration (contract §2) from the
+// environment and validates it at start-up: a bad value fails with one line
+// naming the variable, never later at the first request.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the validated configuration.
+type Config struct {
+	// Store is "firestore" or "sqlite:PATH".
+	Store             string
+	FirestoreDatabase string
+	Project           string
+	// Results is "pubsub:projects/P/topics/T", "file:PATH" or "stdout".
+	Results        string
+	WebhookSecrets []string
+	JWKSURL        string
+	JWTAudience    string
+	// GeminiAPIKey is a secret: never log it.
+	GeminiAPIKey   string
+	GeminiBaseURL  string
+	Grace          time.Duration
+	StuckAfter     time.Duration
+	ClaimLease     time.Duration
+	ReconcileEvery time.Duration
+	MaxBody        int64
+}
+
+// Defaults differ between `lrosink serve` (embedded) and the container.
+type Defaults struct {
+	Store   string
+	Results string // empty: LROSINK_RESULTS is required
+}
+
+// Serve is the embedded default of `lrosink serve`.
+func Serve() Defaults { return Defaults{Store: "sqlite:lrosink.db", Results: "stdout"} }
+
+// Container is the default of cmd/server (Cloud Run).
+func Container() Defaults { return Defaults{Store: "firestore"} }
+
+// DefaultJWKSURL is where Gemini publishes the keys of dynamic webhooks.
+const DefaultJWKSURL = "https://generativelanguage.googleapis.com/.well-known/jwks.json"
+
+// Load reads the configuration through getenv (os.Getenv in production).
+func Load(getenv func(string) string, d Defaults) (Config, error) {
+	get := func(k, def string) string {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	c := Config{
+		Store:             get("LROSINK_STORE", d.Store),
+		FirestoreDatabase: get("LROSINK_FIRESTORE_DATABASE", "(default)"),
+		Project:           get("GOOGLE_CLOUD_PROJECT", ""),
+		Results:           get("LROSINK_RESULTS", d.Results),
+		JWKSURL:           get("LROSINK_JWKS_URL", DefaultJWKSURL),
+		JWTAudience:       get("LROSINK_JWT_AUDIENCE", ""),
+		GeminiAPIKey:      get("GEMINI_API_KEY", ""),
+		GeminiBaseURL:     get("GOOGLE_GEMINI_BASE_URL", ""),
+	}
+	var errs []error
+	for _, s := range strings.Split(getenv("LROSINK_WEBHOOK_SECRETS"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.WebhookSecrets = append(c.WebhookSecrets, s)
+		}
+	}
+	for i, s := range c.WebhookSecrets {
+		if !strings.HasPrefix(s, "whsec_") {
+			// The position, never the value: this line ends up in logs.
+			errs = append(errs, fmt.Errorf("LROSINK_WEBHOOK_SECRETS: secret #%d does not start with whsec_", i+1))
+		}
+	}
+	switch {
+	case c.Store == "firestore":
+		if c.Project == "" && getenv("FIRESTORE_EMULATOR_HOST") == "" {
+			errs = append(errs, errors.New("GOOGLE_CLOUD_PROJECT: required when LROSINK_STORE=firestore"))
+		}
+	case strings.HasPrefix(c.Store, "sqlite:") && len(c.Store) > len("sqlite:"):
+	default:
+		errs = append(errs, fmt.Errorf("LROSINK_STORE: %q is neither firestore nor sqlite:PATH", c.Store))
+	}
+	switch {
+	case c.Results == "":
+		errs = append(errs, errors.New("LROSINK_RESULTS: required (pubsub:projects/P/topics/T, file:PATH or stdout)"))
+	case c.Results == "stdout", strings.HasPrefix(c.Results, "file:") && len(c.Results) > len("file:"):
+	case strings.HasPrefix(c.Results, "pubsub:"):
+		if p := strings.Split(strings.TrimPrefix(c.Results, "pubsub:"), "/"); len(p) != 4 || p[0] != "projects" || p[2] != "topics" || p[1] == "" || p[3] == "" {
+			errs = append(errs, fmt.Errorf("LROSINK_RESULTS: %q is not pubsub:projects/P/topics/T", c.Results))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("LROSINK_RESULTS: %q is not pubsub:projects/P/topics/T, file:PATH or stdout", c.Results))
+	}
+	if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("LROSINK_JWKS_URL: %q is not an http(s) URL", c.JWKSURL))
+	}
+	if c.GeminiBaseURL != "" {
+		if u, err := url.Parse(c.GeminiBaseURL); err != nil || u.Host == "" {
+			errs = append(errs, fmt.Errorf("GOOGLE_GEMINI_BASE_URL: %q is not a URL", c.GeminiBaseURL))
+		}
+	}
+	dur := func(k string, def time.Duration) time.Duration {
+		v := getenv(k)
+		if strings.TrimSpace(v) == "" {
+			return def
+		}
+		x, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || x <= 0 {
+			errs = append(errs, fmt.Errorf("%s: %q is not a positive duration (e.g. 90s, 10m, 6h)", k, v))
+			return def
+		}
+		return x
+	}
+	c.Grace = dur("LROSINK_GRACE", 90*time.Second)
+	c.StuckAfter = dur("LROSINK_STUCK_AFTER", 6*time.Hour)
+	c.ClaimLease = dur("LROSINK_CLAIM_LEASE", 10*time.Minute)
+	c.ReconcileEvery = dur("LROSINK_RECONCILE_EVERY", time.Minute)
+	c.MaxBody = 1 << 20
+	if v := strings.TrimSpace(getenv("LROSINK_MAX_BODY")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1024 || n > 64<<20 {
+			errs = append(errs, fmt.Errorf("LROSINK_MAX_BODY: %q is not a byte count between 1024 and 67108864", v))
+		} else {
+			c.MaxBody = n
+		}
+	}
+	return c, errors.Join(errs...)
+}
