@@ -44,16 +44,19 @@ func (n Name) Key() string { return KeyPrefix + n.Canonical }
 // canonical name per operation, so a webhook payload and the Gemini API's
 // own answer yield the same Key.
 //
-// Accepted forms (after trimming whitespace and trailing slashes, and
-// collapsing a leading "projects/P/locations/L/"):
+// Accepted forms, after trimming whitespace and trailing slashes and
+// collapsing a leading "projects/P/locations/L/":
 //
-//	batches/ID                          batch        canonical batches/ID
-//	batchPredictionJobs/ID              batch        canonical batchPredictionJobs/ID (Vertex id space)
-//	operations/ID                       video        canonical operations/ID
-//	models/M/operations/ID              video        canonical operations/ID, APIName keeps the model
-//	publishers/google/models/M/operations/ID (Vertex) as models/M/operations/ID
-//	interactions/ID                     interaction  canonical interactions/ID
-//	ID (no slash)                       needs hint: batches/ID, operations/ID or interactions/ID
+//	batches/ID                                batch        batches/ID
+//	batchPredictionJobs/ID                    batch        batchPredictionJobs/ID (Vertex id space)
+//	operations/ID                             video        operations/ID
+//	models/M/operations/ID                    video        operations/ID; APIName keeps the model
+//	publishers/google/models/M/operations/ID  video        as models/M/operations/ID
+//	interactions/ID                           interaction  interactions/ID
+//	ID (no slash)                             per hint     batches/ID, operations/ID or interactions/ID
+//
+// Normalize is idempotent: the Canonical and APIName of a result normalize
+// to the same Canonical.
 //
 // A prefixed name decides its own kind; a hint that contradicts it is an
 // error, because the event would then be filed under the wrong family.

@@ -1,0 +1,164 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/ingest"
+	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/logging"
+)
+
+type cost struct{ reads, writes, commits int64 }
+
+func measure(t testing.TB, s *fsledger.Store, f func()) cost {
+	r0, w0, c0 := s.Counts().Snapshot()
+	f()
+	r1, w1, c1 := s.Counts().Snapshot()
+	return cost{r1 - r0, w1 - w0, c1 - c0}
+}
+
+func costDoor(t testing.TB) (*ingest.Door, *fsledger.Store, *clock) {
+	fs, _ := emutest.Firestore(t)
+	s := fsledger.New(fs, nil)
+	c := newClock()
+	d, err := ingest.New(ingest.Config{Store: s, Sink: &countingSink{}, Log: logging.Discard(), Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, s, c
+}
+
+// TestFirestoreCostPerPath pins the Firestore cost of each path (counted by
+// the instrumented adapter): a completion is one read and three writes (the
+// operation and the claim in one commit, then DONE); a duplicate or a stale
+// event is one read, no write, no commit.
+func TestFirestoreCostPerPath(t *testing.T) {
+	t.Parallel()
+	d, s, _ := costDoor(t)
+	ctx := context.Background()
+	run := func(e ingest.Event) func() {
+		return func() {
+			if _, err := d.Ingest(ctx, e); err != nil {
+				t.Fatalf("ingest: %v", err)
+			}
+		}
+	}
+	name := "batches/cost"
+	register := measure(t, s, run(ev(name, lifecycle.Pending, time.Time{}, ingest.SourceRegister)))
+	running := measure(t, s, run(ev(name, lifecycle.Running, tRun, ingest.SourceWebhook)))
+	completion := measure(t, s, run(ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)))
+	duplicate := measure(t, s, run(ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)))
+	stale := measure(t, s, run(ev(name, lifecycle.Running, tRun, ingest.SourceReconcile)))
+	for _, c := range []struct {
+		path      string
+		got, want cost
+	}{
+		{"register", register, cost{1, 1, 1}},
+		{"running", running, cost{1, 1, 1}},
+		{"completion", completion, cost{1, 3, 2}},
+		{"duplicate", duplicate, cost{1, 0, 0}},
+		{"stale", stale, cost{1, 0, 0}},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %d reads %d writes %d commits, want %d/%d/%d", c.path,
+				c.got.reads, c.got.writes, c.got.commits, c.want.reads, c.want.writes, c.want.commits)
+		}
+	}
+}
+
+// BenchmarkIngestFirestoreCost reports reads/writes per path.
+func BenchmarkIngestFirestoreCost(b *testing.B) {
+	for _, path := range []string{"completion", "duplicate", "stale"} {
+		b.Run(path, func(b *testing.B) {
+			d, s, _ := costDoor(b)
+			ctx := context.Background()
+			var total cost
+			for i := 0; b.Loop(); i++ {
+				name := fmt.Sprintf("batches/b%d", i)
+				b.StopTimer()
+				if _, err := d.Ingest(ctx, ev(name, lifecycle.Running, tRun, ingest.SourceWebhook)); err != nil {
+					b.Fatal(err)
+				}
+				if path != "completion" {
+					if _, err := d.Ingest(ctx, ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				e := ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)
+				if path == "stale" {
+					e.State = lifecycle.Running
+				}
+				b.StartTimer()
+				c := measure(b, s, func() {
+					if _, err := d.Ingest(ctx, e); err != nil {
+						b.Fatal(err)
+					}
+				})
+				total.reads, total.writes, total.commits = total.reads+c.reads, total.writes+c.writes, total.commits+c.commits
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(total.reads)/n, "reads/op")
+			b.ReportMetric(float64(total.writes)/n, "writes/op")
+			b.ReportMetric(float64(total.commits)/n, "commits/op")
+		})
+	}
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// BenchmarkIngestLatency compares a completion through the door (read,
+// fenced commit of operation + claim, publish to a no-op sink, DONE) with one
+// bare read-modify-write Firestore transaction, on the same emulator in the
+// same run. It reports p50/p99 of both and their ratio.
+func BenchmarkIngestLatency(b *testing.B) {
+	d, _, _ := costDoor(b)
+	fs, _ := emutest.Firestore(b)
+	ctx := context.Background()
+	var door, bare []time.Duration
+	for i := 0; b.Loop(); i++ {
+		name := fmt.Sprintf("batches/lat%d", i)
+		b.StopTimer()
+		if _, err := d.Ingest(ctx, ev(name, lifecycle.Running, tRun, ingest.SourceWebhook)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		if _, err := d.Ingest(ctx, ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil {
+			b.Fatal(err)
+		}
+		door = append(door, time.Since(start))
+		ref := fs.Collection("bare").Doc(fmt.Sprint(i))
+		start = time.Now()
+		err := fs.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+			snap, err := tx.Get(ref)
+			n := int64(0)
+			if err == nil {
+				n, _ = snap.Data()["n"].(int64)
+			}
+			return tx.Set(ref, map[string]any{"n": n + 1})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bare = append(bare, time.Since(start))
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(percentile(door, 0.5)), "ingest-p50-ms")
+	b.ReportMetric(ms(percentile(door, 0.99)), "ingest-p99-ms")
+	b.ReportMetric(ms(percentile(bare, 0.5)), "tx-p50-ms")
+	b.ReportMetric(ms(percentile(bare, 0.99)), "tx-p99-ms")
+	b.ReportMetric(ms(percentile(door, 0.5))/ms(percentile(bare, 0.5)), "p50-ratio")
+	b.ReportMetric(ms(percentile(door, 0.99))/ms(percentile(bare, 0.99)), "p99-ratio")
+}

@@ -1,0 +1,44 @@
+package ingest
+
+import (
+	"time"
+
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// Source says which path observed an event. It becomes `settled_by` when the
+// event settles an operation.
+type Source string
+
+// The paths that feed the ingest door.
+const (
+	SourceWebhook   Source = "webhook"
+	SourceReconcile Source = "reconcile"
+	SourceRegister  Source = "register"
+)
+
+// ErrorInfo is an operation's failure detail as Gemini reports it.
+type ErrorInfo = results.ErrorInfo
+
+// Event is one observation of an operation, from any source. It is the only
+// input that can change operation state.
+type Event struct {
+	// Name is the operation name as received (any form opname accepts).
+	Name string
+	// Kind is a hint for bare ids (e.g. "batch" for a batch.* webhook event);
+	// KindUnknown when the name carries its own prefix.
+	Kind       opname.Kind
+	State      lifecycle.State
+	UpdateTime time.Time
+	Source     Source
+	// DeliveryID is the webhook-id of a delivery, for logs only.
+	DeliveryID string
+	// Output is what the operation produced (file URIs, video URIs, ...).
+	Output map[string]any
+	// Error is set for failed operations when the source knows why.
+	Error *ErrorInfo
+	// UserMetadata is echoed by Gemini from the submission's webhook config.
+	UserMetadata map[string]any
+}

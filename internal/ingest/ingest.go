@@ -1,0 +1,442 @@
+// Package ingest is the one door through which operation state changes. The
+// webhook, the reconciler and registration all call Door.Ingest; nothing else
+// writes operation state.
+//
+// The path of an event:
+//  1. Normalize the name (one key per operation, whatever form it came in).
+//  2. Read the operation once and run the pure reducer. A dropped event that
+//     owes no side effect returns here: no write, no transaction.
+//  3. Otherwise commit the new state fenced on the revision read (a
+//     concurrent writer makes the commit fail and the door re-reads); the
+//     first entry into a terminal state creates the claim in the same commit.
+//  4. Publish the results message, then mark the claim DONE only if this
+//     holder still holds it. A failed publish releases the claim at once.
+//
+// Identical concurrent deliveries in one process are coalesced, so a burst
+// costs one read and at most one commit.
+package ingest
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// Sink publishes a results message; nil means durably accepted.
+type Sink interface {
+	Publish(ctx context.Context, m results.Message) error
+}
+
+// Outcome is what an ingest did, as reported to callers and logs.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeApplied    Outcome = "applied"
+	OutcomeCompleted  Outcome = "completed"
+	OutcomeRecovered  Outcome = "recovered"
+	OutcomeDropped    Outcome = "dropped"
+	OutcomeDuplicate  Outcome = "duplicate"
+	OutcomeConflict   Outcome = "conflict-recorded"
+	OutcomeInProgress Outcome = "in-progress-elsewhere"
+)
+
+// Result describes one ingest.
+type Result struct {
+	Outcome   Outcome
+	Reason    string
+	Operation string // canonical name; empty if the name was invalid
+	State     lifecycle.State
+	Version   int64
+	Published bool
+}
+
+// Errors callers map to answers: InvalidError is the sender's fault (400);
+// anything else means "try again later" (503).
+var (
+	ErrUnavailable = errors.New("ledger unavailable")
+	ErrSideEffect  = errors.New("side effect not completed")
+)
+
+// InvalidError reports an event that can never be ingested (bad name or
+// kind).
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return "invalid event: " + e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Config holds the door's dependencies.
+type Config struct {
+	Store ledger.Store
+	Sink  Sink
+	Log   *slog.Logger
+	Now   func() time.Time
+	// Lease is how long a claim holder may take before its claim is seized.
+	Lease time.Duration
+	// Grace delays the first reconcile check of a newly seen operation.
+	Grace time.Duration
+	// ClaimTTL is how long claims are kept (a TTL policy deletes them after).
+	ClaimTTL time.Duration
+	// MaxAttempts bounds re-reads after revision conflicts.
+	MaxAttempts int
+	// Timeout bounds one coalesced ingest, which runs detached from the
+	// caller's cancellation so that one impatient caller cannot fail the
+	// others waiting on the same work.
+	Timeout time.Duration
+	// NewToken makes claim holder tokens; defaults to 128 random bits.
+	NewToken func() string
+}
+
+// Door is the ingest door.
+type Door struct {
+	cfg    Config
+	flight singleflight.Group
+}
+
+// New checks cfg and returns a door.
+func New(cfg Config) (*Door, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("ingest: Store is required")
+	case cfg.Sink == nil:
+		return nil, errors.New("ingest: Sink is required")
+	case cfg.Log == nil:
+		return nil, errors.New("ingest: Log is required")
+	case cfg.Now == nil:
+		return nil, errors.New("ingest: Now is required")
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 10 * time.Minute
+	}
+	if cfg.Grace < 0 {
+		return nil, errors.New("ingest: Grace must not be negative")
+	}
+	if cfg.ClaimTTL <= 0 {
+		cfg.ClaimTTL = 30 * 24 * time.Hour
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 25
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.NewToken == nil {
+		cfg.NewToken = randomToken
+	}
+	return &Door{cfg: cfg}, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = crand.Read(b) // never fails (crypto/rand panics rather than return an error)
+	return hex.EncodeToString(b)
+}
+
+// Ingest applies one event. It is the only way operation state changes.
+func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
+	name, err := opname.Normalize(ev.Name, ev.Kind)
+	if err != nil {
+		d.cfg.Log.WarnContext(ctx, "ingest decision", "outcome", "rejected", "reason", "invalid-name",
+			"source", string(ev.Source), "delivery_id", ev.DeliveryID, "error", err.Error())
+		return Result{}, &InvalidError{Err: err}
+	}
+	id, err := opname.DocID(name.Key())
+	if err != nil {
+		return Result{}, &InvalidError{Err: err}
+	}
+	key := id + "|" + string(ev.State) + "|" + strconv.FormatInt(lifecycle.ServerTime(ev.UpdateTime).UnixNano(), 10) + "|" + string(ev.Source)
+	return d.coalesce(ctx, key, func(ctx context.Context) (Result, error) {
+		return d.ingest(ctx, id, name, ev)
+	})
+}
+
+// RetryClaim runs the side effect of a terminal operation whose claim was
+// released or whose lease ran out (the reconciler calls it for due claims).
+func (d *Door) RetryClaim(ctx context.Context, id string) (Result, error) {
+	return d.coalesce(ctx, id+"|retry", func(ctx context.Context) (Result, error) {
+		start := d.cfg.Now()
+		res, err := d.recoverClaim(ctx, id, lifecycle.Decision{Reason: "claim-retry"})
+		d.log(ctx, Event{Source: SourceReconcile}, res, err, start)
+		return res, err
+	})
+}
+
+type outcome struct {
+	res Result
+	err error
+}
+
+func (d *Door) coalesce(ctx context.Context, key string, f func(context.Context) (Result, error)) (Result, error) {
+	ch := d.flight.DoChan(key, func() (any, error) {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+		defer cancel()
+		res, err := f(wctx)
+		return outcome{res, err}, nil
+	})
+	select {
+	case r := <-ch:
+		o := r.Val.(outcome)
+		return o.res, o.err
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("ingest: %w", ctx.Err())
+	}
+}
+
+func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev Event) (res Result, err error) {
+	start := d.cfg.Now()
+	defer func() { d.log(ctx, ev, res, err, start) }()
+	for attempt := 1; ; attempt++ {
+		res, err = d.attempt(ctx, id, name, ev)
+		if !errors.Is(err, ledger.ErrConflict) || attempt >= d.cfg.MaxAttempts {
+			if errors.Is(err, ledger.ErrConflict) {
+				err = fmt.Errorf("%w: %d attempts lost to concurrent writers of %s: %w", ErrUnavailable, attempt, name.Canonical, err)
+			}
+			return res, err
+		}
+		// Another writer got there first: back off a little, re-read, decide again.
+		if serr := sleep(ctx, time.Duration(1+rand.IntN(5*attempt))*time.Millisecond); serr != nil {
+			return res, fmt.Errorf("%w: %w", ErrUnavailable, serr)
+		}
+	}
+}
+
+// attempt is one read-decide-commit round; ErrConflict means "re-read".
+func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Event) (Result, error) {
+	op, err := d.cfg.Store.GetOperation(ctx, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		op = ledger.Operation{ID: id}
+	case err != nil:
+		return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
+	}
+	now := d.cfg.Now()
+	dec := lifecycle.Apply(op.Current(), lifecycle.Event{State: ev.State, UpdateTime: ev.UpdateTime})
+	if dec.Applied {
+		return d.apply(ctx, op, name, ev, dec, now)
+	}
+	res := Result{Outcome: OutcomeDropped, Reason: string(dec.Reason), Operation: name.Canonical, State: op.State, Version: op.Rev.Version}
+	if dec.Reason == lifecycle.ReasonDuplicate {
+		res.Outcome = OutcomeDuplicate
+	}
+	if dec.Conflict() {
+		res.Outcome = OutcomeDuplicate // this conflict was recorded before
+		if !op.HasConflict(ev.State) {
+			next := op
+			next.Conflicts = appendBounded(op.Conflicts, entry(now, ev, dec), ledger.MaxConflicts)
+			rev, _, err := d.cfg.Store.CommitOperation(ctx, next, nil)
+			if err != nil {
+				return res, commitErr(name, err)
+			}
+			op.Rev, res.Outcome, res.Version = rev, OutcomeConflict, rev.Version
+		}
+	}
+	// A terminal operation whose claim was released or whose lease ran out
+	// still owes its side effect: any delivery may pick it up.
+	if op.State.Terminal() && op.Effect.Owed(now) {
+		rec, err := d.recoverClaim(ctx, id, dec)
+		if err != nil || rec.Published || rec.Outcome == OutcomeInProgress {
+			return rec, err
+		}
+	}
+	return res, nil
+}
+
+func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name, ev Event, dec lifecycle.Decision, now time.Time) (Result, error) {
+	next := op
+	next.State, next.UpdateTime = dec.Next.State, dec.Next.UpdateTime
+	next.History = appendBounded(op.History, entry(now, ev, dec), ledger.MaxHistory)
+	if dec.FirstSighting {
+		next.Name, next.APIName, next.Kind = name.Canonical, name.APIName, name.Kind
+		next.SubmittedAt = now
+		next.NextCheckAt = now.Add(d.cfg.Grace)
+	} else if moreSpecific(name.APIName, op.APIName) {
+		next.APIName = name.APIName
+	}
+	next.UserMetadata = mergeMissing(op.UserMetadata, ev.UserMetadata)
+	next.Output = mergeMissing(op.Output, ev.Output)
+	if next.Error == nil && ev.Error != nil {
+		e := *ev.Error
+		next.Error = &e
+	}
+	res := Result{Outcome: OutcomeApplied, Reason: string(dec.Reason), Operation: name.Canonical, State: next.State}
+	var claim *ledger.Claim
+	if dec.EntersTerminal {
+		next.SettledAt, next.SettledBy, next.NextCheckAt = now, string(ev.Source), time.Time{}
+		leaseUntil := now.Add(d.cfg.Lease)
+		next.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil}
+		claim = &ledger.Claim{
+			ID: op.ID, Key: name.Key(), Operation: name.Canonical,
+			Status: ledger.ClaimHeld, Holder: d.cfg.NewToken(), LeaseUntil: leaseUntil, Attempts: 1,
+			CreatedAt: now, UpdatedAt: now, ExpireAt: now.Add(d.cfg.ClaimTTL),
+			Message: message(next, name.Key()),
+		}
+	}
+	rev, lease, err := d.cfg.Store.CommitOperation(ctx, next, claim)
+	if err != nil {
+		return res, commitErr(name, err)
+	}
+	res.Version = rev.Version
+	if claim == nil {
+		return res, nil
+	}
+	res.Outcome = OutcomeCompleted
+	return d.runEffect(ctx, *lease, claim.Message, res)
+}
+
+// recoverClaim takes over a released or expired claim and runs its side
+// effect; a claim that is DONE or live elsewhere needs nothing.
+func (d *Door) recoverClaim(ctx context.Context, id string, dec lifecycle.Decision) (Result, error) {
+	c, err := d.cfg.Store.GetClaim(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		// Claims outlive Gemini's retries by far; a missing one was settled
+		// and expired by the TTL policy long ago.
+		return Result{Outcome: OutcomeDuplicate, Reason: "claim-expired", Operation: id}, nil
+	}
+	if err != nil {
+		return Result{Operation: id}, fmt.Errorf("%w: read claim %s: %w", ErrUnavailable, id, err)
+	}
+	now := d.cfg.Now()
+	res := Result{Outcome: OutcomeDuplicate, Reason: string(dec.Reason), Operation: c.Operation, State: lifecycle.State(c.Message.State)}
+	switch {
+	case c.Status == ledger.ClaimDone:
+		return res, nil
+	case c.Live(now):
+		res.Outcome = OutcomeInProgress
+		return res, nil
+	}
+	lease, err := d.cfg.Store.SeizeClaim(ctx, c, d.cfg.NewToken(), now.Add(d.cfg.Lease), now)
+	if errors.Is(err, ledger.ErrFenced) {
+		res.Outcome = OutcomeInProgress // someone else seized it first
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("%w: seize claim %s: %w", ErrUnavailable, c.Operation, err)
+	}
+	res.Outcome, res.Reason = OutcomeRecovered, "claim-"+string(c.Status)
+	if c.Status == ledger.ClaimHeld {
+		res.Reason = "lease-expired"
+	}
+	return d.runEffect(ctx, *lease, c.Message, res)
+}
+
+// runEffect publishes and then commits the claim DONE, fenced on the lease.
+func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message, res Result) (Result, error) {
+	if err := d.cfg.Sink.Publish(ctx, m); err != nil {
+		// Release at once so the next delivery or reconcile pass retries
+		// instead of waiting out the lease. Detached: the caller may be gone.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := d.cfg.Store.ReleaseClaim(rctx, l, d.cfg.Now()); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("release claim (it will be seized after the lease): %w", rerr))
+		}
+		return res, fmt.Errorf("%w: publish %s: %w", ErrSideEffect, m.Operation, err)
+	}
+	res.Published = true
+	if err := d.cfg.Store.CompleteClaim(ctx, l, d.cfg.Now()); err != nil {
+		if errors.Is(err, ledger.ErrFenced) {
+			// Our lease ran out and another holder seized the claim while we
+			// published: both published the same message (same key); the new
+			// holder commits DONE. Consumers dedupe on idempotency_key.
+			d.cfg.Log.WarnContext(ctx, "claim seized before DONE; the new holder completes it",
+				"operation", m.Operation, "idempotency_key", m.IdempotencyKey)
+			return res, nil
+		}
+		return res, fmt.Errorf("%w: published %s but could not record DONE (the claim is retried after its lease): %w", ErrUnavailable, m.Operation, err)
+	}
+	return res, nil
+}
+
+func (d *Door) log(ctx context.Context, ev Event, res Result, err error, start time.Time) {
+	attrs := []any{
+		"operation", res.Operation, "outcome", string(res.Outcome), "reason", res.Reason,
+		"state", string(res.State), "event_state", string(ev.State), "source", string(ev.Source),
+		"version", res.Version, "published", res.Published,
+		"duration_ms", d.cfg.Now().Sub(start).Milliseconds(),
+	}
+	if ev.DeliveryID != "" {
+		attrs = append(attrs, "delivery_id", ev.DeliveryID)
+	}
+	if err != nil {
+		attrs = append(attrs, "error", err.Error())
+		d.cfg.Log.ErrorContext(ctx, "ingest decision", attrs...)
+		return
+	}
+	d.cfg.Log.InfoContext(ctx, "ingest decision", attrs...)
+}
+
+func commitErr(name opname.Name, err error) error {
+	if errors.Is(err, ledger.ErrConflict) {
+		return err
+	}
+	return fmt.Errorf("%w: commit %s: %w", ErrUnavailable, name.Canonical, err)
+}
+
+func message(op ledger.Operation, key string) results.Message {
+	return results.Message{
+		Operation: op.Name, Kind: string(op.Kind), State: string(op.State),
+		UpdateTime: lifecycle.ServerTime(op.UpdateTime), SettledBy: op.SettledBy, SettledAt: op.SettledAt,
+		IdempotencyKey: key, Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata,
+	}
+}
+
+func entry(now time.Time, ev Event, dec lifecycle.Decision) ledger.HistoryEntry {
+	return ledger.HistoryEntry{At: now, Source: string(ev.Source), State: ev.State,
+		UpdateTime: lifecycle.ServerTime(ev.UpdateTime), Reason: string(dec.Reason), DeliveryID: ev.DeliveryID}
+}
+
+func appendBounded(list []ledger.HistoryEntry, e ledger.HistoryEntry, max int) []ledger.HistoryEntry {
+	out := append(append([]ledger.HistoryEntry(nil), list...), e)
+	if len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return out
+}
+
+// mergeMissing adds keys of extra that base lacks; base wins, so what was
+// registered is never overwritten by an echo.
+func mergeMissing(base, extra map[string]any) map[string]any {
+	if len(extra) == 0 {
+		return base
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range extra {
+		if _, ok := out[k]; !ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// moreSpecific reports whether candidate names the API resource better than
+// current (a video name with its model beats a bare operations/ID).
+func moreSpecific(candidate, current string) bool {
+	return len(candidate) > len(current)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,460 @@
+// Package firestore is the Firestore adapter of the ledger port.
+//
+// Collections: `operations` (one document per operation) and `claims` (one
+// per idempotency key), both keyed by opname.DocID of the key.
+//
+// Fencing uses Firestore preconditions instead of reads inside transactions:
+// an operation is updated only if its update time still equals the one read
+// (LastUpdateTime), and created only if absent (Create). So a state change
+// costs the one read the ingest door already made, plus the writes, and
+// concurrent writers never wait on each other's locks; the loser gets
+// ErrConflict and re-reads. Claims are fenced the same way on their own
+// update time, which changes whenever a claim is seized or released.
+package firestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// Collection names.
+const (
+	Operations = "operations"
+	Claims     = "claims"
+)
+
+// Counts tallies document reads and writes and commits, so benchmarks can
+// report the Firestore cost of each ingest path.
+type Counts struct {
+	Reads, Writes, Commits atomic.Int64
+}
+
+// Snapshot returns the current tallies.
+func (c *Counts) Snapshot() (reads, writes, commits int64) {
+	return c.Reads.Load(), c.Writes.Load(), c.Commits.Load()
+}
+
+// Store is the Firestore ledger.
+type Store struct {
+	client *firestore.Client
+	counts *Counts
+}
+
+// New returns a store on client. counts may be nil.
+func New(client *firestore.Client, counts *Counts) *Store {
+	if counts == nil {
+		counts = &Counts{}
+	}
+	return &Store{client: client, counts: counts}
+}
+
+// Counts returns the store's read/write tallies.
+func (s *Store) Counts() *Counts { return s.counts }
+
+func (s *Store) op(id string) *firestore.DocumentRef    { return s.client.Collection(Operations).Doc(id) }
+func (s *Store) claim(id string) *firestore.DocumentRef { return s.client.Collection(Claims).Doc(id) }
+
+// opDoc is the stored form of an operation. Field names are part of the
+// deployment (indexes, TTL policies, log queries): change them only with a
+// migration.
+type opDoc struct {
+	Name        string     `firestore:"name"`
+	APIName     string     `firestore:"api_name"`
+	Kind        string     `firestore:"kind"`
+	State       string     `firestore:"state"`
+	UpdateTime  time.Time  `firestore:"update_time"`
+	Version     int64      `firestore:"version"`
+	SubmittedAt time.Time  `firestore:"submitted_at"`
+	SettledAt   *time.Time `firestore:"settled_at"`
+	SettledBy   string     `firestore:"settled_by"`
+	NextCheckAt *time.Time `firestore:"next_check_at,omitempty"`
+	// PendingSince is the submission time while the operation is pending and
+	// absent once settled: the stuck query is a single-field range on it.
+	PendingSince *time.Time         `firestore:"pending_since,omitempty"`
+	Checks       int                `firestore:"checks"`
+	LastCheck    string             `firestore:"last_check"`
+	LastCheckAt  *time.Time         `firestore:"last_check_at"`
+	History      []historyDoc       `firestore:"history"`
+	Conflicts    []historyDoc       `firestore:"conflicts"`
+	UserMetadata map[string]any     `firestore:"user_metadata"`
+	Output       map[string]any     `firestore:"output"`
+	Error        *results.ErrorInfo `firestore:"error"`
+	Effect       effectDoc          `firestore:"effect"`
+	Replays      []replayDoc        `firestore:"replays"`
+}
+
+type historyDoc struct {
+	At         time.Time `firestore:"at"`
+	Source     string    `firestore:"source"`
+	State      string    `firestore:"state"`
+	UpdateTime time.Time `firestore:"update_time"`
+	Reason     string    `firestore:"reason"`
+	DeliveryID string    `firestore:"delivery_id"`
+}
+
+type effectDoc struct {
+	Status     string     `firestore:"status"`
+	LeaseUntil *time.Time `firestore:"lease_until"`
+}
+
+type replayDoc struct {
+	ID string    `firestore:"id"`
+	At time.Time `firestore:"at"`
+}
+
+type claimDoc struct {
+	Key        string     `firestore:"key"`
+	Operation  string     `firestore:"operation"`
+	Status     string     `firestore:"status"`
+	Holder     string     `firestore:"holder"`
+	LeaseUntil time.Time  `firestore:"lease_until"`
+	Attempts   int        `firestore:"attempts"`
+	CreatedAt  time.Time  `firestore:"created_at"`
+	UpdatedAt  time.Time  `firestore:"updated_at"`
+	DoneAt     *time.Time `firestore:"done_at"`
+	ExpireAt   time.Time  `firestore:"expire_at"`
+	// DueAt is set while the side effect is owed (lease end, or release
+	// time) and removed once DONE, so "claims to retry" is a single-field
+	// range query.
+	DueAt *time.Time `firestore:"due_at,omitempty"`
+	// Message is the results message data (contract §6) as JSON, kept
+	// verbatim so every holder publishes byte-identical data.
+	Message string `firestore:"message"`
+}
+
+func ptr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func val(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func toHistory(h []ledger.HistoryEntry) []historyDoc {
+	out := make([]historyDoc, len(h))
+	for i, e := range h {
+		out[i] = historyDoc{At: e.At, Source: e.Source, State: string(e.State), UpdateTime: e.UpdateTime, Reason: e.Reason, DeliveryID: e.DeliveryID}
+	}
+	return out
+}
+
+func fromHistory(h []historyDoc) []ledger.HistoryEntry {
+	out := make([]ledger.HistoryEntry, len(h))
+	for i, e := range h {
+		out[i] = ledger.HistoryEntry{At: e.At.UTC(), Source: e.Source, State: lifecycle.State(e.State), UpdateTime: e.UpdateTime.UTC(), Reason: e.Reason, DeliveryID: e.DeliveryID}
+	}
+	return out
+}
+
+func pendingSince(o ledger.Operation) *time.Time {
+	if o.State.Terminal() {
+		return nil
+	}
+	return ptr(o.SubmittedAt)
+}
+
+func orDelete(t *time.Time) any {
+	if t == nil {
+		return firestore.Delete
+	}
+	return *t
+}
+
+func toOpDoc(o ledger.Operation, version int64) opDoc {
+	d := opDoc{
+		Name: o.Name, APIName: o.APIName, Kind: string(o.Kind), State: string(o.State),
+		UpdateTime: lifecycle.ServerTime(o.UpdateTime), Version: version,
+		SubmittedAt: o.SubmittedAt, SettledAt: ptr(o.SettledAt), SettledBy: o.SettledBy,
+		NextCheckAt: ptr(o.NextCheckAt), PendingSince: pendingSince(o), Checks: o.Checks, LastCheck: o.LastCheck, LastCheckAt: ptr(o.LastCheckAt),
+		History: toHistory(o.History), Conflicts: toHistory(o.Conflicts),
+		UserMetadata: o.UserMetadata, Output: o.Output, Error: o.Error,
+		Effect: effectDoc{Status: string(o.Effect.Status), LeaseUntil: ptr(o.Effect.LeaseUntil)},
+	}
+	for _, r := range o.Replays {
+		d.Replays = append(d.Replays, replayDoc{ID: r.ID, At: r.At})
+	}
+	return d
+}
+
+// updates lists every field of d, so an Update (which, unlike Set, takes a
+// precondition) replaces the whole document. A settled operation loses
+// next_check_at entirely, keeping it out of the pending query.
+func (d opDoc) updates() []firestore.Update {
+	return []firestore.Update{
+		{Path: "name", Value: d.Name}, {Path: "api_name", Value: d.APIName}, {Path: "kind", Value: d.Kind},
+		{Path: "state", Value: d.State}, {Path: "update_time", Value: d.UpdateTime}, {Path: "version", Value: d.Version},
+		{Path: "submitted_at", Value: d.SubmittedAt}, {Path: "settled_at", Value: d.SettledAt}, {Path: "settled_by", Value: d.SettledBy},
+		{Path: "next_check_at", Value: orDelete(d.NextCheckAt)}, {Path: "pending_since", Value: orDelete(d.PendingSince)},
+		{Path: "checks", Value: d.Checks},
+		{Path: "last_check", Value: d.LastCheck}, {Path: "last_check_at", Value: d.LastCheckAt},
+		{Path: "history", Value: d.History}, {Path: "conflicts", Value: d.Conflicts},
+		{Path: "user_metadata", Value: d.UserMetadata}, {Path: "output", Value: d.Output}, {Path: "error", Value: d.Error},
+		{Path: "effect", Value: d.Effect}, {Path: "replays", Value: d.Replays},
+	}
+}
+
+func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, error) {
+	var d opDoc
+	if err := snap.DataTo(&d); err != nil {
+		return ledger.Operation{}, fmt.Errorf("decode operation %s: %w", id, err)
+	}
+	o := ledger.Operation{
+		ID: id, Rev: ledger.Revision{Version: d.Version, Stamp: snap.UpdateTime},
+		Name: d.Name, APIName: d.APIName, Kind: opname.Kind(d.Kind), State: lifecycle.State(d.State),
+		UpdateTime: d.UpdateTime.UTC(), SubmittedAt: d.SubmittedAt.UTC(), SettledAt: val(d.SettledAt), SettledBy: d.SettledBy,
+		NextCheckAt: val(d.NextCheckAt), Checks: d.Checks, LastCheck: d.LastCheck, LastCheckAt: val(d.LastCheckAt),
+		History: fromHistory(d.History), Conflicts: fromHistory(d.Conflicts),
+		UserMetadata: d.UserMetadata, Output: d.Output, Error: d.Error,
+		Effect: ledger.EffectMirror{Status: ledger.ClaimStatus(d.Effect.Status), LeaseUntil: val(d.Effect.LeaseUntil)},
+	}
+	for _, r := range d.Replays {
+		o.Replays = append(o.Replays, ledger.Replay{ID: r.ID, At: r.At.UTC()})
+	}
+	return o, nil
+}
+
+func toClaimDoc(c ledger.Claim) (claimDoc, error) {
+	msg, err := json.Marshal(c.Message)
+	if err != nil {
+		return claimDoc{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
+	}
+	return claimDoc{
+		Key: c.Key, Operation: c.Operation, Status: string(c.Status), Holder: c.Holder,
+		LeaseUntil: c.LeaseUntil, Attempts: c.Attempts, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: ptr(c.LeaseUntil), Message: string(msg),
+	}, nil
+}
+
+func fromClaimDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Claim, error) {
+	var d claimDoc
+	if err := snap.DataTo(&d); err != nil {
+		return ledger.Claim{}, fmt.Errorf("decode claim %s: %w", id, err)
+	}
+	var m results.Message
+	if err := json.Unmarshal([]byte(d.Message), &m); err != nil {
+		return ledger.Claim{}, fmt.Errorf("decode claim message %s: %w", id, err)
+	}
+	return ledger.Claim{
+		ID: id, Rev: ledger.Revision{Version: int64(d.Attempts), Stamp: snap.UpdateTime},
+		Key: d.Key, Operation: d.Operation, Status: ledger.ClaimStatus(d.Status), Holder: d.Holder,
+		LeaseUntil: d.LeaseUntil.UTC(), Attempts: d.Attempts, CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		DoneAt: val(d.DoneAt), ExpireAt: d.ExpireAt.UTC(), Message: m,
+	}, nil
+}
+
+// GetOperation implements ledger.Store.
+func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
+	s.counts.Reads.Add(1)
+	snap, err := s.op(id).Get(ctx)
+	if status.Code(err) == codes.NotFound {
+		return ledger.Operation{}, fmt.Errorf("operation %s: %w", id, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return ledger.Operation{}, fmt.Errorf("firestore: get operation %s: %w", id, err)
+	}
+	return fromOpDoc(id, snap)
+}
+
+// GetClaim implements ledger.Store.
+func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
+	s.counts.Reads.Add(1)
+	snap, err := s.claim(id).Get(ctx)
+	if status.Code(err) == codes.NotFound {
+		return ledger.Claim{}, fmt.Errorf("claim %s: %w", id, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return ledger.Claim{}, fmt.Errorf("firestore: get claim %s: %w", id, err)
+	}
+	return fromClaimDoc(id, snap)
+}
+
+// CommitOperation implements ledger.Store.
+func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
+	doc := toOpDoc(op, op.Rev.Version+1)
+	var cdoc claimDoc
+	if claim != nil {
+		var err error
+		if cdoc, err = toClaimDoc(*claim); err != nil {
+			return ledger.Revision{}, nil, err
+		}
+	}
+	var resp firestore.CommitResponse
+	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+		var err error
+		if op.Rev.Exists() {
+			err = tx.Update(s.op(op.ID), doc.updates(), firestore.LastUpdateTime(op.Rev.Stamp))
+		} else {
+			err = tx.Create(s.op(op.ID), doc)
+		}
+		if err == nil && claim != nil {
+			err = tx.Create(s.claim(claim.ID), cdoc)
+		}
+		return err
+	}, firestore.WithCommitResponseTo(&resp))
+	s.counts.Commits.Add(1)
+	if err != nil {
+		return ledger.Revision{}, nil, mapErr(err, ledger.ErrConflict, "commit operation "+op.ID)
+	}
+	writes, err := resp.WriteResults()
+	if err != nil || len(writes) == 0 {
+		return ledger.Revision{}, nil, fmt.Errorf("firestore: commit operation %s: no write results: %w", op.ID, err)
+	}
+	s.counts.Writes.Add(int64(len(writes)))
+	rev := ledger.Revision{Version: doc.Version, Stamp: writes[0].UpdateTime}
+	if claim == nil {
+		return rev, nil, nil
+	}
+	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder,
+		Rev: ledger.Revision{Version: int64(claim.Attempts), Stamp: writes[1].UpdateTime}}, nil
+}
+
+// SeizeClaim implements ledger.Store.
+func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, now time.Time) (*ledger.Lease, error) {
+	attempts := c.Attempts + 1
+	stamp, err := s.updateClaim(ctx, c.ID, c.Rev.Stamp, []firestore.Update{
+		{Path: "status", Value: string(ledger.ClaimHeld)}, {Path: "holder", Value: holder},
+		{Path: "lease_until", Value: leaseUntil}, {Path: "due_at", Value: leaseUntil},
+		{Path: "attempts", Value: attempts}, {Path: "updated_at", Value: now},
+	}, effectDoc{Status: string(ledger.ClaimHeld), LeaseUntil: &leaseUntil})
+	if err != nil {
+		return nil, err
+	}
+	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: ledger.Revision{Version: int64(attempts), Stamp: stamp}}, nil
+}
+
+// ReleaseClaim implements ledger.Store.
+func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
+	_, err := s.updateClaim(ctx, l.ID, l.Rev.Stamp, []firestore.Update{
+		{Path: "status", Value: string(ledger.ClaimReleased)}, {Path: "holder", Value: ""},
+		{Path: "lease_until", Value: now}, {Path: "due_at", Value: now}, {Path: "updated_at", Value: now},
+	}, effectDoc{Status: string(ledger.ClaimReleased), LeaseUntil: &now})
+	return err
+}
+
+// updateClaim changes a claim fenced on its update time and mirrors its
+// status on the operation, atomically.
+func (s *Store) updateClaim(ctx context.Context, id string, stamp time.Time, ups []firestore.Update, mirror effectDoc) (time.Time, error) {
+	var resp firestore.CommitResponse
+	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+		if err := tx.Update(s.claim(id), ups, firestore.LastUpdateTime(stamp)); err != nil {
+			return err
+		}
+		return tx.Update(s.op(id), []firestore.Update{{Path: "effect", Value: mirror}})
+	}, firestore.WithCommitResponseTo(&resp))
+	s.counts.Commits.Add(1)
+	if err != nil {
+		return time.Time{}, mapErr(err, ledger.ErrFenced, "update claim "+id)
+	}
+	writes, err := resp.WriteResults()
+	if err != nil || len(writes) == 0 {
+		return time.Time{}, fmt.Errorf("firestore: update claim %s: no write results: %w", id, err)
+	}
+	s.counts.Writes.Add(int64(len(writes)))
+	return writes[0].UpdateTime, nil
+}
+
+// CompleteClaim implements ledger.Store: one write, fenced on the claim's
+// update time, so a holder whose lease was seized can never mark it DONE.
+func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
+	_, err := s.claim(l.ID).Update(ctx, []firestore.Update{
+		{Path: "status", Value: string(ledger.ClaimDone)}, {Path: "done_at", Value: now},
+		{Path: "updated_at", Value: now}, {Path: "due_at", Value: firestore.Delete},
+	}, firestore.LastUpdateTime(l.Rev.Stamp))
+	s.counts.Commits.Add(1)
+	if err != nil {
+		return mapErr(err, ledger.ErrFenced, "complete claim "+l.ID)
+	}
+	s.counts.Writes.Add(1)
+	return nil
+}
+
+// mapErr turns a failed precondition (or a create that found the document,
+// or an update that found none) into the port's fencing error; anything else
+// is the store being unavailable.
+func mapErr(err error, fenced error, what string) error {
+	switch status.Code(err) {
+	case codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
+		return fmt.Errorf("firestore: %s: %w (%v)", what, fenced, err)
+	}
+	return fmt.Errorf("firestore: %s: %w", what, err)
+}
+
+// query runs q and decodes every document with decode; each returned
+// document counts as a read (an empty answer still costs one).
+func query[T any](ctx context.Context, s *Store, q firestore.Query, what string, decode func(string, *firestore.DocumentSnapshot) (T, error)) ([]T, error) {
+	snaps, err := q.Documents(ctx).GetAll()
+	s.counts.Reads.Add(int64(max(1, len(snaps))))
+	if err != nil {
+		return nil, fmt.Errorf("firestore: query %s: %w", what, err)
+	}
+	out := make([]T, 0, len(snaps))
+	for _, snap := range snaps {
+		v, err := decode(snap.Ref.ID, snap)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// DueOperations implements ledger.Queries (single-field index on next_check_at).
+func (s *Store) DueOperations(ctx context.Context, now time.Time, limit int) ([]ledger.Operation, error) {
+	q := s.client.Collection(Operations).Where("next_check_at", "<=", now).OrderBy("next_check_at", firestore.Asc).Limit(limit)
+	return query(ctx, s, q, "due operations", fromOpDoc)
+}
+
+// StuckOperations implements ledger.Queries (single-field index on pending_since).
+func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
+	q := s.client.Collection(Operations).Where("pending_since", "<=", cutoff).OrderBy("pending_since", firestore.Asc).Limit(limit)
+	return query(ctx, s, q, "stuck operations", fromOpDoc)
+}
+
+// DueClaims implements ledger.Queries (single-field index on due_at).
+func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error) {
+	q := s.client.Collection(Claims).Where("due_at", "<=", now).OrderBy("due_at", firestore.Asc).Limit(limit)
+	return query(ctx, s, q, "due claims", fromClaimDoc)
+}
+
+// ListOperations implements ledger.Queries. With a state it needs the
+// composite index (state ASC, submitted_at DESC) declared in terraform/.
+func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]ledger.Operation, error) {
+	q := s.client.Collection(Operations).Query
+	if state != "" {
+		q = q.Where("state", "==", string(state))
+	}
+	return query(ctx, s, q.OrderBy("submitted_at", firestore.Desc).Limit(limit), "list operations", fromOpDoc)
+}
+
+// ScheduleCheck implements ledger.Queries.
+func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
+	version := op.Rev.Version + 1
+	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
+		{Path: "next_check_at", Value: next}, {Path: "checks", Value: op.Checks + 1},
+		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: now}, {Path: "version", Value: version},
+	}, firestore.LastUpdateTime(op.Rev.Stamp))
+	s.counts.Commits.Add(1)
+	if err != nil {
+		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, "schedule check "+op.ID)
+	}
+	s.counts.Writes.Add(1)
+	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
+}

@@ -1,0 +1,226 @@
+// Package ledger is the port between the ingest door and the stores that keep
+// operation state and completion claims. Adapters (Firestore, SQLite) live in
+// sub-packages and must all pass the conformance suite in ledgertest.
+//
+// Every write is fenced: an operation is written only if it is still at the
+// revision the writer read, a claim only if it is still the one the holder
+// created or seized. A fenced-out writer gets ErrConflict (operations) or
+// ErrFenced (claims) and must re-read; it never overwrites newer data.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// Errors adapters return (wrapped); callers test them with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the operation changed since it was read, or a claim that
+	// should have been created already exists. Re-read and decide again.
+	ErrConflict = errors.New("revision conflict")
+	// ErrFenced: the claim is no longer held by this lease (seized, released
+	// or completed by someone else).
+	ErrFenced = errors.New("claim fenced")
+)
+
+// Limits on the lists kept in an operation document, so a document never
+// grows without bound (Firestore caps documents at 1 MiB).
+const (
+	MaxHistory   = 32
+	MaxConflicts = 16
+)
+
+// Revision identifies the stored version of a document. Version counts writes
+// and fences the SQLite adapter; Stamp is the store's own write time, which
+// fences Firestore (its preconditions compare update times). The zero
+// Revision means "does not exist yet".
+type Revision struct {
+	Version int64
+	Stamp   time.Time
+}
+
+// Exists reports whether the revision refers to a stored document.
+func (r Revision) Exists() bool { return r.Version > 0 }
+
+// HistoryEntry is one recorded event: an applied one, or a terminal conflict.
+type HistoryEntry struct {
+	At         time.Time       `json:"at"`
+	Source     string          `json:"source"`
+	State      lifecycle.State `json:"state"`
+	UpdateTime time.Time       `json:"update_time"`
+	Reason     string          `json:"reason"`
+	DeliveryID string          `json:"delivery_id,omitempty"`
+}
+
+// EffectMirror is the operation document's copy of its claim's status, kept
+// so that a duplicate delivery can tell from the one operation read that no
+// side effect is owed. It is written when the claim is created, seized or
+// released — not when it is committed DONE, which saves a write per
+// completion; a duplicate that sees an expired mirror lease reads the claim.
+type EffectMirror struct {
+	Status     ClaimStatus `json:"status,omitempty"`
+	LeaseUntil time.Time   `json:"lease_until,omitzero"`
+}
+
+// Owed reports whether the mirror says a side effect may still be owed at
+// now: the claim was released, or its lease has run out.
+func (m EffectMirror) Owed(now time.Time) bool {
+	switch m.Status {
+	case ClaimReleased:
+		return true
+	case ClaimHeld:
+		return !now.Before(m.LeaseUntil)
+	default:
+		return false
+	}
+}
+
+// Operation is one operation's document.
+type Operation struct {
+	ID      string // document id (opname.DocID of the key)
+	Rev     Revision
+	Name    string // canonical name
+	APIName string // the name to ask the Gemini API with
+	Kind    opname.Kind
+	State   lifecycle.State
+	// UpdateTime is the server time of State.
+	UpdateTime  time.Time
+	SubmittedAt time.Time
+	SettledAt   time.Time
+	SettledBy   string
+	// NextCheckAt is when the reconciler should next ask Gemini; zero once
+	// settled (so the pending query never sees settled operations).
+	NextCheckAt time.Time
+	Checks      int
+	// LastCheck records the last reconcile answer that was not a state
+	// (e.g. "not-found" for a Gemini 404).
+	LastCheck    string
+	LastCheckAt  time.Time
+	History      []HistoryEntry
+	Conflicts    []HistoryEntry
+	UserMetadata map[string]any
+	Output       map[string]any
+	Error        *results.ErrorInfo
+	Effect       EffectMirror
+	Replays      []Replay
+}
+
+// Replay records a deliberate re-publication (lrosink replay).
+type Replay struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}
+
+// Current is the reducer's view of the operation.
+func (o Operation) Current() lifecycle.Current {
+	return lifecycle.Current{Exists: o.Rev.Exists(), State: o.State, UpdateTime: o.UpdateTime}
+}
+
+// HasConflict reports whether a terminal conflict with state s is already
+// recorded, so a repeated conflicting delivery costs no write.
+func (o Operation) HasConflict(s lifecycle.State) bool {
+	for _, c := range o.Conflicts {
+		if c.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ClaimStatus is a claim's lifecycle.
+type ClaimStatus string
+
+// Claim statuses.
+const (
+	ClaimHeld     ClaimStatus = "CLAIMED"
+	ClaimReleased ClaimStatus = "RELEASED"
+	ClaimDone     ClaimStatus = "DONE"
+)
+
+// Claim is the idempotency record of one operation's side effect. It is
+// created in the same commit as the operation's first terminal state and
+// carries the message to publish, so a later holder republishes exactly the
+// same message.
+type Claim struct {
+	ID         string // document id (same as the operation's)
+	Rev        Revision
+	Key        string // idempotency key
+	Operation  string // canonical name
+	Status     ClaimStatus
+	Holder     string // fencing token of the current holder
+	LeaseUntil time.Time
+	Attempts   int
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	DoneAt     time.Time
+	// ExpireAt drives a TTL policy far beyond Gemini's 24 h retry window.
+	ExpireAt time.Time
+	Message  results.Message
+}
+
+// Live reports whether the claim is held and its lease has not run out.
+func (c Claim) Live(now time.Time) bool {
+	return c.Status == ClaimHeld && now.Before(c.LeaseUntil)
+}
+
+// Lease is what a holder keeps to commit or release its claim.
+type Lease struct {
+	ID     string
+	OpID   string
+	Holder string
+	Rev    Revision
+}
+
+// Store is what the ingest door needs from a ledger.
+type Store interface {
+	// GetOperation reads one operation; ErrNotFound if absent.
+	GetOperation(ctx context.Context, id string) (Operation, error)
+	// CommitOperation writes op if the stored revision still equals op.Rev
+	// (zero: must not exist), with Version = op.Rev.Version+1. If claim is
+	// non-nil it is created in the same atomic commit and must not exist.
+	// Returns the new operation revision and, with a claim, its lease.
+	CommitOperation(ctx context.Context, op Operation, claim *Claim) (Revision, *Lease, error)
+	// GetClaim reads one claim; ErrNotFound if absent.
+	GetClaim(ctx context.Context, id string) (Claim, error)
+	// SeizeClaim gives claim c (as read, at c.Rev) to a new holder with a new
+	// lease and one more attempt, and mirrors that on the operation.
+	// ErrFenced if the claim changed since it was read.
+	SeizeClaim(ctx context.Context, c Claim, holder string, leaseUntil, now time.Time) (*Lease, error)
+	// ReleaseClaim gives up a held claim at once so the next attempt retries.
+	ReleaseClaim(ctx context.Context, l Lease, now time.Time) error
+	// CompleteClaim marks the claim DONE if l still holds it; ErrFenced if not.
+	CompleteClaim(ctx context.Context, l Lease, now time.Time) error
+}
+
+// Queries is what the reconciler and the operator CLI need. Every query is
+// served by an index and bounded by limit: never a scan of the ledger.
+type Queries interface {
+	// DueOperations returns up to limit pending operations whose NextCheckAt
+	// is at or before now, earliest first.
+	DueOperations(ctx context.Context, now time.Time, limit int) ([]Operation, error)
+	// StuckOperations returns up to limit pending operations submitted at or
+	// before cutoff, oldest first.
+	StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]Operation, error)
+	// DueClaims returns up to limit claims that are not DONE and whose lease
+	// ended (or that were released) at or before now, earliest first.
+	DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error)
+	// ScheduleCheck records a reconcile check without touching state: the
+	// next check time, one more check, and a note (e.g. "not-found"). It is
+	// fenced on op.Rev like any write (ErrConflict) and bumps the version.
+	ScheduleCheck(ctx context.Context, op Operation, next time.Time, note string, now time.Time) (Revision, error)
+	// ListOperations returns up to limit operations, newest submission first,
+	// optionally only those in state (empty: any).
+	ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]Operation, error)
+}
+
+// Ledger is a complete store: what ingest, reconcile and the CLI use.
+type Ledger interface {
+	Store
+	Queries
+}

@@ -1,0 +1,485 @@
+// Package ledgertest is the conformance suite every ledger adapter must pass:
+// the fencing and atomicity the ingest door relies on, including under
+// concurrency.
+package ledgertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// NewStore returns a fresh, empty ledger for one test.
+type NewStore func(t *testing.T) ledger.Ledger
+
+// Run runs the suite.
+func Run(t *testing.T, newStore NewStore) {
+	tests := map[string]func(*testing.T, ledger.Ledger){
+		"GetMissing":                 testGetMissing,
+		"CreateAndRead":              testCreateAndRead,
+		"CreateTwiceConflicts":       testCreateTwice,
+		"StaleRevisionConflicts":     testStaleRevision,
+		"ClaimCreatedAtomically":     testClaimAtomic,
+		"ExistingClaimBlocksCommit":  testExistingClaim,
+		"CompleteFencedOnLease":      testCompleteFenced,
+		"SeizeFencesOldHolder":       testSeize,
+		"ReleaseThenSeize":           testRelease,
+		"ConcurrentCommitsOneWins":   testConcurrentCommits,
+		"ConcurrentSeizesOneWins":    testConcurrentSeizes,
+		"TimesKeepMicroseconds":      testTimePrecision,
+		"MessageRoundTripsVerbatim":  testMessage,
+		"MissingClaimCannotComplete": testMissingClaim,
+		"DueOperations":              testDueOperations,
+		"StuckOperations":            testStuckOperations,
+		"DueClaims":                  testDueClaims,
+		"ScheduleCheck":              testScheduleCheck,
+		"ListOperations":             testListOperations,
+	}
+	for name, f := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, newStore(t))
+		})
+	}
+}
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Op returns a valid new operation document for tests.
+func Op(id string) ledger.Operation {
+	return ledger.Operation{
+		ID: id, Name: "batches/" + id, APIName: "batches/" + id, Kind: "batch",
+		State: lifecycle.Pending, UpdateTime: time.Unix(0, 0).UTC(), SubmittedAt: t0, NextCheckAt: t0.Add(90 * time.Second),
+		UserMetadata: map[string]any{"job": "j1"},
+	}
+}
+
+// Claim returns a claim for op id held by holder.
+func Claim(id, holder string, leaseUntil time.Time) *ledger.Claim {
+	return &ledger.Claim{
+		ID: id, Key: "gemini:batches/" + id, Operation: "batches/" + id, Status: ledger.ClaimHeld, Holder: holder,
+		LeaseUntil: leaseUntil, Attempts: 1, CreatedAt: t0, UpdatedAt: t0, ExpireAt: t0.Add(30 * 24 * time.Hour),
+		Message: results.Message{Operation: "batches/" + id, Kind: "batch", State: "SUCCEEDED", UpdateTime: t0,
+			SettledBy: "webhook", SettledAt: t0, IdempotencyKey: "gemini:batches/" + id,
+			Output: map[string]any{"output_file_uri": "gs://b/r.jsonl"}},
+	}
+}
+
+func mustCommit(t *testing.T, s ledger.Store, op ledger.Operation, c *ledger.Claim) (ledger.Revision, *ledger.Lease) {
+	t.Helper()
+	rev, lease, err := s.CommitOperation(ctx(t), op, c)
+	if err != nil {
+		t.Fatalf("commit %s: %v", op.ID, err)
+	}
+	return rev, lease
+}
+
+func mustGet(t *testing.T, s ledger.Store, id string) ledger.Operation {
+	t.Helper()
+	op, err := s.GetOperation(ctx(t), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return op
+}
+
+// terminal returns op moved to SUCCEEDED with its effect mirror held.
+func terminal(op ledger.Operation, leaseUntil time.Time) ledger.Operation {
+	op.State, op.UpdateTime, op.SettledAt, op.SettledBy, op.NextCheckAt = lifecycle.Succeeded, t0, t0, "webhook", time.Time{}
+	op.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil}
+	return op
+}
+
+func testGetMissing(t *testing.T, s ledger.Ledger) {
+	if _, err := s.GetOperation(ctx(t), "nope"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("GetOperation(missing) = %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetClaim(ctx(t), "nope"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("GetClaim(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+func testCreateAndRead(t *testing.T, s ledger.Ledger) {
+	op := Op("a1")
+	op.History = []ledger.HistoryEntry{{At: t0, Source: "register", State: lifecycle.Pending, UpdateTime: time.Unix(0, 0).UTC(), Reason: "first-sighting"}}
+	rev, lease := mustCommit(t, s, op, nil)
+	if lease != nil || rev.Version != 1 {
+		t.Fatalf("rev %+v lease %v, want version 1 and no lease", rev, lease)
+	}
+	got := mustGet(t, s, "a1")
+	if got.Rev.Version != 1 || got.Name != op.Name || got.State != lifecycle.Pending || got.Kind != "batch" ||
+		!got.NextCheckAt.Equal(op.NextCheckAt) || !got.SubmittedAt.Equal(t0) || got.UserMetadata["job"] != "j1" ||
+		len(got.History) != 1 || got.History[0].Reason != "first-sighting" || !got.SettledAt.IsZero() {
+		t.Fatalf("read back %+v", got)
+	}
+	// A settled operation has no next check (the pending query must not see it).
+	next := terminal(got, t0.Add(time.Minute))
+	mustCommit(t, s, next, nil)
+	got = mustGet(t, s, "a1")
+	if got.Rev.Version != 2 || got.State != lifecycle.Succeeded || !got.NextCheckAt.IsZero() || got.SettledBy != "webhook" ||
+		got.Effect.Status != ledger.ClaimHeld || !got.Effect.LeaseUntil.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("after settle %+v", got)
+	}
+}
+
+func testCreateTwice(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("a2"), nil)
+	if _, _, err := s.CommitOperation(ctx(t), Op("a2"), nil); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second create = %v, want ErrConflict", err)
+	}
+}
+
+func testStaleRevision(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("a3"), nil)
+	read := mustGet(t, s, "a3")
+	first := read
+	first.State = lifecycle.Running
+	mustCommit(t, s, first, nil)
+	second := read // still at the old revision
+	second.State = lifecycle.RequiresAction
+	if _, _, err := s.CommitOperation(ctx(t), second, nil); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("commit at stale revision = %v, want ErrConflict", err)
+	}
+	if got := mustGet(t, s, "a3"); got.State != lifecycle.Running || got.Rev.Version != 2 {
+		t.Fatalf("stale commit changed the store: %+v", got)
+	}
+}
+
+func testClaimAtomic(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("a4"), nil)
+	op := terminal(mustGet(t, s, "a4"), t0.Add(time.Minute))
+	_, lease := mustCommit(t, s, op, Claim("a4", "h1", t0.Add(time.Minute)))
+	if lease == nil || lease.Holder != "h1" || lease.ID != "a4" {
+		t.Fatalf("lease %+v", lease)
+	}
+	c, err := s.GetClaim(ctx(t), "a4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status != ledger.ClaimHeld || c.Holder != "h1" || c.Attempts != 1 || c.Key != "gemini:batches/a4" || !c.LeaseUntil.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("claim %+v", c)
+	}
+}
+
+func testExistingClaim(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("a5"), nil)
+	op := mustGet(t, s, "a5")
+	mustCommit(t, s, terminal(op, t0), Claim("a5", "h1", t0))
+	// Another writer that read the operation before and tries to settle it
+	// with its own claim must fail whole: neither the operation nor the claim
+	// may change.
+	other := terminal(mustGet(t, s, "a5"), t0)
+	other.SettledBy = "reconcile"
+	if _, _, err := s.CommitOperation(ctx(t), other, Claim("a5", "h2", t0)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("commit with an existing claim = %v, want ErrConflict", err)
+	}
+	if got := mustGet(t, s, "a5"); got.SettledBy != "webhook" || got.Rev.Version != 2 {
+		t.Fatalf("operation changed by a failed commit: %+v", got)
+	}
+	if c, _ := s.GetClaim(ctx(t), "a5"); c.Holder != "h1" {
+		t.Fatalf("claim changed by a failed commit: %+v", c)
+	}
+}
+
+func settled(t *testing.T, s ledger.Store, id, holder string, leaseUntil time.Time) *ledger.Lease {
+	t.Helper()
+	mustCommit(t, s, Op(id), nil)
+	_, lease := mustCommit(t, s, terminal(mustGet(t, s, id), leaseUntil), Claim(id, holder, leaseUntil))
+	return lease
+}
+
+func testCompleteFenced(t *testing.T, s ledger.Ledger) {
+	lease := settled(t, s, "a6", "h1", t0.Add(time.Minute))
+	forged := *lease
+	forged.Holder, forged.Rev = "someone-else", ledger.Revision{Version: 7, Stamp: t0}
+	if err := s.CompleteClaim(ctx(t), forged, t0); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("complete with a foreign lease = %v, want ErrFenced", err)
+	}
+	if err := s.CompleteClaim(ctx(t), *lease, t0.Add(time.Second)); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	c, _ := s.GetClaim(ctx(t), "a6")
+	if c.Status != ledger.ClaimDone || !c.DoneAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("claim after complete %+v", c)
+	}
+	if err := s.CompleteClaim(ctx(t), *lease, t0.Add(2*time.Second)); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("second complete = %v, want ErrFenced", err)
+	}
+}
+
+func testSeize(t *testing.T, s ledger.Ledger) {
+	old := settled(t, s, "a7", "h1", t0.Add(time.Minute))
+	c, _ := s.GetClaim(ctx(t), "a7")
+	now := t0.Add(2 * time.Minute) // the lease ran out
+	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), now)
+	if err != nil {
+		t.Fatalf("seize: %v", err)
+	}
+	if lease.Holder != "h2" {
+		t.Fatalf("lease %+v", lease)
+	}
+	if err := s.CompleteClaim(ctx(t), *old, now); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("late DONE by the old holder = %v, want ErrFenced", err)
+	}
+	if _, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), now); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("seize from a stale read = %v, want ErrFenced", err)
+	}
+	got, _ := s.GetClaim(ctx(t), "a7")
+	if got.Holder != "h2" || got.Attempts != 2 || got.Status != ledger.ClaimHeld {
+		t.Fatalf("claim after seize %+v", got)
+	}
+	if op := mustGet(t, s, "a7"); op.Effect.Status != ledger.ClaimHeld || !op.Effect.LeaseUntil.Equal(now.Add(time.Minute)) {
+		t.Fatalf("mirror after seize %+v", op.Effect)
+	}
+	if err := s.CompleteClaim(ctx(t), *lease, now); err != nil {
+		t.Fatalf("new holder completes: %v", err)
+	}
+}
+
+func testRelease(t *testing.T, s ledger.Ledger) {
+	lease := settled(t, s, "a8", "h1", t0.Add(time.Hour))
+	if err := s.ReleaseClaim(ctx(t), *lease, t0); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if op := mustGet(t, s, "a8"); op.Effect.Status != ledger.ClaimReleased || !op.Effect.Owed(t0) {
+		t.Fatalf("mirror after release %+v", op.Effect)
+	}
+	if err := s.CompleteClaim(ctx(t), *lease, t0); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("complete after release = %v, want ErrFenced", err)
+	}
+	c, _ := s.GetClaim(ctx(t), "a8")
+	if c.Status != ledger.ClaimReleased || c.Live(t0) {
+		t.Fatalf("claim after release %+v", c)
+	}
+	l2, err := s.SeizeClaim(ctx(t), c, "h2", t0.Add(time.Minute), t0)
+	if err != nil {
+		t.Fatalf("seize released claim: %v", err)
+	}
+	if err := s.CompleteClaim(ctx(t), *l2, t0); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+}
+
+func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("a9"), nil)
+	read := mustGet(t, s, "a9")
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := terminal(read, t0.Add(time.Minute))
+			_, _, errs[i] = s.CommitOperation(ctx(t), op, Claim("a9", fmt.Sprint("h", i), t0.Add(time.Minute)))
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, ledger.ErrConflict):
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d concurrent commits from one read succeeded, want exactly 1", won, n)
+	}
+	if got := mustGet(t, s, "a9"); got.Rev.Version != 2 {
+		t.Fatalf("version %d, want 2", got.Rev.Version)
+	}
+}
+
+func testConcurrentSeizes(t *testing.T, s ledger.Ledger) {
+	settled(t, s, "a10", "h0", t0)
+	c, _ := s.GetClaim(ctx(t), "a10")
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.SeizeClaim(ctx(t), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), t0.Add(time.Minute))
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, ledger.ErrFenced):
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d concurrent seizes succeeded, want exactly 1", won, n)
+	}
+}
+
+func testTimePrecision(t *testing.T, s ledger.Ledger) {
+	op := Op("a11")
+	op.UpdateTime = time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	mustCommit(t, s, op, nil)
+	got := mustGet(t, s, "a11")
+	if want := lifecycle.ServerTime(op.UpdateTime); !got.UpdateTime.Equal(want) {
+		t.Fatalf("update time %v, want %v (microsecond precision)", got.UpdateTime, want)
+	}
+	if d := lifecycle.Apply(got.Current(), lifecycle.Event{State: lifecycle.Pending, UpdateTime: op.UpdateTime}); d.Applied {
+		t.Fatalf("the same event re-read from the store must not apply again: %+v", d)
+	}
+}
+
+func testMessage(t *testing.T, s ledger.Ledger) {
+	settled(t, s, "a12", "h1", t0)
+	c, err := s.GetClaim(ctx(t), "a12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Claim("a12", "h1", t0).Message.Data()
+	got, _ := c.Message.Data()
+	if string(got) != string(want) {
+		t.Fatalf("message changed in the store:\n got %s\nwant %s", got, want)
+	}
+}
+
+func testMissingClaim(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("a13"), nil)
+	l := ledger.Lease{ID: "a13", OpID: "a13", Holder: "h", Rev: ledger.Revision{Version: 1, Stamp: t0}}
+	if err := s.CompleteClaim(ctx(t), l, t0); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("complete missing claim = %v, want ErrFenced", err)
+	}
+}
+
+func ids(ops []ledger.Operation) []string {
+	out := make([]string, len(ops))
+	for i, o := range ops {
+		out[i] = o.ID
+	}
+	return out
+}
+
+func same(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+func testDueOperations(t *testing.T, s ledger.Ledger) {
+	for _, id := range []string{"d3", "d1", "d2"} {
+		op := Op(id)
+		op.NextCheckAt = map[string]time.Time{"d1": t0.Add(time.Minute), "d2": t0.Add(2 * time.Minute), "d3": t0.Add(3 * time.Minute)}[id]
+		mustCommit(t, s, op, nil)
+	}
+	settledOp := Op("d0")
+	mustCommit(t, s, settledOp, nil)
+	mustCommit(t, s, terminal(mustGet(t, s, "d0"), t0), nil)
+	got, err := s.DueOperations(ctx(t), t0.Add(2*time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same(ids(got), []string{"d1", "d2"}) {
+		t.Fatalf("due = %v, want [d1 d2] (earliest first, settled excluded)", ids(got))
+	}
+	if got, _ := s.DueOperations(ctx(t), t0.Add(time.Hour), 1); !same(ids(got), []string{"d1"}) {
+		t.Fatalf("due with limit 1 = %v", ids(got))
+	}
+}
+
+func testStuckOperations(t *testing.T, s ledger.Ledger) {
+	for id, sub := range map[string]time.Time{"s1": t0.Add(-8 * time.Hour), "s2": t0.Add(-7 * time.Hour), "s3": t0.Add(-time.Hour), "s4": t0.Add(-9 * time.Hour)} {
+		op := Op(id)
+		op.SubmittedAt = sub
+		mustCommit(t, s, op, nil)
+	}
+	mustCommit(t, s, terminal(mustGet(t, s, "s4"), t0), nil) // settled: never stuck
+	got, err := s.StuckOperations(ctx(t), t0.Add(-6*time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same(ids(got), []string{"s1", "s2"}) {
+		t.Fatalf("stuck = %v, want [s1 s2] (oldest first)", ids(got))
+	}
+}
+
+func testDueClaims(t *testing.T, s ledger.Ledger) {
+	settled(t, s, "c1", "h1", t0.Add(time.Minute))     // lease ends at +1m
+	l2 := settled(t, s, "c2", "h2", t0.Add(time.Hour)) // released at +30s
+	if err := s.ReleaseClaim(ctx(t), *l2, t0.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	l3 := settled(t, s, "c3", "h3", t0) // DONE: never due
+	if err := s.CompleteClaim(ctx(t), *l3, t0); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, s, "c4", "h4", t0.Add(time.Hour)) // live
+	got, err := s.DueClaims(ctx(t), t0.Add(2*time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotIDs []string
+	for _, c := range got {
+		gotIDs = append(gotIDs, c.ID)
+	}
+	if !same(gotIDs, []string{"c2", "c1"}) {
+		t.Fatalf("due claims = %v, want [c2 c1]", gotIDs)
+	}
+}
+
+func testScheduleCheck(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("k1"), nil)
+	op := mustGet(t, s, "k1")
+	rev, err := s.ScheduleCheck(ctx(t), op, t0.Add(4*time.Minute), "not-found", t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(t, s, "k1")
+	if got.Rev.Version != 2 || rev.Version != 2 || got.Checks != 1 || got.LastCheck != "not-found" ||
+		!got.NextCheckAt.Equal(t0.Add(4*time.Minute)) || !got.LastCheckAt.Equal(t0.Add(time.Minute)) || got.State != lifecycle.Pending {
+		t.Fatalf("after schedule %+v", got)
+	}
+	if _, err := s.ScheduleCheck(ctx(t), op, t0, "x", t0); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("schedule at a stale revision = %v, want ErrConflict", err)
+	}
+	// A commit from before the schedule must not overwrite it either.
+	stale := op
+	stale.State = lifecycle.Running
+	if _, _, err := s.CommitOperation(ctx(t), stale, nil); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("commit at a revision older than the schedule = %v, want ErrConflict", err)
+	}
+}
+
+func testListOperations(t *testing.T, s ledger.Ledger) {
+	for i, id := range []string{"l1", "l2", "l3"} {
+		op := Op(id)
+		op.SubmittedAt = t0.Add(time.Duration(i) * time.Minute)
+		mustCommit(t, s, op, nil)
+	}
+	mustCommit(t, s, terminal(mustGet(t, s, "l2"), t0), nil)
+	all, err := s.ListOperations(ctx(t), "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same(ids(all), []string{"l3", "l2", "l1"}) {
+		t.Fatalf("list = %v, want newest first", ids(all))
+	}
+	pending, _ := s.ListOperations(ctx(t), lifecycle.Pending, 10)
+	if !same(ids(pending), []string{"l3", "l1"}) {
+		t.Fatalf("list PENDING = %v", ids(pending))
+	}
+	if two, _ := s.ListOperations(ctx(t), "", 2); len(two) != 2 {
+		t.Fatalf("limit ignored: %v", ids(two))
+	}
+}

@@ -1,0 +1,64 @@
+// Package results defines the results message of contract §6: the one
+// message downstream workers receive per operation's first terminal state.
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// ErrorInfo is an operation's failure detail.
+type ErrorInfo struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// Message is the results message. Its JSON form is the message data; the
+// attributes and ordering key are derived from it.
+type Message struct {
+	Operation      string         `json:"operation"`
+	Kind           string         `json:"kind"`
+	State          string         `json:"state"`
+	UpdateTime     time.Time      `json:"update_time"`
+	SettledBy      string         `json:"settled_by"`
+	SettledAt      time.Time      `json:"settled_at"`
+	IdempotencyKey string         `json:"idempotency_key"`
+	Output         map[string]any `json:"output"`
+	Error          *ErrorInfo     `json:"error"`
+	UserMetadata   map[string]any `json:"user_metadata"`
+	// ReplayID is set only on deliberate replays; it travels as an attribute.
+	ReplayID string `json:"-"`
+}
+
+// Data returns the message data: the JSON object of contract §6. Output is
+// always an object (never null) so consumers can index it without a check.
+func (m Message) Data() ([]byte, error) {
+	if m.Output == nil {
+		m.Output = map[string]any{}
+	}
+	m.UpdateTime = m.UpdateTime.UTC()
+	m.SettledAt = m.SettledAt.UTC()
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode results message for %s: %w", m.Operation, err)
+	}
+	return b, nil
+}
+
+// Attributes returns the message attributes of contract §6.
+func (m Message) Attributes() map[string]string {
+	a := map[string]string{
+		"idempotency_key": m.IdempotencyKey,
+		"operation":       m.Operation,
+		"state":           m.State,
+		"kind":            m.Kind,
+	}
+	if m.ReplayID != "" {
+		a["replay_id"] = m.ReplayID
+	}
+	return a
+}
+
+// OrderingKey is the operation's canonical name.
+func (m Message) OrderingKey() string { return m.Operation }

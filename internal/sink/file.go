@@ -1,0 +1,129 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// File appends results messages to a JSON-lines file, one fsynced line each.
+type File struct {
+	path string
+	mu   sync.Mutex // one writer at a time, so lines never interleave
+	f    *os.File   // nil once closed
+}
+
+// NewFile opens path for appending, creating it if needed. The directory must
+// exist: creating it would hide a mistyped path.
+func NewFile(path string) (*File, error) {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open results file: %w", err)
+	}
+	// A new file's directory entry is durable only once its directory is
+	// synced; without this, fsynced lines could vanish with the file.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("open results file %s: %w", path, err)
+	}
+	return &File{path: path, f: f}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open directory for sync: %w", err)
+	}
+	if err := d.Sync(); err != nil {
+		_ = d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("close directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Publish appends one line and returns once it is fsynced.
+func (s *File) Publish(ctx context.Context, m results.Message) error {
+	line, err := jsonLine(m)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Checked after the lock: waiting behind other fsyncs may outlast ctx.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write results for %s to %s: %w", m.Operation, s.path, err)
+	}
+	if s.f == nil {
+		return fmt.Errorf("write results for %s to %s: %w", m.Operation, s.path, os.ErrClosed)
+	}
+	// One Write call per line: O_APPEND places it atomically at the end.
+	if n, err := s.f.Write(line); err != nil {
+		if n > 0 {
+			// Best effort: end the torn line so the next line parses on its own.
+			_, _ = s.f.Write([]byte("\n"))
+		}
+		return fmt.Errorf("write results for %s to %s: %w", m.Operation, s.path, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("fsync results for %s to %s: %w", m.Operation, s.path, err)
+	}
+	return nil
+}
+
+// Close closes the file; later Publish calls fail.
+func (s *File) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	if err != nil {
+		return fmt.Errorf("close results file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Writer writes results messages as JSON lines to w (stdout). A message counts
+// as accepted once written: stdout is for development and log-based pipelines,
+// where there is nothing further to sync.
+type Writer struct {
+	mu sync.Mutex // one writer at a time, so lines never interleave
+	w  io.Writer
+}
+
+// NewWriter writes to w; Close does not close w, which the caller owns.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Publish writes one line.
+func (s *Writer) Publish(ctx context.Context, m results.Message) error {
+	line, err := jsonLine(m)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write results for %s: %w", m.Operation, err)
+	}
+	n, err := s.w.Write(line)
+	if err == nil && n < len(line) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return fmt.Errorf("write results for %s: %w", m.Operation, err)
+	}
+	return nil
+}
+
+// Close is a no-op: the writer belongs to the caller.
+func (s *Writer) Close() error { return nil }

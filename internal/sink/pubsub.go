@@ -1,0 +1,111 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// errClosed is returned by Publish after Close.
+var errClosed = errors.New("sink is closed")
+
+// PubSub publishes results messages to a Pub/Sub topic, ordered per operation.
+type PubSub struct {
+	topic string
+	pub   *pubsub.Publisher
+	owned *pubsub.Client // closed by Close when Open created it
+
+	mu     sync.Mutex
+	closed bool
+	// inflight counts Publish calls and the goroutines that resume an
+	// ordering key after a publish the caller stopped waiting for, so Close
+	// returns only once none of them can touch the publisher.
+	inflight  sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewPubSub publishes to topic, a full name projects/P/topics/T (a bare id
+// would be resolved against the client's project). The client stays owned by
+// the caller; one publisher is reused for all messages.
+func NewPubSub(client *pubsub.Client, topic string) *PubSub {
+	pub := client.Publisher(topic)
+	// Must be set before the first Publish, or keyed messages are rejected.
+	pub.EnableMessageOrdering = true
+	return &PubSub{topic: topic, pub: pub}
+}
+
+// Publish returns once Pub/Sub has assigned the message a server id.
+func (p *PubSub) Publish(ctx context.Context, m results.Message) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return fmt.Errorf("publish results for %s to %s: %w", m.Operation, p.topic, errClosed)
+	}
+	p.inflight.Add(1)
+	p.mu.Unlock()
+	defer p.inflight.Done()
+
+	// A cancelled caller must not have its message published behind its back.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("publish results for %s to %s: %w", m.Operation, p.topic, err)
+	}
+	data, err := m.Data()
+	if err != nil {
+		return err
+	}
+	key := m.OrderingKey()
+	res := p.pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: m.Attributes(), OrderingKey: key})
+	if _, err := res.Get(ctx); err != nil {
+		p.resumeOnFailure(res, key)
+		return fmt.Errorf("publish results for %s to %s: %w", m.Operation, p.topic, err)
+	}
+	return nil
+}
+
+// resumeOnFailure un-pauses key once res has failed. A failed keyed publish
+// pauses the key in the client; left paused, the door's retry of the same
+// operation would fail forever. If the caller gave up before the result was
+// known, wait for it in the background: it may still succeed (a duplicate the
+// consumer dedupes) or fail and pause the key.
+func (p *PubSub) resumeOnFailure(res *pubsub.PublishResult, key string) {
+	select {
+	case <-res.Ready():
+		if _, err := res.Get(context.Background()); err != nil {
+			p.pub.ResumePublish(key)
+		}
+		return
+	default:
+	}
+	p.inflight.Add(1) // the caller's count is still held, so this cannot race Wait
+	go func() {
+		defer p.inflight.Done()
+		<-res.Ready() // the publisher's own timeout, or Stop, bounds this
+		if _, err := res.Get(context.Background()); err != nil {
+			p.pub.ResumePublish(key)
+		}
+	}()
+}
+
+// Close flushes outstanding messages, stops the publisher and, if Open
+// created it, closes the client. Later Publish calls fail.
+func (p *PubSub) Close() error {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		p.pub.Stop()
+		p.inflight.Wait()
+		if p.owned != nil {
+			if err := p.owned.Close(); err != nil {
+				p.closeErr = fmt.Errorf("close pubsub client for %s: %w", p.topic, err)
+			}
+		}
+	})
+	return p.closeErr
+}
