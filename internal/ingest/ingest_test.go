@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -497,4 +499,86 @@ func TestInvalidNameIsRejectedAndNothingStored(t *testing.T) {
 	if r, w, c := e.store.Counts().Snapshot(); r != 0 || w != 0 || c != 0 {
 		t.Fatalf("invalid names touched the ledger: %d reads %d writes %d commits", r, w, c)
 	}
+}
+
+// TestBurstIsCoalesced: sixteen identical deliveries at once cost one
+// operation commit and one DONE, not sixteen contending commits.
+func TestBurstIsCoalesced(t *testing.T) {
+	t.Parallel()
+	d, s, _ := costDoor(t)
+	c := measure(t, s, func() {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if _, err := d.Ingest(context.Background(), ev("batches/coalesce", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil {
+					t.Errorf("ingest: %v", err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+	})
+	if c.commits != 2 || c.writes != 3 {
+		t.Fatalf("burst cost %d commits / %d writes, want 2 / 3 (one settle commit + DONE)", c.commits, c.writes)
+	}
+}
+
+// TestEveryDecisionLogsOneLine checks the structured decision lines that
+// log-based metrics count.
+func TestEveryDecisionLogsOneLine(t *testing.T) {
+	t.Parallel()
+	fs, _ := emutest.Firestore(t)
+	var buf syncBuffer
+	d, err := ingest.New(ingest.Config{Store: fsledger.New(fs, nil), Sink: &countingSink{}, Log: logging.New(&buf, slog.LevelInfo, "p"), Now: newClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ outcome, reason string }{
+		{"applied", "first-sighting"}, {"completed", "higher-rank"}, {"duplicate", "duplicate"},
+		{"dropped", "regress-from-terminal"}, {"conflict-recorded", "terminal-conflict"},
+	}
+	for _, e := range []ingest.Event{
+		ev("batches/logs", lifecycle.Pending, time.Time{}, ingest.SourceRegister),
+		ev("batches/logs", lifecycle.Succeeded, tDone, ingest.SourceWebhook),
+		ev("batches/logs", lifecycle.Succeeded, tDone, ingest.SourceWebhook),
+		ev("batches/logs", lifecycle.Running, tRun, ingest.SourceReconcile),
+		ev("batches/logs", lifecycle.Failed, tDone, ingest.SourceReconcile),
+	} {
+		mustIngest(t, d, e)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d log lines for %d decisions:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %d is not JSON: %s", i, l)
+		}
+		if m["message"] != "ingest decision" || m["severity"] != "INFO" || m["outcome"] != want[i].outcome ||
+			m["reason"] != want[i].reason || m["operation"] != "batches/logs" {
+			t.Errorf("line %d = %s, want outcome %s reason %s", i, l, want[i].outcome, want[i].reason)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
