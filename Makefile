@@ -25,6 +25,8 @@ go-test:
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzNormalize$$' -fuzztime=$(FUZZTIME) ./internal/opname
 	$(GO) test -run='^$$' -fuzz='^FuzzDocID$$' -fuzztime=$(FUZZTIME) ./internal/opname
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./internal/webhook
+	$(GO) test -run='^$$' -fuzz='^FuzzSignatureHeader$$' -fuzztime=$(FUZZTIME) ./internal/webhook
 
 bench:
 	scripts/with-emulators.sh $(GO) test -run='^$$' -bench=. -benchtime=1x ./...

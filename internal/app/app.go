@@ -1,0 +1,138 @@
+// Package app wires lrosink's parts from a validated configuration: the
+// ledger, the results sink, the webhook verifier and the ingest door, and the
+// HTTP handlers on top. Entry points (functions/, cmd/server, cmd/lrosink)
+// stay thin: they load config, build an App and serve it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/sink"
+	"github.com/lrosink/lrosink/internal/webhook"
+)
+
+// App is a running lrosink.
+type App struct {
+	Config   config.Config
+	Log      *slog.Logger
+	Ledger   ledger.Ledger
+	Results  sink.Sink
+	Door     *ingest.Door
+	Verifier *webhook.Verifier
+	closers  []func() error
+}
+
+// Options are the parts an entry point may supply instead of the defaults.
+type Options struct {
+	// Now is the clock (time.Now by default).
+	Now func() time.Time
+	// Stdout receives `stdout` results.
+	Stdout io.Writer
+	// HTTPClient fetches the JWKS.
+	HTTPClient *http.Client
+	// OpenLedger opens a ledger for a LROSINK_STORE value this package does
+	// not handle itself (sqlite:, provided by the embedded entry point).
+	OpenLedger func(ctx context.Context, store string) (ledger.Ledger, func() error, error)
+}
+
+// New builds an App. On error, whatever was opened is closed again.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_ *App, err error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	a := &App{Config: cfg, Log: log}
+	defer func() {
+		if err != nil {
+			_ = a.Close()
+		}
+	}()
+	switch {
+	case cfg.Store == "firestore":
+		client, err := firestore.NewClientWithDatabase(ctx, projectOrEmulator(cfg.Project), cfg.FirestoreDatabase)
+		if err != nil {
+			return nil, fmt.Errorf("LROSINK_STORE=firestore: %w", err)
+		}
+		a.closers = append(a.closers, client.Close)
+		a.Ledger = fsledger.New(client, nil)
+	case o.OpenLedger != nil:
+		l, closeFn, err := o.OpenLedger(ctx, cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("LROSINK_STORE=%s: %w", cfg.Store, err)
+		}
+		a.closers = append(a.closers, closeFn)
+		a.Ledger = l
+	default:
+		return nil, fmt.Errorf("LROSINK_STORE=%s: not available in this binary", cfg.Store)
+	}
+	if a.Results, err = sink.Open(ctx, cfg.Results, o.Stdout); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.Results.Close)
+	if a.Verifier, err = webhook.NewVerifier(webhook.Config{Secrets: cfg.WebhookSecrets, JWKSURL: cfg.JWKSURL,
+		Audience: cfg.JWTAudience, HTTPClient: o.HTTPClient, Now: o.Now}); err != nil {
+		return nil, err
+	}
+	if a.Door, err = ingest.New(ingest.Config{Store: a.Ledger, Sink: a.Results, Log: log, Now: o.Now,
+		Lease: cfg.ClaimLease, Grace: cfg.Grace}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// projectOrEmulator lets the emulator run without a project configured.
+func projectOrEmulator(p string) string {
+	if p == "" {
+		return firestore.DetectProjectID
+	}
+	return p
+}
+
+// Close releases clients and flushes the sink, in reverse order of opening.
+func (a *App) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
+
+// Webhook is the Webhook function's handler.
+func (a *App) Webhook() http.Handler {
+	return logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody))
+}
+
+// Register is the Register function's handler.
+func (a *App) Register() http.Handler {
+	return logging.Middleware(httpapi.Register(a.Door, a.Log))
+}
+
+// Mux serves every function at its own path, as cmd/server does without
+// FUNCTION_TARGET, plus GET /healthz.
+func (a *App) Mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/Webhook", a.Webhook())
+	mux.Handle("/Register", a.Register())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	return mux
+}

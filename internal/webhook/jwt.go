@@ -1,0 +1,250 @@
+package webhook
+
+import (
+	"context"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+const (
+	// jwtLeeway absorbs clock skew between Google and us on exp/nbf/iat.
+	// It is separate from Tolerance, which bounds the HMAC replay window;
+	// 60 s is go-jose's default and the usual choice for server-side checks.
+	jwtLeeway = time.Minute
+	// jwksRefetchInterval bounds JWKS fetches: an attacker sending random
+	// kids must not turn us into a load generator against the JWKS host.
+	jwksRefetchInterval = time.Minute
+	// jwksMaxAge makes a key removed from the JWKS (revoked) stop verifying
+	// within an hour even if we keep seeing its kid.
+	jwksMaxAge = time.Hour
+	// jwksTimeout caps one fetch; Gemini waits only seconds for our answer.
+	jwksTimeout = 5 * time.Second
+	// jwksMaxBytes caps the JWKS body; real ones are a few KiB.
+	jwksMaxBytes = 1 << 20
+)
+
+// allowedAlgs is the only algorithm accepted: parsing rejects none, HS256
+// (including the "HMAC keyed with the RSA public key" confusion), ES256,
+// PS256, … before any key is touched.
+func allowedAlgs() []jose.SignatureAlgorithm { return []jose.SignatureAlgorithm{jose.RS256} }
+
+// verifyJWT authenticates a dynamic delivery. The token does not cover the
+// body (nothing documents a body-hash claim), so a captured token could be
+// replayed with another body until exp; TLS and the "webhooks are hints,
+// re-fetch the resource" design bound the damage.
+func (v *Verifier) verifyJWT(ctx context.Context, h http.Header, raw string) (Verified, error) {
+	now := v.now()
+	// webhook-id/webhook-timestamp are optional for dynamic deliveries
+	// (unconfirmed whether Gemini sends them); a timestamp that is sent must
+	// still be fresh.
+	var ts time.Time
+	if rawTS := h.Get(hdrTimestamp); rawTS != "" {
+		t, err := v.checkTimestamp(rawTS, now)
+		if err != nil {
+			return Verified{}, err
+		}
+		ts = t
+	}
+	if v.jwks == nil {
+		return Verified{}, unauthorized(ReasonNoJWKSConfigured, "dynamic deliveries cannot be verified")
+	}
+
+	tok, err := jwt.ParseSigned(raw, allowedAlgs())
+	if err != nil {
+		var alg *jose.ErrUnexpectedSignatureAlgorithm
+		if errors.As(err, &alg) {
+			return Verified{}, unauthorized(ReasonBadToken, "alg "+quoteShort(string(alg.Got))+" not allowed, only RS256")
+		}
+		return Verified{}, unauthorized(ReasonBadToken, "malformed compact JWS")
+	}
+	if len(tok.Headers) != 1 {
+		return Verified{}, unauthorized(ReasonBadToken, "expected exactly one signature")
+	}
+	// Require a kid: with several keys published during rotation, trying
+	// each one would hide misconfiguration.
+	kid := tok.Headers[0].KeyID
+	if kid == "" {
+		return Verified{}, unauthorized(ReasonBadToken, "token has no kid")
+	}
+
+	key, kerr := v.jwks.key(ctx, kid, now)
+	if kerr != nil {
+		return Verified{}, kerr
+	}
+
+	var std jwt.Claims
+	var all map[string]any
+	if err := tok.Claims(key, &std, &all); err != nil {
+		if errors.Is(err, jose.ErrCryptoFailure) {
+			return Verified{}, unauthorized(ReasonBadToken, "signature does not verify")
+		}
+		return Verified{}, unauthorized(ReasonBadToken, "claims are not a valid JWT claim set")
+	}
+	if std.Expiry == nil {
+		return Verified{}, unauthorized(ReasonBadToken, "token has no exp")
+	}
+	want := jwt.Expected{Time: now}
+	if v.audience != "" {
+		want.AnyAudience = jwt.Audience{v.audience}
+	}
+	if err := std.ValidateWithLeeway(want, jwtLeeway); err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrExpired):
+			return Verified{}, unauthorized(ReasonTokenExpired, "exp is past (60s leeway)")
+		case errors.Is(err, jwt.ErrNotValidYet):
+			return Verified{}, unauthorized(ReasonTokenNotYetValid, "nbf is in the future (60s leeway)")
+		case errors.Is(err, jwt.ErrIssuedInTheFuture):
+			return Verified{}, unauthorized(ReasonTokenNotYetValid, "iat is in the future (60s leeway)")
+		case errors.Is(err, jwt.ErrInvalidAudience):
+			return Verified{}, unauthorized(ReasonWrongAudience, "aud does not contain the configured audience")
+		default:
+			return Verified{}, unauthorized(ReasonBadToken, "claims rejected")
+		}
+	}
+
+	id := h.Get(hdrID)
+	if id == "" {
+		id = std.ID
+	}
+	if ts.IsZero() && std.IssuedAt != nil {
+		ts = std.IssuedAt.Time().UTC()
+	}
+	return Verified{ID: id, Timestamp: ts, Method: MethodJWT, Claims: all}, nil
+}
+
+// jwksCache holds the last good key set and rate-limits refetches.
+type jwksCache struct {
+	url    string
+	client *http.Client
+
+	// lock is a one-slot semaphore rather than a sync.Mutex so that callers
+	// queued behind a slow fetch can give up when their context ends. It
+	// also makes concurrent unknown-kid requests share one fetch.
+	lock chan struct{}
+
+	set       *jose.JSONWebKeySet // last good set; nil before the first success
+	fetchedAt time.Time           // when set was fetched
+	attemptAt time.Time           // last fetch attempt, successful or not
+	lastErr   error               // error of the last attempt; nil after a success
+}
+
+func newJWKSCache(u string, c *http.Client) *jwksCache {
+	return &jwksCache{url: u, client: c, lock: make(chan struct{}, 1)}
+}
+
+// key returns the RS256 verification key for kid, refetching the JWKS when
+// kid is unknown or the set is older than jwksMaxAge, at most once per
+// jwksRefetchInterval (measured with the Verifier's clock).
+func (c *jwksCache) key(ctx context.Context, kid string, now time.Time) (*rsa.PublicKey, *Error) {
+	select {
+	case c.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, unavailable("waiting for the JWKS", ctx.Err())
+	}
+	defer func() { <-c.lock }()
+
+	if c.set != nil && now.Sub(c.fetchedAt) < jwksMaxAge {
+		if k := lookupKey(c.set, kid); k != nil {
+			return k, nil
+		}
+	}
+	if c.attemptAt.IsZero() || now.Sub(c.attemptAt) >= jwksRefetchInterval {
+		set, err := c.fetch(ctx)
+		switch {
+		case err == nil:
+			c.set, c.fetchedAt, c.attemptAt, c.lastErr = set, now, now, nil
+		case ctx.Err() != nil:
+			// The caller gave up; that says nothing about the JWKS host, so
+			// the next caller may try again at once.
+			return nil, unavailable("", err)
+		default:
+			c.attemptAt, c.lastErr = now, err
+		}
+	}
+	// A stale set still answers for known kids when the refetch failed:
+	// a JWKS outage should not reject deliveries we can verify.
+	if c.set != nil {
+		if k := lookupKey(c.set, kid); k != nil {
+			return k, nil
+		}
+	}
+	if c.lastErr != nil {
+		// We cannot tell an unknown kid from a key we failed to load:
+		// answer 503 so Gemini redelivers.
+		return nil, unavailable("", c.lastErr)
+	}
+	return nil, unauthorized(ReasonUnknownKID, "kid "+quoteShort(kid)+" is not in the JWKS")
+}
+
+func lookupKey(set *jose.JSONWebKeySet, kid string) *rsa.PublicKey {
+	for _, k := range set.Key(kid) {
+		if pub, ok := k.Key.(*rsa.PublicKey); ok {
+			return pub
+		}
+	}
+	return nil
+}
+
+func (c *jwksCache) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
+	ctx, cancel := context.WithTimeout(ctx, jwksTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building JWKS request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("requesting JWKS: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("JWKS answered status %d", resp.StatusCode)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading JWKS: %w", err)
+	}
+	if len(raw) > jwksMaxBytes {
+		return nil, errors.New("JWKS larger than 1 MiB")
+	}
+	return parseJWKS(raw)
+}
+
+// parseJWKS keeps only public RSA signing keys with a kid. Keys are decoded
+// one by one so that a key type go-jose does not know (or a malformed key)
+// cannot disable the others.
+func parseJWKS(raw []byte) (*jose.JSONWebKeySet, error) {
+	var doc struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("decoding JWKS: %w", err)
+	}
+	set := &jose.JSONWebKeySet{}
+	for _, r := range doc.Keys {
+		var k jose.JSONWebKey
+		if err := k.UnmarshalJSON(r); err != nil {
+			continue
+		}
+		if _, ok := k.Key.(*rsa.PublicKey); !ok || k.KeyID == "" {
+			continue
+		}
+		if (k.Use != "" && k.Use != "sig") || (k.Algorithm != "" && k.Algorithm != string(jose.RS256)) {
+			continue
+		}
+		set.Keys = append(set.Keys, k)
+	}
+	if len(set.Keys) == 0 {
+		return nil, errors.New("JWKS has no usable RS256 keys")
+	}
+	return set, nil
+}

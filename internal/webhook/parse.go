@@ -1,0 +1,324 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// ErrUnknownType: the delivery is authentic but its event type is not one
+// lrosink handles (a ping, a future event). Answer 200 and store nothing,
+// or Gemini keeps retrying it for 24 h.
+var ErrUnknownType = errors.New("webhook: unknown event type")
+
+// BadEnvelopeError: the delivery is authentic but the body is not a Gemini
+// event envelope (answer 400).
+type BadEnvelopeError struct{ Reason string }
+
+func (e *BadEnvelopeError) Error() string { return "webhook: bad envelope: " + e.Reason }
+
+func badEnvelope(reason string) error { return &BadEnvelopeError{Reason: reason} }
+
+// maxNameBytes bounds data.id; real operation names are far shorter.
+const maxNameBytes = 1024
+
+// eventType maps a Gemini event type to the state it announces and the
+// kind hint for bare ids. batch.completed is a stale alias of
+// batch.succeeded still shown in some samples.
+func eventType(t string) (lifecycle.State, opname.Kind, bool) {
+	switch t {
+	case "batch.succeeded", "batch.completed":
+		return lifecycle.Succeeded, opname.KindBatch, true
+	case "batch.failed":
+		return lifecycle.Failed, opname.KindBatch, true
+	case "batch.cancelled":
+		return lifecycle.Cancelled, opname.KindBatch, true
+	case "batch.expired":
+		return lifecycle.Expired, opname.KindBatch, true
+	case "interaction.completed":
+		return lifecycle.Succeeded, opname.KindInteraction, true
+	case "interaction.failed":
+		return lifecycle.Failed, opname.KindInteraction, true
+	case "interaction.cancelled":
+		return lifecycle.Cancelled, opname.KindInteraction, true
+	case "interaction.requires_action":
+		return lifecycle.RequiresAction, opname.KindInteraction, true
+	case "video.generated":
+		// FAILED instead when the event carries an error (see Parse).
+		return lifecycle.Succeeded, opname.KindVideo, true
+	default:
+		return "", opname.KindUnknown, false
+	}
+}
+
+// Parse turns a verified delivery body into an ingest event. The envelope is
+//
+//	{"type", "version", "timestamp", "data": {"id", "output_file_uri",
+//	 "error_code", "error_message", "file_name", "video_uri",
+//	 "user_metadata"}, "user_metadata"}
+//
+// and unknown fields are ignored. Errors: *BadEnvelopeError for a body
+// that is not an envelope, ErrUnknownType (wrapped) for an envelope whose
+// type is not handled.
+//
+// Decisions on unconfirmed protocol points:
+//   - an unknown type only needs a non-empty string type, not data.id:
+//     Gemini's ping event shape is undocumented and must get a 2xx;
+//   - user_metadata is read from the top level, else from data (top level
+//     wins when both are objects); a non-object value is ignored;
+//   - error_code may be a number, a numeric string or a status name such as
+//     "INVALID_ARGUMENT": numbers become Code; a name leaves Code 0 and is
+//     put in front of the message ("INVALID_ARGUMENT: msg"); a numeric 0
+//     alone is gRPC OK and is not an error;
+//   - when a JWT delivery has an empty body and its claims carry type and
+//     data, the claims are the envelope (the dynamic payload shape is
+//     unconfirmed).
+func Parse(body []byte, v Verified) (ingest.Event, error) {
+	raw := body
+	if len(bytes.TrimSpace(body)) == 0 {
+		if v.Method != MethodJWT || v.Claims["type"] == nil || v.Claims["data"] == nil {
+			return ingest.Event{}, badEnvelope("empty body")
+		}
+		b, err := json.Marshal(v.Claims)
+		if err != nil {
+			return ingest.Event{}, badEnvelope("token claims are not JSON-encodable")
+		}
+		raw = b
+	}
+	if !utf8.Valid(raw) {
+		return ingest.Event{}, badEnvelope("body is not valid UTF-8")
+	}
+	// Checked before decoding so arrays (however deeply nested) and scalars
+	// get a precise reason; encoding/json's depth limit covers nesting
+	// inside the object.
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return ingest.Event{}, badEnvelope("body is not a JSON object")
+	}
+	if ev, ok := parseFast(raw, v); ok {
+		return ev, nil
+	}
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return ingest.Event{}, badEnvelope("body is not valid JSON")
+	}
+
+	typ, present, isStr := stringField(env, "type")
+	switch {
+	case !present:
+		return ingest.Event{}, badEnvelope("no type")
+	case !isStr:
+		return ingest.Event{}, badEnvelope("type is not a string")
+	case strings.TrimSpace(typ) == "":
+		return ingest.Event{}, badEnvelope("empty type")
+	}
+	state, kind, known := eventType(typ)
+	if !known {
+		return ingest.Event{}, fmt.Errorf("%w %s", ErrUnknownType, quoteShort(typ))
+	}
+
+	data, ok := objectField(env, "data")
+	if !ok {
+		if env["data"] == nil || isNull(env["data"]) {
+			return ingest.Event{}, badEnvelope("no data")
+		}
+		return ingest.Event{}, badEnvelope("data is not an object")
+	}
+	id, present, isStr := stringField(data, "id")
+	switch {
+	case !present:
+		return ingest.Event{}, badEnvelope("no data.id")
+	case !isStr:
+		return ingest.Event{}, badEnvelope("data.id is not a string")
+	case strings.TrimSpace(id) == "":
+		return ingest.Event{}, badEnvelope("empty data.id")
+	case len(id) > maxNameBytes:
+		return ingest.Event{}, badEnvelope(fmt.Sprintf("data.id longer than %d bytes", maxNameBytes))
+	}
+
+	ev := ingest.Event{
+		// Exactly as given: opname normalises later, in one place.
+		Name:       id,
+		Kind:       kind,
+		State:      state,
+		Source:     ingest.SourceWebhook,
+		DeliveryID: v.ID,
+	}
+	// A missing or unparsable time stays zero, which lifecycle treats as
+	// 1970-01-01 so the event loses every tie.
+	if s, _, ok := stringField(env, "timestamp"); ok {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			ev.UpdateTime = t
+		}
+	}
+	// Video events are documented with output_file_uri/file_name but a
+	// cookbook uses video_uri, so all three are kept.
+	for _, k := range []string{"output_file_uri", "file_name", "video_uri"} {
+		if s, _, ok := stringField(data, k); ok && s != "" {
+			if ev.Output == nil {
+				ev.Output = make(map[string]any, 3)
+			}
+			ev.Output[k] = s
+		}
+	}
+	ev.Error = errorInfo(data)
+	if kind == opname.KindVideo && ev.Error != nil {
+		ev.State = lifecycle.Failed
+	}
+	ev.UserMetadata = userMetadata(env, data)
+	return ev, nil
+}
+
+func errorInfo(data map[string]json.RawMessage) *ingest.ErrorInfo {
+	msg, _, _ := stringField(data, "error_message")
+	return errorFrom(data["error_code"], msg)
+}
+
+func errorFrom(rawCode json.RawMessage, msg string) *ingest.ErrorInfo {
+	code, name := errorCode(rawCode)
+	if code == 0 && name == "" && msg == "" {
+		return nil
+	}
+	if name != "" {
+		if msg != "" {
+			msg = name + ": " + msg
+		} else {
+			msg = name
+		}
+	}
+	return &ingest.ErrorInfo{Code: code, Message: msg}
+}
+
+// errorCode returns a numeric code, or a non-numeric code's text.
+// Non-integral numbers keep their text so nothing is silently lost.
+func errorCode(raw json.RawMessage) (int, string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || isNull(raw) {
+		return 0, ""
+	}
+	var text string
+	switch raw[0] {
+	case '"':
+		if json.Unmarshal(raw, &text) != nil {
+			return 0, ""
+		}
+		text = strings.TrimSpace(text)
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		text = string(raw)
+	default: // bool, object, array: not a code
+		return 0, ""
+	}
+	if n, err := strconv.ParseInt(text, 10, 0); err == nil {
+		return int(n), ""
+	}
+	return 0, text
+}
+
+func userMetadata(env, data map[string]json.RawMessage) map[string]any {
+	for _, m := range []map[string]json.RawMessage{env, data} {
+		if r, ok := m["user_metadata"]; ok {
+			var out map[string]any
+			if bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) && json.Unmarshal(r, &out) == nil {
+				return out
+			}
+		}
+	}
+	return nil
+}
+
+// stringField reports whether m[key] is present and non-null, and returns
+// it when it is a JSON string.
+func stringField(m map[string]json.RawMessage, key string) (s string, present, isString bool) {
+	r, ok := m[key]
+	if !ok || isNull(r) {
+		return "", false, false
+	}
+	if json.Unmarshal(r, &s) != nil {
+		return "", true, false
+	}
+	return s, true, true
+}
+
+func objectField(m map[string]json.RawMessage, key string) (map[string]json.RawMessage, bool) {
+	r, ok := m[key]
+	if !ok || !bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) {
+		return nil, false
+	}
+	var out map[string]json.RawMessage
+	if json.Unmarshal(r, &out) != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+func isNull(r json.RawMessage) bool { return string(bytes.TrimSpace(r)) == "null" }
+
+// fastEnvelope decodes a well-formed envelope in one pass with few
+// allocations (the webhook's hot path). Anything it cannot take — a wrong
+// type, a missing field — falls back to the map-based decoder above, which
+// gives the precise reason. encoding/json matches keys case-insensitively
+// here; the body is authenticated before it is parsed, so that admits
+// nothing a sender could not send anyway.
+type fastEnvelope struct {
+	Type         string          `json:"type"`
+	Timestamp    json.RawMessage `json:"timestamp"`
+	Data         *fastData       `json:"data"`
+	UserMetadata json.RawMessage `json:"user_metadata"`
+}
+
+type fastData struct {
+	ID            string          `json:"id"`
+	OutputFileURI string          `json:"output_file_uri"`
+	FileName      string          `json:"file_name"`
+	VideoURI      string          `json:"video_uri"`
+	ErrorCode     json.RawMessage `json:"error_code"`
+	ErrorMessage  string          `json:"error_message"`
+	UserMetadata  json.RawMessage `json:"user_metadata"`
+}
+
+func parseFast(raw []byte, v Verified) (ingest.Event, bool) {
+	var env fastEnvelope
+	if json.Unmarshal(raw, &env) != nil || env.Data == nil || strings.TrimSpace(env.Data.ID) == "" || len(env.Data.ID) > maxNameBytes {
+		return ingest.Event{}, false
+	}
+	state, kind, known := eventType(env.Type)
+	if !known {
+		return ingest.Event{}, false
+	}
+	d := env.Data
+	ev := ingest.Event{Name: d.ID, Kind: kind, State: state, Source: ingest.SourceWebhook, DeliveryID: v.ID}
+	var ts string
+	if json.Unmarshal(env.Timestamp, &ts) == nil {
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			ev.UpdateTime = t
+		}
+	}
+	for _, kv := range [...][2]string{{"output_file_uri", d.OutputFileURI}, {"file_name", d.FileName}, {"video_uri", d.VideoURI}} {
+		if kv[1] != "" {
+			if ev.Output == nil {
+				ev.Output = make(map[string]any, 3)
+			}
+			ev.Output[kv[0]] = kv[1]
+		}
+	}
+	ev.Error = errorFrom(d.ErrorCode, d.ErrorMessage)
+	if kind == opname.KindVideo && ev.Error != nil {
+		ev.State = lifecycle.Failed
+	}
+	for _, r := range [...]json.RawMessage{env.UserMetadata, d.UserMetadata} {
+		var out map[string]any
+		if bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) && json.Unmarshal(r, &out) == nil {
+			ev.UserMetadata = out
+			break
+		}
+	}
+	return ev, true
+}
