@@ -179,7 +179,9 @@ func TestHostileRequests(t *testing.T) {
 	hsKey := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubPEM})
 	hsSigner, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: hsKey}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
 	hsTok, _ := jwt.Signed(hsSigner).Claims(jwt.Claims{Expiry: jwt.NewNumericDate(now.Add(time.Minute))}).Serialize()
-	b64 := func(s string) string { return strings.TrimRight(strings.NewReplacer("+", "-", "/", "_").Replace(encodeStd(s)), "=") }
+	b64 := func(s string) string {
+		return strings.TrimRight(strings.NewReplacer("+", "-", "/", "_").Replace(encodeStd(s)), "=")
+	}
 	noneTok := b64(`{"alg":"none","kid":"k1"}`) + "." + b64(fmt.Sprintf(`{"exp":%d}`, now.Add(time.Minute).Unix())) + "."
 	const u, b = http.StatusUnauthorized, http.StatusBadRequest
 
