@@ -26,6 +26,7 @@ func init() {
 	l := &lazy{}
 	functions.HTTP("Webhook", l.serve(func(a *app.App) http.Handler { return a.Webhook() }))
 	functions.HTTP("Register", l.serve(func(a *app.App) http.Handler { return a.Register() }))
+	functions.HTTP("Reconcile", l.serve(func(a *app.App) http.Handler { return a.Reconcile() }))
 }
 
 // lazy builds the App once; a failed build is retried on the next request

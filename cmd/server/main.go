@@ -31,9 +31,9 @@ func run() error {
 		return err
 	}
 	switch t := os.Getenv("FUNCTION_TARGET"); t {
-	case "", "Webhook", "Register":
+	case "", "Webhook", "Reconcile", "Register":
 	default:
-		return fmt.Errorf("FUNCTION_TARGET: %q is not one of Webhook, Register", t)
+		return fmt.Errorf("FUNCTION_TARGET: %q is not one of Webhook, Reconcile, Register", t)
 	}
 	port := os.Getenv("PORT")
 	if port == "" {

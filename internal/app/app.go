@@ -16,11 +16,13 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/sink"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
@@ -33,7 +35,9 @@ type App struct {
 	Results  sink.Sink
 	Door     *ingest.Door
 	Verifier *webhook.Verifier
-	closers  []func() error
+	// Reconciler polls Gemini only when GEMINI_API_KEY is set.
+	Reconciler *reconcile.Reconciler
+	closers    []func() error
 }
 
 // Options are the parts an entry point may supply instead of the defaults.
@@ -47,6 +51,9 @@ type Options struct {
 	// OpenLedger opens a ledger for a LROSINK_STORE value this package does
 	// not handle itself (sqlite:, provided by the embedded entry point).
 	OpenLedger func(ctx context.Context, store string) (ledger.Ledger, func() error, error)
+	// Faults injects crashes at the ingest door's boundaries (tests and the
+	// simulator only; nil in production).
+	Faults ingest.Faults
 }
 
 // New builds an App. On error, whatever was opened is closed again.
@@ -90,7 +97,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		return nil, err
 	}
 	if a.Door, err = ingest.New(ingest.Config{Store: a.Ledger, Sink: a.Results, Log: log, Now: o.Now,
-		Lease: cfg.ClaimLease, Grace: cfg.Grace}); err != nil {
+		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults}); err != nil {
+		return nil, err
+	}
+	rc := reconcile.Config{Ledger: a.Ledger, Door: a.Door, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50}
+	if cfg.GeminiAPIKey != "" {
+		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient})
+		if err != nil {
+			return nil, fmt.Errorf("GEMINI_API_KEY / GOOGLE_GEMINI_BASE_URL: %w", err)
+		}
+		rc.Gemini = f
+	}
+	if a.Reconciler, err = reconcile.New(rc); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -124,12 +142,18 @@ func (a *App) Register() http.Handler {
 	return logging.Middleware(httpapi.Register(a.Door, a.Log))
 }
 
+// Reconcile is the Reconcile function's handler.
+func (a *App) Reconcile() http.Handler {
+	return logging.Middleware(a.Reconciler.Handler())
+}
+
 // Mux serves every function at its own path, as cmd/server does without
 // FUNCTION_TARGET, plus GET /healthz.
 func (a *App) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/Webhook", a.Webhook())
 	mux.Handle("/Register", a.Register())
+	mux.Handle("/Reconcile", a.Reconcile())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")

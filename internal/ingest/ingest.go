@@ -99,6 +99,42 @@ type Config struct {
 	Timeout time.Duration
 	// NewToken makes claim holder tokens; defaults to 128 random bits.
 	NewToken func() string
+	// Faults, when set, is consulted at each crash boundary; an error
+	// there makes the door stop as if the process died at that point (no
+	// release, no cleanup). Only tests and the simulator set it.
+	Faults Faults
+}
+
+// FaultPoint names a crash boundary of the door.
+type FaultPoint string
+
+// The crash boundaries, in order.
+const (
+	// FaultBeforeCommit: decided, nothing written (a crash inside the
+	// transaction: it never commits).
+	FaultBeforeCommit FaultPoint = "before-commit"
+	// FaultAfterCommit: state and claim committed, nothing published.
+	FaultAfterCommit FaultPoint = "after-commit"
+	// FaultAfterPublish: published, claim not yet DONE.
+	FaultAfterPublish FaultPoint = "after-publish"
+)
+
+// Faults injects crashes at the door's boundaries.
+type Faults interface {
+	At(ctx context.Context, p FaultPoint, operation string) error
+}
+
+// ErrCrashed marks an error injected by Faults.
+var ErrCrashed = errors.New("crash injected")
+
+func (d *Door) fault(ctx context.Context, p FaultPoint, operation string) error {
+	if d.cfg.Faults == nil {
+		return nil
+	}
+	if err := d.cfg.Faults.At(ctx, p, operation); err != nil {
+		return fmt.Errorf("%w at %s of %s: %w", ErrCrashed, p, operation, err)
+	}
+	return nil
 }
 
 // Door is the ingest door.
@@ -285,6 +321,9 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 			Message: message(next, name.Key()),
 		}
 	}
+	if err := d.fault(ctx, FaultBeforeCommit, name.Canonical); err != nil {
+		return res, err
+	}
 	rev, lease, err := d.cfg.Store.CommitOperation(ctx, next, claim)
 	if err != nil {
 		return res, commitErr(name, err)
@@ -335,6 +374,9 @@ func (d *Door) recoverClaim(ctx context.Context, id string, dec lifecycle.Decisi
 
 // runEffect publishes and then commits the claim DONE, fenced on the lease.
 func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message, res Result) (Result, error) {
+	if err := d.fault(ctx, FaultAfterCommit, m.Operation); err != nil {
+		return res, err
+	}
 	if err := d.cfg.Sink.Publish(ctx, m); err != nil {
 		// Release at once so the next delivery or reconcile pass retries
 		// instead of waiting out the lease. Detached: the caller may be gone.
@@ -346,6 +388,9 @@ func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message,
 		return res, fmt.Errorf("%w: publish %s: %w", ErrSideEffect, m.Operation, err)
 	}
 	res.Published = true
+	if err := d.fault(ctx, FaultAfterPublish, m.Operation); err != nil {
+		return res, err
+	}
 	if err := d.cfg.Store.CompleteClaim(ctx, l, d.cfg.Now()); err != nil {
 		if errors.Is(err, ledger.ErrFenced) {
 			// Our lease ran out and another holder seized the claim while we

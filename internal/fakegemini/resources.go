@@ -1,0 +1,350 @@
+package fakegemini
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// BatchState scripts what GET /v1beta/batches/{id} answers. The JSON keys
+// are the ones genai's batchJobFromMldev reads.
+type BatchState struct {
+	// State is sent verbatim as metadata.state, e.g. "BATCH_STATE_RUNNING";
+	// the SDK maps BATCH_STATE_* to JOB_STATE_* and passes anything else
+	// through. "" omits the field.
+	State       string
+	DisplayName string
+	Model       string
+	// Zero times are omitted; a missing updateTime is how the real API gives
+	// the SDK a zero BatchJob.UpdateTime.
+	CreateTime time.Time
+	UpdateTime time.Time
+	EndTime    time.Time
+	// ErrorCode/ErrorMessage fill the Operation's top-level "error" (the SDK
+	// never maps it in Gemini mode; only a raw GET sees it).
+	ErrorCode    int
+	ErrorMessage string
+	// ResponsesFile is metadata.output.responsesFile (and response.responsesFile).
+	ResponsesFile string
+	// InlinedResponses is how many inlined responses metadata.output carries.
+	InlinedResponses int
+	// Done overrides the Operation's done flag; nil derives it from State
+	// (SUCCEEDED, FAILED, CANCELLED and EXPIRED are done).
+	Done *bool
+}
+
+// VideoState scripts GET /v1beta/models/{m}/operations/{id}, a
+// google.longrunning.Operation. Operations carry no update time.
+type VideoState struct {
+	Done bool
+	// ErrorCode/ErrorMessage fill "error" (a google.rpc.Status).
+	ErrorCode    int
+	ErrorMessage string
+	// VideoURIs become response.generateVideoResponse.generatedSamples[].video.uri;
+	// the response is sent only when Done and no error is set.
+	VideoURIs               []string
+	RAIMediaFilteredCount   int
+	RAIMediaFilteredReasons []string
+}
+
+// InteractionState scripts GET /v1beta/interactions/{id}, which answers in
+// snake_case.
+type InteractionState struct {
+	// Status is sent verbatim, e.g. "in_progress", "completed".
+	Status  string
+	Created time.Time // zero omits "created"
+	Updated time.Time // zero omits "updated"
+	// UpdatedRaw, when set, is sent as "updated" instead of Updated, to
+	// model values a client cannot parse.
+	UpdatedRaw string
+	// ErrorCode/ErrorMessage become one entry of "errors" (code is a string
+	// in the Interactions API).
+	ErrorCode    string
+	ErrorMessage string
+	// OutputText becomes one model_output step with a text content; the SDK
+	// derives Interaction.OutputText from the steps.
+	OutputText string
+}
+
+// SetBatch creates or replaces batch job batches/{id}.
+func (s *Server) SetBatch(id string, st BatchState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.batches[id]; !ok {
+		s.batchOrder = append(s.batchOrder, id)
+	}
+	s.batches[id] = st
+}
+
+// DeleteBatch removes batches/{id}; later GETs answer 404.
+func (s *Server) DeleteBatch(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.batches[id]; !ok {
+		return
+	}
+	delete(s.batches, id)
+	for i, b := range s.batchOrder {
+		if b == id {
+			s.batchOrder = append(s.batchOrder[:i:i], s.batchOrder[i+1:]...)
+			break
+		}
+	}
+}
+
+// SetVideo creates or replaces models/{model}/operations/{id}.
+func (s *Server) SetVideo(model, id string, st VideoState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.VideoURIs = append([]string(nil), st.VideoURIs...)
+	st.RAIMediaFilteredReasons = append([]string(nil), st.RAIMediaFilteredReasons...)
+	s.videos[videoKey(model, id)] = st
+}
+
+// DeleteVideo removes models/{model}/operations/{id}.
+func (s *Server) DeleteVideo(model, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.videos, videoKey(model, id))
+}
+
+// SetInteraction creates or replaces interactions/{id}.
+func (s *Server) SetInteraction(id string, st InteractionState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.interactions[id] = st
+}
+
+// DeleteInteraction removes interactions/{id}.
+func (s *Server) DeleteInteraction(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.interactions, id)
+}
+
+func videoKey(model, id string) string { return model + "/" + id }
+
+// ---- batches ----
+
+type rpcStatusJSON struct {
+	Code    int    `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+type batchOutputJSON struct {
+	ResponsesFile    string                `json:"responsesFile,omitempty"`
+	InlinedResponses *inlinedResponsesJSON `json:"inlinedResponses,omitempty"`
+}
+
+type inlinedResponsesJSON struct {
+	InlinedResponses []map[string]any `json:"inlinedResponses"`
+}
+
+type batchMetadataJSON struct {
+	Type        string           `json:"@type"`
+	Name        string           `json:"name"`
+	Model       string           `json:"model,omitempty"`
+	DisplayName string           `json:"displayName,omitempty"`
+	State       string           `json:"state,omitempty"`
+	CreateTime  string           `json:"createTime,omitempty"`
+	UpdateTime  string           `json:"updateTime,omitempty"`
+	EndTime     string           `json:"endTime,omitempty"`
+	Output      *batchOutputJSON `json:"output,omitempty"`
+}
+
+type batchJSON struct {
+	Name     string            `json:"name"`
+	Metadata batchMetadataJSON `json:"metadata"`
+	Done     bool              `json:"done,omitempty"`
+	Error    *rpcStatusJSON    `json:"error,omitempty"`
+	Response map[string]any    `json:"response,omitempty"`
+}
+
+func batchBody(id string, st BatchState) batchJSON {
+	name := "batches/" + id
+	b := batchJSON{
+		Name: name,
+		Metadata: batchMetadataJSON{
+			Type:        "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+			Name:        name,
+			Model:       st.Model,
+			DisplayName: st.DisplayName,
+			State:       st.State,
+			CreateTime:  rfc3339(st.CreateTime),
+			UpdateTime:  rfc3339(st.UpdateTime),
+			EndTime:     rfc3339(st.EndTime),
+		},
+		Done: terminalBatchState(st.State),
+	}
+	if st.Done != nil {
+		b.Done = *st.Done
+	}
+	if st.ErrorCode != 0 || st.ErrorMessage != "" {
+		b.Error = &rpcStatusJSON{Code: st.ErrorCode, Message: st.ErrorMessage}
+	}
+	if st.ResponsesFile != "" || st.InlinedResponses > 0 {
+		out := &batchOutputJSON{ResponsesFile: st.ResponsesFile}
+		if st.InlinedResponses > 0 {
+			out.InlinedResponses = &inlinedResponsesJSON{}
+			for i := range st.InlinedResponses {
+				out.InlinedResponses.InlinedResponses = append(out.InlinedResponses.InlinedResponses, map[string]any{
+					"response": map[string]any{"candidates": []any{map[string]any{
+						"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": "response " + strconv.Itoa(i)}}},
+					}}},
+				})
+			}
+		}
+		b.Metadata.Output = out
+	}
+	if st.ResponsesFile != "" && b.Done && b.Error == nil {
+		b.Response = map[string]any{
+			"@type":         "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+			"responsesFile": st.ResponsesFile,
+		}
+	}
+	return b
+}
+
+func terminalBatchState(state string) bool {
+	s := strings.TrimPrefix(strings.TrimPrefix(state, "BATCH_STATE_"), "JOB_STATE_")
+	switch s {
+	case "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED":
+		return true
+	}
+	return false
+}
+
+func (s *Server) getBatch(id string) response {
+	st, ok := s.batches[id]
+	if !ok {
+		return notFound()
+	}
+	return jsonResponse(http.StatusOK, batchBody(id, st))
+}
+
+// defaultPageSize is what the list endpoints use without a pageSize.
+const defaultPageSize = 50
+
+// maxPageSize caps pageSize like the real API's documented maximum.
+const maxPageSize = 1000
+
+// page slices n items by pageSize/pageToken. Tokens are the decimal offset
+// prefixed with "p", opaque to clients.
+func page(n int, sizeParam, tokenParam string) (start, end int, next string, errResp *response) {
+	size := defaultPageSize
+	if sizeParam != "" {
+		v, err := strconv.Atoi(sizeParam)
+		if err != nil || v < 0 {
+			r := badRequest("invalid page size " + strconv.Quote(sizeParam))
+			return 0, 0, "", &r
+		}
+		if v > 0 {
+			size = min(v, maxPageSize)
+		}
+	}
+	if tokenParam != "" {
+		off, err := strconv.Atoi(strings.TrimPrefix(tokenParam, "p"))
+		if err != nil || !strings.HasPrefix(tokenParam, "p") || off < 0 || off > n {
+			r := badRequest("invalid page token " + strconv.Quote(tokenParam))
+			return 0, 0, "", &r
+		}
+		start = off
+	}
+	end = min(start+size, n)
+	if end < n {
+		next = "p" + strconv.Itoa(end)
+	}
+	return start, end, next, nil
+}
+
+func (s *Server) listBatches(q url.Values) response {
+	start, end, next, errResp := page(len(s.batchOrder), q.Get("pageSize"), q.Get("pageToken"))
+	if errResp != nil {
+		return *errResp
+	}
+	ops := make([]batchJSON, 0, end-start)
+	for _, id := range s.batchOrder[start:end] {
+		ops = append(ops, batchBody(id, s.batches[id]))
+	}
+	return jsonResponse(http.StatusOK, struct {
+		Operations    []batchJSON `json:"operations"`
+		NextPageToken string      `json:"nextPageToken,omitempty"`
+	}{ops, next})
+}
+
+// ---- videos ----
+
+type videoJSON struct {
+	Name     string         `json:"name"`
+	Done     bool           `json:"done,omitempty"`
+	Error    *rpcStatusJSON `json:"error,omitempty"`
+	Response map[string]any `json:"response,omitempty"`
+}
+
+func (s *Server) getVideo(model, id string) response {
+	st, ok := s.videos[videoKey(model, id)]
+	if !ok {
+		return notFound()
+	}
+	v := videoJSON{Name: "models/" + model + "/operations/" + id, Done: st.Done}
+	switch {
+	case st.ErrorCode != 0 || st.ErrorMessage != "":
+		v.Error = &rpcStatusJSON{Code: st.ErrorCode, Message: st.ErrorMessage}
+	case st.Done:
+		samples := make([]any, 0, len(st.VideoURIs))
+		for _, u := range st.VideoURIs {
+			samples = append(samples, map[string]any{"video": map[string]any{"uri": u}})
+		}
+		gvr := map[string]any{"generatedSamples": samples}
+		if st.RAIMediaFilteredCount > 0 {
+			gvr["raiMediaFilteredCount"] = st.RAIMediaFilteredCount
+		}
+		if len(st.RAIMediaFilteredReasons) > 0 {
+			gvr["raiMediaFilteredReasons"] = st.RAIMediaFilteredReasons
+		}
+		v.Response = map[string]any{
+			"@type":                 "type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse",
+			"generateVideoResponse": gvr,
+		}
+	}
+	return jsonResponse(http.StatusOK, v)
+}
+
+// ---- interactions ----
+
+type interactionErrorJSON struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+type interactionJSON struct {
+	ID      string                 `json:"id"`
+	Status  string                 `json:"status"`
+	Created string                 `json:"created,omitempty"`
+	Updated string                 `json:"updated,omitempty"`
+	Errors  []interactionErrorJSON `json:"errors,omitempty"`
+	Steps   []any                  `json:"steps,omitempty"`
+}
+
+func (s *Server) getInteraction(id string) response {
+	st, ok := s.interactions[id]
+	if !ok {
+		return notFound()
+	}
+	v := interactionJSON{ID: id, Status: st.Status, Created: rfc3339(st.Created), Updated: rfc3339(st.Updated)}
+	if st.UpdatedRaw != "" {
+		v.Updated = st.UpdatedRaw
+	}
+	if st.ErrorCode != "" || st.ErrorMessage != "" {
+		v.Errors = []interactionErrorJSON{{Code: st.ErrorCode, Message: st.ErrorMessage}}
+	}
+	if st.OutputText != "" {
+		v.Steps = []any{map[string]any{
+			"type":    "model_output",
+			"content": []any{map[string]any{"type": "text", "text": st.OutputText}},
+		}}
+	}
+	return jsonResponse(http.StatusOK, v)
+}

@@ -1,0 +1,355 @@
+// Package gemini reads the authoritative state of a Gemini long-running
+// operation (batch job, Veo video operation, Interaction) through the genai
+// SDK and maps it to an ingest.Event for the reconciler.
+//
+// The SDK is used as-is where it is right and bypassed only where it loses
+// information (see reference §4): in Gemini mode it never fills
+// BatchJob.Error, so a FAILED batch costs one extra raw GET for its error.
+package gemini
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"google.golang.org/genai"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// ErrNotFound is wrapped by every error for an operation the API answered
+// 404 for. It is final: retrying will not make the operation appear.
+var ErrNotFound = errors.New("operation not found")
+
+// TransientError is returned when the API kept failing with 408, 429 or 5xx,
+// the transport kept failing, or the caller's context ended before an answer.
+// It never carries a state: the operation's state is simply unknown for now.
+type TransientError struct {
+	// Name is the API name (or "batches" for a list) being fetched.
+	Name string
+	// Attempts is how many calls were made.
+	Attempts int
+	// Code is the HTTP status of the last failure; 0 for a transport error
+	// or when no call was answered.
+	Code int
+	// Err is the last failure; when the context ended it wraps the
+	// context's error too, so errors.Is(err, context.Canceled) works.
+	Err error
+
+	gaveUp bool // the context ended (or Sleep failed) before the retries did
+}
+
+func (e *TransientError) Error() string {
+	if e.gaveUp {
+		return fmt.Sprintf("gemini: %s: gave up after %d attempt(s): %v", e.Name, e.Attempts, e.Err)
+	}
+	status := "transport error"
+	if e.Code != 0 {
+		status = fmt.Sprintf("HTTP %d", e.Code)
+	}
+	return fmt.Sprintf("gemini: %s: still failing after %d attempt(s) (%s): %v", e.Name, e.Attempts, status, e.Err)
+}
+
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// Defaults for Options.
+const (
+	DefaultMaxAttempts = 4
+	baseBackoff        = 500 * time.Millisecond
+	maxBackoff         = 8 * time.Second
+)
+
+// DefaultBackoff is the delay before retry number attempt (1 after the first
+// failure): 500ms doubling up to 8s, with "equal jitter" in [d/2, d]. The
+// jitter spreads reconcilers that failed together; the ranges of consecutive
+// attempts only touch, so the delay never shrinks while it is still growing.
+func DefaultBackoff(attempt int) time.Duration {
+	// 500ms<<4 is the 8s cap; the shift is bounded so it cannot overflow.
+	d := min(baseBackoff<<min(max(attempt, 1)-1, 4), maxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleepCtx waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Options configures a Fetcher.
+type Options struct {
+	// Client is a ready genai client in Gemini API mode. When set, APIKey,
+	// BaseURL and HTTPClient must be empty: the raw GET for batch errors
+	// uses the client's own resolved configuration instead.
+	Client *genai.Client
+	// APIKey, BaseURL (default https://generativelanguage.googleapis.com/)
+	// and HTTPClient build a client when Client is nil. APIKey is required.
+	APIKey     string
+	BaseURL    string
+	HTTPClient *http.Client
+	// MaxAttempts bounds the calls per API request, the first included.
+	// Default DefaultMaxAttempts.
+	MaxAttempts int
+	// Backoff gives the delay before retry number attempt (>= 1).
+	// Default DefaultBackoff.
+	Backoff func(attempt int) time.Duration
+	// Sleep waits; it must return ctx's error when ctx ends first. Tests
+	// inject it so no retry test sleeps for real. Default: a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Fetcher fetches operation state. It is safe for concurrent use.
+type Fetcher struct {
+	client      *genai.Client
+	raw         *http.Client
+	apiRoot     *url.URL // BaseURL joined with the API version
+	apiKey      string
+	headers     http.Header
+	maxAttempts int
+	backoff     func(int) time.Duration
+	sleep       func(context.Context, time.Duration) error
+}
+
+// New returns a Fetcher.
+func New(o Options) (f *Fetcher, err error) {
+	// genai.NewClient echoes its whole config (key included) in some errors.
+	defer func() { err = scrub(err, o.APIKey) }()
+
+	if o.MaxAttempts < 0 {
+		return nil, fmt.Errorf("gemini: MaxAttempts must not be negative (got %d)", o.MaxAttempts)
+	}
+	client := o.Client
+	if client != nil {
+		if o.APIKey != "" || o.BaseURL != "" || o.HTTPClient != nil {
+			return nil, errors.New("gemini: set either Options.Client or APIKey/BaseURL/HTTPClient, not both")
+		}
+	} else {
+		if o.APIKey == "" {
+			return nil, errors.New("gemini: Options.APIKey is required when Options.Client is nil")
+		}
+		// NewClient does no I/O with an API key, so no caller context is needed.
+		client, err = genai.NewClient(context.Background(), &genai.ClientConfig{
+			APIKey:      o.APIKey,
+			Backend:     genai.BackendGeminiAPI,
+			HTTPOptions: genai.HTTPOptions{BaseURL: o.BaseURL},
+			HTTPClient:  o.HTTPClient,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("gemini: create genai client: %w", err)
+		}
+	}
+
+	// The resolved config has the defaults and environment applied, so the
+	// raw GET goes exactly where the SDK's calls go.
+	cfg := client.ClientConfig()
+	if cfg.Backend == genai.BackendVertexAI {
+		return nil, errors.New("gemini: the genai client must use the Gemini API backend, not Vertex AI")
+	}
+	if cfg.APIKey == "" {
+		return nil, errors.New("gemini: the genai client has no API key")
+	}
+	base, err := url.Parse(cfg.HTTPOptions.BaseURL)
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return nil, fmt.Errorf("gemini: invalid base URL %q", cfg.HTTPOptions.BaseURL)
+	}
+	raw := cfg.HTTPClient
+	if raw == nil {
+		raw = http.DefaultClient
+	}
+	f = &Fetcher{
+		client:      client,
+		raw:         raw,
+		apiRoot:     base.JoinPath(cfg.HTTPOptions.APIVersion),
+		apiKey:      cfg.APIKey,
+		headers:     cfg.HTTPOptions.Headers.Clone(),
+		maxAttempts: o.MaxAttempts,
+		backoff:     o.Backoff,
+		sleep:       o.Sleep,
+	}
+	if f.maxAttempts == 0 {
+		f.maxAttempts = DefaultMaxAttempts
+	}
+	if f.backoff == nil {
+		f.backoff = DefaultBackoff
+	}
+	if f.sleep == nil {
+		f.sleep = sleepCtx
+	}
+	return f, nil
+}
+
+// Fetch returns the current state of one operation as an event with Source
+// ingest.SourceReconcile and Name the name the API returned.
+//
+// apiName must be the API name form (opname.Name.APIName): "batches/ID",
+// "models/M/operations/ID" (or "operations/ID"), "interactions/ID". A bare id
+// is rejected before any call, even with a kind: the SDK would either refuse
+// it or, for batches, match an unanchored pattern, and a bare id here means a
+// caller skipped opname.Normalize. The error wraps opname.ErrInvalidName.
+// kind may be opname.KindUnknown; a contradicting kind is rejected.
+//
+// Errors: ErrNotFound (wrapped) for a 404; *TransientError for 408/429/5xx,
+// transport failures and context end, after up to MaxAttempts calls; any
+// other error (other 4xx, undecodable answers) is plain and not retried.
+func (f *Fetcher) Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error) {
+	ev, err := f.fetch(ctx, kind, apiName)
+	return ev, scrub(err, f.apiKey)
+}
+
+func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error) {
+	n, err := checkAPIName(kind, apiName)
+	if err != nil {
+		return ingest.Event{}, err
+	}
+	switch n.Kind {
+	case opname.KindBatch:
+		return f.fetchBatch(ctx, n.APIName)
+	case opname.KindVideo:
+		return f.fetchVideo(ctx, n.APIName)
+	case opname.KindInteraction:
+		return f.fetchInteraction(ctx, n.APIName)
+	default:
+		return ingest.Event{}, fmt.Errorf("gemini: fetch %q: unsupported kind %q", apiName, n.Kind)
+	}
+}
+
+// ListBatches returns one page of the project's batch jobs as events, for
+// adopting operations lrosink never registered. pageSize 0 lets the server
+// choose; the returned token is "" on the last page. FAILED jobs are
+// enriched with their error like Fetch does (one raw GET each), because the
+// event that settles an operation is the only chance to record why.
+func (f *Fetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error) {
+	evs, next, err := f.listBatches(ctx, pageSize, pageToken)
+	return evs, next, scrub(err, f.apiKey)
+}
+
+func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error) {
+	if pageSize < 0 || pageSize > math.MaxInt32 {
+		return nil, "", fmt.Errorf("gemini: list batches: invalid page size %d", pageSize)
+	}
+	var page genai.Page[genai.BatchJob]
+	err := f.call(ctx, "batches", func(ctx context.Context) (err error) {
+		page, err = f.client.Batches.List(ctx, &genai.ListBatchJobsConfig{
+			PageSize: int32(pageSize), PageToken: pageToken, HTTPOptions: noSDKRetries(),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	evs := make([]ingest.Event, 0, len(page.Items))
+	for i, job := range page.Items {
+		if job == nil || job.Name == "" {
+			return nil, "", fmt.Errorf("gemini: list batches: item %d has no name", i)
+		}
+		ev := batchEvent(job, "")
+		if err := f.addBatchError(ctx, &ev); err != nil {
+			return nil, "", err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, page.NextPageToken, nil
+}
+
+// checkAPIName accepts only names already in API form (see Fetch).
+func checkAPIName(kind opname.Kind, apiName string) (opname.Name, error) {
+	n, err := opname.Normalize(apiName, kind)
+	if err != nil {
+		return n, fmt.Errorf("gemini: fetch: %w", err)
+	}
+	if n.APIName != apiName {
+		return n, fmt.Errorf("gemini: fetch: %w %q: want the API name %q", opname.ErrInvalidName, apiName, n.APIName)
+	}
+	if n.Kind == opname.KindBatch && !strings.HasPrefix(apiName, "batches/") {
+		return n, fmt.Errorf("gemini: fetch: %w %q: only batches/ID is served by the Gemini API (Vertex batch jobs are not)", opname.ErrInvalidName, apiName)
+	}
+	return n, nil
+}
+
+// noSDKRetries turns the genai SDK's own retries off for one request, so
+// the Fetcher's loop is the only one and call counts stay exact even when a
+// caller-supplied client sets HTTPOptions.RetryOptions. A fresh value per
+// call: the SDK writes into the options it is given.
+func noSDKRetries() *genai.HTTPOptions {
+	one := int32(1)
+	return &genai.HTTPOptions{RetryOptions: &genai.HTTPRetryOptions{Attempts: &one}}
+}
+
+// call runs fn with retries on transient failures. name labels errors.
+func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context) error) error {
+	var last error
+	lastCode := 0
+	gaveUp := func(attempts int, err error) error {
+		return &TransientError{Name: name, Attempts: attempts, Code: lastCode, Err: withCause(err, last), gaveUp: true}
+	}
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return gaveUp(attempt-1, err)
+		}
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		code := statusCode(err)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The failure may just be the cancellation showing through.
+			last, lastCode = err, code
+			return gaveUp(attempt, ctxErr)
+		}
+		switch {
+		case code == http.StatusNotFound:
+			return fmt.Errorf("gemini: get %s: %w: %w", name, ErrNotFound, err)
+		case !retryable(code, err):
+			return fmt.Errorf("gemini: get %s: %w", name, err)
+		}
+		last, lastCode = err, code
+		if attempt >= f.maxAttempts {
+			return &TransientError{Name: name, Attempts: attempt, Code: code, Err: err}
+		}
+		if err := f.sleep(ctx, f.backoff(attempt)); err != nil {
+			return gaveUp(attempt, err)
+		}
+	}
+}
+
+// withCause wraps the context error and, when there was one, the failure
+// that was being retried.
+func withCause(ctxErr, last error) error {
+	if last == nil {
+		return ctxErr
+	}
+	return fmt.Errorf("%w (last failure: %w)", ctxErr, last)
+}
+
+// scrub keeps the API key out of error strings whatever layer put it there
+// (an SDK echoing its config, a proxy echoing headers). The chain is kept
+// for errors.Is/As.
+func scrub(err error, key string) error {
+	if err == nil || key == "" || !strings.Contains(err.Error(), key) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), key, "[REDACTED]"), err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -1,0 +1,871 @@
+package gemini_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/genai"
+
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// harness is a Fetcher on a real genai client talking to the fake over
+// real HTTP, with the sleep recorded instead of slept.
+type harness struct {
+	fake *fakegemini.Server
+	url  string
+	f    *gemini.Fetcher
+
+	mu     sync.Mutex
+	sleeps []time.Duration
+}
+
+func (h *harness) sleep(ctx context.Context, d time.Duration) error {
+	h.mu.Lock()
+	h.sleeps = append(h.sleeps, d)
+	h.mu.Unlock()
+	return ctx.Err()
+}
+
+func (h *harness) slept() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.sleeps)
+}
+
+func genaiClient(t *testing.T, baseURL, key string) *genai.Client {
+	t.Helper()
+	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey:      key,
+		Backend:     genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: baseURL},
+	})
+	if err != nil {
+		t.Fatalf("genai.NewClient: %v", err)
+	}
+	return c
+}
+
+func newHarness(t *testing.T, edit ...func(*gemini.Options)) *harness {
+	t.Helper()
+	h := &harness{fake: fakegemini.New()}
+	h.url = h.fake.Start(t).URL
+	o := gemini.Options{Client: genaiClient(t, h.url, fakegemini.DefaultAPIKey), Sleep: h.sleep}
+	for _, e := range edit {
+		e(&o)
+	}
+	f, err := gemini.New(o)
+	if err != nil {
+		t.Fatalf("gemini.New: %v", err)
+	}
+	h.f = f
+	return h
+}
+
+func (h *harness) fetch(t *testing.T, kind opname.Kind, name string) ingest.Event {
+	t.Helper()
+	ev, err := h.f.Fetch(context.Background(), kind, name)
+	if err != nil {
+		t.Fatalf("Fetch(%s, %s): %v", kind, name, err)
+	}
+	return ev
+}
+
+func checkCommon(t *testing.T, ev ingest.Event, kind opname.Kind, name string) {
+	t.Helper()
+	if ev.Name != name || ev.Kind != kind || ev.Source != ingest.SourceReconcile {
+		t.Errorf("event name %q kind %q source %q, want %q %q %q", ev.Name, ev.Kind, ev.Source, name, kind, ingest.SourceReconcile)
+	}
+}
+
+func TestBatchStates(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		raw  string
+		want lifecycle.State
+	}{
+		{"BATCH_STATE_PENDING", lifecycle.Pending},
+		{"BATCH_STATE_RUNNING", lifecycle.Running},
+		{"BATCH_STATE_SUCCEEDED", lifecycle.Succeeded},
+		{"BATCH_STATE_FAILED", lifecycle.Failed},
+		{"BATCH_STATE_CANCELLED", lifecycle.Cancelled},
+		{"BATCH_STATE_EXPIRED", lifecycle.Expired},
+		{"JOB_STATE_PENDING", lifecycle.Pending},
+		{"JOB_STATE_QUEUED", lifecycle.Pending},
+		{"JOB_STATE_RUNNING", lifecycle.Running},
+		{"JOB_STATE_SUCCEEDED", lifecycle.Succeeded},
+		{"JOB_STATE_FAILED", lifecycle.Failed},
+		{"JOB_STATE_CANCELLED", lifecycle.Cancelled},
+		{"JOB_STATE_EXPIRED", lifecycle.Expired},
+		// Unknown to lrosink: kept raw, never a guessed terminal.
+		{"BATCH_STATE_UNSPECIFIED", "JOB_STATE_UNSPECIFIED"},
+		{"JOB_STATE_UNSPECIFIED", "JOB_STATE_UNSPECIFIED"},
+		{"", "JOB_STATE_UNSPECIFIED"},
+		{"JOB_STATE_CANCELLING", "JOB_STATE_CANCELLING"},
+		{"JOB_STATE_PAUSED", "JOB_STATE_PAUSED"},
+		{"JOB_STATE_UPDATING", "JOB_STATE_UPDATING"},
+		{"JOB_STATE_PARTIALLY_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"},
+		{"BATCH_STATE_SOMETHING_NEW", "BATCH_STATE_SOMETHING_NEW"},
+	}
+	for i, c := range cases {
+		t.Run(c.raw, func(t *testing.T) {
+			id := fmt.Sprintf("b%d", i)
+			upd := t0.Add(time.Duration(i) * time.Second)
+			h.fake.SetBatch(id, fakegemini.BatchState{State: c.raw, UpdateTime: upd})
+			ev := h.fetch(t, opname.KindBatch, "batches/"+id)
+			checkCommon(t, ev, opname.KindBatch, "batches/"+id)
+			if ev.State != c.want {
+				t.Errorf("state %q, want %q", ev.State, c.want)
+			}
+			if ev.State.Known() != c.want.Known() {
+				t.Errorf("Known() = %v", ev.State.Known())
+			}
+			if !ev.UpdateTime.Equal(upd) {
+				t.Errorf("update time %v, want %v", ev.UpdateTime, upd)
+			}
+		})
+	}
+}
+
+func TestBatchZeroUpdateTime(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetBatch("b", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED"})
+	ev := h.fetch(t, opname.KindBatch, "batches/b")
+	if !ev.UpdateTime.IsZero() {
+		t.Errorf("update time %v, want zero", ev.UpdateTime)
+	}
+	if ev.State != lifecycle.Succeeded {
+		t.Errorf("state %s", ev.State)
+	}
+}
+
+func TestBatchOutput(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetBatch("file", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", ResponsesFile: "files/out"})
+	h.fake.SetBatch("inline", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", InlinedResponses: 2})
+	h.fake.SetBatch("none", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+
+	if ev := h.fetch(t, opname.KindBatch, "batches/file"); len(ev.Output) != 1 || ev.Output["responses_file"] != "files/out" {
+		t.Errorf("file output = %v", ev.Output)
+	}
+	if ev := h.fetch(t, opname.KindBatch, "batches/inline"); len(ev.Output) != 1 || ev.Output["inlined_response_count"] != 2 {
+		t.Errorf("inline output = %v", ev.Output)
+	}
+	if ev := h.fetch(t, opname.KindBatch, "batches/none"); ev.Output != nil || ev.Error != nil {
+		t.Errorf("running: output %v error %v", ev.Output, ev.Error)
+	}
+}
+
+func TestBatchFailedErrorDetail(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "invalid input file"})
+	h.fake.SetBatch("s", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/o"})
+
+	ev := h.fetch(t, opname.KindBatch, "batches/f")
+	if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 3, Message: "invalid input file"}) {
+		t.Fatalf("event = %+v (error %+v)", ev, ev.Error)
+	}
+	// One SDK GET, one raw GET of the same resource, both with the key.
+	reqs := h.fake.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Method != http.MethodGet || r.Path != "/v1beta/batches/f" || !r.HasAPIKey {
+			t.Errorf("request %+v", r)
+		}
+	}
+
+	// Other states need no second call.
+	if ev := h.fetch(t, opname.KindBatch, "batches/s"); ev.Error != nil {
+		t.Errorf("succeeded batch has error %+v", ev.Error)
+	}
+	if n := h.fake.Calls("/v1beta/batches/s"); n != 1 {
+		t.Errorf("succeeded batch: %d calls, want 1", n)
+	}
+}
+
+func TestBatchFailedWithoutErrorBody(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED"})
+	ev := h.fetch(t, opname.KindBatch, "batches/f")
+	if ev.State != lifecycle.Failed || ev.Error != nil {
+		t.Errorf("state %s error %+v", ev.State, ev.Error)
+	}
+}
+
+func TestBatchErrorDetailRetried(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", ErrorCode: 13, ErrorMessage: "internal"})
+	// Fail the second request to the path: the raw GET, not the SDK's.
+	seen := 0
+	h.fake.FailNextMatching(func(r *http.Request) bool {
+		if r.URL.Path != "/v1beta/batches/f" {
+			return false
+		}
+		seen++
+		return seen == 2
+	}, http.StatusServiceUnavailable, 1)
+
+	ev := h.fetch(t, opname.KindBatch, "batches/f")
+	if ev.Error == nil || ev.Error.Code != 13 {
+		t.Errorf("error %+v", ev.Error)
+	}
+	if n := h.fake.Calls("/v1beta/batches/f"); n != 3 {
+		t.Errorf("%d calls, want 3", n)
+	}
+	if n := len(h.slept()); n != 1 {
+		t.Errorf("%d sleeps, want 1", n)
+	}
+}
+
+func TestVideoStates(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetVideo("veo-3", "run", fakegemini.VideoState{})
+	h.fake.SetVideo("veo-3", "ok", fakegemini.VideoState{Done: true, VideoURIs: []string{"https://v/1", "https://v/2"}})
+	h.fake.SetVideo("veo-3", "bad", fakegemini.VideoState{Done: true, ErrorCode: 3, ErrorMessage: "prompt rejected"})
+	h.fake.SetVideo("veo-3", "rai", fakegemini.VideoState{Done: true, RAIMediaFilteredCount: 1, RAIMediaFilteredReasons: []string{"policy"}})
+
+	ev := h.fetch(t, opname.KindVideo, "models/veo-3/operations/run")
+	checkCommon(t, ev, opname.KindVideo, "models/veo-3/operations/run")
+	if ev.State != lifecycle.Running || ev.Output != nil || ev.Error != nil {
+		t.Errorf("running = %+v", ev)
+	}
+
+	ev = h.fetch(t, opname.KindVideo, "models/veo-3/operations/ok")
+	if ev.State != lifecycle.Succeeded || !slices.Equal(ev.Output["video_uris"].([]string), []string{"https://v/1", "https://v/2"}) {
+		t.Errorf("succeeded = %+v", ev)
+	}
+
+	ev = h.fetch(t, opname.KindVideo, "models/veo-3/operations/bad")
+	if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}) || ev.Output != nil {
+		t.Errorf("failed = %+v (error %+v)", ev, ev.Error)
+	}
+
+	ev = h.fetch(t, opname.KindVideo, "models/veo-3/operations/rai")
+	if ev.State != lifecycle.Succeeded || len(ev.Output["video_uris"].([]string)) != 0 ||
+		ev.Output["rai_media_filtered_count"] != 1 || !slices.Equal(ev.Output["rai_media_filtered_reasons"].([]string), []string{"policy"}) {
+		t.Errorf("filtered = %+v", ev)
+	}
+	// Operations carry no update time.
+	if !ev.UpdateTime.IsZero() {
+		t.Errorf("video update time %v, want zero", ev.UpdateTime)
+	}
+}
+
+func TestInteractionStates(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		status string
+		want   lifecycle.State
+	}{
+		{"queued", lifecycle.Pending},
+		{"in_progress", lifecycle.Running},
+		{"requires_action", lifecycle.RequiresAction},
+		{"completed", lifecycle.Succeeded},
+		{"failed", lifecycle.Failed},
+		{"cancelled", lifecycle.Cancelled},
+		{"incomplete", "interaction:incomplete"},
+		{"budget_exceeded", "interaction:budget_exceeded"},
+		{"requires_continuation", "interaction:requires_continuation"},
+		{"brand_new", "interaction:brand_new"},
+	}
+	for i, c := range cases {
+		t.Run(c.status, func(t *testing.T) {
+			id := fmt.Sprintf("v1_%d", i)
+			upd := t0.Add(time.Duration(i)*time.Second + 250*time.Millisecond)
+			h.fake.SetInteraction(id, fakegemini.InteractionState{Status: c.status, Created: t0, Updated: upd})
+			ev := h.fetch(t, opname.KindInteraction, "interactions/"+id)
+			checkCommon(t, ev, opname.KindInteraction, "interactions/"+id)
+			if ev.State != c.want || ev.State.Known() != c.want.Known() {
+				t.Errorf("state %q, want %q", ev.State, c.want)
+			}
+			if !ev.UpdateTime.Equal(upd) {
+				t.Errorf("update time %v, want %v", ev.UpdateTime, upd)
+			}
+		})
+	}
+}
+
+func TestInteractionDetails(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetInteraction("noupd", fakegemini.InteractionState{Status: "in_progress", Created: t0})
+	h.fake.SetInteraction("badupd", fakegemini.InteractionState{Status: "in_progress", UpdatedRaw: "last tuesday"})
+	h.fake.SetInteraction("fail", fakegemini.InteractionState{Status: "failed", Updated: t0, ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: "quota"})
+	h.fake.SetInteraction("fail2", fakegemini.InteractionState{Status: "failed", Updated: t0, ErrorCode: "429", ErrorMessage: "quota"})
+	h.fake.SetInteraction("done", fakegemini.InteractionState{Status: "completed", Updated: t0, OutputText: "hello",
+		ErrorCode: "x", ErrorMessage: "diagnostic only"})
+
+	if ev := h.fetch(t, opname.KindInteraction, "interactions/noupd"); !ev.UpdateTime.IsZero() {
+		t.Errorf("missing updated: %v", ev.UpdateTime)
+	}
+	if ev := h.fetch(t, opname.KindInteraction, "interactions/badupd"); !ev.UpdateTime.IsZero() || ev.State != lifecycle.Running {
+		t.Errorf("unparsable updated: %v %s", ev.UpdateTime, ev.State)
+	}
+	if ev := h.fetch(t, opname.KindInteraction, "interactions/fail"); ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}) {
+		t.Errorf("failed error %+v", ev.Error)
+	}
+	if ev := h.fetch(t, opname.KindInteraction, "interactions/fail2"); ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 429, Message: "quota"}) {
+		t.Errorf("numeric code error %+v", ev.Error)
+	}
+	ev := h.fetch(t, opname.KindInteraction, "interactions/done")
+	if ev.Error != nil || ev.Output["output_text"] != "hello" {
+		t.Errorf("completed: error %+v output %v", ev.Error, ev.Output)
+	}
+}
+
+// kinds holds one operation per kind, its path on the fake, and how to
+// script it.
+var kinds = []struct {
+	kind opname.Kind
+	name string
+	path string
+	set  func(*fakegemini.Server)
+	want lifecycle.State
+}{
+	{opname.KindBatch, "batches/b1", "/v1beta/batches/b1",
+		func(s *fakegemini.Server) { s.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"}) }, lifecycle.Running},
+	{opname.KindVideo, "models/veo/operations/o1", "/v1beta/models/veo/operations/o1",
+		func(s *fakegemini.Server) { s.SetVideo("veo", "o1", fakegemini.VideoState{Done: true}) }, lifecycle.Succeeded},
+	{opname.KindInteraction, "interactions/i1", "/v1beta/interactions/i1",
+		func(s *fakegemini.Server) { s.SetInteraction("i1", fakegemini.InteractionState{Status: "completed"}) }, lifecycle.Succeeded},
+}
+
+func TestNotFound(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(string(k.kind), func(t *testing.T) {
+			h := newHarness(t)
+			_, err := h.f.Fetch(context.Background(), k.kind, k.name)
+			if !errors.Is(err, gemini.ErrNotFound) {
+				t.Fatalf("err = %v (%T), want ErrNotFound", err, err)
+			}
+			var te *gemini.TransientError
+			if errors.As(err, &te) {
+				t.Error("404 reported as transient")
+			}
+			if n := h.fake.Calls(k.path); n != 1 || len(h.slept()) != 0 {
+				t.Errorf("%d calls, %d sleeps; a 404 is final", n, len(h.slept()))
+			}
+		})
+	}
+}
+
+func TestRetry429ThenSuccess(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(string(k.kind), func(t *testing.T) {
+			h := newHarness(t) // default Backoff, recorded Sleep
+			k.set(h.fake)
+			h.fake.FailNext(k.path, http.StatusTooManyRequests, 2)
+
+			ev := h.fetch(t, k.kind, k.name)
+			if ev.State != k.want {
+				t.Errorf("state %s, want %s", ev.State, k.want)
+			}
+			if n := h.fake.Calls(k.path); n != 3 {
+				t.Errorf("%d calls, want exactly 3 (the SDK must not retry on its own)", n)
+			}
+			s := h.slept()
+			if len(s) != 2 {
+				t.Fatalf("sleeps %v, want 2", s)
+			}
+			if s[0] < 250*time.Millisecond || s[0] > 500*time.Millisecond ||
+				s[1] < 500*time.Millisecond || s[1] > time.Second || s[1] < s[0] {
+				t.Errorf("sleeps %v: want growing, in [250ms,500ms] then [500ms,1s]", s)
+			}
+		})
+	}
+}
+
+func TestBackoffGetsAttemptNumbers(t *testing.T) {
+	var attempts []int
+	h := newHarness(t, func(o *gemini.Options) {
+		o.Backoff = func(n int) time.Duration { attempts = append(attempts, n); return time.Duration(n) * time.Hour }
+	})
+	k := kinds[0]
+	k.set(h.fake)
+	h.fake.FailNext(k.path, http.StatusBadGateway, 3)
+	h.fetch(t, k.kind, k.name)
+	if !slices.Equal(attempts, []int{1, 2, 3}) || !slices.Equal(h.slept(), []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour}) {
+		t.Errorf("backoff attempts %v, sleeps %v", attempts, h.slept())
+	}
+}
+
+func Test500ForeverIsTransient(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(string(k.kind), func(t *testing.T) {
+			h := newHarness(t)
+			k.set(h.fake)
+			h.fake.FailNext(k.path, http.StatusInternalServerError, -1)
+
+			ev, err := h.f.Fetch(context.Background(), k.kind, k.name)
+			var te *gemini.TransientError
+			if !errors.As(err, &te) {
+				t.Fatalf("err = %v (%T), want *TransientError", err, err)
+			}
+			if te.Attempts != gemini.DefaultMaxAttempts || te.Code != 500 || te.Name != k.name {
+				t.Errorf("transient = %+v", te)
+			}
+			if ev.State != "" {
+				t.Errorf("a transient failure produced state %q", ev.State)
+			}
+			if n := h.fake.Calls(k.path); n != gemini.DefaultMaxAttempts {
+				t.Errorf("%d calls, want %d", n, gemini.DefaultMaxAttempts)
+			}
+			if n := len(h.slept()); n != gemini.DefaultMaxAttempts-1 {
+				t.Errorf("%d sleeps, want %d", n, gemini.DefaultMaxAttempts-1)
+			}
+		})
+	}
+}
+
+func TestMaxAttempts(t *testing.T) {
+	h := newHarness(t, func(o *gemini.Options) { o.MaxAttempts = 2 })
+	k := kinds[2]
+	k.set(h.fake)
+	h.fake.FailNext(k.path, http.StatusServiceUnavailable, -1)
+	_, err := h.f.Fetch(context.Background(), k.kind, k.name)
+	var te *gemini.TransientError
+	if !errors.As(err, &te) || te.Attempts != 2 || h.fake.Calls(k.path) != 2 {
+		t.Errorf("err %v, calls %d", err, h.fake.Calls(k.path))
+	}
+}
+
+func TestSDKRetriesOffEvenIfClientConfiguresThem(t *testing.T) {
+	h := newHarness(t)
+	// Fast SDK retries, so a regression fails quickly instead of sleeping.
+	five, tiny, zero := int32(5), 0.001, 0.0
+	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey: fakegemini.DefaultAPIKey, Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: h.url, RetryOptions: &genai.HTTPRetryOptions{
+			Attempts: &five, InitialDelay: &tiny, MaxDelay: &tiny, Jitter: &zero}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gemini.New(gemini.Options{Client: c, Sleep: h.sleep, MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kinds[:2] { // the genai-core kinds
+		k.set(h.fake)
+		h.fake.FailNext(k.path, http.StatusServiceUnavailable, -1)
+		_, err := f.Fetch(context.Background(), k.kind, k.name)
+		var te *gemini.TransientError
+		if !errors.As(err, &te) {
+			t.Fatalf("%s: %v", k.kind, err)
+		}
+		if n := h.fake.Calls(k.path); n != 2 {
+			t.Errorf("%s: %d calls, want 2 (the client's own 5 attempts must be off)", k.kind, n)
+		}
+	}
+	h.fake.FailNext("/v1beta/batches", http.StatusServiceUnavailable, -1)
+	_, _, err = f.ListBatches(context.Background(), 0, "")
+	var te *gemini.TransientError
+	if !errors.As(err, &te) || h.fake.Calls("/v1beta/batches") != 2 {
+		t.Errorf("list: err %v, %d calls, want a TransientError after 2", err, h.fake.Calls("/v1beta/batches"))
+	}
+}
+
+func TestTransportErrors(t *testing.T) {
+	h := newHarness(t)
+	k := kinds[0]
+	k.set(h.fake)
+	h.fake.FailNext(k.path, fakegemini.Drop, 1)
+	if ev := h.fetch(t, k.kind, k.name); ev.State != k.want {
+		t.Errorf("state %s", ev.State)
+	}
+	if n := h.fake.Calls(k.path); n != 2 {
+		t.Errorf("%d calls, want 2", n)
+	}
+
+	h.fake.FailNext(k.path, fakegemini.Drop, -1)
+	_, err := h.f.Fetch(context.Background(), k.kind, k.name)
+	var te *gemini.TransientError
+	if !errors.As(err, &te) || te.Code != 0 || te.Attempts != gemini.DefaultMaxAttempts {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestCancelledContextStopsRetrying(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(string(k.kind), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var sleeps int
+			h := newHarness(t, func(o *gemini.Options) {
+				o.Sleep = func(ctx context.Context, d time.Duration) error {
+					sleeps++
+					cancel() // the caller gives up while we wait
+					return ctx.Err()
+				}
+			})
+			k.set(h.fake)
+			h.fake.FailNext(k.path, http.StatusServiceUnavailable, -1)
+
+			_, err := h.f.Fetch(ctx, k.kind, k.name)
+			var te *gemini.TransientError
+			if !errors.Is(err, context.Canceled) || !errors.As(err, &te) {
+				t.Fatalf("err = %v, want a TransientError wrapping context.Canceled", err)
+			}
+			if !strings.Contains(err.Error(), "503") {
+				t.Errorf("the last failure is lost: %v", err)
+			}
+			if n := h.fake.Calls(k.path); n != 1 || sleeps != 1 {
+				t.Errorf("%d calls, %d sleeps after cancel; want 1 and 1", n, sleeps)
+			}
+		})
+	}
+
+	t.Run("cancelled during the call", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		fake := fakegemini.New()
+		fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fake.Handler().ServeHTTP(httptest.NewRecorder(), r) // counted, answer discarded
+			cancel()
+			select { // hold the answer until the client hangs up
+			case <-r.Context().Done():
+			case <-time.After(time.Minute): // a safety net, not a timing assertion
+			}
+		}))
+		t.Cleanup(srv.Close)
+		sleeps := 0
+		f, err := gemini.New(gemini.Options{Client: genaiClient(t, srv.URL, fakegemini.DefaultAPIKey),
+			Sleep: func(ctx context.Context, d time.Duration) error { sleeps++; return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Fetch(ctx, opname.KindBatch, "batches/b1")
+		var te *gemini.TransientError
+		if !errors.Is(err, context.Canceled) || !errors.As(err, &te) || te.Attempts != 1 {
+			t.Errorf("err = %v", err)
+		}
+		if fake.TotalCalls() != 1 || sleeps != 0 {
+			t.Errorf("%d calls, %d sleeps; want 1 and 0", fake.TotalCalls(), sleeps)
+		}
+	})
+
+	t.Run("already cancelled", func(t *testing.T) {
+		h := newHarness(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := h.f.Fetch(ctx, opname.KindBatch, "batches/b1")
+		if !errors.Is(err, context.Canceled) || h.fake.TotalCalls() != 0 {
+			t.Errorf("err %v, %d calls", err, h.fake.TotalCalls())
+		}
+	})
+}
+
+func TestOther4xxIsFinal(t *testing.T) {
+	for _, code := range []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden} {
+		for _, k := range kinds {
+			t.Run(fmt.Sprintf("%d/%s", code, k.kind), func(t *testing.T) {
+				h := newHarness(t)
+				k.set(h.fake)
+				h.fake.FailNext(k.path, code, 1)
+				_, err := h.f.Fetch(context.Background(), k.kind, k.name)
+				var te *gemini.TransientError
+				if err == nil || errors.Is(err, gemini.ErrNotFound) || errors.As(err, &te) {
+					t.Fatalf("err = %v (%T), want a plain error", err, err)
+				}
+				if n := h.fake.Calls(k.path); n != 1 || len(h.slept()) != 0 {
+					t.Errorf("%d calls, %d sleeps; want 1 and 0", n, len(h.slept()))
+				}
+			})
+		}
+	}
+}
+
+func TestWrongKeyIsFinal(t *testing.T) {
+	h := newHarness(t)
+	f, err := gemini.New(gemini.Options{APIKey: "not-the-key", BaseURL: h.url, Sleep: h.sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	_, err = f.Fetch(context.Background(), opname.KindBatch, "batches/b1")
+	var te *gemini.TransientError
+	if err == nil || errors.As(err, &te) || errors.Is(err, gemini.ErrNotFound) || h.fake.TotalCalls() != 1 {
+		t.Errorf("err = %v, calls %d", err, h.fake.TotalCalls())
+	}
+}
+
+func TestAPINameChecks(t *testing.T) {
+	h := newHarness(t)
+	for _, c := range []struct {
+		kind opname.Kind
+		name string
+	}{
+		{opname.KindBatch, "abc123"},          // bare id: rejected, not prefixed
+		{opname.KindInteraction, "v1_abc"},    // bare id
+		{opname.KindBatch, "foo/batches/abc"}, // the SDK's unanchored pattern would accept it
+		{opname.KindBatch, "batchPredictionJobs/1"},
+		{opname.KindBatch, " batches/abc"},
+		{opname.KindVideo, "batches/abc"}, // contradicting kind
+		{opname.KindUnknown, "abc"},
+		{opname.KindBatch, ""},
+	} {
+		_, err := h.f.Fetch(context.Background(), c.kind, c.name)
+		if !errors.Is(err, opname.ErrInvalidName) {
+			t.Errorf("Fetch(%q, %q) = %v, want ErrInvalidName", c.kind, c.name, err)
+		}
+	}
+	if n := h.fake.TotalCalls(); n != 0 {
+		t.Errorf("%d calls for invalid names", n)
+	}
+
+	// A prefixed name needs no kind.
+	h.fake.SetBatch("abc", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	if ev := h.fetch(t, opname.KindUnknown, "batches/abc"); ev.Kind != opname.KindBatch {
+		t.Errorf("kind %q", ev.Kind)
+	}
+}
+
+func TestListBatches(t *testing.T) {
+	h := newHarness(t)
+	states := []string{"BATCH_STATE_RUNNING", "BATCH_STATE_FAILED", "BATCH_STATE_SUCCEEDED", "BATCH_STATE_PENDING", "JOB_STATE_PAUSED"}
+	for i, s := range states {
+		h.fake.SetBatch(fmt.Sprintf("b%d", i), fakegemini.BatchState{State: s, UpdateTime: t0, ErrorCode: 9 * (i % 2), ErrorMessage: "failed " + s})
+	}
+	h.fake.FailNext("/v1beta/batches", http.StatusServiceUnavailable, 1)
+
+	var evs []ingest.Event
+	token := ""
+	for pages := 1; ; pages++ {
+		if pages > 4 {
+			t.Fatal("paging does not end")
+		}
+		page, next, err := h.f.ListBatches(context.Background(), 2, token)
+		if err != nil {
+			t.Fatalf("ListBatches: %v", err)
+		}
+		if len(page) > 2 {
+			t.Errorf("page of %d", len(page))
+		}
+		evs = append(evs, page...)
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if len(evs) != len(states) {
+		t.Fatalf("%d events, want %d", len(evs), len(states))
+	}
+	wantStates := []lifecycle.State{lifecycle.Running, lifecycle.Failed, lifecycle.Succeeded, lifecycle.Pending, "JOB_STATE_PAUSED"}
+	for i, ev := range evs {
+		checkCommon(t, ev, opname.KindBatch, fmt.Sprintf("batches/b%d", i))
+		if ev.State != wantStates[i] || !ev.UpdateTime.Equal(t0) {
+			t.Errorf("event %d: %s %v", i, ev.State, ev.UpdateTime)
+		}
+	}
+	if e := evs[1].Error; e == nil || *e != (ingest.ErrorInfo{Code: 9, Message: "failed BATCH_STATE_FAILED"}) {
+		t.Errorf("failed batch error %+v", e)
+	}
+	if evs[3].Error != nil {
+		t.Errorf("error detail fetched for a pending batch: %+v", evs[3].Error)
+	}
+	// 3 pages + 1 retry, and one raw GET for the failed batch only.
+	if n := h.fake.Calls("/v1beta/batches"); n != 4 {
+		t.Errorf("%d list calls, want 4", n)
+	}
+	if n := h.fake.Calls("/v1beta/batches/b1"); n != 1 || h.fake.TotalCalls() != 5 {
+		t.Errorf("raw GETs %d, total %d", n, h.fake.TotalCalls())
+	}
+	var queries []string
+	for _, r := range h.fake.Requests() {
+		if r.Path == "/v1beta/batches" {
+			queries = append(queries, r.Query.Encode())
+		}
+	}
+	if !slices.Equal(queries, []string{"pageSize=2", "pageSize=2", "pageSize=2&pageToken=p2", "pageSize=2&pageToken=p4"}) {
+		t.Errorf("queries %q", queries)
+	}
+
+	if _, _, err := h.f.ListBatches(context.Background(), -1, ""); err == nil {
+		t.Error("negative page size accepted")
+	}
+}
+
+func TestNewOptions(t *testing.T) {
+	h := newHarness(t)
+	c := genaiClient(t, h.url, fakegemini.DefaultAPIKey)
+	vertex, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "k", Backend: genai.BackendVertexAI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]gemini.Options{
+		"nothing":         {},
+		"client and key":  {Client: c, APIKey: "k"},
+		"client and url":  {Client: c, BaseURL: h.url},
+		"client and http": {Client: c, HTTPClient: http.DefaultClient},
+		"negative":        {Client: c, MaxAttempts: -1},
+		"vertex":          {Client: vertex},
+		"unusable base":   {APIKey: "k", BaseURL: "not a url"},
+	} {
+		if _, err := gemini.New(o); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// countingTransport counts the requests an http.Client makes.
+type countingTransport struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestNewBuildsClientFromOptions(t *testing.T) {
+	fake := fakegemini.New(fakegemini.WithAPIKey("own-key"))
+	srv := fake.Start(t)
+	tr := &countingTransport{}
+	f, err := gemini.New(gemini.Options{APIKey: "own-key", BaseURL: srv.URL, HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", ErrorCode: 5, ErrorMessage: "gone"})
+	fake.SetInteraction("i", fakegemini.InteractionState{Status: "queued"})
+	ev, err := f.Fetch(context.Background(), opname.KindBatch, "batches/f")
+	if err != nil || ev.Error == nil || ev.Error.Code != 5 {
+		t.Fatalf("fetch: %+v %v", ev, err)
+	}
+	if ev, err := f.Fetch(context.Background(), opname.KindInteraction, "interactions/i"); err != nil || ev.State != lifecycle.Pending {
+		t.Fatalf("interaction: %+v %v", ev, err)
+	}
+	// SDK GET, raw GET and the Interactions client all use the given client.
+	if tr.n != 3 || fake.TotalCalls() != 3 {
+		t.Errorf("transport saw %d requests, fake %d; want 3", tr.n, fake.TotalCalls())
+	}
+}
+
+func TestAPIKeyNeverInErrors(t *testing.T) {
+	const key = "AIzaSy-SECRET-do-not-leak-0123"
+	fake := fakegemini.New(fakegemini.WithAPIKey(key))
+	// A misbehaving proxy that echoes the key it was sent in error bodies.
+	echo := func(w http.ResponseWriter, r *http.Request, code int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"error":{"code":%d,"message":"rejected key %s","status":"X"}}`, code, r.Header.Get("x-goog-api-key"))
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/echo400"):
+			echo(w, r, 400)
+		case strings.HasSuffix(r.URL.Path, "/echo503"):
+			echo(w, r, 503)
+		case strings.HasSuffix(r.URL.Path, "/echo404"):
+			echo(w, r, 404)
+		case strings.HasSuffix(r.URL.Path, "/rawecho") && r.Header.Get("Content-Type") == "":
+			echo(w, r, 400) // only the Fetcher's raw GET sends no Content-Type
+		default:
+			fake.Handler().ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	fake.SetBatch("rawecho", fakegemini.BatchState{State: "BATCH_STATE_FAILED"})
+	fake.FailNext("/v1beta/batches/fail", http.StatusInternalServerError, -1)
+
+	f, err := gemini.New(gemini.Options{APIKey: key, BaseURL: srv.URL, Sleep: func(ctx context.Context, d time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		kind   opname.Kind
+		name   string
+		echoed bool
+	}{
+		{opname.KindBatch, "batches/echo400", true},
+		{opname.KindBatch, "batches/echo503", true},
+		{opname.KindBatch, "batches/echo404", true},
+		{opname.KindBatch, "batches/rawecho", true},
+		{opname.KindVideo, "models/veo/operations/echo400", true},
+		{opname.KindVideo, "models/veo/operations/echo503", true},
+		{opname.KindInteraction, "interactions/echo400", true},
+		{opname.KindInteraction, "interactions/echo503", true},
+		{opname.KindInteraction, "interactions/echo404", true},
+		{opname.KindBatch, "batches/fail", false},
+		{opname.KindBatch, "batches/missing", false},
+		{opname.KindBatch, "bare", false},
+	}
+	for _, c := range cases {
+		_, err := f.Fetch(context.Background(), c.kind, c.name)
+		if err == nil {
+			t.Fatalf("%s: no error", c.name)
+		}
+		for _, s := range []string{err.Error(), fmt.Sprintf("%v", err), fmt.Sprintf("%+v", err)} {
+			if strings.Contains(s, key) {
+				t.Errorf("%s: error leaks the key: %s", c.name, s)
+			}
+		}
+		if c.echoed && !strings.Contains(err.Error(), "[REDACTED]") {
+			t.Errorf("%s: the echo did not reach the error, so the test proves nothing: %v", c.name, err)
+		}
+	}
+	// Redaction keeps the error chain.
+	_, err = f.Fetch(context.Background(), opname.KindBatch, "batches/echo404")
+	if !errors.Is(err, gemini.ErrNotFound) {
+		t.Errorf("redacted 404 lost ErrNotFound: %v", err)
+	}
+	_, err = f.Fetch(context.Background(), opname.KindBatch, "batches/echo503")
+	var te *gemini.TransientError
+	if !errors.As(err, &te) {
+		t.Errorf("redacted 503 lost TransientError: %v", err)
+	}
+}
+
+func TestDefaultBackoff(t *testing.T) {
+	for attempt := -1; attempt <= 10; attempt++ {
+		d := 500 * time.Millisecond
+		for i := 1; i < attempt && d < 8*time.Second; i++ {
+			d *= 2
+		}
+		for range 200 {
+			got := gemini.DefaultBackoff(attempt)
+			if got < d/2 || got > d {
+				t.Fatalf("DefaultBackoff(%d) = %v, want in [%v, %v]", attempt, got, d/2, d)
+			}
+		}
+	}
+}
+
+func TestConcurrentFetch(t *testing.T) {
+	h := newHarness(t)
+	for _, k := range kinds {
+		k.set(h.fake)
+	}
+	var wg sync.WaitGroup
+	for i := range 12 {
+		k := kinds[i%len(kinds)]
+		wg.Go(func() {
+			ev, err := h.f.Fetch(context.Background(), k.kind, k.name)
+			if err != nil || ev.State != k.want {
+				t.Errorf("%s: %+v %v", k.name, ev, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.fake.TotalCalls(); n != 12 {
+		t.Errorf("%d calls, want 12", n)
+	}
+}

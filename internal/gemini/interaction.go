@@ -1,0 +1,114 @@
+package gemini
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genai/interactions/models/interactions"
+	"google.golang.org/genai/interactions/models/operations"
+	"google.golang.org/genai/interactions/retry"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// unknownInteractionPrefix marks interaction statuses lrosink has no state
+// for; the prefix keeps them apart from batch job states in logs.
+const unknownInteractionPrefix = "interaction:"
+
+func (f *Fetcher) fetchInteraction(ctx context.Context, name string) (ingest.Event, error) {
+	id := strings.TrimPrefix(name, "interactions/")
+	var it *interactions.Interaction
+	err := f.call(ctx, name, func(ctx context.Context) error {
+		// The Interactions client retries 408/409/429/5xx on its own by
+		// default (up to 4 retries, 30s); turned off so the Fetcher's loop is
+		// the only one and its Backoff/Sleep/MaxAttempts hold.
+		resp, err := f.client.Interactions.Get(ctx, operations.GetInteractionByIDRequest{ID: id},
+			operations.WithRetries(retry.Config{Strategy: "none"}))
+		if err != nil {
+			return describeInteractionError(err)
+		}
+		if resp == nil || resp.Interaction == nil {
+			return errors.New("answer holds no interaction")
+		}
+		it = resp.Interaction
+		return nil
+	})
+	if err != nil {
+		return ingest.Event{}, err
+	}
+	return interactionEvent(it, name), nil
+}
+
+// interactionEvent maps an Interaction. UpdateTime comes from "updated"; a
+// missing or unparsable value gives the zero time (the event then loses
+// every tie in the reducer) rather than an error, because the status is
+// still worth recording.
+func interactionEvent(it *interactions.Interaction, fallbackName string) ingest.Event {
+	ev := ingest.Event{
+		Name:   fallbackName,
+		Kind:   opname.KindInteraction,
+		State:  interactionState(it.Status),
+		Source: ingest.SourceReconcile,
+	}
+	if it.ID != nil && *it.ID != "" {
+		ev.Name = "interactions/" + *it.ID
+	}
+	if it.Updated != nil {
+		if t, err := time.Parse(time.RFC3339Nano, *it.Updated); err == nil {
+			ev.UpdateTime = t.UTC()
+		}
+	}
+	if ev.State == lifecycle.Failed && len(it.Errors) > 0 {
+		ev.Error = interactionError(it.Errors[0])
+	}
+	if it.OutputText != nil && *it.OutputText != "" {
+		ev.Output = map[string]any{"output_text": *it.OutputText}
+	}
+	return ev
+}
+
+func interactionState(s interactions.InteractionStatus) lifecycle.State {
+	switch s {
+	case interactions.InteractionStatusQueued:
+		return lifecycle.Pending
+	case interactions.InteractionStatusInProgress:
+		return lifecycle.Running
+	case interactions.InteractionStatusRequiresAction:
+		return lifecycle.RequiresAction
+	case interactions.InteractionStatusCompleted:
+		return lifecycle.Succeeded
+	case interactions.InteractionStatusFailed:
+		return lifecycle.Failed
+	case interactions.InteractionStatusCancelled:
+		return lifecycle.Cancelled
+	default:
+		// incomplete, budget_exceeded, requires_continuation, new values.
+		return lifecycle.State(unknownInteractionPrefix + string(s))
+	}
+}
+
+// interactionError maps an Interactions error, whose code is a string (a
+// URI naming the error type) where ErrorInfo wants a number: a numeric code
+// is kept, any other goes in front of the message so it is not lost.
+func interactionError(e interactions.Error) *ingest.ErrorInfo {
+	var code, msg string
+	if e.Code != nil {
+		code = *e.Code
+	}
+	if e.Message != nil {
+		msg = *e.Message
+	}
+	if n, err := strconv.Atoi(code); err == nil {
+		return &ingest.ErrorInfo{Code: n, Message: msg}
+	}
+	if code != "" {
+		msg = fmt.Sprintf("%s: %s", code, msg)
+	}
+	return &ingest.ErrorInfo{Message: msg}
+}

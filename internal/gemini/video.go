@@ -1,0 +1,91 @@
+package gemini
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+
+	"google.golang.org/genai"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+func (f *Fetcher) fetchVideo(ctx context.Context, name string) (ingest.Event, error) {
+	var op *genai.GenerateVideosOperation
+	err := f.call(ctx, name, func(ctx context.Context) (err error) {
+		op, err = f.client.Operations.GetVideosOperation(ctx, &genai.GenerateVideosOperation{Name: name},
+			&genai.GetOperationConfig{HTTPOptions: noSDKRetries()})
+		return err
+	})
+	if err != nil {
+		return ingest.Event{}, err
+	}
+	return videoEvent(op, name), nil
+}
+
+// videoEvent maps a Veo long-running operation. A google.longrunning
+// Operation carries no update time, so UpdateTime is always zero: within a
+// rank the event never beats a stored time, and the rank change
+// RUNNING → terminal is what settles it. There is no PENDING: an operation
+// not done is RUNNING.
+//
+// done with an error is FAILED, whatever its google.rpc code; done without
+// one is SUCCEEDED, because a done Operation has exactly one of error and
+// response (a response may list no videos when all were RAI-filtered).
+func videoEvent(op *genai.GenerateVideosOperation, fallbackName string) ingest.Event {
+	ev := ingest.Event{Name: op.Name, Kind: opname.KindVideo, Source: ingest.SourceReconcile}
+	if ev.Name == "" {
+		ev.Name = fallbackName
+	}
+	switch {
+	case !op.Done:
+		ev.State = lifecycle.Running
+	case op.Error != nil:
+		ev.State = lifecycle.Failed
+		ev.Error = &ingest.ErrorInfo{Code: mapInt(op.Error["code"])}
+		ev.Error.Message, _ = op.Error["message"].(string)
+	default:
+		ev.State = lifecycle.Succeeded
+		uris := []string{}
+		out := map[string]any{}
+		if r := op.Response; r != nil {
+			for _, v := range r.GeneratedVideos {
+				if v != nil && v.Video != nil && v.Video.URI != "" {
+					uris = append(uris, v.Video.URI)
+				}
+			}
+			if r.RAIMediaFilteredCount > 0 {
+				out["rai_media_filtered_count"] = int(r.RAIMediaFilteredCount)
+			}
+			if len(r.RAIMediaFilteredReasons) > 0 {
+				out["rai_media_filtered_reasons"] = append([]string(nil), r.RAIMediaFilteredReasons...)
+			}
+		}
+		out["video_uris"] = uris
+		ev.Output = out
+	}
+	return ev
+}
+
+// mapInt reads a JSON number out of a decoded map.
+func mapInt(v any) int {
+	switch n := v.(type) {
+	case float64:
+		if n >= math.MinInt32 && n <= math.MaxInt32 {
+			return int(n)
+		}
+	case int:
+		return n
+	case int32:
+		return int(n)
+	case int64:
+		return int(n)
+	case json.Number:
+		if i, err := n.Int64(); err == nil {
+			return int(i)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,59 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// ErrNotSettled: replay of an operation that has no completion yet.
+var ErrNotSettled = errors.New("operation has not settled")
+
+// Replay publishes an operation's completion again on purpose (an operator
+// recovering a consumer), with a fresh replay_id attribute, and records the
+// replay on the operation. State is never changed.
+func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (string, error) {
+	name, err := opname.Normalize(rawName, kind)
+	if err != nil {
+		return "", &InvalidError{Err: err}
+	}
+	id, err := opname.DocID(name.Key())
+	if err != nil {
+		return "", &InvalidError{Err: err}
+	}
+	c, err := d.cfg.Store.GetClaim(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return "", fmt.Errorf("replay %s: %w", name.Canonical, ErrNotSettled)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: read claim %s: %w", ErrUnavailable, name.Canonical, err)
+	}
+	replayID := "replay-" + d.cfg.NewToken()
+	m := c.Message
+	m.ReplayID = replayID
+	if err := d.cfg.Sink.Publish(ctx, m); err != nil {
+		return "", fmt.Errorf("%w: replay %s: %w", ErrSideEffect, name.Canonical, err)
+	}
+	// Record it; a concurrent writer only makes us re-read and append again.
+	for attempt := 1; ; attempt++ {
+		op, err := d.cfg.Store.GetOperation(ctx, id)
+		if err != nil {
+			return replayID, fmt.Errorf("%w: replay %s published as %s but not recorded: %w", ErrUnavailable, name.Canonical, replayID, err)
+		}
+		op.Replays = append(op.Replays, ledger.Replay{ID: replayID, At: d.cfg.Now()})
+		if len(op.Replays) > ledger.MaxHistory {
+			op.Replays = op.Replays[len(op.Replays)-ledger.MaxHistory:]
+		}
+		_, _, err = d.cfg.Store.CommitOperation(ctx, op, nil)
+		if err == nil {
+			d.cfg.Log.InfoContext(ctx, "replay", "operation", name.Canonical, "replay_id", replayID, "idempotency_key", m.IdempotencyKey)
+			return replayID, nil
+		}
+		if !errors.Is(err, ledger.ErrConflict) || attempt >= d.cfg.MaxAttempts {
+			return replayID, fmt.Errorf("%w: replay %s published as %s but not recorded: %w", ErrUnavailable, name.Canonical, replayID, err)
+		}
+	}
+}

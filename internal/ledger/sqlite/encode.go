@@ -1,0 +1,85 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+)
+
+// micros encodes a time as unix microseconds (UTC by construction); the
+// zero time encodes too (as a large negative number) and decodes back to the
+// zero time.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// nullMicros encodes a time whose zero value means "absent" as NULL.
+func nullMicros(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+}
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func fromNullMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+// toJSON encodes v; a nil map, slice or pointer is stored as NULL.
+func toJSON(v any) (sql.NullString, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return sql.NullString{}, err
+	}
+	if string(b) == "null" {
+		return sql.NullString{}, nil
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+// fromJSON decodes a column into v, leaving v alone when it is NULL.
+func fromJSON(col sql.NullString, v any) error {
+	if !col.Valid {
+		return nil
+	}
+	return json.Unmarshal([]byte(col.String), v)
+}
+
+// storedTime is a time as a store keeps it: UTC, microsecond precision. The
+// times inside JSON columns are normalized with it, so they read back as the
+// Firestore adapter's do.
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func storedHistory(h []ledger.HistoryEntry) []ledger.HistoryEntry {
+	if h == nil {
+		return nil
+	}
+	out := make([]ledger.HistoryEntry, len(h))
+	for i, e := range h {
+		e.At, e.UpdateTime = storedTime(e.At), storedTime(e.UpdateTime)
+		out[i] = e
+	}
+	return out
+}
+
+func storedReplays(r []ledger.Replay) []ledger.Replay {
+	if r == nil {
+		return nil
+	}
+	out := make([]ledger.Replay, len(r))
+	for i, e := range r {
+		e.At = storedTime(e.At)
+		out[i] = e
+	}
+	return out
+}

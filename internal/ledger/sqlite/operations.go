@@ -1,0 +1,251 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// opColumns are the columns an operation is read from, in scanOperation's
+// order; pending_since is derived on write and never read back.
+const opColumns = `id, name, api_name, kind, state, update_time, version, submitted_at, settled_at, settled_by,
+	next_check_at, checks, last_check, last_check_at, history, conflicts, user_metadata, output, error,
+	effect_status, effect_lease_until, replays`
+
+// The statements, named so the query-plan test checks exactly what runs.
+const (
+	sqlGetOperation = `SELECT ` + opColumns + ` FROM operations WHERE id = ?`
+
+	// ON CONFLICT DO NOTHING turns "already exists" into zero rows changed,
+	// which is ErrConflict, without parsing driver error codes.
+	sqlInsertOperation = `INSERT INTO operations (id, name, api_name, kind, state, update_time, version,
+	submitted_at, settled_at, settled_by, next_check_at, pending_since, checks, last_check, last_check_at,
+	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays)
+VALUES (:id, :name, :api_name, :kind, :state, :update_time, :version,
+	:submitted_at, :settled_at, :settled_by, :next_check_at, :pending_since, :checks, :last_check, :last_check_at,
+	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays)
+ON CONFLICT (id) DO NOTHING`
+
+	sqlUpdateOperation = `UPDATE operations SET name = :name, api_name = :api_name, kind = :kind, state = :state,
+	update_time = :update_time, version = :version, submitted_at = :submitted_at, settled_at = :settled_at,
+	settled_by = :settled_by, next_check_at = :next_check_at, pending_since = :pending_since, checks = :checks,
+	last_check = :last_check, last_check_at = :last_check_at, history = :history, conflicts = :conflicts,
+	user_metadata = :user_metadata, output = :output, error = :error, effect_status = :effect_status,
+	effect_lease_until = :effect_lease_until, replays = :replays
+WHERE id = :id AND version = :expected`
+
+	sqlScheduleCheck = `UPDATE operations SET next_check_at = ?, checks = ?, last_check = ?, last_check_at = ?,
+	version = version + 1
+WHERE id = ? AND version = ?`
+
+	sqlDueOperations = `SELECT ` + opColumns + ` FROM operations
+WHERE next_check_at <= ? ORDER BY next_check_at, id LIMIT ?`
+
+	sqlStuckOperations = `SELECT ` + opColumns + ` FROM operations
+WHERE pending_since <= ? ORDER BY pending_since, id LIMIT ?`
+
+	sqlListOperations = `SELECT ` + opColumns + ` FROM operations
+ORDER BY submitted_at DESC, id DESC LIMIT ?`
+
+	sqlListOperationsInState = `SELECT ` + opColumns + ` FROM operations
+WHERE state = ? ORDER BY submitted_at DESC, id DESC LIMIT ?`
+)
+
+// opArgs returns the named arguments shared by sqlInsertOperation and
+// sqlUpdateOperation; the update also takes :expected, the version read.
+func opArgs(o ledger.Operation, version int64) ([]any, error) {
+	var pending sql.NullInt64
+	if !o.State.Terminal() {
+		pending = nullMicros(o.SubmittedAt)
+	}
+	args := []any{
+		sql.Named("id", o.ID), sql.Named("name", o.Name), sql.Named("api_name", o.APIName),
+		sql.Named("kind", string(o.Kind)), sql.Named("state", string(o.State)),
+		sql.Named("update_time", micros(lifecycle.ServerTime(o.UpdateTime))), sql.Named("version", version),
+		sql.Named("submitted_at", micros(o.SubmittedAt)), sql.Named("settled_at", nullMicros(o.SettledAt)),
+		sql.Named("settled_by", o.SettledBy), sql.Named("next_check_at", nullMicros(o.NextCheckAt)),
+		sql.Named("pending_since", pending), sql.Named("checks", o.Checks),
+		sql.Named("last_check", o.LastCheck), sql.Named("last_check_at", nullMicros(o.LastCheckAt)),
+		sql.Named("effect_status", string(o.Effect.Status)),
+		sql.Named("effect_lease_until", nullMicros(o.Effect.LeaseUntil)),
+	}
+	for _, j := range []struct {
+		name string
+		v    any
+	}{
+		{"history", storedHistory(o.History)}, {"conflicts", storedHistory(o.Conflicts)},
+		{"user_metadata", o.UserMetadata}, {"output", o.Output}, {"error", o.Error},
+		{"replays", storedReplays(o.Replays)},
+	} {
+		col, err := toJSON(j.v)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", j.name, err)
+		}
+		args = append(args, sql.Named(j.name, col))
+	}
+	return args, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanOperation(sc scanner) (ledger.Operation, error) {
+	var (
+		o                                                    ledger.Operation
+		kind, state, effect                                  string
+		updateTime, submittedAt                              int64
+		settledAt, nextCheckAt, lastCheckAt, effectLease     sql.NullInt64
+		history, conflicts, userMetadata, output, errj, reps sql.NullString
+	)
+	if err := sc.Scan(&o.ID, &o.Name, &o.APIName, &kind, &state, &updateTime, &o.Rev.Version, &submittedAt,
+		&settledAt, &o.SettledBy, &nextCheckAt, &o.Checks, &o.LastCheck, &lastCheckAt, &history, &conflicts,
+		&userMetadata, &output, &errj, &effect, &effectLease, &reps); err != nil {
+		return ledger.Operation{}, err
+	}
+	o.Kind, o.State = opname.Kind(kind), lifecycle.State(state)
+	o.UpdateTime, o.SubmittedAt = fromMicros(updateTime), fromMicros(submittedAt)
+	o.SettledAt, o.NextCheckAt, o.LastCheckAt = fromNullMicros(settledAt), fromNullMicros(nextCheckAt), fromNullMicros(lastCheckAt)
+	o.Effect = ledger.EffectMirror{Status: ledger.ClaimStatus(effect), LeaseUntil: fromNullMicros(effectLease)}
+	for _, j := range []struct {
+		name string
+		col  sql.NullString
+		v    any
+	}{
+		{"history", history, &o.History}, {"conflicts", conflicts, &o.Conflicts},
+		{"user_metadata", userMetadata, &o.UserMetadata}, {"output", output, &o.Output},
+		{"error", errj, &o.Error}, {"replays", reps, &o.Replays},
+	} {
+		if err := fromJSON(j.col, j.v); err != nil {
+			return ledger.Operation{}, fmt.Errorf("decode operation %s: %s: %w", o.ID, j.name, err)
+		}
+	}
+	return o, nil
+}
+
+// GetOperation implements ledger.Store.
+func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
+	o, err := scanOperation(s.reader.QueryRowContext(ctx, sqlGetOperation, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ledger.Operation{}, fmt.Errorf("sqlite: get operation %s: %w", id, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return ledger.Operation{}, fail(ctx, "get operation "+id, err)
+	}
+	return o, nil
+}
+
+// CommitOperation implements ledger.Store. The operation and the claim are
+// written in one transaction: if either is fenced out, neither is written.
+func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
+	version := op.Rev.Version + 1
+	args, err := opArgs(op, version)
+	if err != nil {
+		return ledger.Revision{}, nil, fmt.Errorf("sqlite: commit operation %s: %w", op.ID, err)
+	}
+	var cargs []any
+	if claim != nil {
+		if cargs, err = claimArgs(*claim); err != nil {
+			return ledger.Revision{}, nil, fmt.Errorf("sqlite: commit operation %s: %w", op.ID, err)
+		}
+	}
+	err = s.write(ctx, "commit operation "+op.ID, func(tx *sql.Tx) error {
+		var res sql.Result
+		var err error
+		if op.Rev.Exists() {
+			res, err = tx.ExecContext(ctx, sqlUpdateOperation, append(args, sql.Named("expected", op.Rev.Version))...)
+		} else {
+			res, err = tx.ExecContext(ctx, sqlInsertOperation, args...)
+		}
+		if err != nil {
+			return err
+		}
+		if err := affected(res, ledger.ErrConflict); err != nil {
+			return err
+		}
+		if claim == nil {
+			return nil
+		}
+		if res, err = tx.ExecContext(ctx, sqlInsertClaim, cargs...); err != nil {
+			return err
+		}
+		return affected(res, ledger.ErrConflict)
+	})
+	if err != nil {
+		return ledger.Revision{}, nil, err
+	}
+	rev := ledger.Revision{Version: version}
+	if claim == nil {
+		return rev, nil, nil
+	}
+	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: ledger.Revision{Version: firstRev}}, nil
+}
+
+// ScheduleCheck implements ledger.Queries.
+func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
+	err := s.write(ctx, "schedule check "+op.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlScheduleCheck, nullMicros(next), op.Checks+1, note, nullMicros(now), op.ID, op.Rev.Version)
+		if err != nil {
+			return err
+		}
+		return affected(res, ledger.ErrConflict)
+	})
+	if err != nil {
+		return ledger.Revision{}, err
+	}
+	return ledger.Revision{Version: op.Rev.Version + 1}, nil
+}
+
+// queryOps runs a bounded operation query on the reader pool.
+func (s *Store) queryOps(ctx context.Context, what, query string, limit int, args ...any) ([]ledger.Operation, error) {
+	// LIMIT 0 or less would read nothing, or (negative) everything: neither
+	// is a bounded query worth running.
+	if limit <= 0 {
+		return nil, nil
+	}
+	return queryAll(ctx, s.reader, what, query, scanOperation, append(args, limit)...)
+}
+
+// queryAll runs query and decodes every row with scan.
+func queryAll[T any](ctx context.Context, db *sql.DB, what, query string, scan func(scanner) (T, error), args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fail(ctx, what, err)
+	}
+	defer rows.Close() //nolint:errcheck // rows.Err reports what matters
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fail(ctx, what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail(ctx, what, err)
+	}
+	return out, nil
+}
+
+// DueOperations implements ledger.Queries (partial index on next_check_at).
+func (s *Store) DueOperations(ctx context.Context, now time.Time, limit int) ([]ledger.Operation, error) {
+	return s.queryOps(ctx, "due operations", sqlDueOperations, limit, micros(now))
+}
+
+// StuckOperations implements ledger.Queries (partial index on pending_since).
+func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
+	return s.queryOps(ctx, "stuck operations", sqlStuckOperations, limit, micros(cutoff))
+}
+
+// ListOperations implements ledger.Queries (index on (state, submitted_at)
+// with a state, on submitted_at without).
+func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]ledger.Operation, error) {
+	if state == "" {
+		return s.queryOps(ctx, "list operations", sqlListOperations, limit)
+	}
+	return s.queryOps(ctx, "list operations", sqlListOperationsInState, limit, string(state))
+}

@@ -1,0 +1,268 @@
+// Package sqlite is the SQLite adapter of the ledger port, for single-host
+// deployments and local runs. It keeps the guarantees of the Firestore
+// adapter: every operation write is fenced on the revision read, a claim is
+// created in the same transaction as the operation's first terminal state,
+// and every claim write is fenced on the claim's own revision.
+//
+// Tables: `operations` and `claims`, keyed by opname.DocID of the key, plus
+// `schema_version` for migrations. Times are INTEGER unix microseconds UTC,
+// the precision the port promises (lifecycle.ServerTime), so ordering and
+// equality are exact; a time the port treats as "zero = absent" is NULL.
+//
+// Fencing: an operation's Revision.Version is its `version` column and a
+// claim's is its `rev` column; both grow by one on every write to the row.
+// Revision.Stamp is left zero: this adapter fences on Version only.
+//
+// Durability: the database runs in WAL mode with synchronous=NORMAL. A
+// committed transaction survives a crash of the process, but a power loss or
+// OS crash may lose the last few transactions (never corrupt the file).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/lrosink/lrosink/internal/ledger"
+)
+
+// Store is the SQLite ledger. It is safe for concurrent use, and several
+// Stores (in one or more processes) may share one database file.
+//
+// It keeps two connection pools on the file. The writer pool has exactly one
+// connection: SQLite admits one writer at a time anyway, and queueing
+// in-process writers in database/sql (which honours ctx) is fairer and
+// faster than letting them spin in SQLite's busy handler; every write runs
+// in BEGIN IMMEDIATE, so a transaction takes the write lock before it reads
+// and can never fail with SQLITE_BUSY half-way (writers in other processes
+// wait under busy_timeout). The reader pool has several query_only
+// connections: in WAL mode readers see the last committed snapshot without
+// blocking or being blocked by the writer, so the ingest door's hot read
+// never queues behind commits.
+type Store struct {
+	writer *sql.DB
+	reader *sql.DB
+}
+
+var _ ledger.Ledger = (*Store)(nil)
+
+// schemaVersion is the version the migrations below bring a database to.
+const schemaVersion = 1
+
+// migrations returns the statements that move the schema from version i to
+// i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
+// adopts a database created before the version table existed.
+func migrations() []string {
+	return []string{`
+CREATE TABLE IF NOT EXISTS operations (
+	id                 TEXT    PRIMARY KEY,
+	name               TEXT    NOT NULL,
+	api_name           TEXT    NOT NULL,
+	kind               TEXT    NOT NULL,
+	state              TEXT    NOT NULL,
+	update_time        INTEGER NOT NULL,
+	version            INTEGER NOT NULL,
+	submitted_at       INTEGER NOT NULL,
+	settled_at         INTEGER,
+	settled_by         TEXT    NOT NULL,
+	next_check_at      INTEGER, -- NULL once settled: out of the due query
+	pending_since      INTEGER, -- submitted_at while not terminal: the stuck query
+	checks             INTEGER NOT NULL,
+	last_check         TEXT    NOT NULL,
+	last_check_at      INTEGER,
+	history            TEXT,    -- JSON
+	conflicts          TEXT,    -- JSON
+	user_metadata      TEXT,    -- JSON
+	output             TEXT,    -- JSON
+	error              TEXT,    -- JSON
+	effect_status      TEXT    NOT NULL,
+	effect_lease_until INTEGER,
+	replays            TEXT     -- JSON
+) STRICT;
+
+-- No foreign key to operations: like the Firestore documents, a claim must
+-- outlive its operation, so that a re-created operation still finds it.
+CREATE TABLE IF NOT EXISTS claims (
+	id          TEXT    PRIMARY KEY,
+	key         TEXT    NOT NULL,
+	operation   TEXT    NOT NULL,
+	status      TEXT    NOT NULL,
+	holder      TEXT    NOT NULL,
+	lease_until INTEGER NOT NULL,
+	attempts    INTEGER NOT NULL,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	done_at     INTEGER,
+	expire_at   INTEGER NOT NULL,
+	due_at      INTEGER, -- lease end or release time; NULL once DONE
+	message     TEXT    NOT NULL, -- results.Message JSON, verbatim
+	rev         INTEGER NOT NULL
+) STRICT;
+
+-- The queries order ties by id, as Firestore does by document name, so
+-- every index ends with id and also serves the ORDER BY.
+CREATE INDEX IF NOT EXISTS operations_next_check_at ON operations (next_check_at, id) WHERE next_check_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS operations_pending_since ON operations (pending_since, id) WHERE pending_since IS NOT NULL;
+CREATE INDEX IF NOT EXISTS operations_state_submitted_at ON operations (state, submitted_at, id);
+CREATE INDEX IF NOT EXISTS operations_submitted_at ON operations (submitted_at, id);
+CREATE INDEX IF NOT EXISTS claims_due_at ON claims (due_at, id) WHERE due_at IS NOT NULL;
+`}
+}
+
+// Open opens (creating if needed) the ledger database at path, a file path,
+// and brings its schema up to date.
+func Open(ctx context.Context, path string) (*Store, error) {
+	// Two pools on one private in-memory database would see two databases.
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlite: open %q: need the path of a database file", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	writer, err := openPool(ctx, dsn(abs, false), 1)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	// Migrate before the reader pool exists, so no reader ever sees a
+	// half-built schema (the migration is one transaction anyway).
+	if err := migrate(ctx, writer); err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: migrate %s: %w", abs, err), writer.Close())
+	}
+	reader, err := openPool(ctx, dsn(abs, true), max(2, runtime.GOMAXPROCS(0)))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), writer.Close())
+	}
+	return &Store{writer: writer, reader: reader}, nil
+}
+
+// Close closes both pools. The last connection to close checkpoints the WAL
+// into the database file.
+func (s *Store) Close() error {
+	rerr := s.reader.Close()
+	werr := s.writer.Close()
+	if err := errors.Join(rerr, werr); err != nil {
+		return fmt.Errorf("sqlite: close: %w", err)
+	}
+	return nil
+}
+
+// dsn is the modernc.org/sqlite DSN for the file at abs. It is a file: URI
+// so that a path containing '?' or '#' cannot be mistaken for parameters.
+// The driver runs every _pragma on each new connection (busy_timeout first).
+func dsn(abs string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return "file:" + r.Replace(filepath.ToSlash(abs)) + "?" + q.Encode()
+}
+
+func openPool(ctx context.Context, dsn string, conns int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	if err := db.PingContext(ctx); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return db, nil
+}
+
+// migrate applies the migrations the database lacks, in one transaction
+// (BEGIN IMMEDIATE, so two processes opening a new file do not both apply
+// them).
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+		id      INTEGER PRIMARY KEY CHECK (id = 1),
+		version INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return err
+	}
+	var v int
+	switch err := tx.QueryRowContext(ctx, `SELECT version FROM schema_version WHERE id = 1`).Scan(&v); {
+	case errors.Is(err, sql.ErrNoRows):
+		v = 0
+	case err != nil:
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("database schema version %d is newer than this binary's %d", v, schemaVersion)
+	}
+	steps := migrations()
+	for ; v < schemaVersion; v++ {
+		if _, err := tx.ExecContext(ctx, steps[v]); err != nil {
+			return fmt.Errorf("to version %d: %w", v+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (id, version) VALUES (1, ?)
+		ON CONFLICT (id) DO UPDATE SET version = excluded.version`, v); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// write runs fn in a write transaction (BEGIN IMMEDIATE on the single writer
+// connection) and commits it. fn returns ledger.ErrConflict or
+// ledger.ErrFenced unwrapped when it is fenced out; the transaction is then
+// rolled back whole.
+func (s *Store) write(ctx context.Context, what string, fn func(*sql.Tx) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(ctx, what, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := fn(tx); err != nil {
+		if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrFenced) {
+			return fmt.Errorf("sqlite: %s: %w", what, err)
+		}
+		return fail(ctx, what, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(ctx, what, err)
+	}
+	return nil
+}
+
+// fail wraps an error of the store being unavailable. When ctx ended, the
+// driver may report it as an interrupted statement; the context's error is
+// wrapped too so callers can tell with errors.Is.
+func fail(ctx context.Context, what string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("sqlite: %s: %w: %w", what, cerr, err)
+	}
+	return fmt.Errorf("sqlite: %s: %w", what, err)
+}
+
+// affected returns fenced unless res changed exactly one row.
+func affected(res sql.Result, fenced error) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fenced
+	}
+	return nil
+}

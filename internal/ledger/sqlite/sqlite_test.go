@@ -1,0 +1,555 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// openAt opens a store on path and closes it when the test ends.
+func openAt(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(testCtx(t), path)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func openTemp(t testing.TB) *Store {
+	t.Helper()
+	return openAt(t, filepath.Join(t.TempDir(), "ledger.db"))
+}
+
+func TestConformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledger.Ledger { return openTemp(t) })
+}
+
+// settle commits op id as PENDING, then SUCCEEDED with a claim held by holder.
+func settle(t *testing.T, s *Store, id, holder string, leaseUntil time.Time) (ledger.Operation, *ledger.Lease) {
+	t.Helper()
+	ctx := testCtx(t)
+	if _, _, err := s.CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
+		t.Fatal(err)
+	}
+	op, err := s.GetOperation(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.State, op.UpdateTime, op.SettledAt, op.SettledBy, op.NextCheckAt = lifecycle.Succeeded, t0, t0, "webhook", time.Time{}
+	op.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil}
+	rev, lease, err := s.CommitOperation(ctx, op, ledgertest.Claim(id, holder, leaseUntil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Rev = rev
+	return op, lease
+}
+
+// TestRoundTrip checks every field of an operation and a claim survives the
+// store, with times at microsecond precision in UTC.
+func TestRoundTrip(t *testing.T) {
+	s := openTemp(t)
+	ctx := testCtx(t)
+	cet := time.FixedZone("CET", 3600)
+	at := time.Date(2026, 3, 4, 5, 6, 7, 891234567, cet)
+	op := ledger.Operation{
+		ID: "r1", Name: "batches/r1", APIName: "batches/r1-api", Kind: "batch", State: lifecycle.Failed,
+		UpdateTime: at, SubmittedAt: at.Add(-time.Hour), SettledAt: at, SettledBy: "reconcile",
+		NextCheckAt: time.Time{}, Checks: 3, LastCheck: "not-found", LastCheckAt: at.Add(-time.Minute),
+		History:      []ledger.HistoryEntry{{At: at, Source: "webhook", State: lifecycle.Failed, UpdateTime: at, Reason: "higher-rank", DeliveryID: "d1"}},
+		Conflicts:    []ledger.HistoryEntry{{At: at, Source: "reconcile", State: lifecycle.Succeeded, UpdateTime: at, Reason: "terminal-conflict"}},
+		UserMetadata: map[string]any{"job": "j1", "n": 2.5, "nested": map[string]any{"a": []any{"x"}}},
+		Output:       map[string]any{"uri": "gs://b/o"},
+		Error:        &results.ErrorInfo{Code: 13, Message: "internal"},
+		Effect:       ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: at},
+		Replays:      []ledger.Replay{{ID: "rp1", At: at}},
+	}
+	if _, _, err := s.CommitOperation(ctx, op, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetOperation(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := func(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+	want := op
+	want.Rev = ledger.Revision{Version: 1}
+	want.UpdateTime, want.SubmittedAt, want.SettledAt, want.LastCheckAt = us(op.UpdateTime), us(op.SubmittedAt), us(op.SettledAt), us(op.LastCheckAt)
+	want.History = []ledger.HistoryEntry{{At: us(at), Source: "webhook", State: lifecycle.Failed, UpdateTime: us(at), Reason: "higher-rank", DeliveryID: "d1"}}
+	want.Conflicts = []ledger.HistoryEntry{{At: us(at), Source: "reconcile", State: lifecycle.Succeeded, UpdateTime: us(at), Reason: "terminal-conflict"}}
+	want.Effect.LeaseUntil = us(at)
+	want.Replays = []ledger.Replay{{ID: "rp1", At: us(at)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("operation round trip:\n got %+v\nwant %+v", got, want)
+	}
+
+	c := *ledgertest.Claim("r2", "h1", at)
+	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("r2"), &c); err != nil {
+		t.Fatal(err)
+	}
+	gotc, err := s.GetClaim(ctx, "r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantc := c
+	wantc.Rev = ledger.Revision{Version: 1}
+	wantc.LeaseUntil = us(at)
+	if !reflect.DeepEqual(gotc, wantc) {
+		t.Fatalf("claim round trip:\n got %+v\nwant %+v", gotc, wantc)
+	}
+}
+
+// TestMirrorWriteFencesStaleCommit: seizing or releasing a claim rewrites the
+// operation's mirror, so a commit from a read taken before must fail rather
+// than restore the old mirror.
+func TestMirrorWriteFencesStaleCommit(t *testing.T) {
+	s := openTemp(t)
+	ctx := testCtx(t)
+	before, lease := settle(t, s, "m1", "h1", t0.Add(time.Minute))
+	if err := s.ReleaseClaim(ctx, *lease, t0); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.GetOperation(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Rev.Version != before.Rev.Version+1 || after.Effect.Status != ledger.ClaimReleased || !after.Effect.LeaseUntil.Equal(t0) {
+		t.Fatalf("after release: version %d (before %d), mirror %+v", after.Rev.Version, before.Rev.Version, after.Effect)
+	}
+	stale := before
+	stale.Conflicts = []ledger.HistoryEntry{{At: t0, Source: "webhook", State: lifecycle.Failed, Reason: "terminal-conflict"}}
+	if _, _, err := s.CommitOperation(ctx, stale, nil); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("commit from a read older than the release = %v, want ErrConflict", err)
+	}
+	c, err := s.GetClaim(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SeizeClaim(ctx, c, "h2", t0.Add(time.Hour), t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.CommitOperation(ctx, after, nil); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("commit from a read older than the seize = %v, want ErrConflict", err)
+	}
+	if got, _ := s.GetOperation(ctx, "m1"); got.Effect.Status != ledger.ClaimHeld || !got.Effect.LeaseUntil.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("mirror after seize %+v", got.Effect)
+	}
+}
+
+// TestClaimRevAndDueAt checks the rev column fences every claim write and
+// due_at follows the claim's status.
+func TestClaimRevAndDueAt(t *testing.T) {
+	s := openTemp(t)
+	ctx := testCtx(t)
+	_, lease := settle(t, s, "v1", "h1", t0.Add(time.Minute))
+	dueAt := func() sql.NullInt64 {
+		t.Helper()
+		var v sql.NullInt64
+		if err := s.reader.QueryRowContext(ctx, `SELECT due_at FROM claims WHERE id = 'v1'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if lease.Rev.Version != 1 || dueAt() != nullMicros(t0.Add(time.Minute)) {
+		t.Fatalf("new claim: lease rev %d, due_at %v", lease.Rev.Version, dueAt())
+	}
+	if err := s.ReleaseClaim(ctx, *lease, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseClaim(ctx, *lease, t0.Add(time.Second)); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("second release with the same lease = %v, want ErrFenced", err)
+	}
+	c, _ := s.GetClaim(ctx, "v1")
+	if c.Rev.Version != 2 || c.Holder != "" || dueAt() != nullMicros(t0.Add(time.Second)) {
+		t.Fatalf("released claim %+v, due_at %v", c, dueAt())
+	}
+	l2, err := s.SeizeClaim(ctx, c, "h2", t0.Add(time.Hour), t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Rev.Version != 3 || dueAt() != nullMicros(t0.Add(time.Hour)) {
+		t.Fatalf("seized: lease %+v, due_at %v", l2, dueAt())
+	}
+	if err := s.CompleteClaim(ctx, *l2, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.GetClaim(ctx, "v1"); c.Rev.Version != 4 || c.Status != ledger.ClaimDone || dueAt().Valid {
+		t.Fatalf("done claim %+v, due_at %v", c, dueAt())
+	}
+	missing := ledger.Lease{ID: "none", Rev: ledger.Revision{Version: 1}}
+	_, seizeErr := s.SeizeClaim(ctx, ledger.Claim{ID: missing.ID, Rev: missing.Rev}, "h", t0, t0)
+	for name, err := range map[string]error{
+		"seize":    seizeErr,
+		"release":  s.ReleaseClaim(ctx, missing, t0),
+		"complete": s.CompleteClaim(ctx, missing, t0),
+	} {
+		if !errors.Is(err, ledger.ErrFenced) {
+			t.Errorf("%s a missing claim = %v, want ErrFenced", name, err)
+		}
+	}
+}
+
+// planProblem returns why a query plan is not served by an index, or "".
+func planProblem(details []string) string {
+	indexed := false
+	for _, d := range details {
+		switch {
+		case strings.Contains(d, "USING INDEX"), strings.Contains(d, "USING COVERING INDEX"),
+			strings.Contains(d, "USING INTEGER PRIMARY KEY"):
+			indexed = true
+		case strings.HasPrefix(d, "SCAN "):
+			return "full scan: " + d
+		}
+		if strings.Contains(d, "TEMP B-TREE") {
+			return "sorts in a temporary b-tree: " + d
+		}
+	}
+	if !indexed {
+		return "no index used"
+	}
+	return ""
+}
+
+func explain(t *testing.T, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.QueryContext(testCtx(t), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatalf("explain %q: %v", query, err)
+	}
+	defer rows.Close()
+	var details []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		details = append(details, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return details
+}
+
+// TestQueryPlans proves every statement the adapter runs is served by an
+// index: no query or fenced write ever scans a table.
+func TestQueryPlans(t *testing.T) {
+	s := openTemp(t)
+	opArgs, err := opArgs(ledgertest.Op("x"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := micros(t0)
+	for name, q := range map[string]struct {
+		sql   string
+		index string
+		args  []any
+	}{
+		"GetOperation":        {sqlGetOperation, "sqlite_autoindex_operations_1", []any{"x"}},
+		"UpdateOperation":     {sqlUpdateOperation, "sqlite_autoindex_operations_1", append(opArgs, sql.Named("expected", 1))},
+		"ScheduleCheck":       {sqlScheduleCheck, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, "x", 1}},
+		"MirrorEffect":        {sqlMirrorEffect, "sqlite_autoindex_operations_1", []any{"CLAIMED", now, "x"}},
+		"DueOperations":       {sqlDueOperations, "operations_next_check_at", []any{now, 10}},
+		"StuckOperations":     {sqlStuckOperations, "operations_pending_since", []any{now, 10}},
+		"ListOperations":      {sqlListOperations, "operations_submitted_at", []any{10}},
+		"ListOperationsState": {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
+		"GetClaim":            {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
+		"SeizeClaim":          {sqlSeizeClaim, "sqlite_autoindex_claims_1", []any{"CLAIMED", "h", now, now, 2, now, "x", 1}},
+		"ReleaseClaim":        {sqlReleaseClaim, "sqlite_autoindex_claims_1", []any{"RELEASED", now, now, now, "x", 1}},
+		"CompleteClaim":       {sqlCompleteClaim, "sqlite_autoindex_claims_1", []any{"DONE", now, now, "x", 1}},
+		"DueClaims":           {sqlDueClaims, "claims_due_at", []any{now, 10}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			plan := explain(t, s.writer, q.sql, q.args...)
+			t.Logf("plan: %q", plan)
+			if p := planProblem(plan); p != "" {
+				t.Fatalf("%s: %s\nplan: %q", name, p, plan)
+			}
+			if !strings.Contains(strings.Join(plan, "\n"), q.index) {
+				t.Fatalf("%s does not use %s: %q", name, q.index, plan)
+			}
+		})
+	}
+	// The check itself must catch a scan.
+	if p := planProblem(explain(t, s.writer, `SELECT id FROM operations WHERE settled_by = ?`, "x")); !strings.HasPrefix(p, "full scan") {
+		t.Fatalf("an unindexed query passed the plan check (%q)", p)
+	}
+	if p := planProblem(explain(t, s.writer, `SELECT id FROM claims WHERE due_at <= ? ORDER BY holder LIMIT 1`, now)); p == "" {
+		t.Fatalf("a query sorting in a temporary b-tree passed the plan check")
+	}
+}
+
+// TestTwoStoresOneFile: two Stores on one file (two processes' view) racing
+// commits from the same read; exactly one wins, the other is fenced out.
+func TestTwoStoresOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	stores := []*Store{openAt(t, path), openAt(t, path)}
+	ctx := testCtx(t)
+	for round := range 16 {
+		id := fmt.Sprint("two", round)
+		if _, _, err := stores[0].CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
+			t.Fatal(err)
+		}
+		read, err := stores[1].GetOperation(ctx, id) // the other store sees the first's commit
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		errs := make([]error, len(stores))
+		var wg sync.WaitGroup
+		for i, s := range stores {
+			wg.Go(func() {
+				op := read
+				op.State, op.UpdateTime, op.SettledAt, op.SettledBy, op.NextCheckAt = lifecycle.Succeeded, t0, t0, fmt.Sprint("store", i), time.Time{}
+				<-start
+				_, _, errs[i] = s.CommitOperation(ctx, op, ledgertest.Claim(id, fmt.Sprint("h", i), t0.Add(time.Minute)))
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				if winner >= 0 {
+					t.Fatalf("round %d: both stores committed from one read", round)
+				}
+				winner = i
+			case !errors.Is(err, ledger.ErrConflict):
+				t.Fatalf("round %d: store %d: %v, want ErrConflict", round, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no store committed: %v", round, errs)
+		}
+		for _, s := range stores {
+			op, err := s.GetOperation(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := s.GetClaim(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if op.Rev.Version != 2 || op.SettledBy != fmt.Sprint("store", winner) || c.Holder != fmt.Sprint("h", winner) {
+				t.Fatalf("round %d: winner %d but operation %+v, claim holder %q", round, winner, op, c.Holder)
+			}
+		}
+	}
+}
+
+// TestWriteTakesLockAtBegin: with _txlock=immediate a write transaction holds
+// the write lock from BEGIN, so a writer in another process waits for it
+// (here until its context ends) instead of failing mid-transaction.
+func TestWriteTakesLockAtBegin(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock.db")
+	a, b := openAt(t, path), openAt(t, path)
+	ctx := testCtx(t)
+	if _, _, err := a.CommitOperation(ctx, ledgertest.Op("w1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	op, err := b.GetOperation(ctx, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := a.writer.BeginTx(ctx, nil) // executes no statement: only BEGIN
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = b.ScheduleCheck(short, op, t0, "x", t0)
+	cancel()
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("write while another store holds BEGIN IMMEDIATE = %v, want the context's deadline", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ScheduleCheck(ctx, op, t0, "x", t0); err != nil {
+		t.Fatalf("write after the lock was released: %v", err)
+	}
+}
+
+// TestReopen: what was committed is there after Close and Open.
+func TestReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reopen.db")
+	ctx := testCtx(t)
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lease := settle(t, s, "p1", "h1", t0.Add(time.Minute))
+	if err := s.CompleteClaim(ctx, *lease, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("p2"), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantOp, _ := s.GetOperation(ctx, "p1")
+	wantClaim, _ := s.GetClaim(ctx, "p1")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openAt(t, path)
+	gotOp, err := s.GetOperation(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotClaim, err := s.GetClaim(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gotOp, wantOp) || !reflect.DeepEqual(gotClaim, wantClaim) {
+		t.Fatalf("after reopen:\n op %+v\nwant %+v\n claim %+v\nwant %+v", gotOp, wantOp, gotClaim, wantClaim)
+	}
+	if due, err := s.DueOperations(ctx, t0.Add(time.Hour), 10); err != nil || len(due) != 1 || due[0].ID != "p2" {
+		t.Fatalf("due after reopen = %v, %v", due, err)
+	}
+	var v int
+	if err := s.reader.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("schema version %d, %v", v, err)
+	}
+}
+
+func TestPragmas(t *testing.T) {
+	s := openTemp(t)
+	ctx := testCtx(t)
+	for _, p := range []struct {
+		db   *sql.DB
+		name string
+		want string
+	}{
+		{s.writer, "journal_mode", "wal"},
+		{s.writer, "synchronous", "1"}, // NORMAL
+		{s.writer, "busy_timeout", "10000"},
+		{s.writer, "foreign_keys", "1"},
+		{s.writer, "query_only", "0"},
+		{s.reader, "busy_timeout", "10000"},
+		{s.reader, "query_only", "1"},
+	} {
+		var got string
+		if err := p.db.QueryRowContext(ctx, "PRAGMA "+p.name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != p.want {
+			t.Errorf("PRAGMA %s = %s, want %s", p.name, got, p.want)
+		}
+	}
+	if s.writer.Stats().MaxOpenConnections != 1 {
+		t.Errorf("writer pool allows %d connections, want 1", s.writer.Stats().MaxOpenConnections)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "future.db")
+	ctx := testCtx(t)
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(ctx, `UPDATE schema_version SET version = ?`, schemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(ctx, path); err == nil {
+		s.Close()
+		t.Fatal("Open accepted a database with a newer schema")
+	}
+}
+
+func TestOpenNeedsAFile(t *testing.T) {
+	for _, path := range []string{"", ":memory:", "file::memory:?cache=shared"} {
+		if s, err := Open(testCtx(t), path); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded; two pools on an in-memory database would not share it", path)
+		}
+	}
+	// A path with URI metacharacters is a file name, not parameters.
+	odd := filepath.Join(t.TempDir(), "a?b#c%d.db")
+	s := openAt(t, odd)
+	if _, _, err := s.CommitOperation(testCtx(t), ledgertest.Op("o1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(odd); err != nil {
+		t.Fatalf("database file not created at its path: %v", err)
+	}
+}
+
+// TestCancelledContext: a done context is reported as such, never as a
+// fencing error (the ingest door must answer "unavailable", not re-read).
+func TestCancelledContext(t *testing.T) {
+	s := openTemp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := s.CommitOperation(ctx, ledgertest.Op("c1"), nil)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("commit with a cancelled context = %v", err)
+	}
+	if _, err := s.GetOperation(ctx, "c1"); !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("get with a cancelled context = %v", err)
+	}
+	if _, err := s.GetOperation(testCtx(t), "c1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the cancelled commit wrote: %v", err)
+	}
+}
+
+// BenchmarkCommit runs the ingest door's full write path per operation:
+// create PENDING, RUNNING, SUCCEEDED with its claim, claim DONE.
+func BenchmarkCommit(b *testing.B) {
+	s := openTemp(b)
+	ctx := testCtx(b)
+	commits := 0
+	for i := 0; b.Loop(); i++ {
+		op := ledgertest.Op(fmt.Sprint("b", i))
+		rev, _, err := s.CommitOperation(ctx, op, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		op.Rev, op.State, op.UpdateTime = rev, lifecycle.Running, t0
+		if rev, _, err = s.CommitOperation(ctx, op, nil); err != nil {
+			b.Fatal(err)
+		}
+		op.Rev, op.State, op.SettledAt, op.SettledBy, op.NextCheckAt = rev, lifecycle.Succeeded, t0, "webhook", time.Time{}
+		op.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: t0.Add(time.Minute)}
+		_, lease, err := s.CommitOperation(ctx, op, ledgertest.Claim(op.ID, "h", t0.Add(time.Minute)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.CompleteClaim(ctx, *lease, t0); err != nil {
+			b.Fatal(err)
+		}
+		commits += 4
+	}
+	b.ReportMetric(float64(commits)/b.Elapsed().Seconds(), "commits/s")
+}

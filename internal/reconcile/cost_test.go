@@ -1,0 +1,100 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+)
+
+// neverNotifiedCalls runs a pass every minute of fake time for 6 h against
+// one operation that Gemini keeps reporting RUNNING and no webhook settles,
+// and returns how many times Gemini was asked.
+func neverNotifiedCalls(t testing.TB, w *world) int {
+	w.register("batches/slow")
+	w.fake.SetBatch("slow", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: tDone})
+	for range 6 * 60 {
+		w.clock.Advance(time.Minute)
+		if _, err := w.rec.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w.fake.Calls("/v1beta/batches/slow")
+}
+
+// TestNeverNotifiedOperationCostsFewCalls pins benchmark P3: with backoff
+// from 2 min doubling to 1 h, six hours cost at most 12 Gemini calls (a fixed
+// 5-minute cadence would cost 72).
+func TestNeverNotifiedOperationCostsFewCalls(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	if n := neverNotifiedCalls(t, w); n > 12 || n < 6 {
+		t.Fatalf("%d Gemini calls over 6 h, want between 6 and 12", n)
+	}
+}
+
+// BenchmarkNeverNotifiedCalls reports P3.
+func BenchmarkNeverNotifiedCalls(b *testing.B) {
+	w := newWorld(b, 0)
+	b.ReportMetric(float64(neverNotifiedCalls(b, w)), "gemini-calls/6h")
+}
+
+// BenchmarkPassLedgerSize is P2: the same 100 due pending operations in a
+// ledger of 1,000 or 100,000 settled ones. Reads per pass must not grow with
+// the ledger.
+func BenchmarkPassLedgerSize(b *testing.B) {
+	for _, settled := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("settled=%d", settled), func(b *testing.B) {
+			w := newWorld(b, 0)
+			seed(b, w, settled)
+			for i := range 100 {
+				id := fmt.Sprintf("pending-%03d", i)
+				w.register("batches/" + id)
+				w.fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: tDone})
+			}
+			var reads int64
+			for b.Loop() {
+				b.StopTimer()
+				w.clock.Advance(2 * time.Hour) // all 100 due again
+				r0, _, _ := w.store.Counts().Snapshot()
+				b.StartTimer()
+				s, err := w.rec.Pass(context.Background())
+				if err != nil || s.Checked != 100 {
+					b.Fatalf("pass %+v %v", s, err)
+				}
+				b.StopTimer()
+				r1, _, _ := w.store.Counts().Snapshot()
+				reads += r1 - r0
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(reads)/float64(b.N), "firestore-reads/pass")
+		})
+	}
+}
+
+// seed writes n settled operations straight through the ledger port.
+func seed(b *testing.B, w *world, n int) {
+	b.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			id := fmt.Sprintf("settled-%06d", i)
+			op := ledger.Operation{ID: "gemini:batches%2F" + id, Name: "batches/" + id, APIName: "batches/" + id, Kind: "batch",
+				State: lifecycle.Succeeded, UpdateTime: tDone, SubmittedAt: tDone, SettledAt: tDone, SettledBy: "webhook"}
+			if _, _, err := w.store.CommitOperation(ctx, op, nil); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,350 @@
+// Package reconcile recovers completions that webhooks never delivered: one
+// bounded pass asks the Gemini API for the state of pending operations whose
+// next check is due and feeds the answers to the same ingest door the webhook
+// uses. The pass costs O(due operations), never O(ledger): every query is
+// indexed and paged.
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// Fetcher asks Gemini for an operation's current state.
+type Fetcher interface {
+	Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error)
+	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error)
+}
+
+// Door is the ingest door as the reconciler uses it.
+type Door interface {
+	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
+	RetryClaim(ctx context.Context, id string) (ingest.Result, error)
+}
+
+// Ledger is what a pass reads and schedules.
+type Ledger interface {
+	GetOperation(ctx context.Context, id string) (ledger.Operation, error)
+	ledger.Queries
+}
+
+// Config holds a reconciler's dependencies and tuning.
+type Config struct {
+	Ledger Ledger
+	Door   Door
+	// Gemini may be nil (no API key): the pass then only retries claims and
+	// raises stuck alerts, and says so in its log.
+	Gemini Fetcher
+	Log    *slog.Logger
+	Now    func() time.Time
+	// StuckAfter: a pending operation older than this is alerted each pass.
+	StuckAfter time.Duration
+	// BackoffMin and BackoffMax bound the interval between two checks of one
+	// operation: it doubles from min to max (2 min → 1 h by default), so an
+	// operation that is never notified costs a handful of calls, not one
+	// per pass.
+	BackoffMin, BackoffMax time.Duration
+	// PageSize bounds each query; MaxOperations bounds one pass.
+	PageSize, MaxOperations int
+	// Concurrency bounds parallel Gemini calls.
+	Concurrency int
+	// AdoptPageSize is how many recent batch jobs a pass lists to adopt
+	// jobs whose submitter died before registering them; 0 disables.
+	AdoptPageSize int
+}
+
+// Summary is the pass's answer (contract §4).
+type Summary struct {
+	Checked       int `json:"checked"`
+	Settled       int `json:"settled"`
+	StillPending  int `json:"still_pending"`
+	ClaimsRetried int `json:"claims_retried"`
+	Stuck         int `json:"stuck"`
+	Errors        int `json:"errors"`
+	Adopted       int `json:"adopted"`
+}
+
+// Reconciler runs passes.
+type Reconciler struct{ cfg Config }
+
+// New checks cfg and fills defaults.
+func New(cfg Config) (*Reconciler, error) {
+	switch {
+	case cfg.Ledger == nil, cfg.Door == nil, cfg.Log == nil, cfg.Now == nil:
+		return nil, errors.New("reconcile: Ledger, Door, Log and Now are required")
+	case cfg.StuckAfter <= 0:
+		return nil, errors.New("reconcile: StuckAfter must be positive")
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 2 * time.Minute
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = max(cfg.BackoffMin, time.Hour)
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 100
+	}
+	if cfg.MaxOperations <= 0 {
+		cfg.MaxOperations = 1000
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	return &Reconciler{cfg: cfg}, nil
+}
+
+// Backoff is the wait before the next check of an operation already checked
+// `checks` times: BackoffMin doubled per check, capped at BackoffMax.
+func (r *Reconciler) Backoff(checks int) time.Duration {
+	d := r.cfg.BackoffMin
+	for range min(checks, 30) {
+		d *= 2
+		if d >= r.cfg.BackoffMax {
+			return r.cfg.BackoffMax
+		}
+	}
+	return d
+}
+
+// tally is a Summary shared by the pass's workers.
+type tally struct {
+	mu sync.Mutex
+	s  Summary
+}
+
+func (t *tally) add(f func(*Summary)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(&t.s)
+}
+
+// Pass runs one bounded pass. It returns an error only when the ledger
+// cannot be queried at all; per-operation failures are counted in Errors.
+// It stops early, with what it did so far, when ctx is about to expire.
+func (r *Reconciler) Pass(ctx context.Context) (Summary, error) {
+	var t tally
+	now := r.cfg.Now()
+	if err := r.retryClaims(ctx, now, &t); err != nil {
+		return t.s, err
+	}
+	if r.cfg.Gemini == nil {
+		r.cfg.Log.WarnContext(ctx, "reconcile: GEMINI_API_KEY is not set; pending operations are not polled")
+	} else {
+		if err := r.checkDue(ctx, now, &t); err != nil {
+			return t.s, err
+		}
+		r.adopt(ctx, &t)
+	}
+	if err := r.alertStuck(ctx, now, &t); err != nil {
+		return t.s, err
+	}
+	r.cfg.Log.InfoContext(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
+		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
+		"errors", t.s.Errors, "adopted", t.s.Adopted)
+	return t.s, nil
+}
+
+// nearDeadline leaves a margin to answer before the caller gives up.
+func nearDeadline(ctx context.Context, margin time.Duration) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < margin
+}
+
+const deadlineMargin = 2 * time.Second
+
+func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) error {
+	claims, err := r.cfg.Ledger.DueClaims(ctx, now, r.cfg.PageSize)
+	if err != nil {
+		return fmt.Errorf("reconcile: due claims: %w", err)
+	}
+	for _, c := range claims {
+		if nearDeadline(ctx, deadlineMargin) {
+			break
+		}
+		res, err := r.cfg.Door.RetryClaim(ctx, c.ID)
+		t.add(func(s *Summary) {
+			if err != nil {
+				s.Errors++
+			} else if res.Published {
+				s.ClaimsRetried++
+			}
+		})
+	}
+	return nil
+}
+
+// checkDue pages through due operations. Each checked operation is either
+// settled or rescheduled into the future, so the next page is simply the
+// same query again; seen guards against an operation that could not be
+// rescheduled (a ledger error) coming back in the same pass.
+func (r *Reconciler) checkDue(ctx context.Context, now time.Time, t *tally) error {
+	seen := map[string]bool{}
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for len(seen) < r.cfg.MaxOperations && !nearDeadline(ctx, deadlineMargin) {
+		ops, err := r.cfg.Ledger.DueOperations(ctx, now, r.cfg.PageSize)
+		if err != nil {
+			return fmt.Errorf("reconcile: due operations: %w", err)
+		}
+		fresh := 0
+		for _, op := range ops {
+			if seen[op.ID] || len(seen) >= r.cfg.MaxOperations {
+				continue
+			}
+			seen[op.ID] = true
+			fresh++
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				r.check(ctx, op, now, t)
+			}()
+		}
+		wg.Wait() // the page must be rescheduled before it is queried again
+		if fresh == 0 || len(ops) < r.cfg.PageSize {
+			return nil
+		}
+	}
+	return nil
+}
+
+// check asks Gemini about one operation and feeds the answer to the door.
+func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Time, t *tally) {
+	log := r.cfg.Log.With("operation", op.Name)
+	ev, err := r.cfg.Gemini.Fetch(ctx, op.Kind, op.APIName)
+	t.add(func(s *Summary) { s.Checked++ })
+	note := "ok"
+	var transient *gemini.TransientError
+	switch {
+	case errors.Is(err, gemini.ErrNotFound):
+		// Recorded, never invented as a terminal: after StuckAfter the
+		// stuck alert tells a person.
+		note = "not-found"
+		log.WarnContext(ctx, "reconcile: Gemini does not know the operation", "api_name", op.APIName)
+	case errors.As(err, &transient):
+		note = "gemini-unavailable"
+		t.add(func(s *Summary) { s.Errors++ })
+		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error())
+	case err != nil:
+		note = "fetch-error"
+		t.add(func(s *Summary) { s.Errors++ })
+		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error())
+	default:
+		ev.Source = ingest.SourceReconcile
+		res, err := r.cfg.Door.Ingest(ctx, ev)
+		if err != nil {
+			t.add(func(s *Summary) { s.Errors++ })
+			return // the door logged it; the operation stays due
+		}
+		if res.State.Terminal() {
+			t.add(func(s *Summary) {
+				if res.Outcome == ingest.OutcomeCompleted {
+					s.Settled++
+				}
+			})
+			return
+		}
+		if res.Outcome == ingest.OutcomeApplied {
+			// The door wrote a new revision: schedule against it.
+			if op, err = r.cfg.Ledger.GetOperation(ctx, op.ID); err != nil {
+				t.add(func(s *Summary) { s.Errors++ })
+				return
+			}
+		}
+	}
+	t.add(func(s *Summary) { s.StillPending++ })
+	next := now.Add(r.Backoff(op.Checks))
+	if _, err := r.cfg.Ledger.ScheduleCheck(ctx, op, next, note, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		// A conflict means a webhook changed the operation meanwhile; it
+		// is re-checked when due. Anything else is the ledger failing.
+		t.add(func(s *Summary) { s.Errors++ })
+		log.ErrorContext(ctx, "reconcile: could not schedule the next check", "error", err.Error())
+	}
+}
+
+// adopt lists recent batch jobs and feeds them to the door: a job the
+// ledger does not know (its submitter died between creating and
+// registering it) is created, and settled at once if it is terminal.
+func (r *Reconciler) adopt(ctx context.Context, t *tally) {
+	if r.cfg.AdoptPageSize <= 0 || nearDeadline(ctx, deadlineMargin) {
+		return
+	}
+	evs, _, err := r.cfg.Gemini.ListBatches(ctx, r.cfg.AdoptPageSize, "")
+	if err != nil {
+		t.add(func(s *Summary) { s.Errors++ })
+		r.cfg.Log.WarnContext(ctx, "reconcile: listing batch jobs failed", "error", err.Error())
+		return
+	}
+	for _, ev := range evs {
+		if nearDeadline(ctx, deadlineMargin) {
+			return
+		}
+		ev.Source = ingest.SourceReconcile
+		res, err := r.cfg.Door.Ingest(ctx, ev)
+		t.add(func(s *Summary) {
+			switch {
+			case err != nil:
+				s.Errors++
+			case res.Reason == string(lifecycle.ReasonFirstSighting):
+				s.Adopted++
+				if res.Outcome == ingest.OutcomeCompleted {
+					s.Settled++
+				}
+			}
+		})
+	}
+}
+
+// alertStuck raises one ERROR line per operation pending longer than
+// StuckAfter. Nothing is closed: only a person (or Gemini) settles it.
+func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) error {
+	ops, err := r.cfg.Ledger.StuckOperations(ctx, now.Add(-r.cfg.StuckAfter), r.cfg.MaxOperations)
+	if err != nil {
+		return fmt.Errorf("reconcile: stuck operations: %w", err)
+	}
+	for _, op := range ops {
+		r.cfg.Log.ErrorContext(ctx, "operation stuck", "alert", "stuck", "operation", op.Name, "state", string(op.State),
+			"submitted_at", op.SubmittedAt, "pending_for", now.Sub(op.SubmittedAt).Round(time.Second).String(),
+			"last_check", op.LastCheck, "checks", op.Checks)
+	}
+	t.add(func(s *Summary) { s.Stuck = len(ops) })
+	return nil
+}
+
+// Handler is the Reconcile function: POST runs one pass within the
+// request's deadline and answers the summary.
+func (r *Reconciler) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if req.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			_ = json.NewEncoder(w).Encode(map[string]string{"outcome": "rejected", "reason": "method-not-allowed", "operation": ""})
+			return
+		}
+		s, err := r.Pass(req.Context())
+		if err != nil {
+			// The ledger is down: 503 so the scheduler retries.
+			r.cfg.Log.ErrorContext(req.Context(), "reconcile pass failed", "error", err.Error())
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(s)
+	})
+}
