@@ -1,0 +1,39 @@
+package simulate_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/lrosink/lrosink/internal/simulate"
+)
+
+func TestCommand(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) string { return "" }
+	var out, errb bytes.Buffer
+	if code := simulate.Command(context.Background(), []string{"--ops", "60", "--seed", "5", "--quiet"}, &out, &errb, getenv); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "PASS: every invariant held") || !strings.Contains(out.String(), "60 operations, seed 5") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+	out.Reset()
+	if code := simulate.Command(context.Background(), []string{"--ops", "40", "--json"}, &out, &errb, getenv); code != 0 {
+		t.Fatalf("--json exit %d: %s", code, errb.String())
+	}
+	var rep simulate.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Ops != 40 || !rep.OK() {
+		t.Fatalf("--json report %+v %v", rep, err)
+	}
+	for _, args := range [][]string{{"--ops", "0"}, {"--nope"}, {"extra"}} {
+		if code := simulate.Command(context.Background(), args, &out, &errb, getenv); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code := simulate.Command(context.Background(), []string{"--store", "mysql"}, &out, &errb, getenv); code != 1 {
+		t.Errorf("bad store: exit %d, want 1", code)
+	}
+}

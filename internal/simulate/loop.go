@@ -1,0 +1,245 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+)
+
+const videoModel = "veo-3.0-generate-001"
+
+// setGemini makes the fake API answer state s for plan p.
+func (r *runner) setGemini(p plan, s lifecycle.State, at time.Time) {
+	switch p.kind {
+	case opname.KindBatch:
+		r.fake.SetBatch(p.id, fakegemini.BatchState{State: "BATCH_STATE_" + string(s), UpdateTime: at, CreateTime: p.submit,
+			ResponsesFile: map[bool]string{true: "files/out-" + p.id}[s == lifecycle.Succeeded]})
+	case opname.KindInteraction:
+		st := map[lifecycle.State]string{lifecycle.Pending: "queued", lifecycle.Running: "in_progress", lifecycle.RequiresAction: "requires_action",
+			lifecycle.Succeeded: "completed", lifecycle.Failed: "failed", lifecycle.Cancelled: "cancelled"}[s]
+		r.fake.SetInteraction(p.id, fakegemini.InteractionState{Status: st, Created: p.submit, Updated: at})
+	case opname.KindVideo:
+		v := fakegemini.VideoState{Done: s.Terminal()}
+		if s == lifecycle.Failed {
+			v.ErrorCode, v.ErrorMessage = 13, "generation failed"
+		} else if s == lifecycle.Succeeded {
+			v.VideoURIs = []string{"gs://videos/" + p.id + ".mp4"}
+		}
+		r.fake.SetVideo(videoModel, p.id, v)
+	}
+}
+
+// registerName is what the submitter registers: the full API name.
+func registerName(p plan) string {
+	if p.kind == opname.KindVideo {
+		return "models/" + videoModel + "/operations/" + p.id
+	}
+	return p.name
+}
+
+// payloadID varies the id forms a webhook carries, to exercise the one
+// normalization (bare ids, prefixed ids, full video names).
+func payloadID(p plan, n int) string {
+	switch {
+	case p.kind == opname.KindVideo && n%2 == 0:
+		return "models/" + videoModel + "/operations/" + p.id
+	case n%3 == 0:
+		return p.name
+	default:
+		return p.id
+	}
+}
+
+func (r *runner) loop(ctx context.Context) {
+	sort.SliceStable(r.queue, func(i, j int) bool { return r.queue[i].at.Before(r.queue[j].at) })
+	applied := make([]int, len(r.plans))
+	registered := make([]bool, len(r.plans))
+	end := r.t0.Add(r.o.Horizon)
+	nextPass := r.t0.Add(r.o.ReconcileEvery)
+	steps := int(r.o.Horizon / r.o.Step)
+	obs := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x0b5))
+	for i, now := 0, r.t0; now.Before(end) && ctx.Err() == nil; i, now = i+1, now.Add(r.o.Step) {
+		r.clock.Set(now)
+		// Gemini moves on.
+		for pi, p := range r.plans {
+			if !registered[pi] && !p.submit.After(now) {
+				r.setGemini(p, lifecycle.Pending, p.submit)
+			}
+			for applied[pi] < len(p.steps) && !p.steps[applied[pi]].at.After(now) {
+				s := p.steps[applied[pi]]
+				r.setGemini(p, s.state, s.at)
+				applied[pi]++
+			}
+		}
+		// Submitters register what they submitted (retrying failures).
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, r.o.Concurrency)
+		for pi, p := range r.plans {
+			if registered[pi] || p.submit.After(now) {
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				_, err := r.registerDoor.Ingest(ctx, ingest.Event{Name: registerName(p), Kind: p.kind, State: lifecycle.Pending,
+					Source: ingest.SourceRegister, UserMetadata: map[string]any{"sim": p.id}})
+				registered[pi] = err == nil
+			}()
+		}
+		wg.Wait()
+		// Deliveries due now, in concurrent bursts, with a reconcile pass
+		// running at the same time.
+		due := r.takeDue(now)
+		if !now.Before(nextPass) {
+			nextPass = nextPass.Add(r.o.ReconcileEvery)
+			wg.Add(1)
+			go func() { defer wg.Done(); r.pass(ctx) }()
+		}
+		for _, d := range due {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				r.deliver(ctx, d, now)
+			}()
+		}
+		wg.Wait()
+		// Invariant 1 on the way: every read is checked against the last.
+		for range 10 {
+			r.observe(ctx, r.plans[obs.IntN(len(r.plans))])
+		}
+		r.progress(i+1, steps)
+	}
+	if r.o.Progress != nil {
+		fmt.Fprintln(r.o.Progress)
+	}
+}
+
+func (r *runner) takeDue(now time.Time) []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sort.SliceStable(r.queue, func(i, j int) bool { return r.queue[i].at.Before(r.queue[j].at) })
+	n := sort.Search(len(r.queue), func(i int) bool { return r.queue[i].at.After(now) })
+	due := append([]delivery(nil), r.queue[:n]...)
+	r.queue = r.queue[n:]
+	return due
+}
+
+// deliver POSTs one signed webhook; a non-2xx answer is retried later, as
+// Gemini retries for 24 h with backoff.
+func (r *runner) deliver(ctx context.Context, d delivery, now time.Time) {
+	p := r.plans[d.op]
+	data := fmt.Sprintf(`{"id":%q`, payloadID(p, d.attempt+len(d.id)))
+	switch {
+	case d.typ == "video.generated" && p.terminal == lifecycle.Failed:
+		data += `,"error_code":13,"error_message":"generation failed"`
+	case strings.HasSuffix(d.typ, ".failed"):
+		data += `,"error_code":3,"error_message":"invalid request"`
+	case d.typ == "batch.succeeded":
+		data += fmt.Sprintf(`,"output_file_uri":"gs://results/%s.jsonl"`, p.id)
+	}
+	body := []byte(fmt.Sprintf(`{"type":%q,"version":"v1","timestamp":%q,"data":%s},"user_metadata":{"sim":%q}}`,
+		d.typ, d.eventAt.Format(time.RFC3339Nano), data, p.id))
+	hook := r.hooks[0]
+	if r.dice.roll(0.5, "instance", d.id) {
+		hook = r.hooks[1]
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header = webhooktest.Headers(d.id, now, body, r.secret)
+	start := time.Now()
+	resp, err := hook.Client().Do(req)
+	r.stats.httpLatency(time.Since(start))
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+		resp.Body.Close()
+	}
+	r.stats.status(status)
+	if status/100 == 2 {
+		return
+	}
+	// Gemini retries: 1, 2, 4, … minutes, capped at an hour.
+	d.attempt++
+	d.at = now.Add(min(time.Duration(1<<min(d.attempt-1, 6))*time.Minute, time.Hour))
+	r.mu.Lock()
+	r.queue = append(r.queue, d)
+	r.mu.Unlock()
+	r.stats.retry()
+}
+
+func (r *runner) pass(ctx context.Context) {
+	s, err := r.rec.Pass(ctx)
+	r.stats.pass(s, err)
+}
+
+// observe reads one operation and checks it never went back.
+func (r *runner) observe(ctx context.Context, p plan) {
+	id, _ := opname.DocID(opname.KeyPrefix + p.name)
+	op, err := r.b.Ledger.GetOperation(ctx, id)
+	r.reads.Add(1)
+	if err != nil {
+		return // not registered yet (or a real read error: nothing to compare)
+	}
+	cur := stateOf(op)
+	r.lastMu.Lock()
+	defer r.lastMu.Unlock()
+	if prev, ok := r.last[p.name]; ok && lifecycle.Regressed(prev, cur) {
+		r.violate("regression: %s went from %s@%s to %s@%s", p.name, prev.State, prev.UpdateTime.Format(time.RFC3339), cur.State, cur.UpdateTime.Format(time.RFC3339))
+	}
+	r.last[p.name] = cur
+}
+
+func (r *runner) violate(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.rep.Violations) < 50 {
+		r.rep.Violations = append(r.rep.Violations, fmt.Sprintf(format, args...))
+	}
+	r.rep.ViolationCount++
+}
+
+func (r *runner) progress(done, total int) {
+	if r.o.Progress == nil || (done%max(1, total/40) != 0 && done != total) {
+		return
+	}
+	const width = 40
+	filled := done * width / total
+	r.mu.Lock()
+	queued := len(r.queue)
+	r.mu.Unlock()
+	fmt.Fprintf(r.o.Progress, "\r[%s%s] %3d%%  t=%-8s queued=%d", strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+		done*100/total, (time.Duration(done) * r.o.Step).String(), queued)
+}
+
+// drain turns faults off, lets every retry and lease run out, and runs the
+// final reconcile passes: whatever the faults left behind must converge.
+func (r *runner) drain(ctx context.Context) {
+	r.quiet.Store(true)
+	for range 8 {
+		now := r.clock.Now().Add(r.o.Lease + r.o.ReconcileEvery + 30*time.Minute)
+		r.clock.Set(now)
+		var wg sync.WaitGroup
+		for _, d := range r.takeDue(now) {
+			wg.Add(1)
+			go func() { defer wg.Done(); r.deliver(ctx, d, now) }()
+		}
+		wg.Wait()
+		r.pass(ctx)
+	}
+}

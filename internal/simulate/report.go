@@ -1,0 +1,373 @@
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/reconcile"
+)
+
+// Report is what a run found. Violations empty means every invariant held.
+type Report struct {
+	Seed       int64   `json:"seed"`
+	Ops        int     `json:"ops"`
+	Backend    string  `json:"backend"`
+	Options    optJSON `json:"options"`
+	Deliveries struct {
+		Events     int            `json:"events"`
+		Dropped    int            `json:"dropped"`
+		Duplicated int            `json:"duplicated"`
+		Reordered  int            `json:"reordered"`
+		Sent       int            `json:"sent"`
+		Retried    int            `json:"retried_after_error"`
+		ByStatus   map[string]int `json:"by_status"`
+	} `json:"deliveries"`
+	Faults struct {
+		CrashBeforeCommit int64 `json:"crash_inside_transaction"`
+		CrashAfterCommit  int64 `json:"crash_after_commit"`
+		CrashAfterPublish int64 `json:"crash_after_publish"`
+		LedgerErrors      int64 `json:"ledger_errors"`
+		PublishErrors     int64 `json:"publish_errors"`
+		SlowEffects       int64 `json:"lease_expired_during_effect"`
+		Fenced            int64 `json:"writes_rejected_by_fencing"`
+	} `json:"faults"`
+	Outcomes    map[string]int `json:"outcomes"`
+	DropReasons map[string]int `json:"drop_reasons"`
+	Reconcile   struct {
+		Passes        int `json:"passes"`
+		Failed        int `json:"failed_passes"`
+		Checked       int `json:"checked"`
+		Settled       int `json:"settled"`
+		ClaimsRetried int `json:"claims_retried"`
+		StuckAlerts   int `json:"stuck_alerts"`
+	} `json:"reconcile"`
+	Final struct {
+		Terminal        int `json:"terminal_operations"`
+		NeverFinished   int `json:"never_finished"`
+		SettledWebhook  int `json:"settled_by_webhook"`
+		SettledRecon    int `json:"settled_by_reconcile"`
+		Messages        int `json:"messages"`
+		ExtraExplained  int `json:"extra_messages_explained"`
+		DistinctKeys    int `json:"distinct_keys"`
+		ObservedReads   int `json:"observed_reads"`
+		StuckUnresolved int `json:"stuck_operations"`
+	} `json:"final"`
+	Latency struct {
+		SettleP50 string `json:"settle_p50"`
+		SettleP90 string `json:"settle_p90"`
+		SettleP99 string `json:"settle_p99"`
+		SettleMax string `json:"settle_max"`
+		HTTPP50ms float64 `json:"webhook_http_p50_ms"`
+		HTTPP99ms float64 `json:"webhook_http_p99_ms"`
+	} `json:"latency"`
+	Cost struct {
+		StoreReads              int64   `json:"store_reads"`
+		StoreWrites             int64   `json:"store_writes"`
+		GeminiCalls             int     `json:"gemini_calls"`
+		ReadsPerCompletion      float64 `json:"store_reads_per_completion"`
+		WritesPerCompletion     float64 `json:"store_writes_per_completion"`
+		GeminiCallsPerOperation float64 `json:"gemini_calls_per_operation"`
+	} `json:"cost"`
+	WallSeconds    float64  `json:"wall_seconds"`
+	ViolationCount int      `json:"violation_count"`
+	Violations     []string `json:"violations"`
+}
+
+type optJSON struct {
+	Dup, Reorder, Drop, Crash, LedgerErrors, PublishErrors, SlowEffects, NeverNotified, NeverFinish float64
+	Horizon, ReconcileEvery, Lease, StuckAfter                                                       string
+}
+
+// decisionStats is a slog handler that counts what the real code logs:
+// ingest decisions by outcome and reason, stuck alerts by operation.
+type decisionStats struct {
+	mu        sync.Mutex
+	outcomes  map[string]int
+	reasons   map[string]int
+	alerts    map[string]int
+	statuses  map[string]int
+	latencies []time.Duration
+	retries   int
+	sent      int
+	passes    int
+	failed    int
+	sum       reconcile.Summary
+}
+
+func newDecisionStats() *decisionStats {
+	return &decisionStats{outcomes: map[string]int{}, reasons: map[string]int{}, alerts: map[string]int{}, statuses: map[string]int{}}
+}
+
+func (s *decisionStats) Enabled(context.Context, slog.Level) bool { return true }
+func (s *decisionStats) WithAttrs([]slog.Attr) slog.Handler      { return s }
+func (s *decisionStats) WithGroup(string) slog.Handler           { return s }
+
+func (s *decisionStats) Handle(_ context.Context, r slog.Record) error {
+	attrs := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case r.Message == "ingest decision":
+		if attrs["outcome"] == "" {
+			attrs["outcome"] = "error"
+		}
+		s.outcomes[attrs["outcome"]]++
+		if attrs["outcome"] == "dropped" || attrs["outcome"] == "duplicate" {
+			s.reasons[attrs["reason"]]++
+		}
+	case attrs["alert"] == "stuck":
+		s.alerts[attrs["operation"]]++
+	}
+	return nil
+}
+
+func (s *decisionStats) httpLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latencies = append(s.latencies, d)
+	s.sent++
+}
+
+func (s *decisionStats) status(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.statuses[fmt.Sprint(code)]++
+}
+
+func (s *decisionStats) retry() { s.mu.Lock(); s.retries++; s.mu.Unlock() }
+
+func (s *decisionStats) pass(sum reconcile.Summary, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.passes++
+	if err != nil {
+		s.failed++
+	}
+	s.sum.Checked += sum.Checked
+	s.sum.Settled += sum.Settled
+	s.sum.ClaimsRetried += sum.ClaimsRetried
+	s.sum.Stuck += sum.Stuck
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// check evaluates the invariants after the drain and fills the report.
+func (r *runner) check(ctx context.Context) {
+	rep := &r.rep
+	rep.Seed, rep.Ops, rep.Backend = r.o.Seed, r.o.Ops, r.b.Name
+	rep.Options = optJSON{r.o.Dup, r.o.Reorder, r.o.Drop, r.o.Crash, r.o.LedgerErrors, r.o.PublishErrors, r.o.SlowEffects,
+		r.o.NeverNotified, r.o.NeverFinish, r.o.Horizon.String(), r.o.ReconcileEvery.String(), r.o.Lease.String(), r.o.StuckAfter.String()}
+	msgs := r.sink.all()
+	byKey := map[string][]int{}
+	for i, m := range msgs {
+		byKey[m.IdempotencyKey] = append(byKey[m.IdempotencyKey], i)
+	}
+	slow := r.sink.slowOps()
+	now := r.clock.Now()
+	var settle []time.Duration
+	for _, p := range r.plans {
+		key := opname.KeyPrefix + p.name
+		id, _ := opname.DocID(key)
+		r.observe(ctx, p) // invariant 1, one last time
+		op, err := r.b.Ledger.GetOperation(ctx, id)
+		if err != nil {
+			r.violate("operation %s is not in the ledger: %v", p.name, err)
+			continue
+		}
+		got := byKey[key]
+		if p.terminal == "" {
+			// Invariant 4: never closed by lrosink, alerted when stuck.
+			rep.Final.NeverFinished++
+			if op.State.Terminal() {
+				r.violate("%s never finished in Gemini but the ledger says %s", p.name, op.State)
+			}
+			if len(got) > 0 {
+				r.violate("%s never finished but %d results messages were published", p.name, len(got))
+			}
+			if now.Sub(op.SubmittedAt) > r.o.StuckAfter {
+				rep.Final.StuckUnresolved++
+				if r.stats.alerts[p.name] == 0 {
+					r.violate("%s is stuck (pending since %s) but was never alerted", p.name, op.SubmittedAt.Format(time.RFC3339))
+				}
+			}
+			continue
+		}
+		rep.Final.Terminal++
+		// Invariant 2: no lost completion, and the first terminal is Gemini's.
+		if op.State != p.terminal {
+			r.violate("%s ended %s in Gemini but %s in the ledger", p.name, p.terminal, op.State)
+			continue
+		}
+		switch op.SettledBy {
+		case "webhook":
+			rep.Final.SettledWebhook++
+		case "reconcile":
+			rep.Final.SettledRecon++
+		}
+		settle = append(settle, op.SettledAt.Sub(p.steps[len(p.steps)-1].at))
+		// Invariant 4: the claim ends DONE.
+		c, err := r.b.Ledger.GetClaim(ctx, id)
+		if err != nil || c.Status != ledger.ClaimDone {
+			r.violate("%s: claim not DONE at the end (%s, %v)", p.name, c.Status, err)
+		}
+		// Invariant 3: exactly one message, extras only where a process died
+		// after publishing (same key, same data).
+		allowed := 1 + r.faults.explained(p.name) + r.ledgerExplained(id)
+		if slow[p.name] {
+			allowed++
+		}
+		if len(got) == 0 {
+			r.violate("%s settled %s but no results message was published", p.name, op.State)
+			continue
+		}
+		if len(got) > allowed {
+			r.violate("%s: %d results messages, at most %d explained by injected crashes", p.name, len(got), allowed)
+		}
+		rep.Final.ExtraExplained += len(got) - 1
+		first, _ := msgs[got[0]].Data()
+		for _, i := range got {
+			if msgs[i].State != string(p.terminal) {
+				r.violate("%s: message says %s, Gemini %s", p.name, msgs[i].State, p.terminal)
+			}
+			if d, _ := msgs[i].Data(); string(d) != string(first) {
+				r.violate("%s: two different messages for one key", p.name)
+			}
+		}
+	}
+	rep.Final.Messages, rep.Final.DistinctKeys, rep.Final.ObservedReads = len(msgs), len(byKey), int(r.reads.Load())
+	for key := range byKey {
+		name := strings.TrimPrefix(key, opname.KeyPrefix)
+		if !slices.ContainsFunc(r.plans, func(p plan) bool { return p.name == name }) {
+			r.violate("a message for an unknown operation %s", key)
+		}
+	}
+	s := r.stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rep.Outcomes, rep.DropReasons = s.outcomes, s.reasons
+	rep.Deliveries.Sent, rep.Deliveries.Retried, rep.Deliveries.ByStatus = s.sent, s.retries, s.statuses
+	rep.Reconcile.Passes, rep.Reconcile.Failed = s.passes, s.failed
+	rep.Reconcile.Checked, rep.Reconcile.Settled, rep.Reconcile.ClaimsRetried = s.sum.Checked, s.sum.Settled, s.sum.ClaimsRetried
+	for _, n := range s.alerts {
+		rep.Reconcile.StuckAlerts += n
+	}
+	rep.Faults.CrashBeforeCommit, rep.Faults.CrashAfterCommit, rep.Faults.CrashAfterPublish = r.counts.CrashBeforeCommit.Load(), r.counts.CrashAfterCommit.Load(), r.counts.CrashAfterPublish.Load()
+	rep.Faults.LedgerErrors, rep.Faults.PublishErrors, rep.Faults.SlowEffects = r.counts.LedgerErrors.Load(), r.counts.PublishErrors.Load(), r.counts.SlowEffects.Load()
+	rep.Faults.Fenced = r.counts.Fenced.Load()
+	sec := func(d time.Duration) string { return d.Round(time.Second).String() }
+	rep.Latency.SettleP50, rep.Latency.SettleP90 = sec(pct(settle, 0.5)), sec(pct(settle, 0.9))
+	rep.Latency.SettleP99, rep.Latency.SettleMax = sec(pct(settle, 0.99)), sec(pct(settle, 1))
+	rep.Latency.HTTPP50ms = float64(pct(s.latencies, 0.5).Microseconds()) / 1000
+	rep.Latency.HTTPP99ms = float64(pct(s.latencies, 0.99).Microseconds()) / 1000
+	rep.Cost.GeminiCalls = r.fake.TotalCalls()
+	if n := rep.Final.Terminal; n > 0 {
+		rep.Cost.ReadsPerCompletion = float64(rep.Cost.StoreReads) / float64(n)
+		rep.Cost.WritesPerCompletion = float64(rep.Cost.StoreWrites) / float64(n)
+	}
+	rep.Cost.GeminiCallsPerOperation = float64(rep.Cost.GeminiCalls) / float64(max(1, r.o.Ops))
+}
+
+// ledgerExplained: a DONE commit that failed after a successful publish is
+// the same crash window as a kill after publish.
+func (r *runner) ledgerExplained(id string) int {
+	l, ok := r.ledger.(*flakyLedger)
+	if !ok {
+		if u, ok := r.ledger.(unfencedLedger); ok {
+			l, _ = u.Ledger.(*flakyLedger)
+		}
+	}
+	if l == nil {
+		return 0
+	}
+	return l.completeFailures(id)
+}
+
+// OK reports whether every invariant held.
+func (rep *Report) OK() bool { return rep.ViolationCount == 0 }
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// WriteText writes the report for a person.
+func (rep *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	verdict := "PASS: every invariant held"
+	if !rep.OK() {
+		verdict = fmt.Sprintf("FAIL: %d invariant violation(s)", rep.ViolationCount)
+	}
+	fmt.Fprintf(&b, "lrosink simulate — %d operations, seed %d, store %s, %.1fs\n\n", rep.Ops, rep.Seed, rep.Backend, rep.WallSeconds)
+	o := rep.Options
+	fmt.Fprintf(&b, "faults requested   dup %.2f  reorder %.2f  drop %.2f  crash %.3f/boundary  ledger-errors %.3f  publish-errors %.3f  slow-effects %.3f\n",
+		o.Dup, o.Reorder, o.Drop, o.Crash, o.LedgerErrors, o.PublishErrors, o.SlowEffects)
+	d := rep.Deliveries
+	fmt.Fprintf(&b, "deliveries         %d events: %d dropped, %d duplicated, %d reordered; %d sent, %d retried after an error; by status %s\n",
+		d.Events, d.Dropped, d.Duplicated, d.Reordered, d.Sent, d.Retried, kv(d.ByStatus))
+	f := rep.Faults
+	fmt.Fprintf(&b, "faults injected    crash inside tx %d, after commit %d, after publish %d; ledger errors %d; publish errors %d; leases expired mid-effect %d\n",
+		f.CrashBeforeCommit, f.CrashAfterCommit, f.CrashAfterPublish, f.LedgerErrors, f.PublishErrors, f.SlowEffects)
+	fmt.Fprintf(&b, "races              %d writes rejected by fencing (a concurrent writer got there first)\n", f.Fenced)
+	fmt.Fprintf(&b, "outcomes           %s\n", kv(rep.Outcomes))
+	fmt.Fprintf(&b, "drop reasons       %s\n", kv(rep.DropReasons))
+	rc := rep.Reconcile
+	fmt.Fprintf(&b, "reconcile          %d passes (%d failed), %d checks, %d settled, %d claims retried, %d stuck alerts\n",
+		rc.Passes, rc.Failed, rc.Checked, rc.Settled, rc.ClaimsRetried, rc.StuckAlerts)
+	fi := rep.Final
+	fmt.Fprintf(&b, "final              %d terminal (%d by webhook, %d by reconcile), %d never finished (%d stuck), %d messages for %d keys (%d explained extras), %d checked reads\n",
+		fi.Terminal, fi.SettledWebhook, fi.SettledRecon, fi.NeverFinished, fi.StuckUnresolved, fi.Messages, fi.DistinctKeys, fi.ExtraExplained, fi.ObservedReads)
+	l := rep.Latency
+	fmt.Fprintf(&b, "latency            settle after Gemini finished (simulated): p50 %s  p90 %s  p99 %s  max %s; webhook HTTP (wall): p50 %.1f ms  p99 %.1f ms\n",
+		l.SettleP50, l.SettleP90, l.SettleP99, l.SettleMax, l.HTTPP50ms, l.HTTPP99ms)
+	c := rep.Cost
+	fmt.Fprintf(&b, "cost               store %d reads, %d writes (%.1f reads, %.1f writes per completion); Gemini %d calls (%.2f per operation)\n\n",
+		c.StoreReads, c.StoreWrites, c.ReadsPerCompletion, c.WritesPerCompletion, c.GeminiCalls, c.GeminiCallsPerOperation)
+	fmt.Fprintln(&b, verdict)
+	for _, v := range rep.Violations {
+		fmt.Fprintln(&b, "  -", v)
+	}
+	_, err := io.WriteString(w, b.String())
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func kv(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}

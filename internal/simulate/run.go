@@ -1,0 +1,329 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/webhook"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+)
+
+// Options configure a run. Rates are probabilities in [0, 1].
+type Options struct {
+	Ops     int
+	Seed    int64
+	Dup     float64 // extra copies of a delivery
+	Reorder float64 // a delivery held back past later ones
+	Drop    float64 // a delivery lost for good (only reconcile can recover it)
+	// Crash is the chance of a process kill at each crash boundary of the
+	// ingest door (inside the transaction, after commit, after publish).
+	Crash         float64
+	LedgerErrors  float64
+	PublishErrors float64
+	// SlowEffects is the chance that a side effect outlives its lease while
+	// another process seizes the claim.
+	SlowEffects float64
+	// NeverNotified is the share of operations whose webhooks are never
+	// sent; NeverFinish the share that stay running past the stuck limit.
+	NeverNotified, NeverFinish float64
+	// Horizon is the simulated time span; Step the tick.
+	Horizon, Step time.Duration
+	// ReconcileEvery, Grace, Lease, StuckAfter as in production config.
+	ReconcileEvery, Grace, Lease, StuckAfter time.Duration
+	// Concurrency bounds simultaneous deliveries.
+	Concurrency int
+	// Progress, if set, receives a progress bar.
+	Progress io.Writer
+	// PlantedBug turns on a deliberate defect ("unfenced-ledger") so the
+	// suite can prove it catches one. Never set outside tests.
+	PlantedBug string
+}
+
+// Defaults are the documented default rates: every fault type on.
+func Defaults() Options {
+	return Options{Ops: 1000, Seed: 1, Dup: 0.3, Reorder: 0.2, Drop: 0.1, Crash: 0.02, LedgerErrors: 0.01,
+		PublishErrors: 0.02, SlowEffects: 0.01, NeverNotified: 0.05, NeverFinish: 0.02,
+		Horizon: 8 * time.Hour, Step: time.Minute, ReconcileEvery: 5 * time.Minute, Grace: 90 * time.Second,
+		Lease: 10 * time.Minute, StuckAfter: 6 * time.Hour, Concurrency: 16}
+}
+
+// Backend is the store and results the run uses.
+type Backend struct {
+	Name   string // for the report: "firestore", "sqlite"
+	Ledger ledger.Ledger
+	// Results, if set, receives every message too (e.g. the Pub/Sub emulator).
+	Results ingest.Sink
+	// Counts reports store reads/writes for the cost figures (may be nil).
+	Counts func() (reads, writes int64)
+}
+
+// plan is one operation's true history in Gemini.
+type plan struct {
+	kind     opname.Kind
+	id       string // Gemini id (no prefix)
+	name     string // canonical
+	submit   time.Time
+	steps    []step // state changes, in time order
+	terminal lifecycle.State
+	notify   bool
+}
+
+type step struct {
+	at    time.Time
+	state lifecycle.State
+}
+
+// delivery is one webhook POST Gemini will attempt.
+type delivery struct {
+	at      time.Time
+	op      int
+	id      string // webhook-id
+	typ     string
+	eventAt time.Time
+	failed  bool
+	attempt int
+}
+
+type runner struct {
+	o       Options
+	b       Backend
+	clock   *Clock
+	t0      time.Time
+	plans   []plan
+	fake    *fakegemini.Server
+	gemini  *httptest.Server
+	secret  string
+	hooks   []*httptest.Server
+	rec     *reconcile.Reconciler
+	sink    *recorder
+	faults  *faults
+	counts  faultCounts
+	quiet   atomic.Bool // faults off: the final drain
+	stats   *decisionStats
+	ledger  ledger.Ledger
+	mu      sync.Mutex
+	queue   []delivery
+	rep     Report
+	lastMu  sync.Mutex
+	last    map[string]lifecycle.Current
+	reads   atomic.Int64
+	alerted map[string]int
+	// registerDoor is the submitters' door (they call Register).
+	registerDoor *ingest.Door
+	dice         *dice
+}
+
+// Run executes one simulation and returns its report; the report's
+// Violations list what broke. Run's error is for setup failures only.
+func Run(ctx context.Context, o Options, b Backend) (*Report, error) {
+	start := time.Now()
+	r := &runner{o: o, b: b, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), last: map[string]lifecycle.Current{}, alerted: map[string]int{}}
+	r.clock = &Clock{now: r.t0}
+	if err := r.setup(); err != nil {
+		return nil, err
+	}
+	defer r.gemini.Close()
+	defer func() {
+		for _, h := range r.hooks {
+			h.Close()
+		}
+	}()
+	r.generate()
+	r.loop(ctx)
+	r.drain(ctx)
+	if b.Counts != nil {
+		// The product's cost: the store's tally less the simulator's own
+		// observation reads.
+		reads, writes := b.Counts()
+		r.rep.Cost.StoreReads, r.rep.Cost.StoreWrites = reads-r.reads.Load(), writes
+	}
+	r.check(ctx)
+	r.rep.WallSeconds = time.Since(start).Seconds()
+	return &r.rep, nil
+}
+
+func (r *runner) setup() error {
+	d := newDice(r.o.Seed)
+	r.stats = newDecisionStats()
+	log := slog.New(r.stats)
+	r.fake = fakegemini.New()
+	r.gemini = httptest.NewServer(r.fake.Handler())
+	r.faults = &faults{rate: r.o.Crash, dice: d, counts: &r.counts, disabled: &r.quiet, afterPublish: map[string]int{}}
+	var l ledger.Ledger = &flakyLedger{Ledger: r.b.Ledger, rate: r.o.LedgerErrors, dice: d, counts: &r.counts, disabled: &r.quiet}
+	if r.o.PlantedBug == "unfenced-ledger" {
+		l = unfencedLedger{Ledger: l}
+	} else if r.o.PlantedBug != "" {
+		return fmt.Errorf("unknown planted bug %q", r.o.PlantedBug)
+	}
+	r.ledger = l
+	r.sink = &recorder{next: r.b.Results, rate: r.o.PublishErrors, slowRate: r.o.SlowEffects, dice: d, counts: &r.counts,
+		disabled: &r.quiet, slow: map[string]bool{}}
+	door := func(now func() time.Time) (*ingest.Door, error) {
+		return ingest.New(ingest.Config{Store: l, Sink: r.sink, Log: log, Now: now, Lease: r.o.Lease, Grace: r.o.Grace, Faults: r.faults})
+	}
+	// Four processes: two webhook instances (Cloud Run scales out, so
+	// duplicates race across instances, not only inside one), the
+	// reconciler, and a late one whose clock is past every lease (it seizes
+	// claims of slow side effects).
+	hookDoor, err := door(r.clock.Now)
+	if err != nil {
+		return err
+	}
+	hookDoor2, err := door(r.clock.Now)
+	if err != nil {
+		return err
+	}
+	recDoor, err := door(r.clock.Now)
+	if err != nil {
+		return err
+	}
+	lateDoor, err := door(func() time.Time { return r.clock.Now().Add(r.o.Lease + time.Minute) })
+	if err != nil {
+		return err
+	}
+	r.sink.seize = func(ctx context.Context, m results.Message) {
+		name, _ := opname.Normalize(m.Operation, opname.Kind(m.Kind))
+		id, _ := opname.DocID(name.Key())
+		_, _ = lateDoor.RetryClaim(context.WithoutCancel(ctx), id)
+	}
+	r.secret = webhooktest.NewSecret()
+	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{r.secret}, Now: r.clock.Now})
+	if err != nil {
+		return err
+	}
+	for _, d := range []*ingest.Door{hookDoor, hookDoor2} {
+		r.hooks = append(r.hooks, httptest.NewServer(httpapi.Webhook(d, v, log, 1<<20)))
+	}
+	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: r.gemini.URL, HTTPClient: r.gemini.Client(),
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	if err != nil {
+		return err
+	}
+	r.rec, err = reconcile.New(reconcile.Config{Ledger: l, Door: recDoor, Gemini: f, Log: log, Now: r.clock.Now,
+		StuckAfter: r.o.StuckAfter, Concurrency: 8, MaxOperations: 5000, PageSize: 200})
+	if err != nil {
+		return err
+	}
+	r.registerDoor, r.dice = hookDoor, d
+	return nil
+}
+
+// generate draws every operation's lifecycle and webhook schedule.
+func (r *runner) generate() {
+	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x5eed))
+	end := r.t0.Add(r.o.Horizon)
+	terminals := []lifecycle.State{lifecycle.Succeeded, lifecycle.Failed, lifecycle.Cancelled, lifecycle.Expired}
+	for i := range r.o.Ops {
+		p := plan{id: fmt.Sprintf("sim-%05d", i), notify: rng.Float64() >= r.o.NeverNotified}
+		switch k := rng.Float64(); {
+		case k < 0.7:
+			p.kind, p.name = opname.KindBatch, "batches/"+p.id
+		case k < 0.9:
+			p.kind, p.name = opname.KindInteraction, "interactions/"+p.id
+		default:
+			p.kind, p.name = opname.KindVideo, "operations/"+p.id
+		}
+		p.submit = r.t0.Add(time.Duration(rng.Int64N(int64(10 * time.Minute))))
+		t := p.submit.Add(time.Duration(1+rng.Int64N(20)) * time.Minute)
+		p.steps = append(p.steps, step{t, lifecycle.Running})
+		if p.kind == opname.KindInteraction && rng.Float64() < 0.4 {
+			for range 1 + rng.IntN(2) {
+				t = t.Add(time.Duration(1+rng.Int64N(15)) * time.Minute)
+				p.steps = append(p.steps, step{t, lifecycle.RequiresAction})
+				t = t.Add(time.Duration(1+rng.Int64N(15)) * time.Minute)
+				p.steps = append(p.steps, step{t, lifecycle.Running})
+			}
+		}
+		if rng.Float64() >= r.o.NeverFinish {
+			t = t.Add(time.Duration(rng.Int64N(int64(4 * time.Hour))))
+			if t.After(end.Add(-30 * time.Minute)) {
+				t = end.Add(-30 * time.Minute)
+			}
+			p.terminal = terminals[rng.IntN(4)]
+			switch {
+			case p.kind == opname.KindVideo && p.terminal != lifecycle.Succeeded:
+				p.terminal = lifecycle.Failed // video operations succeed or fail
+			case p.kind == opname.KindInteraction && p.terminal == lifecycle.Expired:
+				p.terminal = lifecycle.Succeeded // interactions do not expire
+			}
+			p.steps = append(p.steps, step{t, p.terminal})
+		}
+		r.plans = append(r.plans, p)
+		for si, s := range p.steps {
+			typ := eventType(p.kind, s.state)
+			if typ == "" || !p.notify {
+				continue
+			}
+			r.rep.Deliveries.Events++
+			if rng.Float64() < r.o.Drop {
+				r.rep.Deliveries.Dropped++
+				continue
+			}
+			d := delivery{at: s.at.Add(time.Duration(rng.Int64N(int64(2 * time.Minute)))), op: i,
+				id: fmt.Sprintf("msg_%s_%d", p.id, si), typ: typ, eventAt: s.at}
+			if rng.Float64() < r.o.Reorder {
+				d.at = d.at.Add(time.Duration(5+rng.Int64N(60)) * time.Minute) // arrives after later events
+				r.rep.Deliveries.Reordered++
+			}
+			r.queue = append(r.queue, d)
+			for rng.Float64() < r.o.Dup {
+				dup := d
+				// Half the copies arrive in a burst with the original (they
+				// race, on different instances); the rest up to 30 min later.
+				if rng.IntN(2) == 0 {
+					dup.at = d.at.Add(time.Duration(rng.Int64N(int64(30 * time.Minute))))
+				}
+				r.queue = append(r.queue, dup)
+				r.rep.Deliveries.Duplicated++
+			}
+		}
+	}
+}
+
+func eventType(k opname.Kind, s lifecycle.State) string {
+	switch k {
+	case opname.KindBatch:
+		switch s {
+		case lifecycle.Succeeded:
+			return "batch.succeeded"
+		case lifecycle.Failed:
+			return "batch.failed"
+		case lifecycle.Cancelled:
+			return "batch.cancelled"
+		case lifecycle.Expired:
+			return "batch.expired"
+		}
+	case opname.KindInteraction:
+		switch s {
+		case lifecycle.Succeeded:
+			return "interaction.completed"
+		case lifecycle.Failed:
+			return "interaction.failed"
+		case lifecycle.Cancelled:
+			return "interaction.cancelled"
+		case lifecycle.RequiresAction:
+			return "interaction.requires_action"
+		}
+	case opname.KindVideo:
+		if s.Terminal() {
+			return "video.generated"
+		}
+	}
+	return ""
+}

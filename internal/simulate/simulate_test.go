@@ -1,0 +1,108 @@
+package simulate_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/lrosink/lrosink/internal/emutest"
+	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/simulate"
+	"github.com/lrosink/lrosink/internal/sink"
+)
+
+func firestoreBackend(t *testing.T) simulate.Backend {
+	t.Helper()
+	fs, _ := emutest.Firestore(t)
+	ps, project := emutest.PubSub(t)
+	topic := "projects/" + project + "/topics/results"
+	if _, err := ps.TopicAdminClient.CreateTopic(context.Background(), &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	results := sink.NewPubSub(ps, topic)
+	t.Cleanup(func() { _ = results.Close() })
+	store := fsledger.New(fs, nil)
+	return simulate.Backend{Name: "firestore+pubsub", Ledger: store, Results: results, Counts: func() (int64, int64) {
+		r, w, _ := store.Counts().Snapshot()
+		return r, w
+	}}
+}
+
+func sqliteBackend(t *testing.T) simulate.Backend {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "sim.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return simulate.Backend{Name: "sqlite", Ledger: s}
+}
+
+func run(t *testing.T, o simulate.Options, b simulate.Backend) *simulate.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := simulate.Run(ctx, o, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	_ = rep.WriteText(&text)
+	t.Log("\n" + text.String())
+	return rep
+}
+
+// faultsHappened makes sure a passing run really exercised every fault type.
+func faultsHappened(t *testing.T, rep *simulate.Report) {
+	t.Helper()
+	f := rep.Faults
+	for name, n := range map[string]int64{"crash inside tx": f.CrashBeforeCommit, "crash after commit": f.CrashAfterCommit,
+		"crash after publish": f.CrashAfterPublish, "ledger errors": f.LedgerErrors, "publish errors": f.PublishErrors,
+		"lease expired mid-effect": f.SlowEffects} {
+		if n == 0 {
+			t.Errorf("no %s injected: the run proves nothing about it", name)
+		}
+	}
+	d := rep.Deliveries
+	if d.Dropped == 0 || d.Duplicated == 0 || d.Reordered == 0 || rep.Reconcile.Settled == 0 || rep.Reconcile.StuckAlerts == 0 ||
+		rep.Final.StuckUnresolved == 0 || rep.DropReasons["regress-from-terminal"]+rep.DropReasons["lower-rank"] == 0 {
+		t.Errorf("the workload lacked a hazard: %+v, reconcile %+v, drops %v", d, rep.Reconcile, rep.DropReasons)
+	}
+}
+
+func TestSimulateFirestoreAllFaults(t *testing.T) {
+	t.Parallel()
+	rep := run(t, simulate.Defaults(), firestoreBackend(t))
+	if !rep.OK() {
+		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
+	}
+	faultsHappened(t, rep)
+}
+
+func TestSimulateSQLiteAllFaults(t *testing.T) {
+	t.Parallel()
+	o := simulate.Defaults()
+	o.Seed = 2
+	rep := run(t, o, sqliteBackend(t))
+	if !rep.OK() {
+		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
+	}
+	faultsHappened(t, rep)
+}
+
+// TestSimulateCatchesPlantedBug: with a ledger that ignores fencing, the
+// simulator must report violations — the suite can fail.
+func TestSimulateCatchesPlantedBug(t *testing.T) {
+	t.Parallel()
+	o := simulate.Defaults()
+	o.Ops, o.Seed, o.PlantedBug = 300, 3, "unfenced-ledger"
+	rep := run(t, o, sqliteBackend(t))
+	if rep.OK() {
+		t.Fatal("the simulator did not notice a ledger without fencing")
+	}
+}
