@@ -63,10 +63,10 @@ type Report struct {
 		StuckUnresolved int `json:"stuck_operations"`
 	} `json:"final"`
 	Latency struct {
-		SettleP50 string `json:"settle_p50"`
-		SettleP90 string `json:"settle_p90"`
-		SettleP99 string `json:"settle_p99"`
-		SettleMax string `json:"settle_max"`
+		SettleP50 string  `json:"settle_p50"`
+		SettleP90 string  `json:"settle_p90"`
+		SettleP99 string  `json:"settle_p99"`
+		SettleMax string  `json:"settle_max"`
 		HTTPP50ms float64 `json:"webhook_http_p50_ms"`
 		HTTPP99ms float64 `json:"webhook_http_p99_ms"`
 	} `json:"latency"`
@@ -85,7 +85,7 @@ type Report struct {
 
 type optJSON struct {
 	Dup, Reorder, Drop, Crash, LedgerErrors, PublishErrors, SlowEffects, NeverNotified, NeverFinish float64
-	Horizon, ReconcileEvery, Lease, StuckAfter                                                       string
+	Horizon, ReconcileEvery, Lease, StuckAfter                                                      string
 }
 
 // decisionStats is a slog handler that counts what the real code logs:
@@ -109,8 +109,8 @@ func newDecisionStats() *decisionStats {
 }
 
 func (s *decisionStats) Enabled(context.Context, slog.Level) bool { return true }
-func (s *decisionStats) WithAttrs([]slog.Attr) slog.Handler      { return s }
-func (s *decisionStats) WithGroup(string) slog.Handler           { return s }
+func (s *decisionStats) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *decisionStats) WithGroup(string) slog.Handler            { return s }
 
 func (s *decisionStats) Handle(_ context.Context, r slog.Record) error {
 	attrs := map[string]string{}
