@@ -12,6 +12,7 @@ require (
 	cloud.google.com/go/iam v1.14.0 // indirect
 	cloud.google.com/go/longrunning v1.3.0 // indirect
 	cloud.google.com/go/pubsub/v2 v2.8.1 // indirect
+	cloud.google.com/go/secretmanager v1.24.0 // indirect
 	github.com/GoogleCloudPlatform/functions-framework-go v1.9.2 // indirect
 	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect

@@ -1,0 +1,663 @@
+package webhooksadmin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/webhooksadmin"
+)
+
+// memWriter is an in-memory SecretWriter; fail makes AddVersion fail.
+type memWriter struct {
+	mu       sync.Mutex
+	fail     error
+	versions map[string][]string // secret name -> payloads, oldest first
+}
+
+func (m *memWriter) AddVersion(ctx context.Context, secret string, payload []byte) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return "", m.fail
+	}
+	if m.versions == nil {
+		m.versions = map[string][]string{}
+	}
+	m.versions[secret] = append(m.versions[secret], string(payload))
+	return fmt.Sprintf("%s/versions/%d", secret, len(m.versions[secret])), nil
+}
+
+func (m *memWriter) payloads(secret string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.versions[secret])
+}
+
+// env is a fake Gemini plus the environment that points the command at it.
+type env struct {
+	fake   *fakegemini.Server
+	url    string
+	apiKey string
+}
+
+func newEnv(t *testing.T, opts ...fakegemini.Option) *env {
+	t.Helper()
+	fake := fakegemini.New(opts...)
+	srv := fake.Start(t)
+	return &env{fake: fake, url: srv.URL, apiKey: fakegemini.DefaultAPIKey}
+}
+
+func (e *env) getenv(name string) string {
+	switch name {
+	case "GEMINI_API_KEY":
+		return e.apiKey
+	case "GOOGLE_GEMINI_BASE_URL":
+		return e.url
+	}
+	return ""
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (e *env) run(t *testing.T, deps webhooksadmin.Deps, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := webhooksadmin.CommandWith(context.Background(), args, &stdout, &stderr, e.getenv, deps)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// onlyWebhook returns the single webhook in the fake.
+func (e *env) onlyWebhook(t *testing.T) fakegemini.Webhook {
+	t.Helper()
+	hooks := e.fake.Webhooks()
+	if len(hooks) != 1 {
+		t.Fatalf("fake holds %d webhooks, want 1", len(hooks))
+	}
+	return hooks[0]
+}
+
+// create registers a webhook through the command, its secret going to an
+// in-memory writer, and returns its id.
+func (e *env) create(t *testing.T, uri string) string {
+	t.Helper()
+	before := len(e.fake.Webhooks())
+	res := e.run(t, webhooksadmin.Deps{SecretWriter: &memWriter{}}, "create", "--uri", uri, "--secret", "projects/p/secrets/setup")
+	hooks := e.fake.Webhooks()
+	if res.code != 0 || len(hooks) != before+1 {
+		t.Fatalf("setup create: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	return hooks[len(hooks)-1].ID
+}
+
+// requestsTo returns the recorded requests for method and path.
+func (e *env) requestsTo(method, path string) []fakegemini.Request {
+	var out []fakegemini.Request
+	for _, r := range e.fake.Requests() {
+		if r.Method == method && r.Path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func decodeBody(t *testing.T, body []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("request body %q is not a JSON object: %v", body, err)
+	}
+	return m
+}
+
+func secretLine(secret string) string { return "LROSINK_WEBHOOK_SECRETS=" + secret }
+
+func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
+
+var allEvents = []any{
+	"batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired",
+	"interaction.requires_action", "interaction.completed", "interaction.failed", "interaction.cancelled",
+	"video.generated",
+}
+
+func TestCreatePrintsTheSecretOnceOnStdout(t *testing.T) {
+	e := newEnv(t)
+	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook",
+		"--events", "batch.succeeded,batch.failed", "--name", "prod")
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+
+	reqs := e.fake.Requests()
+	if len(reqs) != 1 || reqs[0].Method != http.MethodPost || reqs[0].Path != "/v1beta/webhooks" {
+		t.Fatalf("requests = %+v, want one POST /v1beta/webhooks", reqs)
+	}
+	got := decodeBody(t, reqs[0].Body)
+	want := map[string]any{"uri": "https://example.com/hook", "name": "prod", "subscribed_events": []any{"batch.succeeded", "batch.failed"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("body = %v, want %v", got, want)
+	}
+
+	w := e.onlyWebhook(t)
+	if len(w.Secrets) != 1 {
+		t.Fatalf("fake secrets = %d, want 1", len(w.Secrets))
+	}
+	secret := w.Secrets[0]
+	if n := strings.Count(res.stdout, secret); n != 1 {
+		t.Errorf("stdout holds the secret %d times, want 1:\n%s", n, res.stdout)
+	}
+	if !slices.Contains(lines(res.stdout), secretLine(secret)) {
+		t.Errorf("stdout lacks the line %q:\n%s", "LROSINK_WEBHOOK_SECRETS=<secret>", res.stdout)
+	}
+	for _, want := range []string{w.ID, "https://example.com/hook"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, res.stdout)
+		}
+	}
+	if strings.Contains(res.stderr, secret) {
+		t.Error("stderr holds the secret")
+	}
+	if !strings.Contains(res.stderr, "shown only this once") {
+		t.Errorf("stderr lacks the shown-once warning:\n%s", res.stderr)
+	}
+}
+
+func TestCreateDefaultsToAllContractEvents(t *testing.T) {
+	e := newEnv(t)
+	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook")
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	reqs := e.requestsTo(http.MethodPost, "/v1beta/webhooks")
+	if len(reqs) != 1 {
+		t.Fatalf("%d create requests, want 1", len(reqs))
+	}
+	got := decodeBody(t, reqs[0].Body)
+	if !reflect.DeepEqual(got["subscribed_events"], allEvents) {
+		t.Errorf("subscribed_events = %v, want %v", got["subscribed_events"], allEvents)
+	}
+	if _, ok := got["name"]; ok {
+		t.Errorf("name sent without --name: %v", got)
+	}
+}
+
+func TestCreateStoresTheSecretInSecretManager(t *testing.T) {
+	e := newEnv(t)
+	mem := &memWriter{}
+	const name = "projects/p1/secrets/lrosink-webhook"
+	res := e.run(t, webhooksadmin.Deps{SecretWriter: mem}, "create", "--uri", "https://example.com/hook", "--secret", name)
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	secret := e.onlyWebhook(t).Secrets[0]
+	if got := mem.payloads(name); !slices.Equal(got, []string{secret}) {
+		t.Errorf("Secret Manager versions = %d, want exactly the issued secret", len(got))
+	}
+	if strings.Contains(res.stdout, secret) || strings.Contains(res.stderr, secret) {
+		t.Fatal("the secret was printed although it went to Secret Manager")
+	}
+	if strings.Contains(res.stdout, "LROSINK_WEBHOOK_SECRETS=") {
+		t.Errorf("stdout has a secrets line:\n%s", res.stdout)
+	}
+	for _, want := range []string{name + "/versions/1", "whsec_..." + secret[len(secret)-4:]} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, res.stdout)
+		}
+	}
+}
+
+func TestCreateSecretManagerFailureKeepsTheSecret(t *testing.T) {
+	e := newEnv(t)
+	// The failure echoes the payload, as a careless layer might: it must
+	// still not reach stderr.
+	mem := &memWriter{}
+	mem.fail = errors.New("permission denied on the payload")
+	failing := &echoingWriter{}
+	for _, w := range []webhooksadmin.SecretWriter{mem, failing} {
+		e.fake = fakegemini.New()
+		e.url = e.fake.Start(t).URL
+		res := e.run(t, webhooksadmin.Deps{SecretWriter: w}, "create", "--uri", "https://example.com/hook", "--secret", "projects/p/secrets/s")
+		if res.code != 1 {
+			t.Fatalf("%T: exit %d, want 1; stderr:\n%s", w, res.code, res.stderr)
+		}
+		secret := e.onlyWebhook(t).Secrets[0]
+		if n := strings.Count(res.stdout, secret); n != 1 || !slices.Contains(lines(res.stdout), secretLine(secret)) {
+			t.Errorf("%T: stdout must carry the secret once, in its line; got:\n%s", w, res.stdout)
+		}
+		if strings.Contains(res.stderr, secret) {
+			t.Errorf("%T: stderr holds the secret:\n%s", w, res.stderr)
+		}
+		for _, want := range []string{"Secret Manager", "failed", "by hand"} {
+			if !strings.Contains(res.stderr, want) {
+				t.Errorf("%T: stderr lacks %q:\n%s", w, want, res.stderr)
+			}
+		}
+	}
+	if !strings.Contains(failing.lastErr, "whsec_") {
+		t.Fatal("echoingWriter did not echo the secret: the redaction check above proved nothing")
+	}
+}
+
+// echoingWriter fails with an error that contains the payload.
+type echoingWriter struct{ lastErr string }
+
+func (w *echoingWriter) AddVersion(_ context.Context, secret string, payload []byte) (string, error) {
+	w.lastErr = fmt.Sprintf("rpc error: invalid payload %q for %s", payload, secret)
+	return "", errors.New(w.lastErr)
+}
+
+func TestCreateRejectedCancelledEventsSuggestsDroppingThem(t *testing.T) {
+	e := newEnv(t)
+	// A front that rejects *.cancelled the way the live API is reported to
+	// (reference §3) and passes everything else to the fake.
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1beta/webhooks" {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(".cancelled")) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprint(w, `{"error":{"code":400,"message":"Invalid value at 'webhook.subscribed_events[2]': \"batch.cancelled\"","status":"INVALID_ARGUMENT"}}`)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		e.fake.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	e.url = front.URL
+
+	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook")
+	if res.code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", res.code, res.stderr)
+	}
+	for _, want := range []string{
+		"HTTP 400", "batch.cancelled,interaction.cancelled",
+		"--events batch.succeeded,batch.failed,batch.expired,interaction.requires_action,interaction.completed,interaction.failed,video.generated",
+		"reconcile",
+	} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, res.stderr)
+		}
+	}
+	if res.stdout != "" {
+		t.Errorf("stdout = %q, want empty", res.stdout)
+	}
+
+	// The suggested command works.
+	res = e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook",
+		"--events", "batch.succeeded,batch.failed,batch.expired,interaction.requires_action,interaction.completed,interaction.failed,video.generated")
+	if res.code != 0 {
+		t.Fatalf("create without cancelled events: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+}
+
+func TestCreateDoesNotRetryAndWarnsTheWebhookMayExist(t *testing.T) {
+	e := newEnv(t)
+	e.fake.FailNext("/v1beta/webhooks", http.StatusInternalServerError, 1)
+	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook")
+	if res.code != 1 {
+		t.Fatalf("exit %d, want 1", res.code)
+	}
+	if n := e.fake.Calls("/v1beta/webhooks"); n != 1 {
+		t.Errorf("%d create calls, want 1: a retried create could issue a secret nobody sees", n)
+	}
+	if !strings.Contains(res.stderr, "may have been created") {
+		t.Errorf("stderr lacks the may-have-been-created warning:\n%s", res.stderr)
+	}
+}
+
+func TestRotate(t *testing.T) {
+	for _, tc := range []struct {
+		flag        []string
+		behavior    string
+		liveSecrets int // after the rotation
+		reminder    string
+	}{
+		{nil, "revoke_previous_secrets_after_h24", 2, "24 h overlap"},
+		{[]string{"--revoke-now"}, "revoke_previous_secrets_immediately", 1, "only with the new secret"},
+	} {
+		t.Run(tc.behavior, func(t *testing.T) {
+			e := newEnv(t)
+			id := e.create(t, "https://example.com/hook")
+			// Flags after the ID, as an operator types them.
+			res := e.run(t, webhooksadmin.Deps{}, append([]string{"rotate", id}, tc.flag...)...)
+			if res.code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+			}
+			reqs := e.requestsTo(http.MethodPost, "/v1beta/webhooks/"+id+":rotateSigningSecret")
+			if len(reqs) != 1 {
+				t.Fatalf("%d rotate requests, want 1; all: %+v", len(reqs), e.fake.Requests())
+			}
+			want := map[string]any{"revocation_behavior": tc.behavior}
+			if got := decodeBody(t, reqs[0].Body); !reflect.DeepEqual(got, want) {
+				t.Errorf("body = %s, want %v", reqs[0].Body, want)
+			}
+			w, _ := e.fake.Webhook(id)
+			if len(w.Secrets) != tc.liveSecrets {
+				t.Errorf("live secrets = %d, want %d", len(w.Secrets), tc.liveSecrets)
+			}
+			newSecret := w.Secrets[0]
+			if !slices.Contains(lines(res.stdout), secretLine(newSecret)) || strings.Count(res.stdout, newSecret) != 1 {
+				t.Errorf("stdout must carry the new secret once, in its line:\n%s", res.stdout)
+			}
+			if strings.Contains(res.stderr, newSecret) {
+				t.Error("stderr holds the secret")
+			}
+			if !strings.Contains(res.stderr, tc.reminder) || !strings.Contains(res.stderr, "LROSINK_WEBHOOK_SECRETS") {
+				t.Errorf("stderr lacks the reminder %q:\n%s", tc.reminder, res.stderr)
+			}
+		})
+	}
+}
+
+func TestRotateStoresTheSecretInSecretManager(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(t, "https://example.com/hook")
+	mem := &memWriter{}
+	const name = "projects/p1/secrets/lrosink-webhook"
+	res := e.run(t, webhooksadmin.Deps{SecretWriter: mem}, "rotate", "--secret", name, "webhooks/"+id)
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	w, _ := e.fake.Webhook(id)
+	if got := mem.payloads(name); !slices.Equal(got, []string{w.Secrets[0]}) {
+		t.Errorf("Secret Manager got %d versions, want exactly the new secret", len(got))
+	}
+	for _, s := range w.Secrets {
+		if strings.Contains(res.stdout+res.stderr, s) {
+			t.Error("a secret was printed although it went to Secret Manager")
+		}
+	}
+	if !strings.Contains(res.stdout, name+"/versions/1") {
+		t.Errorf("stdout lacks the version name:\n%s", res.stdout)
+	}
+}
+
+func TestRotateUnknownWebhook(t *testing.T) {
+	e := newEnv(t)
+	res := e.run(t, webhooksadmin.Deps{}, "rotate", "nope")
+	if res.code != 1 || !strings.Contains(res.stderr, "no such webhook") {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+}
+
+func TestPing(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(t, "https://example.com/hook")
+	res := e.run(t, webhooksadmin.Deps{}, "ping", id)
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	reqs := e.requestsTo(http.MethodPost, "/v1beta/webhooks/"+id+":ping")
+	if len(reqs) != 1 {
+		t.Fatalf("%d ping requests, want 1", len(reqs))
+	}
+	if got := decodeBody(t, reqs[0].Body); len(got) != 0 {
+		t.Errorf("ping body = %s, want {}", reqs[0].Body)
+	}
+	if w, _ := e.fake.Webhook(id); w.Pings != 1 {
+		t.Errorf("pings = %d, want 1", w.Pings)
+	}
+	if !strings.Contains(res.stdout, id) {
+		t.Errorf("stdout lacks the id:\n%s", res.stdout)
+	}
+}
+
+func TestListTable(t *testing.T) {
+	e := newEnv(t)
+	a := e.create(t, "https://a.example.com/hook")
+	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://b.example.com/hook", "--name", "bee", "--events", "batch.failed")
+	if res.code != 0 {
+		t.Fatal(res.stderr)
+	}
+	if res := e.run(t, webhooksadmin.Deps{}, "rotate", a); res.code != 0 {
+		t.Fatal(res.stderr)
+	}
+
+	res = e.run(t, webhooksadmin.Deps{}, "list")
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	out := lines(res.stdout)
+	if len(out) != 3 {
+		t.Fatalf("want a header and 2 rows:\n%s", res.stdout)
+	}
+	header := strings.Fields(out[0])
+	if !slices.Equal(header, []string{"ID", "NAME", "URI", "STATE", "EVENTS", "SECRETS"}) {
+		t.Errorf("header = %q", out[0])
+	}
+	// Aligned: every column starts at the same offset in every line.
+	if i := strings.Index(out[0], "URI"); out[1][i-1] != ' ' || out[1][i] == ' ' || out[2][i] == ' ' {
+		t.Errorf("URI column not aligned:\n%s", res.stdout)
+	}
+	hooks := e.fake.Webhooks()
+	for i, w := range hooks {
+		row := out[i+1]
+		for _, want := range []string{w.ID, w.URI, "enabled"} {
+			if !strings.Contains(row, want) {
+				t.Errorf("row %q lacks %q", row, want)
+			}
+		}
+		for _, s := range w.Secrets {
+			if strings.Contains(res.stdout, s) {
+				t.Fatal("list printed a full secret")
+			}
+			if !strings.Contains(row, "whsec_..."+s[len(s)-4:]) {
+				t.Errorf("row %q lacks the truncated secret", row)
+			}
+		}
+	}
+	if !strings.Contains(out[1], "(until ") {
+		t.Errorf("the rotated-out secret shows no expiry: %q", out[1])
+	}
+	if !strings.Contains(out[2], "bee") || !strings.Contains(out[2], "batch.failed") {
+		t.Errorf("row 2 = %q", out[2])
+	}
+}
+
+func TestListJSONPagesThroughEverything(t *testing.T) {
+	e := newEnv(t)
+	const n = 105 // more than one page of 100
+	for i := range n {
+		body := fmt.Sprintf(`{"uri":"https://example.com/%d","subscribed_events":["batch.failed"]}`, i)
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1beta/webhooks", strings.NewReader(body))
+		req.Header.Set("x-goog-api-key", fakegemini.DefaultAPIKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+	}
+	res := e.run(t, webhooksadmin.Deps{}, "list", "--json")
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	var got []struct {
+		ID               string   `json:"id"`
+		URI              string   `json:"uri"`
+		SubscribedEvents []string `json:"subscribed_events"`
+		SigningSecrets   []struct {
+			TruncatedSecret string `json:"truncated_secret"`
+		} `json:"signing_secrets"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
+		t.Fatalf("stdout is not a JSON array: %v\n%s", err, res.stdout)
+	}
+	if len(got) != n || got[n-1].URI != fmt.Sprintf("https://example.com/%d", n-1) {
+		t.Fatalf("got %d webhooks, want %d", len(got), n)
+	}
+	if len(got[0].SigningSecrets) != 1 || !strings.HasPrefix(got[0].SigningSecrets[0].TruncatedSecret, "whsec_...") {
+		t.Errorf("secrets = %+v", got[0].SigningSecrets)
+	}
+	lists := e.requestsTo(http.MethodGet, "/v1beta/webhooks")
+	if len(lists) != 2 || lists[1].Query.Get("page_token") == "" {
+		t.Errorf("list requests = %+v, want 2, the second with a page_token", lists)
+	}
+	if strings.Contains(res.stdout, "new_signing_secret") {
+		t.Error("list --json has a new_signing_secret field")
+	}
+}
+
+func TestMissingAPIKey(t *testing.T) {
+	for _, args := range [][]string{
+		{"create", "--uri", "https://example.com/hook"},
+		{"list"},
+		{"rotate", "wh1"},
+		{"ping", "wh1"},
+	} {
+		e := newEnv(t)
+		e.apiKey = ""
+		res := e.run(t, webhooksadmin.Deps{SecretWriter: &memWriter{}}, args...)
+		if res.code != 1 || !strings.Contains(res.stderr, "GEMINI_API_KEY") {
+			t.Errorf("%v: exit %d, stderr %q; want 1 naming GEMINI_API_KEY", args, res.code, res.stderr)
+		}
+		if n := e.fake.TotalCalls(); n != 0 {
+			t.Errorf("%v: %d calls to Gemini without a key", args, n)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string // in stdout for 0, stderr otherwise
+	}{
+		{nil, 2, "Subcommands:"},
+		{[]string{"--help"}, 0, "Subcommands:"},
+		{[]string{"frobnicate"}, 2, "unknown subcommand"},
+		{[]string{"create", "--help"}, 0, "Examples:"},
+		{[]string{"help", "rotate"}, 0, "--revoke-now"},
+		{[]string{"list", "-h"}, 0, "--json"},
+		{[]string{"ping", "--help"}, 0, "lrosink webhooks ping wh_123"},
+		{[]string{"create"}, 2, "--uri is required"},
+		{[]string{"create", "--uri", "http://example.com/hook"}, 2, "https"},
+		{[]string{"create", "--uri", "https://example.com/hook", "--secret", "projects/p/secrets/s/versions/3"}, 2, "--secret"},
+		{[]string{"create", "--uri", "https://example.com/hook", "extra"}, 2, "unexpected"},
+		{[]string{"rotate"}, 2, "exactly one webhook ID"},
+		{[]string{"rotate", "a/b"}, 2, "invalid webhook ID"},
+		{[]string{"ping", "a", "b"}, 2, "exactly one webhook ID"},
+		{[]string{"list", "--bogus"}, 2, "bogus"},
+	} {
+		res := e.run(t, webhooksadmin.Deps{}, tc.args...)
+		out := res.stderr
+		if tc.code == 0 {
+			out = res.stdout
+		}
+		if res.code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("%q: exit %d, want %d with %q in:\n%s", tc.args, res.code, tc.code, tc.want, out)
+		}
+	}
+	if n := e.fake.TotalCalls(); n != 0 {
+		t.Errorf("usage errors made %d calls to Gemini", n)
+	}
+}
+
+// TestNoSecretOrKeyLeaks runs every command, failures included, and checks
+// that stderr never carries a signing secret or the API key, and that stdout
+// carries a secret only in its one deliberate line, at most once.
+func TestNoSecretOrKeyLeaks(t *testing.T) {
+	const apiKey = "AIzaSyD-distinctive-test-key-0123456789"
+	e := newEnv(t, fakegemini.WithAPIKey(apiKey))
+	e.apiKey = apiKey
+
+	secrets := map[string]bool{} // every secret the fake ever issued
+	collect := func() {
+		for _, w := range e.fake.Webhooks() {
+			for _, s := range w.Secrets {
+				secrets[s] = true
+			}
+		}
+	}
+	var results []result
+	run := func(deps webhooksadmin.Deps, args ...string) result {
+		res := e.run(t, deps, args...)
+		collect()
+		results = append(results, res)
+		return res
+	}
+
+	mem := &memWriter{}
+	sm := webhooksadmin.Deps{SecretWriter: mem}
+	failing := webhooksadmin.Deps{SecretWriter: &echoingWriter{}}
+	run(webhooksadmin.Deps{}, "create", "--uri", "https://example.com/a", "--name", "a")
+	run(sm, "create", "--uri", "https://example.com/b", "--secret", "projects/p/secrets/s")
+	run(failing, "create", "--uri", "https://example.com/c", "--secret", "projects/p/secrets/s")
+	hooks := e.fake.Webhooks()
+	if len(hooks) != 3 {
+		t.Fatalf("%d webhooks, want 3", len(hooks))
+	}
+	id := hooks[0].ID
+	run(webhooksadmin.Deps{}, "list")
+	run(webhooksadmin.Deps{}, "list", "--json")
+	run(webhooksadmin.Deps{}, "rotate", id)
+	run(sm, "rotate", id, "--secret", "projects/p/secrets/s")
+	run(failing, "rotate", id, "--revoke-now", "--secret", "projects/p/secrets/s")
+	run(webhooksadmin.Deps{}, "rotate", id, "--revoke-now")
+	run(webhooksadmin.Deps{}, "ping", id)
+	run(webhooksadmin.Deps{}, "ping", "missing")
+	run(webhooksadmin.Deps{}, "rotate", "missing")
+	run(webhooksadmin.Deps{}, "create", "--help")
+	e.fake.FailNext("", http.StatusInternalServerError, 1)
+	run(webhooksadmin.Deps{}, "rotate", id)
+	e.fake.FailNext("", http.StatusBadRequest, 1)
+	run(webhooksadmin.Deps{}, "list")
+
+	// 3 creates + 4 successful rotations, each a distinct secret.
+	if len(secrets) != 7 {
+		t.Fatalf("collected %d secrets, want 7", len(secrets))
+	}
+	stored := len(mem.payloads("projects/p/secrets/s"))
+	printedWant := len(secrets) - stored
+	printed := map[string]int{}
+	for i, res := range results {
+		if strings.Contains(res.stderr, apiKey) || strings.Contains(res.stdout, apiKey) {
+			t.Errorf("run %d printed the API key", i)
+		}
+		for s := range secrets {
+			if strings.Contains(res.stderr, s) {
+				t.Errorf("run %d: stderr holds a signing secret:\n%s", i, res.stderr)
+			}
+			if strings.Contains(res.stderr, s[len("whsec_"):len("whsec_")+12]) {
+				t.Errorf("run %d: stderr holds part of a signing secret", i)
+			}
+		}
+		for _, line := range lines(res.stdout) {
+			for s := range secrets {
+				if !strings.Contains(line, s) {
+					continue
+				}
+				printed[s]++
+				if line != secretLine(s) {
+					t.Errorf("run %d: a secret on stdout outside its line: %q", i, line)
+				}
+			}
+		}
+	}
+	for s, n := range printed {
+		if n != 1 {
+			t.Errorf("secret ...%s printed %d times, want 1", s[len(s)-4:], n)
+		}
+	}
+	if len(printed) != printedWant {
+		t.Errorf("%d secrets printed, want %d (every secret not stored in Secret Manager)", len(printed), printedWant)
+	}
+}

@@ -1,0 +1,152 @@
+package webhooksadmin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/genai/interactions/models/operations"
+	"google.golang.org/genai/interactions/models/webhooks"
+)
+
+func rotateDoc() doc {
+	return doc{
+		cmd:  "rotate",
+		args: "ID [--revoke-now] [--secret projects/P/secrets/S]",
+		summary: `Issue a new signing secret for webhook ID. By default Gemini keeps accepting
+the previous secrets for 24 hours (revoke_previous_secrets_after_h24); with
+--revoke-now they stop at once (revoke_previous_secrets_immediately).
+
+The new secret, shown only this once, goes to Secret Manager as a new version
+of --secret, or is printed once on stdout as LROSINK_WEBHOOK_SECRETS=whsec_...
+
+During the 24 h overlap, give lrosink both secrets, comma-separated, new first
+(LROSINK_WEBHOOK_SECRETS=whsec_NEW,whsec_OLD): it accepts a delivery signed with
+any of them. Lost the secret? Rotate again.`,
+		examples: []string{
+			"lrosink webhooks rotate wh_123 --secret projects/my-proj/secrets/lrosink-webhook",
+			"lrosink webhooks rotate wh_123",
+			"lrosink webhooks rotate wh_123 --revoke-now   # after a leak",
+		},
+	}
+}
+
+func runRotate(ctx context.Context, r *runner, args []string) error {
+	fs := newFlagSet("rotate")
+	revokeNow := fs.Bool("revoke-now", false, "revoke the previous secrets immediately instead of after 24 h (deliveries signed with them fail at once)")
+	secret := fs.String("secret", "", "store the new secret as a new version of this Secret Manager `SECRET` (projects/P/secrets/S) instead of printing it")
+	pos, err := r.parse(fs, rotateDoc(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("rotate", "want exactly one webhook ID, got %d arguments", len(pos))
+	}
+	id, err := webhookID("rotate", pos[0])
+	if err != nil {
+		return err
+	}
+	wh, err := r.webhooksClient(ctx)
+	if err != nil {
+		return err
+	}
+	target, release, err := r.secretTarget(ctx, "rotate", *secret)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	behavior := webhooks.RevocationBehaviorRevokePreviousSecretsAfterH24
+	if *revokeNow {
+		behavior = webhooks.RevocationBehaviorRevokePreviousSecretsImmediately
+	}
+	resp, err := wh.RotateSigningSecret(ctx, operations.RotateSigningSecretRequest{
+		ID:   id,
+		Body: webhooks.RotateSigningSecretRequest{RevocationBehavior: &behavior},
+	}, noRetries())
+	if err != nil {
+		err = describe(err)
+		switch {
+		case statusOf(err) == http.StatusNotFound:
+			return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
+		case maybeApplied(err):
+			return fmt.Errorf("webhook %s: %w\nThe secret may have been rotated anyway, and the new one was never shown: "+
+				"rotate again (the 24 h overlap keeps the current secret valid meanwhile)", id, err)
+		}
+		return fmt.Errorf("webhook %s: %w", id, err)
+	}
+	newSecret := deref(resp.GetWebhookRotateSigningSecretResponse().GetSecret())
+	if newSecret == "" {
+		return fmt.Errorf("webhook %s: the answer has no secret; rotate again", id)
+	}
+	if *revokeNow {
+		fmt.Fprintf(r.stdout, "Rotated the signing secret of webhook %s; the previous secrets are revoked now\n", id)
+	} else {
+		fmt.Fprintf(r.stdout, "Rotated the signing secret of webhook %s; the previous secrets stay valid for 24 h\n", id)
+	}
+	if err := r.deliverSecret(ctx, target, id, newSecret); err != nil {
+		return err
+	}
+	r.rotationReminder(target, *revokeNow)
+	return nil
+}
+
+// rotationReminder tells the operator what lrosink needs next. Secrets are
+// never in it, only where they are.
+func (r *runner) rotationReminder(t secretTarget, revokedNow bool) {
+	if revokedNow {
+		r.warnf("Reminder: Gemini now signs only with the new secret. Deliveries fail signature checks until " +
+			envSecrets + " holds it; they are retried for 24 h and the reconcile pass covers the gap.")
+		return
+	}
+	msg := "Reminder: during the 24 h overlap set " + envSecrets + " to both secrets, comma-separated, new first " +
+		"(" + envSecrets + "=whsec_NEW,whsec_OLD): lrosink accepts a delivery signed with any of them. " +
+		"After 24 h the old one can be dropped."
+	if t.writer != nil {
+		msg += "\nThe new Secret Manager version holds only the new secret. To keep both during the overlap, " +
+			"add a version holding NEW,OLD (the old value is in the previous version)."
+	}
+	r.warnf("%s", msg)
+}
+
+func pingDoc() doc {
+	return doc{
+		cmd:  "ping",
+		args: "ID",
+		summary: `Ask Gemini to send a test event to webhook ID, to check delivery and signing
+end to end. lrosink answers 2xx to a correctly signed test event; check its
+logs (or the 401 metric) to see the result.`,
+		examples: []string{
+			"lrosink webhooks ping wh_123",
+		},
+	}
+}
+
+func runPing(ctx context.Context, r *runner, args []string) error {
+	fs := newFlagSet("ping")
+	pos, err := r.parse(fs, pingDoc(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("ping", "want exactly one webhook ID, got %d arguments", len(pos))
+	}
+	id, err := webhookID("ping", pos[0])
+	if err != nil {
+		return err
+	}
+	wh, err := r.webhooksClient(ctx)
+	if err != nil {
+		return err
+	}
+	// An explicit empty body: {} is what the API is known to accept (reference §3).
+	if _, err := wh.Ping(ctx, operations.PingWebhookRequest{ID: id, Body: &webhooks.PingWebhookRequest{}}); err != nil {
+		err = describe(err)
+		if statusOf(err) == http.StatusNotFound {
+			return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
+		}
+		return fmt.Errorf("webhook %s: %w", id, err)
+	}
+	fmt.Fprintf(r.stdout, "Ping sent to webhook %s: Gemini delivers a test event to its URI\n", id)
+	return nil
+}
