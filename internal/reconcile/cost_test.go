@@ -3,13 +3,19 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/reconcile"
 )
 
 // neverNotifiedCalls runs a pass every minute of fake time for 6 h against
@@ -97,4 +103,57 @@ func seed(b *testing.B, w *world, n int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// BenchmarkPassLedgerSizeSQLite is P2 on the embedded store, whose indexes
+// are real (the Firestore emulator evaluates queries without them).
+func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
+	for _, settled := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("settled=%d", settled), func(b *testing.B) {
+			ctx := context.Background()
+			store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "p2.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			c := &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+			door, err := ingest.New(ingest.Config{Store: store, Sink: &recorder{}, Log: logging.Discard(), Now: c.Now, Grace: 90 * time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			fake := fakegemini.New()
+			srv := fake.Start(b)
+			f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: srv.URL, HTTPClient: srv.Client()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: door, Gemini: f, Log: logging.Discard(), Now: c.Now, StuckAfter: 6 * time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range settled {
+				id := fmt.Sprintf("settled-%06d", i)
+				op := ledger.Operation{ID: "gemini:batches%2F" + id, Name: "batches/" + id, APIName: "batches/" + id, Kind: "batch",
+					State: lifecycle.Succeeded, UpdateTime: tDone, SubmittedAt: tDone, SettledAt: tDone, SettledBy: "webhook"}
+				if _, _, err := store.CommitOperation(ctx, op, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range 100 {
+				id := fmt.Sprintf("pending-%03d", i)
+				if _, err := door.Ingest(ctx, ingest.Event{Name: "batches/" + id, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+					b.Fatal(err)
+				}
+				fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: tDone})
+			}
+			for b.Loop() {
+				b.StopTimer()
+				c.Advance(2 * time.Hour)
+				b.StartTimer()
+				if s, err := rec.Pass(ctx); err != nil || s.Checked != 100 {
+					b.Fatalf("pass %+v %v", s, err)
+				}
+			}
+		})
+	}
 }
