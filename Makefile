@@ -8,9 +8,9 @@ GO        ?= go
 FUZZTIME  ?= 200000x
 PKGS      ?= ./...
 
-.PHONY: test fmt-check vet go-test fuzz bench run
+.PHONY: test fmt-check vet deploy-check go-test fuzz bench run
 
-test: fmt-check vet fuzz go-test
+test: fmt-check vet deploy-check fuzz go-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*' -not -path './.git/*')); \
@@ -18,6 +18,12 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+# terraform fmt -check, tflint (core rules, installed through the Go module
+# proxy), the Terraform rules test, and the container binary built with the
+# Dockerfile's flags.
+deploy-check:
+	scripts/check-deploy.sh
 
 go-test:
 	@set -o pipefail; scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./scripts/testsummary

@@ -15,7 +15,7 @@ import (
 	"github.com/lrosink/lrosink/internal/sink"
 )
 
-const usage = `usage: lrosink simulate [flags]
+const usage = `Usage: lrosink simulate [flags]
 
 Runs the real webhook handler, reconcile pass, ingest door and store against a
 built-in fake Gemini API, with a seeded workload of duplicated, reordered,
@@ -42,7 +42,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	o := Defaults()
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.IntVar(&o.Ops, "ops", o.Ops, "number of operations")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed: the same seed gives the same workload and fault plan")
 	fs.Float64Var(&o.Dup, "dup", o.Dup, "chance of each extra copy of a delivery")
@@ -57,6 +57,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	results := fs.String("results", "", "also send results to pubsub:projects/P/topics/T, file:PATH or stdout")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout) // help is the answer, not an error
+			fs.Usage()
+			return 0
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0

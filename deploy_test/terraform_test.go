@@ -1,0 +1,441 @@
+package deploy_test
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+var functions = []string{"Webhook", "Reconcile", "Register"}
+
+// Every Cloud Run service runs as its own service account: a compromised
+// or buggy function can only do what its own account may do.
+func TestEachServiceHasItsOwnServiceAccount(t *testing.T) {
+	c := loadConfig(t)
+	byTarget := c.serviceByTarget(t)
+	for _, f := range functions {
+		if byTarget[f] == "" {
+			t.Errorf("no google_cloud_run_v2_service with FUNCTION_TARGET=%s", f)
+		}
+	}
+	owner := map[string]string{} // service account -> service
+	for _, svc := range c.ofType("google_cloud_run_v2_service") {
+		a := attr(bodyOf(child(svc.Body, "template")), "service_account")
+		if a == nil {
+			t.Errorf("%s: template has no service_account (it would run as the Compute Engine default account)", svc)
+			continue
+		}
+		sas := refTo(a.Expr, "google_service_account", "email")
+		if len(sas) != 1 {
+			t.Errorf("%s: template.service_account = %s, want a reference to google_service_account.<name>.email", svc, svc.text(a.Expr))
+			continue
+		}
+		sa := sas[0]
+		if _, ok := c.resources["google_service_account."+sa]; !ok {
+			t.Errorf("%s: google_service_account.%s is not declared", svc, sa)
+		}
+		if prev, dup := owner[sa]; dup {
+			t.Errorf("%s and %s share google_service_account.%s: each service needs its own", prev, svc.addr(), sa)
+		}
+		owner[sa] = svc.addr()
+	}
+}
+
+// Only the Webhook may be invoked without credentials: Gemini cannot present
+// Google credentials and the handler verifies signatures. Reconcile and
+// Register are protected by IAM.
+func TestOnlyWebhookIsPublic(t *testing.T) {
+	c := loadConfig(t)
+	webhook := c.serviceByTarget(t)["Webhook"]
+	public := regexp.MustCompile(`\ball(Authenticated)?Users\b`)
+	var publicGrants int
+	for _, r := range c.resources {
+		found := false
+		hclsyntax.VisitAll(r.Body, func(n hclsyntax.Node) hcl.Diagnostics {
+			if a, ok := n.(*hclsyntax.Attribute); ok && public.MatchString(r.text(a.Expr)) {
+				found = true
+			}
+			return nil
+		})
+		if !found {
+			continue
+		}
+		typ := r.Labels[0]
+		if typ != "google_cloud_run_v2_service_iam_member" {
+			t.Errorf("%s grants something to allUsers/allAuthenticatedUsers: only the Webhook's run.invoker may be public", r)
+			continue
+		}
+		role, _ := literal(attr(r.Body, "role"))
+		targets := refTo(attr(r.Body, "name").Expr, "google_cloud_run_v2_service", "name")
+		if role != "roles/run.invoker" || len(targets) != 1 || targets[0] != webhook {
+			t.Errorf("%s: public grant of %q on %v; only roles/run.invoker on the Webhook service (google_cloud_run_v2_service.%s) may be public", r, role, targets, webhook)
+			continue
+		}
+		if m, _ := literal(attr(r.Body, "member")); m != "allUsers" {
+			t.Errorf("%s: member must be the literal \"allUsers\"", r)
+			continue
+		}
+		publicGrants++
+	}
+	if publicGrants != 1 {
+		t.Errorf("found %d allUsers run.invoker grants on the Webhook, want exactly 1 (Gemini must be able to call it)", publicGrants)
+	}
+	// Public without IAM by another route.
+	for _, svc := range c.ofType("google_cloud_run_v2_service") {
+		if svc.Labels[1] == webhook {
+			continue
+		}
+		if a := attr(svc.Body, "invoker_iam_disabled"); a != nil && svc.text(a.Expr) != "false" {
+			t.Errorf("%s: invoker_iam_disabled makes the service public; only the Webhook may be", svc)
+		}
+	}
+	// Variables feeding invoker lists must not default to public members.
+	for _, v := range c.variables {
+		if d := attr(v.Body, "default"); d != nil && public.MatchString(v.text(d.Expr)) {
+			t.Errorf("%s: default contains allUsers/allAuthenticatedUsers", v)
+		}
+	}
+}
+
+// Secret values never appear in the configuration (and so never in the
+// state): no literal secret in variable defaults, env values, locals or
+// outputs, no secret version with secret_data, and every secret-looking env
+// var comes from Secret Manager through value_source.
+func TestNoSecretValues(t *testing.T) {
+	c := loadConfig(t)
+	// Bare prefixes, checked where a value (not prose) is expected.
+	prefixes := []string{"whsec_", "-----BEGIN", "AIza", "secret_data"}
+	hasPrefix := func(s string) string {
+		for _, p := range prefixes {
+			if strings.Contains(s, p) {
+				return p
+			}
+		}
+		return ""
+	}
+	for _, v := range c.variables {
+		if d := attr(v.Body, "default"); d != nil {
+			if p := hasPrefix(v.text(d.Expr)); p != "" {
+				t.Errorf("%s: default contains %q", v, p)
+			}
+		}
+		if strings.Contains(strings.ToLower(v.addr()), "secret_value") || strings.Contains(strings.ToLower(v.addr()), "api_key_value") {
+			t.Errorf("%s: a variable carrying a secret value would put it into the state", v)
+		}
+	}
+	for name, a := range c.locals {
+		b := c.localsSrc[name]
+		if p := hasPrefix(b.text(a.Expr)); p != "" {
+			t.Errorf("local.%s (%s): contains %q", name, b, p)
+		}
+	}
+	for _, o := range c.outputs {
+		a := attr(o.Body, "value")
+		if a == nil {
+			continue
+		}
+		if p := hasPrefix(o.text(a.Expr)); p != "" {
+			t.Errorf("%s: value contains %q", o, p)
+		}
+		for _, r := range refs(a.Expr) {
+			if strings.HasPrefix(r, "google_secret_manager_secret_version.") || strings.HasPrefix(r, "data.google_secret_manager_secret_version") {
+				t.Errorf("%s: outputs a secret version (%s)", o, r)
+			}
+		}
+	}
+	secretName := regexp.MustCompile(`(?i)(SECRET|API_KEY|TOKEN|PASSWORD|PRIVATE)`)
+	for _, svc := range c.ofType("google_cloud_run_v2_service") {
+		for _, e := range c.envs(svc) {
+			if e.value != nil {
+				if p := hasPrefix(svc.text(e.value)); p != "" {
+					t.Errorf("%s: env %s value contains %q", svc, e.name, p)
+				}
+				if secretName.MatchString(e.name) {
+					t.Errorf("%s: env %s is set by value; a secret must come from value_source.secret_key_ref", svc, e.name)
+				}
+			}
+		}
+	}
+	for _, r := range c.ofType("google_secret_manager_secret_version") {
+		if attr(r.Body, "secret_data") != nil {
+			t.Errorf("%s: secret_data puts the secret value into the Terraform state; add versions with gcloud / lrosink webhooks instead", r)
+		}
+	}
+	for _, d := range c.data {
+		if strings.HasPrefix(d.Labels[0], "google_secret_manager_secret_version") {
+			t.Errorf("%s: reading a secret version in Terraform stores its value in the state", d)
+		}
+	}
+	// Anywhere in the files: nothing that looks like an actual secret.
+	realSecret := regexp.MustCompile(`whsec_[A-Za-z0-9+/=]{8,}|-----BEGIN [A-Z ]*PRIVATE KEY-----|AIza[0-9A-Za-z_-]{30,}`)
+	for _, r := range append(append(append([]block{}, c.variables...), c.outputs...), mapValues(c.resources)...) {
+		if m := realSecret.FindString(string(r.src[r.Range().Start.Byte:r.Range().End.Byte])); m != "" {
+			t.Errorf("%s: contains something that looks like a secret (%.10s...)", r, m)
+		}
+	}
+}
+
+// Each secret is readable only by the accounts of the services that mount
+// it, and every mounted secret is readable by its service.
+func TestSecretAccessIsPerService(t *testing.T) {
+	c := loadConfig(t)
+	mounts := map[string][]string{} // secret -> service accounts mounting it
+	for _, svc := range c.ofType("google_cloud_run_v2_service") {
+		sa := refTo(attr(bodyOf(child(svc.Body, "template")), "service_account").Expr, "google_service_account", "email")
+		for _, e := range c.envs(svc) {
+			ref := child(bodyOf(e.valueSource), "secret_key_ref")
+			if ref == nil {
+				continue
+			}
+			secrets := refTo(attr(ref.Body, "secret").Expr, "google_secret_manager_secret", "")
+			if len(secrets) != 1 || len(sa) != 1 {
+				t.Errorf("%s: env %s must reference one google_secret_manager_secret", svc, e.name)
+				continue
+			}
+			mounts[secrets[0]] = append(mounts[secrets[0]], sa[0])
+		}
+	}
+	targets := c.serviceByTarget(t)
+	wantMount := map[string]string{"Webhook": "LROSINK_WEBHOOK_SECRETS", "Reconcile": "GEMINI_API_KEY"}
+	for fn, env := range wantMount {
+		svc := c.resources["google_cloud_run_v2_service."+targets[fn]]
+		found := false
+		for _, e := range c.envs(svc) {
+			if e.name == env && e.valueSource != nil {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: %s must come from Secret Manager (value_source.secret_key_ref)", svc, env)
+		}
+	}
+	granted := map[string][]string{}
+	for _, g := range c.ofType("google_secret_manager_secret_iam_member") {
+		secrets := refTo(attr(g.Body, "secret_id").Expr, "google_secret_manager_secret", "")
+		members := refTo(attr(g.Body, "member").Expr, "google_service_account", "")
+		if len(secrets) != 1 || len(members) != 1 {
+			t.Errorf("%s: want one secret and one google_service_account member", g)
+			continue
+		}
+		if !slices.Contains(mounts[secrets[0]], members[0]) {
+			t.Errorf("%s: google_service_account.%s may read secret %s but runs no service that mounts it", g, members[0], secrets[0])
+		}
+		granted[secrets[0]] = append(granted[secrets[0]], members[0])
+	}
+	for s, sas := range mounts {
+		for _, sa := range sas {
+			if !slices.Contains(granted[s], sa) {
+				t.Errorf("secret %s is mounted by google_service_account.%s's service but not granted to it (the revision would fail to start)", s, sa)
+			}
+		}
+	}
+	for _, g := range append(c.ofType("google_project_iam_member"), c.ofType("google_project_iam_binding")...) {
+		if role, _ := literal(attr(g.Body, "role")); strings.HasPrefix(role, "roles/secretmanager.") {
+			t.Errorf("%s: project-level %s would open every secret; grant it on the secret", g, role)
+		}
+	}
+}
+
+// Cloud Scheduler calls the Reconcile service, authenticated with an OIDC
+// token of an account that may invoke exactly that service.
+func TestSchedulerCallsReconcileWithOIDC(t *testing.T) {
+	c := loadConfig(t)
+	reconcile := c.serviceByTarget(t)["Reconcile"]
+	jobs := c.ofType("google_cloud_scheduler_job")
+	if len(jobs) == 0 {
+		t.Fatal("no google_cloud_scheduler_job: nothing would run Reconcile")
+	}
+	for _, job := range jobs {
+		ht := child(job.Body, "http_target")
+		if ht == nil {
+			t.Errorf("%s: no http_target", job)
+			continue
+		}
+		uri := attr(ht.Body, "uri")
+		if uri == nil || !slices.Equal(refTo(uri.Expr, "google_cloud_run_v2_service", "uri"), []string{reconcile}) {
+			t.Errorf("%s: http_target.uri must be google_cloud_run_v2_service.%s.uri (the FUNCTION_TARGET=Reconcile service)", job, reconcile)
+		}
+		if m, _ := literal(attr(ht.Body, "http_method")); m != "POST" {
+			t.Errorf("%s: http_method = %q, want POST", job, m)
+		}
+		if child(ht.Body, "oauth_token") != nil {
+			t.Errorf("%s: oauth_token is for Google APIs; Cloud Run needs oidc_token", job)
+		}
+		oidc := child(ht.Body, "oidc_token")
+		if oidc == nil {
+			t.Errorf("%s: http_target has no oidc_token: Reconcile would answer 403", job)
+			continue
+		}
+		sas := refTo(attr(oidc.Body, "service_account_email").Expr, "google_service_account", "email")
+		if len(sas) != 1 {
+			t.Errorf("%s: oidc_token.service_account_email must reference a google_service_account", job)
+			continue
+		}
+		if aud := attr(oidc.Body, "audience"); aud != nil && !slices.Equal(refTo(aud.Expr, "google_cloud_run_v2_service", "uri"), []string{reconcile}) {
+			t.Errorf("%s: oidc_token.audience must be the Reconcile service URL", job)
+		}
+		for _, svc := range c.ofType("google_cloud_run_v2_service") {
+			if slices.Equal(refTo(attr(bodyOf(child(svc.Body, "template")), "service_account").Expr, "google_service_account", "email"), sas) {
+				t.Errorf("%s: the scheduler uses %s's runtime account; give it its own", job, svc)
+			}
+		}
+		// The scheduler account may invoke Reconcile, and nothing else.
+		invokes := map[string]bool{}
+		for _, g := range c.ofType("google_cloud_run_v2_service_iam_member") {
+			if !slices.Equal(refTo(attr(g.Body, "member").Expr, "google_service_account", ""), sas) {
+				continue
+			}
+			role, _ := literal(attr(g.Body, "role"))
+			for _, s := range refTo(attr(g.Body, "name").Expr, "google_cloud_run_v2_service", "name") {
+				invokes[s] = role == "roles/run.invoker"
+			}
+		}
+		if !invokes[reconcile] {
+			t.Errorf("%s: google_service_account.%s has no roles/run.invoker on google_cloud_run_v2_service.%s", job, sas[0], reconcile)
+		}
+		for s := range invokes {
+			if s != reconcile {
+				t.Errorf("%s: the scheduler account also has a role on google_cloud_run_v2_service.%s", job, s)
+			}
+		}
+	}
+}
+
+// Hygiene rules for the rest of the configuration.
+func TestTerraformHygiene(t *testing.T) {
+	c := loadConfig(t)
+
+	pinned := false
+	for _, tb := range c.terraform {
+		rp := child(tb.Body, "required_providers")
+		if a := attr(bodyOf(rp), "google"); a != nil && strings.Contains(tb.text(a.Expr), `"~> 7.45"`) {
+			pinned = true
+		}
+	}
+	if !pinned {
+		t.Error(`the google provider must be pinned with version = "~> 7.45" in required_providers`)
+	}
+
+	for _, v := range c.variables {
+		if _, ok := literal(attr(v.Body, "description")); !ok {
+			t.Errorf("%s: no description", v)
+		}
+		if attr(v.Body, "type") == nil {
+			t.Errorf("%s: no type", v)
+		}
+	}
+
+	want := []string{"template[0].containers[0].image", "client", "client_version"}
+	for _, svc := range c.ofType("google_cloud_run_v2_service") {
+		var got []string
+		if a := attr(bodyOf(child(svc.Body, "lifecycle")), "ignore_changes"); a != nil {
+			if tup, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok {
+				for _, e := range tup.Exprs {
+					got = append(got, strings.Join(strings.Fields(svc.text(e)), ""))
+				}
+			}
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: lifecycle.ignore_changes lacks %s (Cloud Build owns the image; Terraform would roll it back)", svc, w)
+			}
+		}
+		if attr(svc.Body, "deletion_protection") == nil {
+			t.Errorf("%s: set deletion_protection explicitly (var.deletion_protection)", svc)
+		}
+	}
+
+	for _, r := range c.ofType("google_project_service") {
+		if a := attr(r.Body, "disable_on_destroy"); a == nil || r.text(a.Expr) != "false" {
+			t.Errorf("%s: disable_on_destroy must be false (this configuration does not own the project)", r)
+		}
+	}
+
+	basic := regexp.MustCompile(`"roles/(owner|editor|viewer)"`)
+	projectRoles := []string{"roles/datastore.user", "roles/logging.logWriter"}
+	for _, r := range c.resources {
+		if m := basic.FindString(string(r.src[r.Range().Start.Byte:r.Range().End.Byte])); m != "" {
+			t.Errorf("%s: basic role %s", r, m)
+		}
+		if r.Labels[0] == "google_project_iam_member" {
+			if role, _ := literal(attr(r.Body, "role")); !slices.Contains(projectRoles, role) {
+				t.Errorf("%s: project-level %q; grant it on the resource, or add it to this test's allowlist with a reason", r, role)
+			}
+		}
+		if strings.HasSuffix(r.Labels[0], "_iam_policy") || strings.HasSuffix(r.Labels[0], "_iam_binding") {
+			t.Errorf("%s: authoritative IAM would remove grants made outside this configuration; use _iam_member", r)
+		}
+	}
+
+	db := c.ofType("google_firestore_database")
+	if len(db) != 1 {
+		t.Fatalf("want one google_firestore_database, got %d", len(db))
+	}
+	for name, want := range map[string]string{
+		"name": "(default)", "type": "FIRESTORE_NATIVE", "concurrency_mode": "OPTIMISTIC",
+		"delete_protection_state": "DELETE_PROTECTION_ENABLED", "deletion_policy": "ABANDON",
+	} {
+		if got, _ := literal(attr(db[0].Body, name)); got != want {
+			t.Errorf("%s: %s = %q, want %q", db[0], name, got, want)
+		}
+	}
+
+	for _, s := range c.ofType("google_pubsub_subscription") {
+		ep := child(s.Body, "expiration_policy")
+		if ttl, _ := literal(attr(bodyOf(ep), "ttl")); ep == nil || ttl != "" || attr(ep.Body, "ttl") == nil {
+			t.Errorf(`%s: expiration_policy { ttl = "" } missing: an idle subscription would be deleted after 31 days`, s)
+		}
+	}
+	results := c.resources["google_pubsub_subscription.results"]
+	if results.Block == nil {
+		t.Fatal("no google_pubsub_subscription.results")
+	}
+	for _, a := range []string{"enable_exactly_once_delivery", "enable_message_ordering"} {
+		if x := attr(results.Body, a); x == nil || results.text(x.Expr) != "true" {
+			t.Errorf("%s: %s must be true", results, a)
+		}
+	}
+	if child(results.Body, "dead_letter_policy") == nil || child(results.Body, "retry_policy") == nil {
+		t.Errorf("%s: needs dead_letter_policy and retry_policy", results)
+	}
+}
+
+// The build flags of the container binary are defined once, in
+// scripts/build-flags.sh, which both the Dockerfile and check-deploy.sh use.
+func TestContainerBuildFlagsDefinedOnce(t *testing.T) {
+	docker := readFile(t, "../Dockerfile")
+	check := readFile(t, "../scripts/check-deploy.sh")
+	flags := readFile(t, "../scripts/build-flags.sh")
+	if !strings.Contains(docker, "scripts/build-flags.sh") {
+		t.Error("Dockerfile does not build with scripts/build-flags.sh")
+	}
+	if !regexp.MustCompile(`(?m)^\s*(source|\.) scripts/build-flags\.sh`).MatchString(check) {
+		t.Error("scripts/check-deploy.sh does not source scripts/build-flags.sh")
+	}
+	goBuild := regexp.MustCompile(`(?m)^[^#\n]*\bgo build\b`)
+	for name, s := range map[string]string{"Dockerfile": docker, "scripts/check-deploy.sh": check} {
+		if goBuild.MatchString(s) {
+			t.Errorf("%s runs go build itself; build through scripts/build-flags.sh", name)
+		}
+	}
+	for _, f := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w", "./cmd/server"} {
+		if !strings.Contains(flags, f) {
+			t.Errorf("scripts/build-flags.sh lacks %s", f)
+		}
+	}
+	if !strings.Contains(docker, "gcr.io/distroless/static-debian12:nonroot") || !regexp.MustCompile(`(?m)^USER nonroot`).MatchString(docker) {
+		t.Error("Dockerfile must run on gcr.io/distroless/static-debian12:nonroot as USER nonroot")
+	}
+}
+
+func mapValues(m map[string]block) []block {
+	out := make([]block, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// commandPaths lists every command and subcommand that must answer --help.
+func commandPaths() [][]string {
+	var paths [][]string
+	for name := range commands() {
+		paths = append(paths, []string{name})
+	}
+	return append(paths, []string{"ops", "list"}, []string{"ops", "show"})
+}
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	for _, path := range commandPaths() {
+		for _, h := range []string{"--help", "-h"} {
+			r := run(t, nil, append(slices.Clone(path), h)...)
+			p := strings.Join(path, " ")
+			if r.code != exitOK {
+				t.Errorf("lrosink %s %s: exit %d, stderr %q", p, h, r.code, r.stderr)
+				continue
+			}
+			for _, want := range []string{"Usage: lrosink " + p, "Examples:\n  lrosink " + path[0]} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("lrosink %s %s: help lacks %q:\n%s", p, h, want, r.stdout)
+				}
+			}
+		}
+	}
+	// `lrosink help CMD` is `lrosink CMD --help`.
+	if r := run(t, nil, "help", "ops", "list"); r.code != exitOK || !strings.Contains(r.stdout, "Usage: lrosink ops list") {
+		t.Errorf("lrosink help ops list: %d %q", r.code, r.stdout)
+	}
+}
+
+func TestTopLevelUsage(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		r := run(t, nil, args...)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Commands:") || r.stderr != "" {
+			t.Errorf("lrosink %v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+		for name := range commands() {
+			if !strings.Contains(r.stdout, "  "+name+" ") {
+				t.Errorf("lrosink %v does not list %s", args, name)
+			}
+		}
+	}
+	r := run(t, nil)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "Commands:") || r.stdout != "" {
+		t.Errorf("lrosink: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, nil, "frobnicate")
+	if r.code != exitUsage || !strings.Contains(r.stderr, `unknown command "frobnicate"`) || !strings.Contains(r.stderr, "Commands:") {
+		t.Errorf("lrosink frobnicate: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	env := storeEnv(t)
+	for _, args := range [][]string{
+		{"serve", "--no-such-flag"},
+		{"serve", "extra"},
+		{"register"},
+		{"register", "a", "b"},
+		{"register", "abc"}, // a bare id needs --kind
+		{"register", "batches/x", "--kind", "galaxy"},
+		{"register", "batches/x", "--meta", "novalue"},
+		{"ops"},
+		{"ops", "frob"},
+		{"ops", "list", "--limit", "0"},
+		{"ops", "list", "--state", "DONE"},
+		{"ops", "list", "--state", "PENDING", "--stuck"},
+		{"ops", "show"},
+		{"ops", "show", "batches/x", "--json=maybe"},
+		{"replay"},
+		{"replay", "batches/x", "--kind", "video"}, // the prefix contradicts the kind
+	} {
+		r := run(t, env, args...)
+		if r.code != exitUsage {
+			t.Errorf("lrosink %v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
+			continue
+		}
+		if !strings.Contains(r.stderr, "--help' for usage") {
+			t.Errorf("lrosink %v: stderr lacks the --help hint: %q", args, r.stderr)
+		}
+	}
+}
+
+func TestConfigErrorNamesFlagOrVariable(t *testing.T) {
+	r := run(t, map[string]string{"LROSINK_GRACE": "soon"}, "ops", "list")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "LROSINK_GRACE") {
+		t.Errorf("LROSINK_GRACE=soon: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, nil, "serve", "--grace", "soon", "--store", "mysql:x")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--grace (LROSINK_GRACE)") || !strings.Contains(r.stderr, "--store (LROSINK_STORE)") {
+		t.Errorf("serve --grace soon --store mysql:x: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// The flag wins over the variable: a valid flag hides a bad variable.
+	env := storeEnv(t)
+	env["LROSINK_STORE"] = "bogus"
+	r = run(t, env, "register", "batches/flagwins", "--store", "sqlite:"+t.TempDir()+"/x.db")
+	if r.code != exitOK {
+		t.Errorf("--store over a bad LROSINK_STORE: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestParseInterspersed: flags may follow positional arguments, and "--"
+// ends flag parsing.
+func TestParseInterspersed(t *testing.T) {
+	e := &env{stdout: io.Discard}
+	fs := newFlagSet("x")
+	kind := fs.String("kind", "", "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := e.parse(fs, doc{cmd: "x"}, []string{"a", "--kind", "batch", "b", "--", "--json", "-c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pos, []string{"a", "b", "--json", "-c"}) || *kind != "batch" || *asJSON {
+		t.Fatalf("pos %q kind %q json %v", pos, *kind, *asJSON)
+	}
+	fs = newFlagSet("x")
+	fs.Bool("json", false, "")
+	var ue *usageError
+	if _, err := e.parse(fs, doc{cmd: "x"}, []string{"a", "--nope"}); !errors.As(err, &ue) {
+		t.Fatalf("unknown flag after a positional argument: %v, want a usage error", err)
+	}
+	if _, err := e.parse(newFlagSet("x"), doc{cmd: "x"}, []string{"-h"}); err != flag.ErrHelp {
+		t.Fatalf("-h: %v", err)
+	}
+}
+
+func TestListenAddr(t *testing.T) {
+	for _, c := range []struct {
+		flag, host, port, want string
+	}{
+		{"", "", "", "127.0.0.1:8080"},
+		{"127.0.0.1:9", "", "7000", "127.0.0.1:9"},
+		{"", "", "7000", ":7000"},
+		{"", "10.0.0.1", "7000", "10.0.0.1:7000"},
+	} {
+		got := listenAddr(c.flag, mapEnv(map[string]string{"HOST": c.host, "PORT": c.port}))
+		if got != c.want {
+			t.Errorf("listenAddr(%q, HOST=%q PORT=%q) = %q, want %q", c.flag, c.host, c.port, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,396 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// maxListLimit bounds one `ops list`: every query is bounded (never a scan).
+const maxListLimit = 1000
+
+func opsDoc() doc {
+	return doc{
+		cmd:  "ops",
+		args: "list|show [flags]",
+		summary: `Inspect the ledger.
+
+  ops list   operations, newest submission first, as a table or JSON
+  ops show   one operation: state, timestamps, claim, event history, replays, output`,
+		examples: []string{
+			"lrosink ops list",
+			"lrosink ops show batches/abc123",
+			"lrosink ops list --help",
+		},
+	}
+}
+
+func runOps(ctx context.Context, e *env, args []string) error {
+	subs := map[string]func(context.Context, *env, []string) error{
+		"list": runOpsList,
+		"show": runOpsShow,
+	}
+	if len(args) == 0 {
+		return usagef("ops", "missing subcommand: list or show")
+	}
+	if run, ok := subs[args[0]]; ok {
+		if err := run(ctx, e, args[1:]); err != nil {
+			return &subcommandError{cmd: "ops " + args[0], err: err}
+		}
+		return nil
+	}
+	if _, err := e.parse(newFlagSet("ops"), opsDoc(), args[:1]); err != nil {
+		return err // --help, or an unknown flag
+	}
+	return usagef("ops", "unknown subcommand %q: want list or show", args[0])
+}
+
+func opsListDoc() doc {
+	return doc{
+		cmd:  "ops list",
+		args: "[--state S] [--stuck] [--limit N] [--json] [flags]",
+		summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
+SETTLED_BY and LAST_CHECK (the last reconcile answer that was not a state, e.g.
+not-found). --stuck lists instead the operations still pending after
+LROSINK_STUCK_AFTER, oldest first.`,
+		env: storeEnvDoc + "\n  LROSINK_STUCK_AFTER  pending longer than this is stuck (default 6h)",
+		examples: []string{
+			"lrosink ops list",
+			"lrosink ops list --state PENDING --limit 200",
+			"lrosink ops list --stuck --stuck-after 2h",
+			"lrosink ops list --json | jq -r '.[] | select(.state==\"FAILED\") | .name'",
+		},
+	}
+}
+
+func runOpsList(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("ops list")
+	stateFlag := fs.String("state", "", "only operations in `STATE`: "+statesList())
+	stuck := fs.Bool("stuck", false, "only operations pending longer than the stuck threshold")
+	limit := fs.Int("limit", 50, "show at most `N` operations (1-1000)")
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	storeFlag(fs)
+	fs.String("stuck-after", "", "stuck threshold `DURATION` for --stuck (env LROSINK_STUCK_AFTER; default 6h)")
+	pos, err := e.parse(fs, opsListDoc(), args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return usagef("ops list", "unexpected argument %q", pos[0])
+	case *limit < 1 || *limit > maxListLimit:
+		return usagef("ops list", "--limit %d: want 1 to %d", *limit, maxListLimit)
+	case *stuck && *stateFlag != "":
+		return usagef("ops list", "--stuck and --state cannot be combined (stuck operations are pending)")
+	}
+	state := lifecycle.State(strings.ToUpper(strings.TrimSpace(*stateFlag)))
+	if state != "" && !state.Known() {
+		return usagef("ops list", "--state %q: want one of %s", *stateFlag, statesList())
+	}
+	cfg, err := loadConfig(e.getenv, fs)
+	if err != nil {
+		return err
+	}
+	l, closeFn, err := openLedger(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = closeFn() }() // read-only: nothing to flush
+	var ops []ledger.Operation
+	if *stuck {
+		ops, err = l.StuckOperations(ctx, e.now().Add(-cfg.StuckAfter), *limit)
+	} else {
+		ops, err = l.ListOperations(ctx, state, *limit)
+	}
+	if err != nil {
+		return fmt.Errorf("list operations: %w", err)
+	}
+	if *asJSON {
+		views := make([]opView, len(ops))
+		for i, op := range ops {
+			views[i] = newOpView(op)
+		}
+		return writeJSON(e.stdout, views)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tVERSION\tSUBMITTED\tSETTLED_BY\tLAST_CHECK")
+	for _, op := range ops {
+		last := "-"
+		if !op.LastCheckAt.IsZero() {
+			last = strings.TrimSpace(ts(op.LastCheckAt) + " " + op.LastCheck)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", op.Name, dash(string(op.Kind)), op.State,
+			op.Rev.Version, ts(op.SubmittedAt), dash(op.SettledBy), last)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+func opsShowDoc() doc {
+	return doc{
+		cmd:  "ops show",
+		args: "NAME [--kind K] [--json] [flags]",
+		summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
+check), settled by, claim status (holder, attempts, lease), event history with reasons,
+recorded terminal conflicts, replays, output, error and user metadata. An operation
+that is not in the ledger is an error (exit status 1).`,
+		env: storeEnvDoc,
+		examples: []string{
+			"lrosink ops show batches/abc123",
+			"lrosink ops show abc123 --kind batch",
+			"lrosink ops show batches/abc123 --json | jq .claim.status",
+		},
+	}
+}
+
+func runOpsShow(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("ops show")
+	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	storeFlag(fs)
+	pos, err := e.parse(fs, opsShowDoc(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("ops show", "want exactly one NAME, got %d arguments", len(pos))
+	}
+	kind, err := parseKindFlag("ops show", *kindFlag)
+	if err != nil {
+		return err
+	}
+	name, err := opname.Normalize(pos[0], kind)
+	if err != nil {
+		return usagef("ops show", "%v", err)
+	}
+	id, err := opname.DocID(name.Key())
+	if err != nil {
+		return usagef("ops show", "%v", err)
+	}
+	cfg, err := loadConfig(e.getenv, fs)
+	if err != nil {
+		return err
+	}
+	l, closeFn, err := openLedger(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = closeFn() }()
+	op, err := l.GetOperation(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return fmt.Errorf("%s is not in the ledger (%s)", name.Canonical, cfg.Store)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name.Canonical, err)
+	}
+	v := newOpView(op)
+	c, err := l.GetClaim(ctx, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("read claim of %s: %w", name.Canonical, err)
+	default:
+		v.Claim = newClaimView(c)
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, v)
+	}
+	return writeShow(e.stdout, v)
+}
+
+// opView is an operation as the CLI shows it (and its JSON form).
+type opView struct {
+	Name         string                `json:"name"`
+	APIName      string                `json:"api_name"`
+	Kind         string                `json:"kind"`
+	State        string                `json:"state"`
+	Version      int64                 `json:"version"`
+	UpdateTime   time.Time             `json:"update_time,omitzero"`
+	SubmittedAt  time.Time             `json:"submitted_at,omitzero"`
+	SettledAt    time.Time             `json:"settled_at,omitzero"`
+	SettledBy    string                `json:"settled_by,omitempty"`
+	NextCheckAt  time.Time             `json:"next_check_at,omitzero"`
+	Checks       int                   `json:"checks"`
+	LastCheck    string                `json:"last_check,omitempty"`
+	LastCheckAt  time.Time             `json:"last_check_at,omitzero"`
+	History      []ledger.HistoryEntry `json:"history"`
+	Conflicts    []ledger.HistoryEntry `json:"conflicts"`
+	Replays      []ledger.Replay       `json:"replays"`
+	Output       map[string]any        `json:"output"`
+	Error        *results.ErrorInfo    `json:"error"`
+	UserMetadata map[string]any        `json:"user_metadata"`
+	Claim        *claimView            `json:"claim,omitempty"`
+}
+
+// claimView is a claim as the CLI shows it.
+type claimView struct {
+	Status string `json:"status"`
+	// Holder is the first 8 characters of the holder token: enough to tell
+	// holders apart; the full token is the fence and stays in the ledger.
+	Holder         string    `json:"holder"`
+	Attempts       int       `json:"attempts"`
+	LeaseUntil     time.Time `json:"lease_until,omitzero"`
+	CreatedAt      time.Time `json:"created_at,omitzero"`
+	UpdatedAt      time.Time `json:"updated_at,omitzero"`
+	DoneAt         time.Time `json:"done_at,omitzero"`
+	IdempotencyKey string    `json:"idempotency_key"`
+}
+
+func newOpView(op ledger.Operation) opView {
+	nonNil := func(h []ledger.HistoryEntry) []ledger.HistoryEntry {
+		if h == nil {
+			return []ledger.HistoryEntry{}
+		}
+		return h
+	}
+	v := opView{
+		Name: op.Name, APIName: op.APIName, Kind: string(op.Kind), State: string(op.State), Version: op.Rev.Version,
+		UpdateTime: utc(op.UpdateTime), SubmittedAt: utc(op.SubmittedAt), SettledAt: utc(op.SettledAt), SettledBy: op.SettledBy,
+		NextCheckAt: utc(op.NextCheckAt), Checks: op.Checks, LastCheck: op.LastCheck, LastCheckAt: utc(op.LastCheckAt),
+		History: nonNil(op.History), Conflicts: nonNil(op.Conflicts), Replays: op.Replays,
+		Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata,
+	}
+	if v.Replays == nil {
+		v.Replays = []ledger.Replay{}
+	}
+	return v
+}
+
+func newClaimView(c ledger.Claim) *claimView {
+	return &claimView{
+		Status: string(c.Status), Holder: truncate(c.Holder, 8), Attempts: c.Attempts, LeaseUntil: utc(c.LeaseUntil),
+		CreatedAt: utc(c.CreatedAt), UpdatedAt: utc(c.UpdatedAt), DoneAt: utc(c.DoneAt), IdempotencyKey: c.Key,
+	}
+}
+
+func writeShow(w io.Writer, v opView) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
+	row("Operation:", v.Name)
+	row("API name:", dash(v.APIName))
+	row("Kind:", dash(v.Kind))
+	row("State:", v.State)
+	row("Version:", fmt.Sprint(v.Version))
+	row("Update time:", ts(v.UpdateTime))
+	row("Submitted:", ts(v.SubmittedAt))
+	row("Settled:", ts(v.SettledAt))
+	row("Settled by:", dash(v.SettledBy))
+	row("Next check:", ts(v.NextCheckAt))
+	checks := fmt.Sprint(v.Checks)
+	if !v.LastCheckAt.IsZero() {
+		checks += " (last " + strings.TrimSpace(ts(v.LastCheckAt)+" "+v.LastCheck) + ")"
+	}
+	row("Checks:", checks)
+	if c := v.Claim; c != nil {
+		row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, ts(c.LeaseUntil)))
+		if !c.DoneAt.IsZero() {
+			row("Claim done:", ts(c.DoneAt))
+		}
+		row("Idempotency key:", c.IdempotencyKey)
+	} else {
+		row("Claim:", "none (no terminal state yet)")
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	var b strings.Builder
+	events := func(title string, es []ledger.HistoryEntry) {
+		fmt.Fprintf(&b, "\n%s:\n", title)
+		if len(es) == 0 {
+			b.WriteString("  (none)\n")
+			return
+		}
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  TIME\tSOURCE\tSTATE\tUPDATE_TIME\tREASON\tDELIVERY_ID")
+		for _, h := range es {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", ts(h.At), dash(h.Source), h.State, ts(h.UpdateTime), dash(h.Reason), dash(h.DeliveryID))
+		}
+		_ = tw.Flush() // a strings.Builder does not fail
+	}
+	events("History", v.History)
+	events("Conflicts (terminal states that lost to the recorded one)", v.Conflicts)
+	b.WriteString("\nReplays:\n")
+	if len(v.Replays) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	for _, r := range v.Replays {
+		fmt.Fprintf(&b, "  %s  %s\n", ts(r.At), r.ID)
+	}
+	jsonBlock := func(title string, x any, empty bool) {
+		fmt.Fprintf(&b, "\n%s:", title)
+		if empty {
+			b.WriteString(" (none)\n")
+			return
+		}
+		j, err := json.MarshalIndent(x, "  ", "  ")
+		if err != nil {
+			j = []byte(fmt.Sprintf("(not printable: %v)", err))
+		}
+		fmt.Fprintf(&b, "\n  %s\n", j)
+	}
+	jsonBlock("Output", v.Output, len(v.Output) == 0)
+	jsonBlock("Error", v.Error, v.Error == nil)
+	jsonBlock("User metadata", v.UserMetadata, len(v.UserMetadata) == 0)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, x any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(x); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	return nil
+}
+
+func statesList() string {
+	s := make([]string, 0, 7)
+	for _, st := range lifecycle.States() {
+		s = append(s, string(st))
+	}
+	return strings.Join(s, ", ")
+}
+
+// ts formats a time for tables: UTC to the second, "-" when absent.
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

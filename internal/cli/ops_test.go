@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+)
+
+// TestLedgerCommands: register, ops list, ops show and replay on one
+// SQLite ledger, as an operator would use them.
+func TestLedgerCommands(t *testing.T) {
+	env := storeEnv(t)
+
+	// ops on a ledger that does not exist yet fails instead of creating it.
+	if r := run(t, env, "ops", "list"); r.code != exitError || !strings.Contains(r.stderr, "no database") {
+		t.Fatalf("ops list before any write: %d %q", r.code, r.stderr)
+	}
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"register", "batches/done-one", "--meta", "job=nightly", "--meta", "owner=data"}, []string{"created batches/done-one"}},
+		{[]string{"register", "pending-long-name-here", "--kind", "batch"}, []string{"created batches/pending-long-name-here"}},
+		{[]string{"register", "models/veo-3.0-generate-001/operations/v9"}, []string{"created operations/v9"}},
+		{[]string{"register", " batches/done-one/ "}, []string{"already known batches/done-one", "PENDING"}},
+	} {
+		r := run(t, env, c.args...)
+		if r.code != exitOK {
+			t.Fatalf("%v: exit %d, stderr %q", c.args, r.code, r.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Fatalf("%v: stdout %q lacks %q", c.args, r.stdout, w)
+			}
+		}
+	}
+	pub := &recorder{}
+	settle(t, env["LROSINK_STORE"], "batches/done-one", lifecycle.Succeeded, pub)
+	if r := run(t, env, "register", "batches/done-one"); r.code != exitOK || !strings.Contains(r.stdout, "already known batches/done-one (SUCCEEDED") {
+		t.Fatalf("register after settling: %d %q", r.code, r.stdout)
+	}
+
+	// The table: a header and one row per operation, columns aligned.
+	r := run(t, env, "ops", "list")
+	if r.code != exitOK {
+		t.Fatalf("ops list: %d %q", r.code, r.stderr)
+	}
+	rows := checkTable(t, r.stdout, []string{"NAME", "KIND", "STATE", "VERSION", "SUBMITTED", "SETTLED_BY", "LAST_CHECK"})
+	if names := column(rows, 0); !sameSet(names, []string{"batches/done-one", "batches/pending-long-name-here", "operations/v9"}) {
+		t.Fatalf("ops list names %v", names)
+	}
+	for _, row := range rows {
+		if row[0] == "batches/done-one" && (row[2] != "SUCCEEDED" || row[5] != "webhook" || row[1] != "batch") {
+			t.Fatalf("settled row %q", row)
+		}
+	}
+
+	r = run(t, env, "ops", "list", "--state", "SUCCEEDED")
+	if rows := checkTable(t, r.stdout, nil); r.code != exitOK || !slices.Equal(column(rows, 0), []string{"batches/done-one"}) {
+		t.Fatalf("--state SUCCEEDED: %d %q", r.code, r.stdout)
+	}
+	r = run(t, env, "ops", "list", "--state", "pending", "--limit", "1")
+	if rows := checkTable(t, r.stdout, nil); r.code != exitOK || len(rows) != 1 || rows[0][2] != "PENDING" {
+		t.Fatalf("--state pending --limit 1: %d %q", r.code, r.stdout)
+	}
+	// Nothing is pending for six hours yet; with a 1ns threshold both are.
+	if r = run(t, env, "ops", "list", "--stuck"); r.code != exitOK || len(checkTable(t, r.stdout, nil)) != 0 {
+		t.Fatalf("--stuck: %d %q", r.code, r.stdout)
+	}
+	r = run(t, env, "ops", "list", "--stuck", "--stuck-after", "1ns", "--json")
+	var stuck []opView
+	if err := json.Unmarshal([]byte(r.stdout), &stuck); err != nil || r.code != exitOK || len(stuck) != 2 {
+		t.Fatalf("--stuck --stuck-after 1ns --json: %d %v %q", r.code, err, r.stdout)
+	}
+	for _, op := range stuck {
+		if op.State != "PENDING" {
+			t.Fatalf("stuck operation %+v is not pending", op)
+		}
+	}
+	r = run(t, env, "ops", "list", "--json")
+	var all []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || len(all) != 3 {
+		t.Fatalf("ops list --json: %v %q", err, r.stdout)
+	}
+
+	// show: text and JSON.
+	r = run(t, env, "ops", "show", "batches/done-one")
+	if r.code != exitOK {
+		t.Fatalf("ops show: %d %q", r.code, r.stderr)
+	}
+	for _, w := range []string{"State:", "SUCCEEDED", "Settled by:", "webhook", "Claim:", "DONE", "attempts 1",
+		"first-sighting", "msg_batches/done-one", "gemini:batches/done-one", `"job": "nightly"`, "gs://b/batches/done-one"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("ops show lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	var v opView
+	r = run(t, env, "ops", "show", "done-one", "--kind", "batch", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Claim == nil {
+		t.Fatalf("ops show --json: %v %q", err, r.stdout)
+	}
+	if v.State != "SUCCEEDED" || v.Claim.Status != "DONE" || len(v.Claim.Holder) != 8 || len(v.History) != 2 ||
+		v.History[1].Source != "webhook" || v.UserMetadata["owner"] != "data" || v.Version < 2 || v.SettledAt.IsZero() {
+		t.Fatalf("ops show --json: %+v", v)
+	}
+	r = run(t, env, "ops", "show", "batches/never-seen")
+	if r.code != exitError || !strings.Contains(r.stderr, "batches/never-seen is not in the ledger") || !strings.HasPrefix(r.stderr, "lrosink ops show:") {
+		t.Fatalf("ops show unknown: %d %q", r.code, r.stderr)
+	}
+
+	// replay: an unsettled operation has nothing to replay.
+	r = run(t, env, "replay", "batches/pending-long-name-here")
+	if r.code != exitError || !strings.Contains(r.stderr, "has not settled") || r.stdout != "" {
+		t.Fatalf("replay pending: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// A settled one: its message again on stdout (the default results),
+	// carrying the replay_id that is printed last.
+	r = run(t, env, "replay", "batches/done-one")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != exitOK || len(lines) != 2 || !strings.HasPrefix(lines[1], "replay-") {
+		t.Fatalf("replay: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	msgs := resultLines(t, lines[0])
+	original := pub.msgs[0]
+	if m := msgs[0]; m.Attributes["replay_id"] != lines[1] || m.IdempotencyKey != original.IdempotencyKey ||
+		m.Operation != "batches/done-one" || m.State != "SUCCEEDED" || m.Attributes["idempotency_key"] != original.IdempotencyKey {
+		t.Fatalf("replayed line %+v, replay id %q", m, lines[1])
+	}
+	r = run(t, env, "ops", "show", "batches/done-one", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || len(v.Replays) != 1 || v.Replays[0].ID != lines[1] || v.State != "SUCCEEDED" {
+		t.Fatalf("replay not recorded: %v %+v", err, v.Replays)
+	}
+	if r = run(t, env, "ops", "show", "batches/done-one"); !strings.Contains(r.stdout, lines[1]) {
+		t.Fatalf("ops show does not list the replay:\n%s", r.stdout)
+	}
+}
+
+// checkTable parses a tabwriter table, checks the header (if want is set)
+// and that every column starts at the same offset in every line, and
+// returns the rows' fields.
+func checkTable(t *testing.T, out string, want []string) [][]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	header := strings.Fields(lines[0])
+	if want != nil && !slices.Equal(header, want) {
+		t.Fatalf("header %q, want %q", header, want)
+	}
+	var starts []int
+	for i := 0; i < len(lines[0]); i++ {
+		if lines[0][i] != ' ' && (i == 0 || lines[0][i-1] == ' ') {
+			starts = append(starts, i)
+		}
+	}
+	var rows [][]string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != len(header) {
+			t.Fatalf("row %q has %d fields, header %d", l, len(f), len(header))
+		}
+		for c, s := range starts {
+			if len(l) <= s || l[s] == ' ' || (s > 0 && l[s-1] != ' ') {
+				t.Fatalf("column %s not aligned in row %q:\n%s", header[c], l, out)
+			}
+		}
+		rows = append(rows, f)
+	}
+	return rows
+}
+
+func column(rows [][]string, c int) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, r[c])
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// TestLedgerCommandsOnFirestore: the same commands against LROSINK_STORE=
+// firestore (the emulator), where ops reads through its own client.
+func TestLedgerCommandsOnFirestore(t *testing.T) {
+	emutest.FirestoreHost(t)
+	env := map[string]string{"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": emutest.ProjectID(t)}
+	if r := run(t, env, "register", "batches/fs1", "--meta", "k=v"); r.code != exitOK || !strings.Contains(r.stdout, "created batches/fs1") {
+		t.Fatalf("register: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r := run(t, env, "ops", "list", "--state", "PENDING")
+	if rows := checkTable(t, r.stdout, nil); r.code != exitOK || !slices.Equal(column(rows, 0), []string{"batches/fs1"}) {
+		t.Fatalf("ops list: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	var v opView
+	r = run(t, env, "ops", "show", "batches/fs1", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.State != "PENDING" || v.Claim != nil || v.UserMetadata["k"] != "v" {
+		t.Fatalf("ops show: %v %q %q", err, r.stdout, r.stderr)
+	}
+	if r = run(t, env, "replay", "batches/fs1"); r.code != exitError || !strings.Contains(r.stderr, "has not settled (state PENDING)") {
+		t.Fatalf("replay: %d %q", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+func registerDoc() doc {
+	return doc{
+		cmd:  "register",
+		args: "NAME [--kind K] [--meta k=v ...] [flags]",
+		summary: `Put an operation in the ledger as PENDING, through the same ingest door as webhooks,
+so the reconciler polls it after LROSINK_GRACE if no webhook settles it. Registering a
+known operation leaves it untouched. Prints "created" or "already known".
+
+NAME is any form Gemini uses (batches/ID, operations/ID, models/M/operations/ID,
+interactions/ID); a bare ID needs --kind.`,
+		env: storeEnvDoc,
+		examples: []string{
+			"lrosink register batches/abc123",
+			"lrosink register abc123 --kind batch --meta job=nightly --meta owner=data-team",
+			"lrosink register models/veo-3.0-generate-001/operations/xyz --store sqlite:/var/lib/lrosink/ledger.db",
+		},
+	}
+}
+
+func runRegister(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("register")
+	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	meta := metaValue{}
+	fs.Var(meta, "meta", "user metadata `k=v`, echoed in the results message; repeatable")
+	storeFlag(fs)
+	pos, err := e.parse(fs, registerDoc(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("register", "want exactly one NAME, got %d arguments", len(pos))
+	}
+	kind, err := parseKindFlag("register", *kindFlag)
+	if err != nil {
+		return err
+	}
+	name, err := opname.Normalize(pos[0], kind)
+	if err != nil {
+		return usagef("register", "%v", err)
+	}
+	cfg, err := loadConfig(e.getenv, fs)
+	if err != nil {
+		return err
+	}
+	a, err := e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), true)
+	if err != nil {
+		return err
+	}
+	ev := ingest.Event{Name: name.Canonical, Kind: name.Kind, State: lifecycle.Pending, Source: ingest.SourceRegister}
+	if len(meta) > 0 {
+		ev.UserMetadata = meta
+	}
+	res, err := a.Door.Ingest(ctx, ev)
+	if cerr := a.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close: %w", cerr)
+	}
+	var inv *ingest.InvalidError
+	switch {
+	case errors.As(err, &inv):
+		return usagef("register", "%v", err)
+	case err != nil:
+		return fmt.Errorf("register %s: %w", name.Canonical, err)
+	case res.Outcome == ingest.OutcomeApplied && res.Reason == string(lifecycle.ReasonFirstSighting):
+		fmt.Fprintf(e.stdout, "created %s\n", res.Operation)
+	case res.Published:
+		// The door found a settled operation whose results message was
+		// still owed (a crashed holder's claim) and published it.
+		fmt.Fprintf(e.stdout, "already known %s (%s, left untouched; its owed results message was published)\n", res.Operation, res.State)
+	default:
+		fmt.Fprintf(e.stdout, "already known %s (%s, left untouched)\n", res.Operation, res.State)
+	}
+	return nil
+}
+
+// parseKindFlag validates --kind; empty means "from the name".
+func parseKindFlag(cmd, s string) (opname.Kind, error) {
+	if s == "" {
+		return opname.KindUnknown, nil
+	}
+	k, ok := opname.ParseKind(s)
+	if !ok {
+		return opname.KindUnknown, usagef(cmd, "--kind %q: want batch, video or interaction", s)
+	}
+	return k, nil
+}

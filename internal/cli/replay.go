@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+func replayDoc() doc {
+	return doc{
+		cmd:  "replay",
+		args: "NAME [--kind K] [flags]",
+		summary: `Publish a settled operation's results message again, on purpose (to recover a
+consumer), with a new replay_id attribute; the replay is recorded in the ledger and
+the operation's state is not changed. Prints the replay_id. An operation that has not
+settled has nothing to replay: exit status 1.
+
+The message goes to LROSINK_RESULTS (default stdout, where it is printed as a JSON
+line before the replay_id).`,
+		env: storeEnvDoc + "\n  LROSINK_RESULTS      stdout, file:PATH or pubsub:projects/P/topics/T (default stdout)",
+		examples: []string{
+			"lrosink replay batches/abc123",
+			"lrosink replay batches/abc123 --results pubsub:projects/my-project/topics/results",
+		},
+	}
+}
+
+func runReplay(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("replay")
+	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	storeFlag(fs)
+	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; default stdout)")
+	pos, err := e.parse(fs, replayDoc(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("replay", "want exactly one NAME, got %d arguments", len(pos))
+	}
+	kind, err := parseKindFlag("replay", *kindFlag)
+	if err != nil {
+		return err
+	}
+	name, err := opname.Normalize(pos[0], kind)
+	if err != nil {
+		return usagef("replay", "%v", err)
+	}
+	cfg, err := loadConfig(e.getenv, fs)
+	if err != nil {
+		return err
+	}
+	a, err := e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), false)
+	if err != nil {
+		return err
+	}
+	id, err := a.Door.Replay(ctx, name.Canonical, name.Kind)
+	if errors.Is(err, ingest.ErrNotSettled) {
+		err = notSettled(ctx, a.Ledger, name)
+	}
+	if id != "" {
+		// Published even if recording it failed: the consumer sees this id.
+		fmt.Fprintln(e.stdout, id)
+	}
+	if cerr := a.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close: %w", cerr)
+	}
+	return err
+}
+
+// notSettled says why there is nothing to replay.
+func notSettled(ctx context.Context, l ledger.Store, name opname.Name) error {
+	id, err := opname.DocID(name.Key())
+	if err != nil {
+		return fmt.Errorf("%s: %w", name.Canonical, err)
+	}
+	op, err := l.GetOperation(ctx, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return fmt.Errorf("%s is not in the ledger, so it has not settled: nothing to replay", name.Canonical)
+	case err != nil:
+		return fmt.Errorf("%s has not settled (its state could not be read: %w)", name.Canonical, err)
+	case op.State.Terminal():
+		// Claims carry the message and are deleted by their TTL long after
+		// Gemini's retries end; without one there is no message to resend.
+		return fmt.Errorf("%s settled (%s) but its claim, which holds the message, has expired: nothing to replay", name.Canonical, op.State)
+	default:
+		return fmt.Errorf("%s has not settled (state %s): nothing to replay", name.Canonical, op.State)
+	}
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Offline checks of the deployment files, no cloud access needed:
+#   1. terraform fmt -check on terraform/
+#   2. tflint (core Terraform ruleset only, terraform/.tflint.hcl)
+#   3. the container binary, built exactly as the Dockerfile builds it
+#      (scripts/build-flags.sh is the one definition of the build flags)
+# The deployment rules test (deploy_test/: service accounts, public services,
+# secrets, Firestore indexes vs queries, Scheduler -> Reconcile) runs with the
+# other Go tests in `make test`.
+#
+#   scripts/check-deploy.sh
+#
+# terraform init/validate are not run: they need the google provider
+# binary, which this check must not download.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+TFLINT_VERSION=v0.64.0
+
+step() { printf '\n== %s\n' "$*"; }
+die() { echo "check-deploy: $*" >&2; exit 1; }
+
+step "terraform fmt -check"
+command -v terraform >/dev/null 2>&1 ||
+  die "terraform not found: install Terraform >= 1.5 from https://developer.hashicorp.com/terraform/install (or apt-get install terraform from https://apt.releases.hashicorp.com)"
+terraform fmt -check -recursive -diff terraform
+echo "terraform fmt: ok"
+
+step "tflint $TFLINT_VERSION"
+# A versioned cache directory, so a different tflint on PATH never matters
+# and the go install happens once per machine.
+tflint_dir="$(go env GOPATH)/bin/lrosink-tools/tflint-$TFLINT_VERSION"
+tflint="$tflint_dir/tflint"
+if [ ! -x "$tflint" ]; then
+  echo "installing tflint $TFLINT_VERSION into $tflint_dir (go install, a few minutes the first time)"
+  # Run outside the module, so the install never touches go.mod.
+  (cd / && GOBIN="$tflint_dir" GOFLAGS='' go install "github.com/terraform-linters/tflint@$TFLINT_VERSION")
+fi
+"$tflint" --chdir=terraform
+echo "tflint: ok"
+
+step "container binary (scripts/build-flags.sh, as in the Dockerfile)"
+# shellcheck source=scripts/build-flags.sh
+source scripts/build-flags.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+lrosink_build_server "$tmp/server"
+# The distroless/static base has no libc: the binary must be static.
+go version -m "$tmp/server" | grep -q 'CGO_ENABLED=0' || die "cmd/server was not built with CGO_ENABLED=0"
+echo "built ./cmd/server: $(du -h "$tmp/server" | cut -f1), static (CGO_ENABLED=0), -trimpath, stripped"
+
+printf '\ncheck-deploy: all checks passed\n'

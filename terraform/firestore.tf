@@ -1,0 +1,79 @@
+# The ledger: collections `operations` (one document per operation) and
+# `claims` (one per idempotency key), see internal/ledger/firestore.
+resource "google_firestore_database" "default" {
+  project     = var.project_id
+  name        = "(default)"
+  location_id = coalesce(var.firestore_location, var.region)
+  type        = "FIRESTORE_NATIVE"
+
+  # OPTIMISTIC, not PESSIMISTIC: lrosink never reads inside a transaction.
+  # It reads an operation once, decides with a pure reducer, and commits
+  # fenced by a precondition (update only if the document's update time is
+  # still the one read; create only if absent). Optimistic mode takes no read
+  # locks, so concurrent webhook deliveries and reconcile passes never wait
+  # on each other; contention surfaces as a failed precondition (or Aborted
+  # commit), which the ingest door handles by re-reading and deciding again.
+  # Pessimistic mode would only add lock waits (up to the 30 s lock timeout
+  # seen on the emulator) for reads lrosink does not make in transactions.
+  concurrency_mode = "OPTIMISTIC"
+
+  point_in_time_recovery_enablement = var.firestore_point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
+
+  # The ledger is the record of what was delivered: the API refuses to
+  # delete the database while protection is on, and `terraform destroy`
+  # only forgets it (ABANDON) instead of deleting it.
+  delete_protection_state = "DELETE_PROTECTION_ENABLED"
+  deletion_policy         = "ABANDON"
+
+  depends_on = [google_project_service.apis]
+}
+
+# TTL on claims: every claim carries expire_at (30 days after creation, far
+# beyond Gemini's 24 h of webhook retries); Firestore deletes expired claims
+# asynchronously (usually within 24 h of expiry). No lrosink query reads
+# expire_at, so its single-field indexes are exempted (index_config {}):
+# a monotonically increasing indexed timestamp is a write hotspot, and an
+# index nobody reads is only cost.
+#
+# Operations have no TTL: an operation's event history is a bounded list
+# inside the operation document itself (history/conflicts), not separate
+# documents, so there is nothing else to expire; operations are the
+# long-term ledger.
+resource "google_firestore_field" "claims_expire_at" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "claims"
+  field      = "expire_at"
+
+  ttl_config {}
+
+  index_config {}
+}
+
+# Index exemptions for large map/array fields that no query filters or
+# orders on. Firestore indexes every field and sub-field by default; the
+# Gemini `output` and user metadata are caller-controlled maps, and a
+# document with more than 40,000 index entries cannot be written at all.
+# The Go test (deploy_test) checks that no query in queries.json uses an
+# exempted field.
+locals {
+  unindexed_fields = {
+    operations_output        = { collection = "operations", field = "output" }
+    operations_user_metadata = { collection = "operations", field = "user_metadata" }
+    operations_history       = { collection = "operations", field = "history" }
+    operations_conflicts     = { collection = "operations", field = "conflicts" }
+    claims_message           = { collection = "claims", field = "message" }
+  }
+}
+
+resource "google_firestore_field" "unindexed" {
+  for_each = local.unindexed_fields
+
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = each.value.collection
+  field      = each.value.field
+
+  # An empty index_config removes every single-field index on the field.
+  index_config {}
+}

@@ -1,0 +1,32 @@
+# Composite indexes of the ledger. Every query the code runs is listed, with
+# its filters, order and the index serving it, in queries.json; the Go test
+# in deploy_test/ checks that list against internal/ledger/firestore's query
+# calls and against the google_firestore_index resources below. Add a query
+# there and here together.
+#
+# Only ListOperations with a state filter (`lrosink ops list --state S`)
+# needs a composite index: an equality filter on one field plus an order on
+# another. The other queries are served by the single-field indexes
+# Firestore maintains automatically, because each filters with a range and
+# orders on the SAME field:
+#   DueOperations    operations  next_check_at <= now     ORDER BY next_check_at ASC
+#   StuckOperations  operations  pending_since <= cutoff  ORDER BY pending_since ASC
+#   DueClaims        claims      due_at <= now            ORDER BY due_at ASC
+#   ListOperations   operations  (no filter)              ORDER BY submitted_at DESC
+# The emulator never enforces indexes, so a missing one shows up only in
+# production, as FailedPrecondition "The query requires an index".
+resource "google_firestore_index" "operations_state_submitted_at" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
+
+  fields {
+    field_path = "state"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "submitted_at"
+    order      = "DESCENDING"
+  }
+}

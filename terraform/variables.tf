@@ -1,0 +1,270 @@
+# Inputs of the lrosink deployment. Every variable has a description, a type
+# and, where a wrong value would only fail at apply time (or, worse, deploy a
+# service that fails at start-up), a validation.
+#
+# Nothing here is a secret: secret VALUES never pass through Terraform (they
+# would land in the state). Terraform creates the Secret Manager secrets; the
+# operator adds their versions (docs/DEPLOY.md).
+
+variable "project_id" {
+  description = "ID of the Google Cloud project lrosink is deployed into (it must exist and have billing enabled)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a project ID (6-30 characters: lowercase letters, digits, hyphens), not a project name or number."
+  }
+}
+
+variable "region" {
+  description = "Region of the Cloud Run services, the Artifact Registry repository, the Cloud Scheduler job and the build source bucket."
+  type        = string
+  default     = "europe-west1"
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a region such as europe-west1 or us-central1 (not a zone)."
+  }
+}
+
+variable "firestore_location" {
+  description = "Location of the (default) Firestore database: a region (e.g. europe-west1) or a multi-region (eur3, nam5). null means var.region. Cannot be changed after creation."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.firestore_location == null || can(regex("^([a-z]+-[a-z]+[0-9]+|eur3|nam5|nam7)$", var.firestore_location))
+    error_message = "firestore_location must be a region (europe-west1) or a Firestore multi-region (eur3, nam5, nam7)."
+  }
+}
+
+variable "firestore_point_in_time_recovery" {
+  description = "Keep 7 days of point-in-time recovery for the Firestore database (the ledger is the source of truth of what was delivered)."
+  type        = bool
+  default     = true
+}
+
+variable "name_prefix" {
+  description = "Prefix of every resource name (services, service accounts, metrics). Change it to deploy a second instance into the same project."
+  type        = string
+  default     = "lrosink"
+
+  validation {
+    # Service account ids are at most 30 characters and the longest suffix
+    # used is "-scheduler" (10): keep the prefix to 16.
+    condition     = can(regex("^[a-z][a-z0-9-]{0,14}[a-z0-9]$", var.name_prefix))
+    error_message = "name_prefix must be 2-16 characters: lowercase letters, digits and hyphens, starting with a letter."
+  }
+}
+
+variable "image" {
+  description = "Container image of the FIRST revision of the three services (built from the Dockerfile, e.g. REGION-docker.pkg.dev/PROJECT/lrosink/lrosink:TAG). Later images are rolled out by Cloud Build (cloudbuild.yaml); Terraform ignores image changes after creation."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+|@sha256:[a-f0-9]{64})$", var.image))
+    error_message = "image must be a full image reference with a tag or digest, e.g. europe-west1-docker.pkg.dev/my-project/lrosink/lrosink:bootstrap."
+  }
+}
+
+variable "artifact_repository_id" {
+  description = "ID of the Artifact Registry Docker repository holding the lrosink image."
+  type        = string
+  default     = "lrosink"
+
+  validation {
+    condition     = can(regex("^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.artifact_repository_id))
+    error_message = "artifact_repository_id must be lowercase letters, digits and hyphens, starting with a letter."
+  }
+}
+
+variable "results_topic" {
+  description = "Name (not full path) of the Pub/Sub topic receiving one results message per operation (contract §6)."
+  type        = string
+  default     = "lrosink-results"
+
+  validation {
+    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_topic)) && !startswith(var.results_topic, "goog")
+    error_message = "results_topic must be a Pub/Sub topic name: 3-255 characters, starting with a letter, not starting with goog."
+  }
+}
+
+variable "results_subscription" {
+  description = "Name of the example pull subscription on the results topic, for a worker like examples/worker (exactly-once, ordered, with a dead-letter topic)."
+  type        = string
+  default     = "lrosink-results-worker"
+
+  validation {
+    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_subscription)) && !startswith(var.results_subscription, "goog")
+    error_message = "results_subscription must be a Pub/Sub subscription name: 3-255 characters, starting with a letter, not starting with goog."
+  }
+}
+
+variable "results_subscribers" {
+  description = "IAM members (e.g. serviceAccount:worker@PROJECT.iam.gserviceaccount.com) allowed to pull from the results subscription."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.results_subscribers : can(regex("^(serviceAccount|user|group|principal|principalSet):", m))])
+    error_message = "results_subscribers entries must be IAM members such as serviceAccount:NAME@PROJECT.iam.gserviceaccount.com (allUsers/allAuthenticatedUsers are refused)."
+  }
+}
+
+variable "dead_letter_max_delivery_attempts" {
+  description = "Deliveries of a results message to the worker subscription before it is moved to the dead-letter topic."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.dead_letter_max_delivery_attempts >= 5 && var.dead_letter_max_delivery_attempts <= 100 && floor(var.dead_letter_max_delivery_attempts) == var.dead_letter_max_delivery_attempts
+    error_message = "dead_letter_max_delivery_attempts must be an integer between 5 and 100 (Pub/Sub's limits)."
+  }
+}
+
+variable "webhook_secret_id" {
+  description = "Secret Manager secret ID holding LROSINK_WEBHOOK_SECRETS (comma-separated whsec_ secrets). Terraform creates the secret, never a version."
+  type        = string
+  default     = "lrosink-webhook-secrets"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,255}$", var.webhook_secret_id))
+    error_message = "webhook_secret_id must be 1-255 letters, digits, hyphens or underscores."
+  }
+}
+
+variable "gemini_api_key_secret_id" {
+  description = "Secret Manager secret ID holding the Gemini API key used by the Reconcile service (GEMINI_API_KEY). Terraform creates the secret, never a version."
+  type        = string
+  default     = "gemini-api-key"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,255}$", var.gemini_api_key_secret_id))
+    error_message = "gemini_api_key_secret_id must be 1-255 letters, digits, hyphens or underscores."
+  }
+}
+
+variable "jwt_audience" {
+  description = "LROSINK_JWT_AUDIENCE: if set, the required `aud` of dynamic-webhook tokens. Empty leaves it unset."
+  type        = string
+  default     = ""
+}
+
+variable "notification_channels" {
+  description = "Cloud Monitoring notification channel names (projects/PROJECT/notificationChannels/ID) notified by the alert policies. Empty: alerts open incidents but notify nobody."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "notification_channels entries must be full names: projects/PROJECT/notificationChannels/ID."
+  }
+}
+
+variable "reconcile_schedule" {
+  description = "Cron schedule (5 fields) of the Cloud Scheduler job calling the Reconcile service."
+  type        = string
+  default     = "*/2 * * * *"
+
+  validation {
+    condition     = length(regexall("[^ ]+", var.reconcile_schedule)) == 5
+    error_message = "reconcile_schedule must be a 5-field cron expression such as \"*/2 * * * *\"."
+  }
+}
+
+variable "reconcile_time_zone" {
+  description = "Time zone (tz database name) of reconcile_schedule."
+  type        = string
+  default     = "Etc/UTC"
+}
+
+variable "reconcile_attempt_deadline" {
+  description = "How long Cloud Scheduler waits for one Reconcile pass (also the Reconcile service's request timeout). HTTP targets allow 15s to 1800s."
+  type        = string
+  default     = "300s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.reconcile_attempt_deadline)) && try(tonumber(trimsuffix(var.reconcile_attempt_deadline, "s")) >= 15 && tonumber(trimsuffix(var.reconcile_attempt_deadline, "s")) <= 1800, false)
+    error_message = "reconcile_attempt_deadline must be seconds between 15s and 1800s, e.g. 300s."
+  }
+}
+
+variable "grace" {
+  description = "LROSINK_GRACE: a pending operation is not polled by Reconcile until this long after submission (Go duration)."
+  type        = string
+  default     = "90s"
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.grace))
+    error_message = "grace must be a Go duration such as 90s, 2m or 1h30m."
+  }
+}
+
+variable "stuck_after" {
+  description = "LROSINK_STUCK_AFTER: an operation pending longer than this is reported stuck (ERROR log, alert); it is never auto-closed (Go duration)."
+  type        = string
+  default     = "6h"
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.stuck_after))
+    error_message = "stuck_after must be a Go duration such as 6h or 90m."
+  }
+}
+
+variable "claim_lease" {
+  description = "LROSINK_CLAIM_LEASE: a results claim not committed DONE within this is seized by the next attempt (Go duration). Keep it well above the Webhook request timeout."
+  type        = string
+  default     = "10m"
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.claim_lease))
+    error_message = "claim_lease must be a Go duration such as 10m."
+  }
+}
+
+variable "max_instances" {
+  description = "Maximum Cloud Run instances per service. Reconcile passes are bounded and safe to overlap, so 1 is enough there."
+  type = object({
+    webhook   = number
+    reconcile = number
+    register  = number
+  })
+  default = {
+    webhook   = 20
+    reconcile = 1
+    register  = 10
+  }
+
+  validation {
+    condition     = alltrue([for n in values(var.max_instances) : n >= 1 && n <= 1000])
+    error_message = "max_instances values must be between 1 and 1000."
+  }
+}
+
+variable "private_ingress" {
+  description = "Ingress of the Reconcile and Register services, which are protected by IAM (run.invoker) either way. INGRESS_TRAFFIC_ALL lets submitters outside Google Cloud call Register; INGRESS_TRAFFIC_INTERNAL_ONLY / _INTERNAL_LOAD_BALANCER also close the network path."
+  type        = string
+  default     = "INGRESS_TRAFFIC_ALL"
+
+  validation {
+    condition     = contains(["INGRESS_TRAFFIC_ALL", "INGRESS_TRAFFIC_INTERNAL_ONLY", "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"], var.private_ingress)
+    error_message = "private_ingress must be INGRESS_TRAFFIC_ALL, INGRESS_TRAFFIC_INTERNAL_ONLY or INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER."
+  }
+}
+
+variable "register_invokers" {
+  description = "IAM members allowed to call the Register service (the job submitters), e.g. serviceAccount:submitter@PROJECT.iam.gserviceaccount.com. Register is never public."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.register_invokers : can(regex("^(serviceAccount|user|group|principal|principalSet):", m))])
+    error_message = "register_invokers entries must be IAM members such as serviceAccount:NAME@PROJECT.iam.gserviceaccount.com; allUsers and allAuthenticatedUsers are refused (Register is not public)."
+  }
+}
+
+variable "deletion_protection" {
+  description = "Cloud Run deletion protection of the three services: while true, `terraform destroy` (or a replacement) of a service fails."
+  type        = bool
+  default     = true
+}
