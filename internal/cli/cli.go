@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/cmdutil"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/simulate"
 	"github.com/lrosink/lrosink/internal/webhooksadmin"
@@ -218,86 +219,24 @@ type doc struct {
 	examples []string
 }
 
-// newFlagSet returns a flag set that neither prints nor exits by itself:
-// parse decides where help and errors go.
-func newFlagSet(cmd string) *flag.FlagSet {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return fs
-}
+func newFlagSet(cmd string) *flag.FlagSet { return cmdutil.NewFlagSet(cmd) }
 
-// parse parses args against fs and returns the positional arguments. Flags
-// may come before, between or after them; "--" ends flag parsing. --help
-// prints d to stdout and returns errHelpShown.
+// parse parses args against fs and returns the positional arguments
+// (cmdutil.Parse); --help prints d to stdout and returns errHelpShown.
 func (e *env) parse(fs *flag.FlagSet, d doc, args []string) ([]string, error) {
-	var pos []string
-	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			writeHelp(e.stdout, fs, d)
-			return nil, errHelpShown
-		}
-		if err != nil {
-			return nil, usagef(d.cmd, "%v", err)
-		}
-		rest := fs.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
+	pos, err := cmdutil.Parse(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		cmdutil.WriteHelp(e.stdout, fs, cmdutil.Doc{Path: d.cmd, Args: d.args, Summary: d.summary, Env: d.env, Examples: d.examples})
+		return nil, errHelpShown
+	case err != nil:
+		return nil, usagef(d.cmd, "%v", err)
 	}
+	return pos, nil
 }
 
-func writeHelp(w io.Writer, fs *flag.FlagSet, d doc) {
-	fmt.Fprintf(w, "Usage: lrosink %s %s\n\n%s\n", d.cmd, d.args, strings.TrimSpace(d.summary))
-	var flags []*flag.Flag
-	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
-	if len(flags) > 0 {
-		fmt.Fprint(w, "\nFlags:\n")
-		tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-		for _, f := range flags {
-			typ, usage := flag.UnquoteUsage(f)
-			name := "--" + f.Name
-			if typ != "" {
-				name += " " + typ
-			}
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]" {
-				usage += " (default " + f.DefValue + ")"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\n", name, usage)
-		}
-		fmt.Fprintf(tw, "  -h, --help\tshow this help\n")
-		_ = tw.Flush()
-	}
-	if d.env != "" {
-		fmt.Fprintf(w, "\nEnvironment:\n%s\n", strings.TrimRight(d.env, "\n"))
-	}
-	if len(d.examples) > 0 {
-		fmt.Fprint(w, "\nExamples:\n")
-		for _, ex := range d.examples {
-			fmt.Fprintf(w, "  %s\n", ex)
-		}
-	}
-}
-
-// listValue is a repeatable flag; each use may also hold a comma-separated
-// list.
-type listValue []string
-
-func (l *listValue) String() string { return strings.Join(*l, ",") }
-
-func (l *listValue) Set(s string) error {
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	return nil
-}
+// listValue is a repeatable, comma-separated flag.
+type listValue = cmdutil.ListValue
 
 // metaValue collects repeated k=v pairs.
 type metaValue map[string]any

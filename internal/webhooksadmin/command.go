@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/lrosink/lrosink/internal/cmdutil"
 	"io"
 	"maps"
 	"slices"
@@ -198,74 +199,21 @@ type doc struct {
 	examples []string
 }
 
-// newFlagSet returns a flag set that neither prints nor exits by itself:
-// parse decides where help and errors go.
-func newFlagSet(cmd string) *flag.FlagSet {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return fs
-}
+func newFlagSet(cmd string) *flag.FlagSet { return cmdutil.NewFlagSet(cmd) }
 
-// parse parses args against fs and returns the positional arguments. Flags
-// may come before or after them (`rotate ID --revoke-now`), like every
-// lrosink command; "--" ends flag parsing. --help prints d to stdout.
+// parse parses args against fs and returns the positional arguments
+// (cmdutil.Parse); --help prints d to stdout and returns errHelpShown.
 func (r *runner) parse(fs *flag.FlagSet, d doc, args []string) ([]string, error) {
-	var pos []string
-	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			writeHelp(r.stdout, fs, d)
-			return nil, errHelpShown
-		}
-		if err != nil {
-			return nil, usagef(d.cmd, "%v", err)
-		}
-		rest := fs.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
+	pos, err := cmdutil.Parse(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		cmdutil.WriteHelp(r.stdout, fs, cmdutil.Doc{Path: "webhooks " + d.cmd, Args: d.args, Summary: d.summary, Env: envDoc, Examples: d.examples})
+		return nil, errHelpShown
+	case err != nil:
+		return nil, usagef(d.cmd, "%v", err)
 	}
+	return pos, nil
 }
 
-func writeHelp(w io.Writer, fs *flag.FlagSet, d doc) {
-	fmt.Fprintf(w, "Usage: lrosink webhooks %s %s\n\n%s\n", d.cmd, d.args, strings.TrimSpace(d.summary))
-	fmt.Fprint(w, "\nFlags:\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, usage := flag.UnquoteUsage(f)
-		name := "--" + f.Name
-		if typ != "" {
-			name += " " + typ
-		}
-		fmt.Fprintf(tw, "  %s\t%s\n", name, usage)
-	})
-	fmt.Fprintf(tw, "  -h, --help\tshow this help\n")
-	_ = tw.Flush()
-	fmt.Fprintf(w, "\nEnvironment:\n%s", envDoc)
-	if len(d.examples) > 0 {
-		fmt.Fprint(w, "\nExamples:\n")
-		for _, ex := range d.examples {
-			fmt.Fprintf(w, "  %s\n", ex)
-		}
-	}
-}
-
-// listValue is a repeatable flag; each use may also hold a comma-separated
-// list. Duplicates are dropped, order kept.
-type listValue []string
-
-func (l *listValue) String() string { return strings.Join(*l, ",") }
-
-func (l *listValue) Set(s string) error {
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" && !slices.Contains(*l, p) {
-			*l = append(*l, p)
-		}
-	}
-	return nil
-}
+// listValue is a repeatable, comma-separated flag.
+type listValue = cmdutil.ListValue
