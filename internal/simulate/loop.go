@@ -196,7 +196,7 @@ func (r *runner) observe(ctx context.Context, p plan) {
 	if err != nil {
 		return // not registered yet (or a real read error: nothing to compare)
 	}
-	cur := stateOf(op)
+	cur := op.Current()
 	r.lastMu.Lock()
 	defer r.lastMu.Unlock()
 	if prev, ok := r.last[p.name]; ok && lifecycle.Regressed(prev, cur) {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/results"
 )
 
@@ -305,6 +304,3 @@ func (r *recorder) all() []results.Message {
 	defer r.mu.Unlock()
 	return append([]results.Message(nil), r.msgs...)
 }
-
-// stateOf is the reducer's view of a stored operation.
-func stateOf(op ledger.Operation) lifecycle.Current { return op.Current() }
