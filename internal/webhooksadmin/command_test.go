@@ -661,3 +661,54 @@ func TestNoSecretOrKeyLeaks(t *testing.T) {
 		t.Errorf("%d secrets printed, want %d (every secret not stored in Secret Manager)", len(printed), printedWant)
 	}
 }
+
+// readingWriter is a memWriter that can also read the latest version, as
+// the production Secret Manager writer can.
+type readingWriter struct{ memWriter }
+
+func (m *readingWriter) Latest(_ context.Context, secret string) ([]byte, bool, error) {
+	v := m.payloads(secret)
+	if len(v) == 0 {
+		return nil, false, nil
+	}
+	return []byte(v[len(v)-1]), true, nil
+}
+
+// TestRotateKeepsCurrentSecretsForTheOverlap: the new Secret Manager version
+// holds the new secret first and the current ones after it, so lrosink keeps
+// accepting deliveries signed with the old secret for Gemini's 24 h overlap;
+// with --revoke-now only the new one. No secret reaches stderr.
+func TestRotateKeepsCurrentSecretsForTheOverlap(t *testing.T) {
+	for _, revoke := range []bool{false, true} {
+		e := newEnv(t)
+		id := e.create(t, "https://example.com/hook")
+		old, _ := e.fake.Webhook(id)
+		mem := &readingWriter{}
+		const name = "projects/p/secrets/hook"
+		if _, err := mem.AddVersion(context.Background(), name, []byte(old.Secrets[0]+",whsec_olderolderolderolderolder")); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"rotate", id, "--secret", name}
+		if revoke {
+			args = append(args, "--revoke-now")
+		}
+		res := e.run(t, webhooksadmin.Deps{SecretWriter: mem}, args...)
+		if res.code != 0 {
+			t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+		}
+		w, _ := e.fake.Webhook(id)
+		versions := mem.payloads(name)
+		want := w.Secrets[0] + "," + old.Secrets[0] + ",whsec_olderolderolderolderolder"
+		if revoke {
+			want = w.Secrets[0]
+		}
+		if got := versions[len(versions)-1]; got != want {
+			t.Errorf("revoke=%v: new version %q, want %q", revoke, got, want)
+		}
+		for _, s := range []string{w.Secrets[0], old.Secrets[0], "whsec_olderolderolderolderolder"} {
+			if strings.Contains(res.stderr, s) || strings.Contains(res.stdout, s) {
+				t.Errorf("revoke=%v: a secret was printed:\nstdout %s\nstderr %s", revoke, res.stdout, res.stderr)
+			}
+		}
+	}
+}

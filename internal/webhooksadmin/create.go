@@ -108,7 +108,8 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 	if newSecret == "" {
 		return fmt.Errorf("the answer has no signing secret for webhook %s; get one with 'lrosink webhooks rotate %s'", id, id)
 	}
-	return r.deliverSecret(ctx, target, id, newSecret)
+	_, err = r.deliverSecret(ctx, target, id, newSecret, false)
+	return err
 }
 
 // checkURI requires an absolute https URL: Gemini only delivers to https

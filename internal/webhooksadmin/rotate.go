@@ -18,11 +18,13 @@ the previous secrets for 24 hours (revoke_previous_secrets_after_h24); with
 --revoke-now they stop at once (revoke_previous_secrets_immediately).
 
 The new secret, shown only this once, goes to Secret Manager as a new version
-of --secret, or is printed once on stdout as LROSINK_WEBHOOK_SECRETS=whsec_...
+of --secret — holding the new secret followed by the secrets of the current
+version, so lrosink accepts both during the overlap (only the new one with
+--revoke-now) — or is printed once on stdout as LROSINK_WEBHOOK_SECRETS=whsec_...
 
-During the 24 h overlap, give lrosink both secrets, comma-separated, new first
-(LROSINK_WEBHOOK_SECRETS=whsec_NEW,whsec_OLD): it accepts a delivery signed with
-any of them. Lost the secret? Rotate again.`,
+Without --secret, give lrosink both secrets during the 24 h overlap,
+comma-separated, new first (LROSINK_WEBHOOK_SECRETS=whsec_NEW,whsec_OLD): it
+accepts a delivery signed with any of them. Lost the secret? Rotate again.`,
 		examples: []string{
 			"lrosink webhooks rotate wh_123 --secret projects/my-proj/secrets/lrosink-webhook",
 			"lrosink webhooks rotate wh_123",
@@ -84,16 +86,17 @@ func runRotate(ctx context.Context, r *runner, args []string) error {
 	} else {
 		fmt.Fprintf(r.stdout, "Rotated the signing secret of webhook %s; the previous secrets stay valid for 24 h\n", id)
 	}
-	if err := r.deliverSecret(ctx, target, id, newSecret); err != nil {
+	kept, err := r.deliverSecret(ctx, target, id, newSecret, !*revokeNow)
+	if err != nil {
 		return err
 	}
-	r.rotationReminder(target, *revokeNow)
+	r.rotationReminder(target, *revokeNow, kept)
 	return nil
 }
 
 // rotationReminder tells the operator what lrosink needs next. Secrets are
 // never in it, only where they are.
-func (r *runner) rotationReminder(t secretTarget, revokedNow bool) {
+func (r *runner) rotationReminder(t secretTarget, revokedNow bool, kept int) {
 	if revokedNow {
 		r.warnf("Reminder: Gemini now signs only with the new secret. Deliveries fail signature checks until " +
 			envSecrets + " holds it; they are retried for 24 h and the reconcile pass covers the gap.")
@@ -102,7 +105,11 @@ func (r *runner) rotationReminder(t secretTarget, revokedNow bool) {
 	msg := "Reminder: during the 24 h overlap set " + envSecrets + " to both secrets, comma-separated, new first " +
 		"(" + envSecrets + "=whsec_NEW,whsec_OLD): lrosink accepts a delivery signed with any of them. " +
 		"After 24 h the old one can be dropped."
-	if t.writer != nil {
+	switch {
+	case t.writer != nil && kept > 0:
+		msg = fmt.Sprintf("The new Secret Manager version holds the new secret followed by the %d current one(s), "+
+			"so lrosink accepts both during the 24 h overlap. After 24 h, add a version holding only the first.", kept)
+	case t.writer != nil:
 		msg += "\nThe new Secret Manager version holds only the new secret. To keep both during the overlap, " +
 			"add a version holding NEW,OLD (the old value is in the previous version)."
 	}

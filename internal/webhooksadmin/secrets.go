@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"time"
 
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
 	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // SecretWriter stores a payload as a new version of a Secret Manager secret.
@@ -21,10 +24,18 @@ type SecretWriter interface {
 	AddVersion(ctx context.Context, secret string, payload []byte) (version string, err error)
 }
 
-// versionAdder is the one Secret Manager call SecretManagerWriter makes; an
-// interface so the request it builds can be checked without Google Cloud.
+// SecretReader is what a SecretWriter may also do: read the latest
+// version, so a rotation can keep the current secrets next to the new one
+// for the 24 h overlap. ok is false when the secret has no version yet.
+type SecretReader interface {
+	Latest(ctx context.Context, secret string) (payload []byte, ok bool, err error)
+}
+
+// versionAdder is the Secret Manager calls SecretManagerWriter makes; an
+// interface so the requests it builds can be checked without Google Cloud.
 type versionAdder interface {
 	AddSecretVersion(ctx context.Context, req *secretmanagerpb.AddSecretVersionRequest, opts ...gax.CallOption) (*secretmanagerpb.SecretVersion, error)
+	AccessSecretVersion(ctx context.Context, req *secretmanagerpb.AccessSecretVersionRequest, opts ...gax.CallOption) (*secretmanagerpb.AccessSecretVersionResponse, error)
 }
 
 // SecretManagerWriter is the production SecretWriter.
@@ -56,6 +67,31 @@ func (w *SecretManagerWriter) AddVersion(ctx context.Context, secret string, pay
 		return "", fmt.Errorf("secret manager: add a version to %s: %w", secret, err)
 	}
 	return v.GetName(), nil
+}
+
+// Latest implements SecretReader.
+func (w *SecretManagerWriter) Latest(ctx context.Context, secret string) ([]byte, bool, error) {
+	resp, err := w.client.AccessSecretVersion(ctx, &secretmanagerpb.AccessSecretVersionRequest{Name: secret + "/versions/latest"})
+	if status.Code(err) == codes.NotFound || status.Code(err) == codes.FailedPrecondition {
+		return nil, false, nil // no (enabled) version yet
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("secret manager: read the latest version of %s: %w", secret, err)
+	}
+	return resp.GetPayload().GetData(), true, nil
+}
+
+// withCurrent returns the LROSINK_WEBHOOK_SECRETS value that holds the new
+// secret first and then the ones current holds (deduplicated), so both are
+// accepted while Gemini may still sign with the old one.
+func withCurrent(newSecret string, current []byte) string {
+	out := []string{newSecret}
+	for _, s := range strings.Split(string(current), ",") {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // Close releases the client.
@@ -114,34 +150,51 @@ var errSecretNotStored = errors.New("the signing secret was NOT stored in Secret
 // deliverSecret hands a secret Gemini has just issued (and will never show
 // again) to its target. It never loses the secret silently: if Secret
 // Manager fails, the secret goes to stdout and the error says so.
-func (r *runner) deliverSecret(ctx context.Context, t secretTarget, webhookID, secret string) error {
+//
+// With keepCurrent (a rotation with an overlap), a writer that can read the
+// latest version stores the new secret followed by the current ones.
+func (r *runner) deliverSecret(ctx context.Context, t secretTarget, webhookID, secret string, keepCurrent bool) (kept int, err error) {
 	r.addSensitive(secret)
 	if t.writer == nil {
 		r.warnf("WARNING: the signing secret below is shown only this once; Gemini never shows it again.\n" +
 			"Store it now (e.g. pipe it to 'gcloud secrets versions add SECRET --data-file=-'); if it is lost, rotate it.")
-		return r.printSecret(webhookID, secret)
+		return 0, r.printSecret(webhookID, secret)
 	}
 	// Gemini already signs with this secret: an interrupt (^C) must not
 	// cancel the one write that keeps it, so the write gets its own deadline.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), secretWriteTimeout)
 	defer cancel()
-	version, err := t.writer.AddVersion(wctx, t.name, []byte(secret))
+	payload := secret
+	if reader, ok := t.writer.(SecretReader); ok && keepCurrent {
+		current, found, rerr := reader.Latest(wctx, t.name)
+		switch {
+		case rerr != nil:
+			r.warnf("could not read the current secrets of %s (%v): the new version holds only the new secret", t.name, rerr)
+		case found:
+			for _, s := range strings.Split(string(current), ",") {
+				r.addSensitive(strings.TrimSpace(s))
+			}
+			payload = withCurrent(secret, current)
+			kept = strings.Count(payload, ",")
+		}
+	}
+	version, err := t.writer.AddVersion(wctx, t.name, []byte(payload))
 	if err != nil {
 		r.warnf("ERROR: writing the signing secret to Secret Manager (%s) failed: %v", t.name, err)
 		r.warnf("The secret is printed on stdout instead, this one time only: store it by hand now, e.g. run\n"+
 			"  gcloud secrets versions add %s --data-file=- --project %s\n"+
 			"paste the value after %s=, then press Ctrl-D.", secretID(t.name), projectID(t.name), envSecrets)
 		if perr := r.printSecret(webhookID, secret); perr != nil {
-			return perr
+			return 0, perr
 		}
-		return fmt.Errorf("%w: store the secret printed on stdout by hand", errSecretNotStored)
+		return 0, fmt.Errorf("%w: store the secret printed on stdout by hand", errSecretNotStored)
 	}
 	if version == "" {
 		version = t.name + " (version name not returned)"
 	}
 	fmt.Fprintf(r.stdout, "Signing secret %s stored as %s\n", truncate(secret), version)
 	r.warnf("Note: Cloud Run reads version \"latest\" of %s when a revision starts: deploy a new revision of the webhook service to use it.", t.name)
-	return nil
+	return kept, nil
 }
 
 // printSecret is the one deliberate output of a full secret, in

@@ -8,6 +8,8 @@ import (
 
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
 	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 type stubAdder struct {
@@ -21,6 +23,34 @@ func (s *stubAdder) AddSecretVersion(_ context.Context, req *secretmanagerpb.Add
 		return nil, s.err
 	}
 	return &secretmanagerpb.SecretVersion{Name: req.GetParent() + "/versions/7"}, nil
+}
+
+func (s *stubAdder) AccessSecretVersion(_ context.Context, req *secretmanagerpb.AccessSecretVersionRequest, _ ...gax.CallOption) (*secretmanagerpb.AccessSecretVersionResponse, error) {
+	if s.req == nil {
+		return nil, status.Error(codes.NotFound, "no versions")
+	}
+	return &secretmanagerpb.AccessSecretVersionResponse{Name: req.GetName(), Payload: s.req.GetPayload()}, nil
+}
+
+func TestSecretManagerWriterReadsLatest(t *testing.T) {
+	stub := &stubAdder{}
+	w := &SecretManagerWriter{client: stub}
+	if _, ok, err := w.Latest(context.Background(), "projects/p/secrets/s"); ok || err != nil {
+		t.Fatalf("no version yet: ok=%v err=%v", ok, err)
+	}
+	if _, err := w.AddVersion(context.Background(), "projects/p/secrets/s", []byte("whsec_a,whsec_b")); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := w.Latest(context.Background(), "projects/p/secrets/s")
+	if !ok || err != nil || string(got) != "whsec_a,whsec_b" {
+		t.Fatalf("latest = %q %v %v", got, ok, err)
+	}
+	if v := withCurrent("whsec_n", got); v != "whsec_n,whsec_a,whsec_b" {
+		t.Errorf("withCurrent = %q", v)
+	}
+	if v := withCurrent("whsec_a", []byte(" whsec_a , ,whsec_b")); v != "whsec_a,whsec_b" {
+		t.Errorf("withCurrent dedupe = %q", v)
+	}
 }
 
 func TestSecretManagerWriterSendsPayloadWithCRC32C(t *testing.T) {
