@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -79,23 +80,6 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.lines <- string(w.buf[:i])
 		w.buf = w.buf[i+1:]
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // proc is a running `lrosink serve`.
@@ -491,3 +475,5 @@ func testFaultNeedsTheBuildTag(t *testing.T, bin string) {
 		t.Fatalf("LROSINK_FAULT without the tag: %v %s", err, out)
 	}
 }
+
+type syncBuffer = testutil.SyncBuffer

@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,27 +16,8 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
-	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
-
-// syncBuffer is a bytes.Buffer shared by a running command and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // mapEnv is a getenv over a fixed map: tests never see the caller's
 // LROSINK_* variables.
@@ -82,19 +63,6 @@ func settle(t *testing.T, store, name string, state lifecycle.State, pub ingest.
 	if err != nil || res.Outcome != ingest.OutcomeCompleted {
 		t.Fatalf("settle %s: %+v %v", name, res, err)
 	}
-}
-
-// recorder is an ingest.Sink that keeps what it is given.
-type recorder struct {
-	mu   sync.Mutex
-	msgs []results.Message
-}
-
-func (r *recorder) Publish(_ context.Context, m results.Message) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, m)
-	return nil
 }
 
 // resultLine is one stdout/file results line.
@@ -156,3 +124,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
+
+// The shared helpers under the names these tests use.
+type (
+	syncBuffer = testutil.SyncBuffer
+	recorder   = testutil.Recorder
+)

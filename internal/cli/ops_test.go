@@ -122,7 +122,7 @@ func TestLedgerCommands(t *testing.T) {
 		t.Fatalf("replay: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	msgs := resultLines(t, lines[0])
-	original := pub.msgs[0]
+	original := pub.All()[0]
 	if m := msgs[0]; m.Attributes["replay_id"] != lines[1] || m.IdempotencyKey != original.IdempotencyKey ||
 		m.Operation != "batches/done-one" || m.State != "SUCCEEDED" || m.Attributes["idempotency_key"] != original.IdempotencyKey {
 		t.Fatalf("replayed line %+v, replay id %q", m, lines[1])

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"sync"
 	"testing"
 	"time"
@@ -15,24 +16,6 @@ import (
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
 )
-
-type recordingSink struct {
-	mu   sync.Mutex
-	msgs []results.Message
-}
-
-func (r *recordingSink) Publish(_ context.Context, m results.Message) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, m)
-	return nil
-}
-
-func (r *recordingSink) all() []results.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]results.Message(nil), r.msgs...)
-}
 
 // crashOnce crashes the first time the door reaches point.
 type crashOnce struct {
@@ -48,10 +31,10 @@ func (c *crashOnce) At(_ context.Context, p ingest.FaultPoint, _ string) error {
 	return err
 }
 
-func recordingDoor(t *testing.T, faults ingest.Faults) (*ingest.Door, *fsledger.Store, *recordingSink, *clock) {
+func recordingDoor(t *testing.T, faults ingest.Faults) (*ingest.Door, *fsledger.Store, *testutil.Recorder, *clock) {
 	t.Helper()
 	fs, _ := emutest.Firestore(t)
-	s, rec, c := fsledger.New(fs, nil), &recordingSink{}, newClock()
+	s, rec, c := fsledger.New(fs, nil), &testutil.Recorder{}, newClock()
 	d, err := ingest.New(ingest.Config{Store: s, Sink: rec, Log: logging.Discard(), Now: c.Now, Lease: 10 * time.Minute, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +55,7 @@ func TestReplayPublishesAgainAndRecordsIt(t *testing.T) {
 	if err != nil || id == "" {
 		t.Fatalf("replay: %q %v", id, err)
 	}
-	msgs := rec.all()
+	msgs := rec.All()
 	if len(msgs) != 2 || msgs[1].ReplayID != id || msgs[0].ReplayID != "" || msgs[1].IdempotencyKey != msgs[0].IdempotencyKey ||
 		msgs[1].Attributes()["replay_id"] != id {
 		t.Fatalf("messages %+v", msgs)
@@ -108,7 +91,7 @@ func TestCrashAfterPublishIsTheOnlyDuplicate(t *testing.T) {
 	if cl := mustClaim(t, s, id); cl.Status != ledger.ClaimDone || cl.Attempts != 2 {
 		t.Fatalf("claim %+v", cl)
 	}
-	msgs := rec.all()
+	msgs := rec.All()
 	if len(msgs) != 2 || msgs[0].IdempotencyKey != msgs[1].IdempotencyKey || string(mustData(t, msgs[0])) != string(mustData(t, msgs[1])) {
 		t.Fatalf("messages %+v, want the same message twice", msgs)
 	}
@@ -123,13 +106,13 @@ func TestCrashAfterCommitPublishesOnce(t *testing.T) {
 	if _, err := d.Ingest(context.Background(), ev("batches/cc", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrCrashed) {
 		t.Fatalf("ingest = %v", err)
 	}
-	if op := mustOp(t, s, "gemini:batches%2Fcc"); op.State != lifecycle.Succeeded || len(rec.all()) != 0 {
-		t.Fatalf("after the crash: %s, %d messages", op.State, len(rec.all()))
+	if op := mustOp(t, s, "gemini:batches%2Fcc"); op.State != lifecycle.Succeeded || len(rec.All()) != 0 {
+		t.Fatalf("after the crash: %s, %d messages", op.State, len(rec.All()))
 	}
 	c.Advance(11 * time.Minute)
 	r := mustIngest(t, d, ev("batches/cc", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
-	if r.Outcome != ingest.OutcomeRecovered || len(rec.all()) != 1 {
-		t.Fatalf("redelivery %+v, %d messages", r, len(rec.all()))
+	if r.Outcome != ingest.OutcomeRecovered || len(rec.All()) != 1 {
+		t.Fatalf("redelivery %+v, %d messages", r, len(rec.All()))
 	}
 }
 

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -117,7 +118,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 			}
 			defer store.Close()
 			c := &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-			door, err := ingest.New(ingest.Config{Store: store, Sink: &recorder{}, Log: logging.Discard(), Now: c.Now, Grace: 90 * time.Second})
+			door, err := ingest.New(ingest.Config{Store: store, Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: c.Now, Grace: 90 * time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,10 +1,10 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +22,6 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
-	"github.com/lrosink/lrosink/internal/results"
 )
 
 type clock struct {
@@ -37,63 +36,22 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// recorder keeps every published message.
-type recorder struct {
-	mu   sync.Mutex
-	msgs []results.Message
-}
-
-func (r *recorder) Publish(_ context.Context, m results.Message) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, m)
-	return nil
-}
-
-func (r *recorder) perKey() map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := map[string]int{}
-	for _, m := range r.msgs {
-		n[m.IdempotencyKey]++
-	}
-	return n
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) lines(match string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, l := range strings.Split(s.b.String(), "\n") {
-		if strings.Contains(l, match) {
-			n++
-		}
-	}
-	return n
-}
-
 type world struct {
 	t      testing.TB
 	store  *fsledger.Store
 	door   *ingest.Door
 	fake   *fakegemini.Server
 	rec    *reconcile.Reconciler
-	sink   *recorder
+	sink   *testutil.Recorder
 	clock  *clock
-	logs   *syncBuf
+	logs   *testutil.SyncBuffer
 	sleeps int
 }
 
 func newWorld(t testing.TB, adopt int) *world {
 	t.Helper()
 	fs, _ := emutest.Firestore(t)
-	w := &world{t: t, store: fsledger.New(fs, nil), sink: &recorder{}, logs: &syncBuf{},
+	w := &world{t: t, store: fsledger.New(fs, nil), sink: &testutil.Recorder{}, logs: &testutil.SyncBuffer{},
 		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, fake: fakegemini.New()}
 	log := logging.New(w.logs, slog.LevelInfo, "")
 	var err error
@@ -162,10 +120,10 @@ func TestDroppedWebhookIsRecovered(t *testing.T) {
 	if op.State != lifecycle.Succeeded || op.SettledBy != "reconcile" || !op.NextCheckAt.IsZero() {
 		t.Fatalf("operation %s settled by %q next %v", op.State, op.SettledBy, op.NextCheckAt)
 	}
-	if n := w.sink.perKey(); len(n) != 1 || n["gemini:batches/lost"] != 1 {
+	if n := w.sink.PerKey(); len(n) != 1 || n["gemini:batches/lost"] != 1 {
 		t.Fatalf("messages %v", n)
 	}
-	if m := w.sink.msgs[0]; m.SettledBy != "reconcile" || m.Output["responses_file"] != "files/out-lost" || !m.UpdateTime.Equal(tDone) {
+	if m := w.sink.All()[0]; m.SettledBy != "reconcile" || m.Output["responses_file"] != "files/out-lost" || !m.UpdateTime.Equal(tDone) {
 		t.Fatalf("message %+v", m)
 	}
 	// Settled: later passes never ask Gemini about it again.
@@ -203,7 +161,7 @@ func TestStaleReconcileChangesNothing(t *testing.T) {
 	if op.State != lifecycle.Succeeded || op.SettledBy != "webhook" {
 		t.Fatalf("state %s settled by %s", op.State, op.SettledBy)
 	}
-	if n := w.sink.perKey(); n["gemini:batches/stale"] != 1 {
+	if n := w.sink.PerKey(); n["gemini:batches/stale"] != 1 {
 		t.Fatalf("messages %v", n)
 	}
 	// And a settled operation with Gemini still saying RUNNING is never polled.
@@ -246,7 +204,7 @@ func TestWebhookAndReconcileRacingOnHundredOperations(t *testing.T) {
 	}
 	wg.Wait()
 	w.pass() // anything the first pass skipped
-	counts := w.sink.perKey()
+	counts := w.sink.PerKey()
 	if len(counts) != n {
 		t.Fatalf("%d operations published, want %d", len(counts), n)
 	}
@@ -270,7 +228,7 @@ func TestNotFoundIsRecordedNeverSettled(t *testing.T) {
 	if op.State != lifecycle.Pending || op.LastCheck != "not-found" || op.Checks != 1 || !op.NextCheckAt.After(w.clock.Now()) {
 		t.Fatalf("after 404: %+v", op)
 	}
-	if len(w.sink.perKey()) != 0 {
+	if len(w.sink.PerKey()) != 0 {
 		t.Fatal("a 404 published a completion")
 	}
 }
@@ -324,11 +282,11 @@ func TestStuckIsAlertedOncePerPassAndStaysPending(t *testing.T) {
 		if s.Stuck != 2 {
 			t.Fatalf("pass %d: stuck %d, want 2 (%+v)", pass, s.Stuck, s)
 		}
-		if got := w.logs.lines(`"alert":"stuck"`); got != 2*pass {
+		if got := w.logs.CountLines(`"alert":"stuck"`); got != 2*pass {
 			t.Fatalf("after pass %d: %d alert lines, want %d", pass, got, 2*pass)
 		}
 	}
-	if got := w.logs.lines(`"alert":"stuck","operation":"batches/stuck"`); got != 2 {
+	if got := w.logs.CountLines(`"alert":"stuck","operation":"batches/stuck"`); got != 2 {
 		t.Fatalf("alert lines for batches/stuck: %d, want one per pass", got)
 	}
 	if op := w.op("batches/stuck"); op.State.Terminal() {
@@ -354,7 +312,7 @@ func TestOrphanIsAdoptedAndSettled(t *testing.T) {
 	if s := w.pass(); s.Adopted != 0 {
 		t.Fatalf("adopted again: %+v", s)
 	}
-	if n := w.sink.perKey(); n["gemini:batches/orphan"] != 1 || len(n) != 1 {
+	if n := w.sink.PerKey(); n["gemini:batches/orphan"] != 1 || len(n) != 1 {
 		t.Fatalf("messages %v", n)
 	}
 }
