@@ -62,6 +62,10 @@ type Result struct {
 	Operation string // canonical name; empty if the name was invalid
 	State     lifecycle.State
 	Version   int64
+	// Rev is the revision the door wrote, when it wrote one (zero
+	// otherwise): a caller that writes next (the reconciler scheduling its
+	// next check) fences on it without reading the operation again.
+	Rev       ledger.Revision
 	Published bool
 }
 
@@ -277,7 +281,7 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Even
 			if err != nil {
 				return res, commitErr(name, err)
 			}
-			op.Rev, res.Outcome, res.Version = rev, OutcomeConflict, rev.Version
+			op.Rev, res.Outcome, res.Version, res.Rev = rev, OutcomeConflict, rev.Version, rev
 		}
 	}
 	// A terminal operation whose claim was released or whose lease ran out
@@ -328,7 +332,7 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 	if err != nil {
 		return res, commitErr(name, err)
 	}
-	res.Version = rev.Version
+	res.Version, res.Rev = rev.Version, rev
 	if claim == nil {
 		return res, nil
 	}

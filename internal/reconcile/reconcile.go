@@ -34,11 +34,8 @@ type Door interface {
 	RetryClaim(ctx context.Context, id string) (ingest.Result, error)
 }
 
-// Ledger is what a pass reads and schedules.
-type Ledger interface {
-	GetOperation(ctx context.Context, id string) (ledger.Operation, error)
-	ledger.Queries
-}
+// Ledger is what a pass reads and schedules: indexed queries only.
+type Ledger = ledger.Queries
 
 // Config holds a reconciler's dependencies and tuning.
 type Config struct {
@@ -260,12 +257,9 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 			})
 			return
 		}
-		if res.Outcome == ingest.OutcomeApplied {
+		if res.Rev.Exists() {
 			// The door wrote a new revision: schedule against it.
-			if op, err = r.cfg.Ledger.GetOperation(ctx, op.ID); err != nil {
-				t.add(func(s *Summary) { s.Errors++ })
-				return
-			}
+			op.Rev = res.Rev
 		}
 	}
 	t.add(func(s *Summary) { s.StillPending++ })
