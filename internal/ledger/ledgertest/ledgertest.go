@@ -273,9 +273,10 @@ func testRelease(t *testing.T, s ledger.Ledger) {
 	}
 }
 
-func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
-	mustCommit(t, s, Op("a9"), nil)
-	read := mustGet(t, s, "a9")
+// exactlyOneWins runs write n times at once and requires exactly one
+// success; every other attempt must fail with the fencing error lost.
+func exactlyOneWins(t *testing.T, what string, lost error, write func(i int) error) {
+	t.Helper()
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -283,8 +284,7 @@ func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			op := terminal(read, t0.Add(time.Minute))
-			_, _, errs[i] = s.CommitOperation(ctx(t), op, Claim("a9", fmt.Sprint("h", i), t0.Add(time.Minute)))
+			errs[i] = write(i)
 		}()
 	}
 	wg.Wait()
@@ -293,13 +293,23 @@ func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
 		switch {
 		case err == nil:
 			won++
-		case !errors.Is(err, ledger.ErrConflict):
+		case !errors.Is(err, lost):
 			t.Errorf("unexpected error: %v", err)
 		}
 	}
 	if won != 1 {
-		t.Fatalf("%d of %d concurrent commits from one read succeeded, want exactly 1", won, n)
+		t.Fatalf("%d of %d concurrent %s succeeded, want exactly 1", won, n, what)
 	}
+}
+
+func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("a9"), nil)
+	read := mustGet(t, s, "a9")
+	exactlyOneWins(t, "commits from one read", ledger.ErrConflict, func(i int) error {
+		op := terminal(read, t0.Add(time.Minute))
+		_, _, err := s.CommitOperation(ctx(t), op, Claim("a9", fmt.Sprint("h", i), t0.Add(time.Minute)))
+		return err
+	})
 	if got := mustGet(t, s, "a9"); got.Rev.Version != 2 {
 		t.Fatalf("version %d, want 2", got.Rev.Version)
 	}
@@ -308,29 +318,10 @@ func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
 func testConcurrentSeizes(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "a10", "h0", t0)
 	c, _ := s.GetClaim(ctx(t), "a10")
-	const n = 8
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = s.SeizeClaim(ctx(t), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), t0.Add(time.Minute))
-		}()
-	}
-	wg.Wait()
-	won := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, ledger.ErrFenced):
-			t.Errorf("unexpected error: %v", err)
-		}
-	}
-	if won != 1 {
-		t.Fatalf("%d of %d concurrent seizes succeeded, want exactly 1", won, n)
-	}
+	exactlyOneWins(t, "seizes", ledger.ErrFenced, func(i int) error {
+		_, err := s.SeizeClaim(ctx(t), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), t0.Add(time.Minute))
+		return err
+	})
 }
 
 func testTimePrecision(t *testing.T, s ledger.Ledger) {
