@@ -45,6 +45,12 @@ const (
 	secretsEnv = "LROSINK_WEBHOOK_SECRETS"
 	// maxTimestampDigits keeps the timestamp within int64 seconds.
 	maxTimestampDigits = 18
+	// sigSeparators separate webhook-signature entries: the Standard
+	// Webhooks spec says "space delimited", and HTTP allows optional
+	// whitespace (SP, HTAB) around a value. Nothing else separates: a form
+	// feed or a Unicode space stays part of its entry, which then cannot
+	// match. The fuzz oracle in fuzz_test.go encodes the same rule.
+	sigSeparators = " \t"
 )
 
 // Config configures a Verifier.
@@ -151,7 +157,7 @@ func decodeSecret(s string) ([]byte, string) {
 // that looks like a compact JWS is checked as a dynamic-webhook RS256 JWT;
 // anything else as Standard Webhooks v1 signatures. Failures are *Error.
 func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (Verified, error) {
-	sig := strings.TrimSpace(h.Get(canonical(hdrSignature)))
+	sig := strings.Trim(h.Get(canonical(hdrSignature)), sigSeparators)
 	if looksLikeJWS(sig) {
 		return v.verifyJWT(ctx, h, sig)
 	}
@@ -197,9 +203,9 @@ func (v *Verifier) verifyHMAC(h http.Header, sig string, body []byte) (Verified,
 		base64.StdEncoding.Encode(want[:], mac.Sum(sum[:0]))
 		rest := sig
 		for rest != "" {
-			rest = strings.TrimLeft(rest, " \t\r\n")
+			rest = strings.TrimLeft(rest, sigSeparators)
 			entry := rest
-			if i := strings.IndexAny(rest, " \t\r\n"); i >= 0 {
+			if i := strings.IndexAny(rest, sigSeparators); i >= 0 {
 				entry, rest = rest[:i], rest[i:]
 			} else {
 				rest = ""

@@ -321,6 +321,41 @@ func TestSkipsMalformedEntries(t *testing.T) {
 	}
 }
 
+// TestSignatureSeparators pins which characters separate webhook-signature
+// entries: the Standard Webhooks spec says "space delimited"; HTTP allows
+// optional whitespace (SP, HTAB) around a value. So SP and HTAB separate
+// entries and nothing else does: a form feed, vertical tab, line break or
+// Unicode space is part of the entry, which then does not match.
+func TestSignatureSeparators(t *testing.T) {
+	f := loadFixtures(t)
+	d := f.delivery(t, "batch.succeeded")
+	v := mustVerifier(t, Config{Secrets: []string{f.secret(t, "new")}, Now: f.now})
+	good := d.Signature
+	for _, c := range []struct {
+		header string
+		ok     bool
+	}{
+		{good, true},
+		{"  " + good + "  ", true},
+		{"\t" + good + "\t", true},
+		{"v1,AAAA\t" + good, true},
+		{"v1,AAAA " + good, true},
+		{"\f" + good, false},
+		{good + "\f", false},
+		{"\v" + good, false},
+		{"v1,AAAA\f" + good, false},
+		{"v1,AAAA\n" + good, false},
+		{"v1,AAAA\r" + good, false},
+		{"\u00a0" + good, false},
+		{"\u0085" + good, false},
+	} {
+		_, err := v.Verify(context.Background(), headers(d.ID, d.Timestamp, c.header), []byte(d.Body))
+		if (err == nil) != c.ok {
+			t.Errorf("header %q: err = %v, want accepted = %v", c.header, err, c.ok)
+		}
+	}
+}
+
 // TestJWKSRefetchRateLimit counts hits on the JWKS server: an unknown kid
 // triggers at most one refetch per minute of the Verifier's clock.
 func TestJWKSRefetchRateLimit(t *testing.T) {
