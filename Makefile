@@ -1,16 +1,18 @@
-# `make test` is the one test command (README, .ci/run): formatting, vet, every
-# Go test with the race detector against real Firestore and Pub/Sub emulators
-# (started and stopped by scripts/with-emulators.sh), after short fuzz runs,
-# so the closing line is the test summary. Fuzzing is bounded by an execution
-# count, not a duration: time-bounded fuzzing can fail spuriously on a busy machine.
+# `make test` is the one test command (README, .ci/run): formatting, vet, the
+# deployment checks, then every Go test with the race detector against real
+# Firestore and Pub/Sub emulators (started and stopped by
+# scripts/with-emulators.sh), so the closing line is the test summary. Fuzz
+# targets run there on their seed and committed corpora only (plain go test);
+# exploration is `make fuzz`, outside the gate: a test run must never fail by
+# chance.
 SHELL     := /bin/bash
 GO        ?= go
-FUZZTIME  ?= 200000x
+FUZZTIME  ?= 1000000x
 PKGS      ?= ./...
 
 .PHONY: test fmt-check vet deploy-check go-test fuzz bench run
 
-test: fmt-check vet deploy-check fuzz go-test
+test: fmt-check vet deploy-check go-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*' -not -path './.git/*')); \
@@ -28,11 +30,11 @@ deploy-check:
 go-test:
 	@set -o pipefail; scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./scripts/testsummary
 
+# Exploratory fuzzing of every Fuzz target (scripts/fuzz.sh), FUZZTIME each:
+# an exec count (default 1000000x) or a duration (make fuzz FUZZTIME=10m). A
+# finding lands in testdata/fuzz/ and is committed with its fix.
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzNormalize$$' -fuzztime=$(FUZZTIME) ./internal/opname
-	$(GO) test -run='^$$' -fuzz='^FuzzDocID$$' -fuzztime=$(FUZZTIME) ./internal/opname
-	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./internal/webhook
-	$(GO) test -run='^$$' -fuzz='^FuzzSignatureHeader$$' -fuzztime=$(FUZZTIME) ./internal/webhook
+	scripts/fuzz.sh $(FUZZTIME)
 
 bench:
 	scripts/with-emulators.sh $(GO) test -run='^$$' -bench=. -benchtime=1x ./...
