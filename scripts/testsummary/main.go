@@ -2,7 +2,9 @@
 // needs: each package's result line, the full output of failing tests and
 // packages (build errors included), and one closing line
 // "tests: N passed, N failed, N skipped". It exits 1 if anything failed, so a
-// pipeline cannot hide a failure.
+// pipeline cannot hide a failure, and also when no package reported at all
+// (the runner never started, e.g. the emulators were not ready): that run
+// tested nothing and says so loudly instead of "0 passed, 0 failed".
 package main
 
 import (
@@ -27,8 +29,13 @@ type event struct {
 
 type summary struct {
 	passed, failed, skipped int
-	badPackages             int
+	packages, badPackages   int
 	skippedNames            []string
+}
+
+// failedOverall: something failed, or nothing ran.
+func (s summary) failedOverall() bool {
+	return s.failed > 0 || s.badPackages > 0 || s.packages == 0
 }
 
 func main() {
@@ -37,7 +44,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(2)
 	}
-	if s.failed > 0 || s.badPackages > 0 {
+	if s.failedOverall() {
 		os.Exit(1)
 	}
 }
@@ -66,6 +73,7 @@ func run(in io.Reader, out io.Writer) (summary, error) {
 			fmt.Fprint(out, strings.Join(output[key], ""))
 		case "pass", "fail", "skip":
 			if e.Test == "" {
+				s.packages++
 				if e.Action == "fail" {
 					s.badPackages++
 					fmt.Fprint(out, strings.Join(output[key], ""))
@@ -96,6 +104,10 @@ func run(in io.Reader, out io.Writer) (summary, error) {
 	}
 	if s.badPackages > 0 {
 		fmt.Fprintf(out, "%d package(s) failed\n", s.badPackages)
+	}
+	if s.packages == 0 {
+		fmt.Fprintln(out, "tests: NO TESTS RAN: the test runner never started or reported nothing (see the lines above); this run FAILED")
+		return s, nil
 	}
 	fmt.Fprintf(out, "tests: %d passed, %d failed, %d skipped\n", s.passed, s.failed, s.skipped)
 	return s, nil
