@@ -15,6 +15,7 @@ die() { echo "with-emulators: $*" >&2; exit 2; }
 [ $# -gt 0 ] || die "usage: $0 COMMAND [ARGS...]"
 command -v gcloud >/dev/null 2>&1 || die "gcloud (google-cloud-cli) not found; $install_hint"
 command -v java >/dev/null 2>&1 || die "java not found (the emulators need a JRE); $install_hint"
+command -v curl >/dev/null 2>&1 || die "curl not found (it probes the emulators' readiness): apt-get install curl"
 sdk_root=$(dirname "$(dirname "$(readlink -f "$(command -v gcloud)")")")
 pubsub_bin="$sdk_root/platform/pubsub-emulator/bin/cloud-pubsub-emulator"
 firestore_bin="$sdk_root/platform/cloud-firestore-emulator/cloud_firestore_emulator"
