@@ -27,7 +27,9 @@ import (
 func build(t *testing.T, tags string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "lrosink")
-	args := []string{"build", "-o", bin}
+	// -buildvcs=true: stamp the commit as a user's go build does, even where
+	// GOFLAGS turns stamping off (testVersionNamesTheRevision reads it).
+	args := []string{"build", "-buildvcs=true", "-o", bin}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
@@ -276,6 +278,23 @@ func TestBinary(t *testing.T) {
 	t.Run("RestartAfterCrash", func(t *testing.T) { testRestartAfterCrash(t, faulty) })
 	t.Run("GracefulShutdown", func(t *testing.T) { testGracefulShutdown(t, bin) })
 	t.Run("FaultNeedsTheBuildTag", func(t *testing.T) { testFaultNeedsTheBuildTag(t, bin) })
+	t.Run("VersionNamesTheRevision", func(t *testing.T) { testVersionNamesTheRevision(t, bin) })
+}
+
+// testVersionNamesTheRevision: a binary built in a git checkout says which
+// commit it was built from (go build stamps it; lrosink version prints it).
+func testVersionNamesTheRevision(t *testing.T, bin string) {
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD (the tests run in a git checkout): %v", err)
+	}
+	want := "revision " + strings.TrimSpace(string(head))[:12]
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, errOut, code := runCLI(t, bin, t.TempDir(), args...)
+		if code != 0 || !strings.HasPrefix(out, "lrosink ") || !strings.Contains(out, want) {
+			t.Errorf("lrosink %v: exit %d, %q %q; want a line containing %q", args, code, out, errOut, want)
+		}
+	}
 }
 
 // testServeEndToEnd: `lrosink serve` in an empty directory with a secret in

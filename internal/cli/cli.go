@@ -68,6 +68,7 @@ func commands() map[string]command {
 		"replay":   {"publish an operation's completion again, with a new replay_id", runReplay},
 		"simulate": {"fault-injection run against a built-in fake Gemini; prints the invariant report", delegate(simulate.Command)},
 		"webhooks": {"manage the Gemini project webhook: create, list, rotate, ping", delegate(webhooksadmin.Command)},
+		"version":  {"print the version and VCS revision of this binary", runVersion},
 	}
 }
 
@@ -104,6 +105,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "-h", "-help", "--help":
 		topUsage(e.stdout, cmds)
 		return exitOK
+	case "-version", "--version":
+		name = "version"
+		args = args[:1]
 	case "help":
 		if len(args) == 1 {
 			topUsage(e.stdout, cmds)
