@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/results/resultstest"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -198,6 +199,7 @@ func parseLine(t *testing.T, s string) resultLine {
 	if err := json.Unmarshal([]byte(s), &l); err != nil || l.IdempotencyKey == "" {
 		t.Fatalf("stdout line is not a results line: %q (%v)", s, err)
 	}
+	resultstest.Check(t, []byte(s))
 	return l
 }
 

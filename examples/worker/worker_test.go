@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lrosink/lrosink/internal/results/resultstest"
 	"strings"
 	"sync"
 	"testing"
@@ -98,6 +99,7 @@ func resultData(t *testing.T, op, key string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	resultstest.Check(t, b) // the worker is tested on messages lrosink can really send
 	return b
 }
 
@@ -333,7 +335,7 @@ func TestHandlerErrors(t *testing.T) {
 	for name, o := range map[string]Outcome{
 		"no key":   w.process(ctx, Meta{}, nil, []byte(`{"operation":"batches/x"}`)),
 		"bad json": w.process(ctx, Meta{}, map[string]string{"idempotency_key": "k"}, []byte(`{`)),
-		"mismatch": w.process(ctx, Meta{}, map[string]string{"idempotency_key": "a"}, resultData(t, "batches/x", "b")),
+		"mismatch": w.process(ctx, Meta{}, map[string]string{"idempotency_key": "gemini:batches/a"}, resultData(t, "batches/x", "gemini:batches/x")),
 	} {
 		if o.Kind != Invalid {
 			t.Errorf("%s: outcome %s, want invalid", name, o.Kind)

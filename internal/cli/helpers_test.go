@@ -16,6 +16,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/results/resultstest"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -87,6 +88,7 @@ func resultLines(t *testing.T, s string) []resultLine {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.IdempotencyKey == "" {
 			t.Fatalf("not a results line: %q (%v)", sc.Text(), err)
 		}
+		resultstest.Check(t, sc.Bytes())
 		out = append(out, l)
 	}
 	return out

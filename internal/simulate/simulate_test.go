@@ -12,6 +12,8 @@ import (
 	"github.com/lrosink/lrosink/internal/emutest"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
 	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/results/resultstest"
 	"github.com/lrosink/lrosink/internal/simulate"
 	"github.com/lrosink/lrosink/internal/sink"
 )
@@ -24,10 +26,10 @@ func firestoreBackend(t *testing.T) simulate.Backend {
 	if _, err := ps.TopicAdminClient.CreateTopic(context.Background(), &pubsubpb.Topic{Name: topic}); err != nil {
 		t.Fatal(err)
 	}
-	results := sink.NewPubSub(ps, topic)
-	t.Cleanup(func() { _ = results.Close() })
+	pub := sink.NewPubSub(ps, topic)
+	t.Cleanup(func() { _ = pub.Close() })
 	store := fsledger.New(fs, nil)
-	return simulate.Backend{Name: "firestore+pubsub", Ledger: store, Results: results, Counts: func() (int64, int64) {
+	return simulate.Backend{Name: "firestore+pubsub", Ledger: store, Results: schemaChecked{t, pub}, Counts: func() (int64, int64) {
 		r, w, _ := store.Counts().Snapshot()
 		return r, w
 	}}
@@ -40,7 +42,26 @@ func sqliteBackend(t *testing.T) simulate.Backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return simulate.Backend{Name: "sqlite", Ledger: s}
+	return simulate.Backend{Name: "sqlite", Ledger: s, Results: schemaChecked{t, nil}}
+}
+
+// schemaChecked checks every message the simulator publishes against
+// docs/results.schema.json, then hands it on (if next is set).
+type schemaChecked struct {
+	t    *testing.T
+	next interface {
+		Publish(context.Context, results.Message) error
+	}
+}
+
+func (s schemaChecked) Publish(ctx context.Context, m results.Message) error {
+	if err := resultstest.ValidateMessage(m); err != nil {
+		s.t.Error(err)
+	}
+	if s.next == nil {
+		return nil
+	}
+	return s.next.Publish(ctx, m)
 }
 
 func run(t *testing.T, o simulate.Options, b simulate.Backend) *simulate.Report {

@@ -54,6 +54,7 @@ func checkLines(t *testing.T, b []byte) []string {
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("line %d is not one JSON object: %v: %q", len(ops)+1, err, sc.Text())
 		}
+		checkSchema(t, sc.Bytes())
 		op, _ := line["operation"].(string)
 		m := message(op)
 		raw, _ := line["attributes"].(map[string]any)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/results/resultstest"
 )
 
 // message returns a settled results message for operation op.
@@ -17,7 +18,7 @@ func message(op string) results.Message {
 		UpdateTime:     time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
 		SettledBy:      "webhook",
 		SettledAt:      time.Date(2026, 3, 1, 12, 0, 5, 0, time.UTC),
-		IdempotencyKey: "idem-" + op,
+		IdempotencyKey: "gemini:" + op,
 		Output:         map[string]any{"uri": "gs://bucket/" + op},
 		UserMetadata:   map[string]any{"tenant": "t1"},
 	}
@@ -67,6 +68,12 @@ func checkData(t *testing.T, got map[string]any, m results.Message) {
 	if _, ok := got["replay_id"]; ok {
 		t.Errorf("%s: data has replay_id; it belongs in the attributes only", m.Operation)
 	}
+}
+
+// checkSchema validates a line or Pub/Sub data against the published schema.
+func checkSchema(t *testing.T, raw []byte) {
+	t.Helper()
+	resultstest.Check(t, raw)
 }
 
 func opName(i int) string { return fmt.Sprintf("batches/op-%03d", i) }

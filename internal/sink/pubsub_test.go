@@ -107,7 +107,7 @@ func TestPubSubPublishesDataAttributesAndOrderingKey(t *testing.T) {
 	failed.State = "FAILED"
 	failed.Output = nil
 	failed.Error = &results.ErrorInfo{Code: 13, Message: "internal"}
-	replay := message("models/veo/operations/v2")
+	replay := message("operations/v2")
 	replay.ReplayID = "replay-7"
 	msgs := []results.Message{message("interactions/i3"), failed, replay}
 	for _, m := range msgs {
@@ -126,6 +126,7 @@ func TestPubSubPublishesDataAttributesAndOrderingKey(t *testing.T) {
 		if err := json.Unmarshal(pm.Data, &data); err != nil {
 			t.Fatalf("%s: data is not JSON: %v: %s", m.Operation, err, pm.Data)
 		}
+		checkSchema(t, pm.Data)
 		if m.Error == nil {
 			checkData(t, data, m)
 		} else {

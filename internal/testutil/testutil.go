@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/results/resultstest"
 )
 
 // SyncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
@@ -41,7 +42,10 @@ func (s *SyncBuffer) CountLines(substr string) int {
 	return n
 }
 
-// Recorder is a results sink (ingest.Sink) that keeps every message.
+// Recorder is a results sink (ingest.Sink) that keeps every message. Like
+// every sink used in the tests it checks each message against
+// docs/results.schema.json: a message that violates it is refused (the
+// publish fails, and so does the test that expected it to go out).
 type Recorder struct {
 	mu   sync.Mutex
 	msgs []results.Message
@@ -49,6 +53,9 @@ type Recorder struct {
 
 // Publish records m.
 func (r *Recorder) Publish(_ context.Context, m results.Message) error {
+	if err := resultstest.ValidateMessage(m); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.msgs = append(r.msgs, m)
