@@ -49,10 +49,10 @@ WHERE due_at <= ? ORDER BY due_at, id LIMIT ?`
 )
 
 // claimArgs returns the named arguments of sqlInsertClaim. The message is
-// stored as json.Marshal of the struct, as the Firestore adapter stores it,
+// stored as ledger.EncodeJSON of the struct, as the Firestore adapter stores it,
 // so every holder republishes the same data.
 func claimArgs(c ledger.Claim) ([]any, error) {
-	msg, err := json.Marshal(c.Message)
+	msg, err := ledger.EncodeJSON(c.Message)
 	if err != nil {
 		return nil, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
