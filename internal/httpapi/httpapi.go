@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/webhook"
@@ -36,6 +37,8 @@ type Answer struct {
 	Outcome   string `json:"outcome"`
 	Reason    string `json:"reason"`
 	Operation string `json:"operation"`
+	// Detail explains a refusal the caller can fix (invalid-metadata).
+	Detail string `json:"detail,omitempty"`
 }
 
 func reply(w http.ResponseWriter, status int, a Answer) {
@@ -175,6 +178,12 @@ func Register(door Ingester, log *slog.Logger) http.Handler {
 				return
 			}
 			kind = k
+		}
+		// The door would drop metadata it cannot keep and go on; a
+		// submitter is told instead, before anything is stored.
+		if err := ledger.CheckMetadata(req.Metadata); err != nil {
+			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-metadata", Detail: "metadata: " + err.Error()})
+			return
 		}
 		res, err := door.Ingest(r.Context(), ingest.Event{Name: req.Name, Kind: kind, State: lifecycle.Pending,
 			Source: ingest.SourceRegister, UserMetadata: req.Metadata})

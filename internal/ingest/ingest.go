@@ -306,10 +306,11 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 	} else if moreSpecific(name.APIName, op.APIName) {
 		next.APIName = name.APIName
 	}
-	next.UserMetadata = mergeMissing(op.UserMetadata, ev.UserMetadata)
-	next.Output = mergeMissing(op.Output, ev.Output)
+	next.UserMetadata = d.keep(ctx, name, ev, "user_metadata", op.UserMetadata, ev.UserMetadata, ledger.MaxMetadataBytes)
+	next.Output = d.keep(ctx, name, ev, "output", op.Output, ev.Output, ledger.MaxOutputBytes)
 	if next.Error == nil && ev.Error != nil {
 		e := *ev.Error
+		e.Message = ledger.Truncate(e.Message, ledger.MaxErrorMessageBytes)
 		next.Error = &e
 	}
 	res := Result{Outcome: OutcomeApplied, Reason: string(dec.Reason), Operation: name.Canonical, State: next.State}
@@ -444,7 +445,8 @@ func message(op ledger.Operation, key string) results.Message {
 
 func entry(now time.Time, ev Event, dec lifecycle.Decision) ledger.HistoryEntry {
 	return ledger.HistoryEntry{At: now, Source: string(ev.Source), State: ev.State,
-		UpdateTime: lifecycle.ServerTime(ev.UpdateTime), Reason: string(dec.Reason), DeliveryID: ev.DeliveryID}
+		UpdateTime: lifecycle.ServerTime(ev.UpdateTime), Reason: string(dec.Reason),
+		DeliveryID: ledger.Truncate(ev.DeliveryID, ledger.MaxDeliveryIDBytes)}
 }
 
 func appendBounded(list []ledger.HistoryEntry, e ledger.HistoryEntry, max int) []ledger.HistoryEntry {
@@ -453,6 +455,26 @@ func appendBounded(list []ledger.HistoryEntry, e ledger.HistoryEntry, max int) [
 		out = out[len(out)-max:]
 	}
 	return out
+}
+
+// keep merges an event's free-form map into the operation's (mergeMissing)
+// unless the result could not be stored within limit bytes: then the event's
+// map is dropped whole, with a WARN line saying why (never a value), and the
+// rest of the event applies. What the ledger cannot keep is never a reason
+// to refuse an event (a webhook would be answered 503 until Gemini gives
+// up). A map already over the limit (stored before the bound) stays as is.
+func (d *Door) keep(ctx context.Context, name opname.Name, ev Event, field string, base, extra map[string]any, limit int) map[string]any {
+	merged := mergeMissing(base, extra)
+	if len(merged) == len(base) {
+		return base // nothing added
+	}
+	if err := ledger.CheckMap(merged, limit); err != nil {
+		d.cfg.Log.WarnContext(ctx, "event field dropped: the ledger cannot keep it", "operation", name.Canonical,
+			"field", field, "source", string(ev.Source), "delivery_id", ledger.Truncate(ev.DeliveryID, ledger.MaxDeliveryIDBytes),
+			"reason", err.Error())
+		return base
+	}
+	return merged
 }
 
 // mergeMissing adds keys of extra that base lacks; base wins, so what was

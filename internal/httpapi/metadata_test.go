@@ -1,0 +1,101 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
+	"github.com/lrosink/lrosink/internal/logging"
+)
+
+// hardMetadataJSON is metadata a Firestore map cannot hold (arrays inside
+// arrays, reserved and empty keys).
+func hardMetadataJSON(t *testing.T) string {
+	t.Helper()
+	b, err := json.Marshal(ledgertest.HardMetadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestWebhookNeverFailsForMetadata: a signed webhook for an operation nobody
+// registered, carrying metadata Firestore could not hold as a map, is
+// answered 200, settles the operation and keeps the metadata exactly.
+func TestWebhookNeverFailsForMetadata(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	body := []byte(`{"type":"batch.succeeded","version":"v1","timestamp":"2026-12-29T09:20:00Z","data":{"id":"batches/meta"},"user_metadata":` +
+		hardMetadataJSON(t) + `}`)
+	status, a := r.do(t, request{name: "hard metadata", method: http.MethodPost, body: body, header: hmacHeaders(r.secret, "msg_meta", now, body)})
+	if status != http.StatusOK || a.Outcome != string(ingest.OutcomeCompleted) {
+		t.Fatalf("webhook with hard metadata: %d %+v", status, a)
+	}
+	op, err := r.store.GetOperation(context.Background(), "gemini:batches%2Fmeta")
+	if err != nil || op.State != "SUCCEEDED" || !reflect.DeepEqual(op.UserMetadata, ledgertest.Normalized(ledgertest.HardMetadata())) {
+		t.Fatalf("stored %s %v, %v", op.State, op.UserMetadata, err)
+	}
+	if r.sink.n.Load() != 1 {
+		t.Fatalf("%d messages published, want 1", r.sink.n.Load())
+	}
+}
+
+// TestRegisterMetadata: /Register keeps metadata of any JSON shape, and
+// answers 400 invalid-metadata, storing nothing, for metadata over the
+// bound once encoded (here: within the body limit, but numbers written
+// short that encode long).
+func TestRegisterMetadata(t *testing.T) {
+	t.Parallel()
+	fs, _ := emutest.Firestore(t)
+	store := fsledger.New(fs, nil)
+	door, err := ingest.New(ingest.Config{Store: store, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.Register(door, logging.Discard()))
+	defer srv.Close()
+	post := func(body string) (int, map[string]string) {
+		t.Helper()
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&a)
+		return resp.StatusCode, a
+	}
+	// 1e20 encodes as 100000000000000000000: 4 bytes in, 21 stored.
+	big := `{"name":"batches/big","metadata":{"n":[` + strings.Repeat("1e20,", 12000) + `0]}}`
+	if len(big) > 64<<10 {
+		t.Fatalf("test body %d bytes is over the Register body limit", len(big))
+	}
+	status, a := post(big)
+	if status != http.StatusBadRequest || a["reason"] != "invalid-metadata" || !strings.Contains(a["detail"], "over the limit") {
+		t.Fatalf("oversize metadata: %d %v", status, a)
+	}
+	if _, w, _ := store.Counts().Snapshot(); w != 0 {
+		t.Fatalf("a refused registration wrote %d documents", w)
+	}
+	if status, a := post(`{"name":"batches/hard","metadata":` + hardMetadataJSON(t) + `}`); status != http.StatusCreated {
+		t.Fatalf("hard metadata: %d %v", status, a)
+	}
+	op, err := store.GetOperation(context.Background(), "gemini:batches%2Fhard")
+	if err != nil || !reflect.DeepEqual(op.UserMetadata, ledgertest.Normalized(ledgertest.HardMetadata())) {
+		t.Fatalf("registered metadata %v, %v", op.UserMetadata, err)
+	}
+	if ledger.CheckMetadata(op.UserMetadata) != nil {
+		t.Fatal("stored metadata over the bound")
+	}
+}
