@@ -86,6 +86,8 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Reason, Operation: res.Operation}
 	case errors.As(err, &invalid):
 		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name"}
+	case errors.Is(err, ingest.ErrClaimMissing):
+		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
 	case errors.Is(err, ingest.ErrSideEffect):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "side-effect-failed", Operation: res.Operation}
 	default:

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -97,5 +98,29 @@ func TestRegisterMetadata(t *testing.T) {
 	}
 	if ledger.CheckMetadata(op.UserMetadata) != nil {
 		t.Fatal("stored metadata over the bound")
+	}
+}
+
+type failingDoor struct{ err error }
+
+func (f failingDoor) Ingest(context.Context, ingest.Event) (ingest.Result, error) {
+	return ingest.Result{Operation: "batches/x"}, f.err
+}
+
+// TestClaimMissingIs503: the door's claim-missing error is answered 503
+// (the sender retries; the operator was alerted) with its own reason.
+func TestClaimMissingIs503(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(httpapi.Register(failingDoor{fmt.Errorf("%w: batches/x", ingest.ErrClaimMissing)}, logging.Discard()))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"name":"batches/x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a httpapi.Answer
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	if resp.StatusCode != http.StatusServiceUnavailable || a.Reason != "claim-missing" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("claim missing: %d %+v", resp.StatusCode, a)
 	}
 }

@@ -2,6 +2,8 @@ package ingest_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -18,23 +20,46 @@ import (
 	"github.com/lrosink/lrosink/internal/testutil"
 )
 
+// testStore is a fresh ledger with a way to lose a claim (as the TTL
+// policy or an operator would delete one).
+type testStore struct {
+	ledger.Store
+	deleteClaim func(t *testing.T, id string)
+}
+
 // onBothStores runs f as a subtest against a fresh Firestore (emulator) and
-// a fresh SQLite ledger: door behaviour that depends on what a store can
-// keep must be the same on both.
-func onBothStores(t *testing.T, f func(t *testing.T, s ledger.Store)) {
+// a fresh SQLite ledger: door behaviour that depends on the store must be
+// the same on both.
+func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 	t.Run("firestore", func(t *testing.T) {
 		t.Parallel()
 		c, _ := emutest.Firestore(t)
-		f(t, fsledger.New(c, nil))
+		f(t, testStore{Store: fsledger.New(c, nil), deleteClaim: func(t *testing.T, id string) {
+			if _, err := c.Collection(fsledger.Claims).Doc(id).Delete(context.Background()); err != nil {
+				t.Fatalf("delete claim: %v", err)
+			}
+		}})
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		s, err := sqlite.Open(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		f(t, s)
+		f(t, testStore{Store: s, deleteClaim: func(t *testing.T, id string) {
+			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if res, err := db.Exec(`DELETE FROM claims WHERE id = ?`, id); err != nil {
+				t.Fatalf("delete claim: %v", err)
+			} else if n, _ := res.RowsAffected(); n != 1 {
+				t.Fatalf("deleted %d claims", n)
+			}
+		}})
 	})
 }
 
@@ -61,7 +86,7 @@ func loggingDoor(t *testing.T, s ledger.Store, c *clock) (*ingest.Door, *testuti
 // would take the operation over the bound is dropped whole.
 func TestWhatAStoreCannotKeepNeverFailsAnEvent(t *testing.T) {
 	t.Parallel()
-	onBothStores(t, func(t *testing.T, s ledger.Store) {
+	onBothStores(t, func(t *testing.T, s testStore) {
 		d, rec, logs := loggingDoor(t, s, newClock())
 		secret := "s3cr3t-value"
 		e := ev("batches/huge", lifecycle.Running, tRun, ingest.SourceWebhook)
@@ -105,6 +130,115 @@ func TestWhatAStoreCannotKeepNeverFailsAnEvent(t *testing.T) {
 		}
 		if n := logs.CountLines(`"field":"user_metadata"`); n != 2 {
 			t.Fatalf("want a second WARN line for the metadata over the bound:\n%.2000s", logs.String())
+		}
+	})
+}
+
+// TestClaimsExpireFromTheirLastAttempt: every release and seize by the door
+// moves the claim's expiry to now + ClaimTTL, so a claim whose side effect
+// keeps failing is never deleted by the TTL policy while it is retried.
+func TestClaimsExpireFromTheirLastAttempt(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s testStore) {
+		c := newClock()
+		failing := &flakySink{inner: &testutil.Recorder{}}
+		failing.fail.Store(2)
+		d, err := ingest.New(ingest.Config{Store: s, Sink: failing, Log: logging.Discard(), Now: c.Now, Lease: 10 * time.Minute, ClaimTTL: 30 * 24 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "gemini:batches%2Fttl"
+		if _, err := d.Ingest(context.Background(), ev("batches/ttl", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrSideEffect) {
+			t.Fatalf("first attempt: %v", err)
+		}
+		c.Advance(29 * 24 * time.Hour) // nobody retried for 29 days
+		if _, err := d.RetryClaim(context.Background(), id); !errors.Is(err, ingest.ErrSideEffect) {
+			t.Fatalf("retry: %v", err)
+		}
+		if cl := mustClaim(t, s, id); cl.Status != ledger.ClaimReleased || !cl.ExpireAt.Equal(c.Now().Add(30*24*time.Hour)) {
+			t.Fatalf("after a seize and a release on day 29: %s, expires %v, want %v", cl.Status, cl.ExpireAt, c.Now().Add(30*24*time.Hour))
+		}
+		c.Advance(2 * 24 * time.Hour) // past the claim's first expiry
+		if r, err := d.RetryClaim(context.Background(), id); err != nil || !r.Published {
+			t.Fatalf("retry on day 31: %+v %v", r, err)
+		}
+		if cl := mustClaim(t, s, id); cl.Status != ledger.ClaimDone || !cl.ExpireAt.Equal(c.Now().Add(30*24*time.Hour)) {
+			t.Fatalf("after the last seize: %s, expires %v", cl.Status, cl.ExpireAt)
+		}
+	})
+}
+
+// TestOwedEffectWithoutClaimAlerts: a terminal operation whose mirror says
+// its side effect is owed, but whose claim (which holds the message) is
+// gone, is an error, answered 503 to a webhook, with one ERROR line
+// "alert":"claim-missing"; nothing is published until the operator replays
+// it, which publishes the message rebuilt from the operation and settles
+// the mirror. A claim missing long after its expiry, with the mirror still
+// saying CLAIMED, is the normal end of a completed claim (DONE is not
+// mirrored) and raises nothing.
+func TestOwedEffectWithoutClaimAlerts(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s testStore) {
+		c := newClock()
+		rec, logs := &testutil.Recorder{}, &testutil.SyncBuffer{}
+		failing := &flakySink{inner: rec}
+		newDoor := func(sink ingest.Sink, faults ingest.Faults) *ingest.Door {
+			d, err := ingest.New(ingest.Config{Store: s, Sink: sink, Log: logging.New(logs, slog.LevelInfo, "p"), Now: c.Now,
+				Lease: 10 * time.Minute, ClaimTTL: 30 * 24 * time.Hour, Faults: faults})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		d := newDoor(rec, nil)
+		ctx := context.Background()
+		alerts := func() int { return logs.CountLines(`"alert":"claim-missing"`) }
+
+		// Released (a publish failed), then the claim is lost.
+		failing.fail.Store(1)
+		if _, err := newDoor(failing, nil).Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrSideEffect) {
+			t.Fatalf("failing publish: %v", err)
+		}
+		s.deleteClaim(t, "gemini:batches%2Frel")
+		_, err := d.Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		if !errors.Is(err, ingest.ErrClaimMissing) || alerts() != 1 || logs.CountLines(`"operation":"batches/rel"`) < 1 {
+			t.Fatalf("redelivery with the claim gone: %v, %d alerts\n%s", err, alerts(), logs.String())
+		}
+		// Held by a process that died after the commit; lost within its TTL.
+		if _, err := newDoor(rec, &crashOnce{point: ingest.FaultAfterCommit}).Ingest(ctx, ev("batches/held", lifecycle.Failed, tDone, ingest.SourceWebhook)); err == nil {
+			t.Fatal("the crash was not injected")
+		}
+		s.deleteClaim(t, "gemini:batches%2Fheld")
+		c.Advance(11 * time.Minute)
+		if _, err := d.Ingest(ctx, ev("batches/held", lifecycle.Failed, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrClaimMissing) || alerts() != 2 {
+			t.Fatalf("redelivery after the lease with the claim gone: %v, %d alerts", err, alerts())
+		}
+		if _, err := d.RetryClaim(ctx, "gemini:batches%2Fheld"); !errors.Is(err, ingest.ErrClaimMissing) || alerts() != 3 {
+			t.Fatalf("claim retry with the claim gone: %v, %d alerts", err, alerts())
+		}
+		if n := len(rec.All()); n != 0 {
+			t.Fatalf("%d messages published without a claim", n)
+		}
+
+		// The operator replays: the message is rebuilt and the alert stops.
+		id, err := d.Replay(ctx, "batches/rel", "")
+		if err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+		if msgs := rec.All(); len(msgs) != 1 || msgs[0].ReplayID != id || msgs[0].State != "SUCCEEDED" || msgs[0].IdempotencyKey != "gemini:batches/rel" {
+			t.Fatalf("replayed %+v", msgs)
+		}
+		if r, err := d.Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil || r.Published || alerts() != 3 {
+			t.Fatalf("redelivery after the replay: %+v %v, %d alerts", r, err, alerts())
+		}
+
+		// Completed, then deleted by the TTL policy after its expiry: normal.
+		mustIngest(t, d, ev("batches/old", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		c.Advance(31 * 24 * time.Hour)
+		s.deleteClaim(t, "gemini:batches%2Fold")
+		r, err := d.Ingest(ctx, ingest.Event{Name: "batches/old", State: lifecycle.Pending, Source: ingest.SourceRegister})
+		if err != nil || r.Published || alerts() != 3 {
+			t.Fatalf("late registration of an operation completed long ago: %+v %v, %d alerts", r, err, alerts())
 		}
 	})
 }

@@ -246,6 +246,8 @@ type Claim struct {
 	UpdatedAt  time.Time
 	DoneAt     time.Time
 	// ExpireAt drives a TTL policy far beyond Gemini's 24 h retry window.
+	// The door sets it to now + its ClaimTTL at creation and at every
+	// seize and release, so a claim is never deleted while it is retried.
 	ExpireAt time.Time
 	Message  results.Message
 }
@@ -275,11 +277,13 @@ type Store interface {
 	// GetClaim reads one claim; ErrNotFound if absent.
 	GetClaim(ctx context.Context, id string) (Claim, error)
 	// SeizeClaim gives claim c (as read, at c.Rev) to a new holder with a new
-	// lease and one more attempt, and mirrors that on the operation.
-	// ErrFenced if the claim changed since it was read.
-	SeizeClaim(ctx context.Context, c Claim, holder string, leaseUntil, now time.Time) (*Lease, error)
-	// ReleaseClaim gives up a held claim at once so the next attempt retries.
-	ReleaseClaim(ctx context.Context, l Lease, now time.Time) error
+	// lease and one more attempt, sets its ExpireAt to expireAt, and mirrors
+	// that on the operation. ErrFenced if the claim changed since it was
+	// read.
+	SeizeClaim(ctx context.Context, c Claim, holder string, leaseUntil, expireAt, now time.Time) (*Lease, error)
+	// ReleaseClaim gives up a held claim at once so the next attempt
+	// retries, and sets its ExpireAt to expireAt.
+	ReleaseClaim(ctx context.Context, l Lease, expireAt, now time.Time) error
 	// CompleteClaim marks the claim DONE if l still holds it; ErrFenced if not.
 	CompleteClaim(ctx context.Context, l Lease, now time.Time) error
 }

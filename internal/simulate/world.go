@@ -184,8 +184,8 @@ func (l *flakyLedger) fenced(err error) {
 	}
 }
 
-func (l *flakyLedger) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, now time.Time) (*ledger.Lease, error) {
-	lease, err := l.Ledger.SeizeClaim(ctx, c, holder, leaseUntil, now)
+func (l *flakyLedger) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
+	lease, err := l.Ledger.SeizeClaim(ctx, c, holder, leaseUntil, expireAt, now)
 	l.fenced(err)
 	return lease, err
 }
@@ -227,13 +227,13 @@ func (l unfencedLedger) CommitOperation(ctx context.Context, op ledger.Operation
 	return rev, &ledger.Lease{ID: c.ID, OpID: op.ID, Holder: c.Holder}, nil
 }
 
-func (l unfencedLedger) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, now time.Time) (*ledger.Lease, error) {
-	lease, err := l.Ledger.SeizeClaim(ctx, c, holder, leaseUntil, now)
+func (l unfencedLedger) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
+	lease, err := l.Ledger.SeizeClaim(ctx, c, holder, leaseUntil, expireAt, now)
 	if !errors.Is(err, ledger.ErrFenced) {
 		return lease, err
 	}
 	if cur, gerr := l.Ledger.GetClaim(ctx, c.ID); gerr == nil {
-		return l.Ledger.SeizeClaim(ctx, cur, holder, leaseUntil, now) // take it anyway
+		return l.Ledger.SeizeClaim(ctx, cur, holder, leaseUntil, expireAt, now) // take it anyway
 	}
 	return lease, err
 }

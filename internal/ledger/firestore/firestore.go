@@ -384,13 +384,13 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 		Rev: ledger.Revision{Version: int64(claim.Attempts), Stamp: writes[1].UpdateTime}}, nil
 }
 
-// SeizeClaim implements ledger.Store.
-func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, now time.Time) (*ledger.Lease, error) {
+// SeizeClaim implements ledger.Store; it also extends expire_at.
+func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
 	attempts := c.Attempts + 1
 	stamp, err := s.updateClaim(ctx, c.ID, c.Rev.Stamp, []firestore.Update{
 		{Path: "status", Value: string(ledger.ClaimHeld)}, {Path: "holder", Value: holder},
 		{Path: "lease_until", Value: leaseUntil}, {Path: "due_at", Value: leaseUntil},
-		{Path: "attempts", Value: attempts}, {Path: "updated_at", Value: now},
+		{Path: "attempts", Value: attempts}, {Path: "updated_at", Value: now}, {Path: "expire_at", Value: expireAt},
 	}, effectDoc{Status: string(ledger.ClaimHeld), LeaseUntil: &leaseUntil})
 	if err != nil {
 		return nil, err
@@ -398,11 +398,12 @@ func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, l
 	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: ledger.Revision{Version: int64(attempts), Stamp: stamp}}, nil
 }
 
-// ReleaseClaim implements ledger.Store.
-func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
+// ReleaseClaim implements ledger.Store; it also extends expire_at.
+func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error {
 	_, err := s.updateClaim(ctx, l.ID, l.Rev.Stamp, []firestore.Update{
 		{Path: "status", Value: string(ledger.ClaimReleased)}, {Path: "holder", Value: ""},
 		{Path: "lease_until", Value: now}, {Path: "due_at", Value: now}, {Path: "updated_at", Value: now},
+		{Path: "expire_at", Value: expireAt},
 	}, effectDoc{Status: string(ledger.ClaimReleased), LeaseUntil: &now})
 	return err
 }

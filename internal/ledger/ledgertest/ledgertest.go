@@ -25,27 +25,28 @@ type NewStore func(t *testing.T) ledger.Ledger
 // Run runs the suite.
 func Run(t *testing.T, newStore NewStore) {
 	tests := map[string]func(*testing.T, ledger.Ledger){
-		"GetMissing":                 testGetMissing,
-		"CreateAndRead":              testCreateAndRead,
-		"CreateTwiceConflicts":       testCreateTwice,
-		"StaleRevisionConflicts":     testStaleRevision,
-		"ClaimCreatedAtomically":     testClaimAtomic,
-		"ExistingClaimBlocksCommit":  testExistingClaim,
-		"CompleteFencedOnLease":      testCompleteFenced,
-		"SeizeFencesOldHolder":       testSeize,
-		"ReleaseThenSeize":           testRelease,
-		"ConcurrentCommitsOneWins":   testConcurrentCommits,
-		"ConcurrentSeizesOneWins":    testConcurrentSeizes,
-		"TimesKeepMicroseconds":      testTimePrecision,
-		"MessageRoundTripsVerbatim":  testMessage,
-		"MissingClaimCannotComplete": testMissingClaim,
-		"DueOperations":              testDueOperations,
-		"StuckOperations":            testStuckOperations,
-		"DueClaims":                  testDueClaims,
-		"ScheduleCheck":              testScheduleCheck,
-		"ListOperations":             testListOperations,
-		"FreeFormValuesRoundTrip":    testFreeForm,
-		"MaximalOperationCommits":    testMaximal,
+		"GetMissing":                  testGetMissing,
+		"CreateAndRead":               testCreateAndRead,
+		"CreateTwiceConflicts":        testCreateTwice,
+		"StaleRevisionConflicts":      testStaleRevision,
+		"ClaimCreatedAtomically":      testClaimAtomic,
+		"ExistingClaimBlocksCommit":   testExistingClaim,
+		"CompleteFencedOnLease":       testCompleteFenced,
+		"SeizeFencesOldHolder":        testSeize,
+		"ReleaseThenSeize":            testRelease,
+		"ConcurrentCommitsOneWins":    testConcurrentCommits,
+		"ConcurrentSeizesOneWins":     testConcurrentSeizes,
+		"TimesKeepMicroseconds":       testTimePrecision,
+		"MessageRoundTripsVerbatim":   testMessage,
+		"MissingClaimCannotComplete":  testMissingClaim,
+		"DueOperations":               testDueOperations,
+		"StuckOperations":             testStuckOperations,
+		"DueClaims":                   testDueClaims,
+		"ScheduleCheck":               testScheduleCheck,
+		"ListOperations":              testListOperations,
+		"FreeFormValuesRoundTrip":     testFreeForm,
+		"MaximalOperationCommits":     testMaximal,
+		"SeizeAndReleaseExtendExpiry": testExpiry,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -56,6 +57,10 @@ func Run(t *testing.T, newStore NewStore) {
 }
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
+
+// far is the expiry the tests that are not about it give seized and
+// released claims.
+var far = t0.Add(30 * 24 * time.Hour)
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -229,7 +234,7 @@ func testSeize(t *testing.T, s ledger.Ledger) {
 	old := settled(t, s, "a7", "h1", t0.Add(time.Minute))
 	c, _ := s.GetClaim(ctx(t), "a7")
 	now := t0.Add(2 * time.Minute) // the lease ran out
-	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), now)
+	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatalf("seize: %v", err)
 	}
@@ -239,7 +244,7 @@ func testSeize(t *testing.T, s ledger.Ledger) {
 	if err := s.CompleteClaim(ctx(t), *old, now); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("late DONE by the old holder = %v, want ErrFenced", err)
 	}
-	if _, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), now); !errors.Is(err, ledger.ErrFenced) {
+	if _, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), far, now); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("seize from a stale read = %v, want ErrFenced", err)
 	}
 	got, _ := s.GetClaim(ctx(t), "a7")
@@ -256,7 +261,7 @@ func testSeize(t *testing.T, s ledger.Ledger) {
 
 func testRelease(t *testing.T, s ledger.Ledger) {
 	lease := settled(t, s, "a8", "h1", t0.Add(time.Hour))
-	if err := s.ReleaseClaim(ctx(t), *lease, t0); err != nil {
+	if err := s.ReleaseClaim(ctx(t), *lease, far, t0); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if op := mustGet(t, s, "a8"); op.Effect.Status != ledger.ClaimReleased || !op.Effect.Owed(t0) {
@@ -269,7 +274,7 @@ func testRelease(t *testing.T, s ledger.Ledger) {
 	if c.Status != ledger.ClaimReleased || c.Live(t0) {
 		t.Fatalf("claim after release %+v", c)
 	}
-	l2, err := s.SeizeClaim(ctx(t), c, "h2", t0.Add(time.Minute), t0)
+	l2, err := s.SeizeClaim(ctx(t), c, "h2", t0.Add(time.Minute), far, t0)
 	if err != nil {
 		t.Fatalf("seize released claim: %v", err)
 	}
@@ -324,7 +329,7 @@ func testConcurrentSeizes(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "a10", "h0", t0)
 	c, _ := s.GetClaim(ctx(t), "a10")
 	exactlyOneWins(t, "seizes", ledger.ErrFenced, func(i int) error {
-		_, err := s.SeizeClaim(ctx(t), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), t0.Add(time.Minute))
+		_, err := s.SeizeClaim(ctx(t), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), far, t0.Add(time.Minute))
 		return err
 	})
 }
@@ -413,7 +418,7 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 func testDueClaims(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "c1", "h1", t0.Add(time.Minute))     // lease ends at +1m
 	l2 := settled(t, s, "c2", "h2", t0.Add(time.Hour)) // released at +30s
-	if err := s.ReleaseClaim(ctx(t), *l2, t0.Add(30*time.Second)); err != nil {
+	if err := s.ReleaseClaim(ctx(t), *l2, far, t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	l3 := settled(t, s, "c3", "h3", t0) // DONE: never due
@@ -618,14 +623,14 @@ func testMaximal(t *testing.T, s ledger.Ledger) {
 		t.Fatal(err)
 	}
 	now := t0.Add(2 * time.Minute)
-	l2, err := s.SeizeClaim(ctx(t), got, "h2", now.Add(time.Minute), now)
+	l2, err := s.SeizeClaim(ctx(t), got, "h2", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatalf("seize: %v", err)
 	}
 	if err := s.CompleteClaim(ctx(t), *lease, now); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("complete by the seized holder = %v, want ErrFenced", err)
 	}
-	if err := s.ReleaseClaim(ctx(t), *l2, now); err != nil {
+	if err := s.ReleaseClaim(ctx(t), *l2, far, now); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	read := mustGet(t, s, op.ID)
@@ -646,5 +651,42 @@ func testMaximal(t *testing.T, s ledger.Ledger) {
 	want, _ := c.Message.Data()
 	if data, _ := claim.Message.Data(); string(data) != string(want) || claim.Status != ledger.ClaimReleased {
 		t.Errorf("maximal claim changed in the store (status %s)", claim.Status)
+	}
+}
+
+// testExpiry: a claim's ExpireAt (which drives the TTL policy) is moved to
+// the given time by every seize and every release, so a claim whose side
+// effect keeps failing is never deleted while it is still being retried.
+// Completing it leaves ExpireAt as the last seize set it.
+func testExpiry(t *testing.T, s ledger.Ledger) {
+	settled(t, s, "e1", "h1", t0.Add(time.Minute))
+	c, _ := s.GetClaim(ctx(t), "e1")
+	if !c.ExpireAt.Equal(t0.Add(30 * 24 * time.Hour)) {
+		t.Fatalf("new claim expires %v", c.ExpireAt)
+	}
+	now := t0.Add(20 * 24 * time.Hour)
+	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), now.Add(30*24*time.Hour), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ = s.GetClaim(ctx(t), "e1"); !c.ExpireAt.Equal(now.Add(30 * 24 * time.Hour)) {
+		t.Fatalf("after a seize the claim expires %v, want %v", c.ExpireAt, now.Add(30*24*time.Hour))
+	}
+	later := now.Add(45 * 24 * time.Hour)
+	if err := s.ReleaseClaim(ctx(t), *lease, later.Add(30*24*time.Hour), later); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ = s.GetClaim(ctx(t), "e1"); !c.ExpireAt.Equal(later.Add(30 * 24 * time.Hour)) {
+		t.Fatalf("after a release the claim expires %v, want %v", c.ExpireAt, later.Add(30*24*time.Hour))
+	}
+	lease, err = s.SeizeClaim(ctx(t), c, "h3", later.Add(time.Minute), later.Add(31*24*time.Hour), later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteClaim(ctx(t), *lease, later); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ = s.GetClaim(ctx(t), "e1"); c.Status != ledger.ClaimDone || !c.ExpireAt.Equal(later.Add(31*24*time.Hour)) {
+		t.Fatalf("after DONE: %s, expires %v", c.Status, c.ExpireAt)
 	}
 }
