@@ -153,8 +153,11 @@ type RegisterRequest struct {
 	Metadata map[string]any `json:"metadata"`
 }
 
-// registerMaxBody bounds a registration: a name, a kind and some metadata.
-const registerMaxBody = 64 << 10
+// registerMaxBody bounds a registration: a name, a kind and metadata. It is
+// twice the metadata bound, so that any metadata the ledger keeps can be
+// registered, and metadata somewhat over it is answered 400
+// invalid-metadata with the reason rather than 413.
+const registerMaxBody = 2 * ledger.MaxMetadataBytes
 
 // Register returns the Register function: 201 created, 200 already known
 // (state untouched), 400 invalid.

@@ -89,6 +89,11 @@ type faultCounts struct {
 	LedgerErrors      atomic.Int64
 	PublishErrors     atomic.Int64
 	SlowEffects       atomic.Int64
+	// UnstorableMetadata counts operations given metadata a Firestore map
+	// cannot hold; RegisterRefused the registrations answered 400
+	// invalid-metadata (an oversize value).
+	UnstorableMetadata atomic.Int64
+	RegisterRefused    atomic.Int64
 	// Fenced counts writes the store rejected because another writer got
 	// there first: the races the run actually produced.
 	Fenced atomic.Int64
