@@ -28,7 +28,8 @@ resource "google_firestore_database" "default" {
   depends_on = [google_project_service.apis]
 }
 
-# TTL on claims: every claim carries expire_at (30 days after creation, far
+# TTL on claims: every claim carries expire_at (30 days after its creation or
+# its last seize or release, so a claim still being retried never expires; far
 # beyond Gemini's 24 h of webhook retries); Firestore deletes expired claims
 # asynchronously (usually within 24 h of expiry). No lrosink query reads
 # expire_at, so its single-field indexes are exempted (index_config {}):

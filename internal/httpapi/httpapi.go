@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/webhook"
@@ -36,6 +37,8 @@ type Answer struct {
 	Outcome   string `json:"outcome"`
 	Reason    string `json:"reason"`
 	Operation string `json:"operation"`
+	// Detail explains a refusal the caller can fix (invalid-metadata).
+	Detail string `json:"detail,omitempty"`
 }
 
 func reply(w http.ResponseWriter, status int, a Answer) {
@@ -83,6 +86,8 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Reason, Operation: res.Operation}
 	case errors.As(err, &invalid):
 		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name"}
+	case errors.Is(err, ingest.ErrClaimMissing):
+		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
 	case errors.Is(err, ingest.ErrSideEffect):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "side-effect-failed", Operation: res.Operation}
 	default:
@@ -148,8 +153,11 @@ type RegisterRequest struct {
 	Metadata map[string]any `json:"metadata"`
 }
 
-// registerMaxBody bounds a registration: a name, a kind and some metadata.
-const registerMaxBody = 64 << 10
+// registerMaxBody bounds a registration: a name, a kind and metadata. It is
+// twice the metadata bound, so that any metadata the ledger keeps can be
+// registered, and metadata somewhat over it is answered 400
+// invalid-metadata with the reason rather than 413.
+const registerMaxBody = 2 * ledger.MaxMetadataBytes
 
 // Register returns the Register function: 201 created, 200 already known
 // (state untouched), 400 invalid.
@@ -175,6 +183,12 @@ func Register(door Ingester, log *slog.Logger) http.Handler {
 				return
 			}
 			kind = k
+		}
+		// The door would drop metadata it cannot keep and go on; a
+		// submitter is told instead, before anything is stored.
+		if err := ledger.CheckMetadata(req.Metadata); err != nil {
+			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-metadata", Detail: "metadata: " + err.Error()})
+			return
 		}
 		res, err := door.Ingest(r.Context(), ingest.Event{Name: req.Name, Kind: kind, State: lifecycle.Pending,
 			Source: ingest.SourceRegister, UserMetadata: req.Metadata})

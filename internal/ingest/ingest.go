@@ -26,6 +26,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -74,6 +75,10 @@ type Result struct {
 var (
 	ErrUnavailable = errors.New("ledger unavailable")
 	ErrSideEffect  = errors.New("side effect not completed")
+	// ErrClaimMissing: a terminal operation's side effect is owed but its
+	// claim, which holds the message to publish, is gone. It needs an
+	// operator (`lrosink replay`); every attempt until then fails with it.
+	ErrClaimMissing = errors.New("claim missing while its side effect is owed")
 )
 
 // InvalidError reports an event that can never be ingested (bad name or
@@ -209,7 +214,7 @@ func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
 func (d *Door) RetryClaim(ctx context.Context, id string) (Result, error) {
 	return d.coalesce(ctx, id+"|retry", func(ctx context.Context) (Result, error) {
 		start := d.cfg.Now()
-		res, err := d.recoverClaim(ctx, id, lifecycle.Decision{Reason: "claim-retry"})
+		res, err := d.recoverClaim(ctx, id, nil, lifecycle.Decision{Reason: "claim-retry"})
 		d.log(ctx, Event{Source: SourceReconcile}, res, err, start)
 		return res, err
 	})
@@ -287,7 +292,7 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Even
 	// A terminal operation whose claim was released or whose lease ran out
 	// still owes its side effect: any delivery may pick it up.
 	if op.State.Terminal() && op.Effect.Owed(now) {
-		rec, err := d.recoverClaim(ctx, id, dec)
+		rec, err := d.recoverClaim(ctx, id, &op, dec)
 		if err != nil || rec.Published || rec.Outcome == OutcomeInProgress {
 			return rec, err
 		}
@@ -306,10 +311,11 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 	} else if moreSpecific(name.APIName, op.APIName) {
 		next.APIName = name.APIName
 	}
-	next.UserMetadata = mergeMissing(op.UserMetadata, ev.UserMetadata)
-	next.Output = mergeMissing(op.Output, ev.Output)
+	next.UserMetadata = d.keep(ctx, name, ev, "user_metadata", op.UserMetadata, ev.UserMetadata, ledger.MaxMetadataBytes)
+	next.Output = d.keep(ctx, name, ev, "output", op.Output, ev.Output, ledger.MaxOutputBytes)
 	if next.Error == nil && ev.Error != nil {
 		e := *ev.Error
+		e.Message = ledger.Truncate(e.Message, ledger.MaxErrorMessageBytes)
 		next.Error = &e
 	}
 	res := Result{Outcome: OutcomeApplied, Reason: string(dec.Reason), Operation: name.Canonical, State: next.State}
@@ -341,13 +347,13 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 }
 
 // recoverClaim takes over a released or expired claim and runs its side
-// effect; a claim that is DONE or live elsewhere needs nothing.
-func (d *Door) recoverClaim(ctx context.Context, id string, dec lifecycle.Decision) (Result, error) {
+// effect; a claim that is DONE or live elsewhere needs nothing. op is the
+// operation as read when the caller has it (its mirror said the effect may
+// be owed); nil for a retry of a claim listed as due.
+func (d *Door) recoverClaim(ctx context.Context, id string, op *ledger.Operation, dec lifecycle.Decision) (Result, error) {
 	c, err := d.cfg.Store.GetClaim(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
-		// Claims outlive Gemini's retries by far; a missing one was settled
-		// and expired by the TTL policy long ago.
-		return Result{Outcome: OutcomeDuplicate, Reason: "claim-expired", Operation: id}, nil
+		return d.claimMissing(ctx, id, op)
 	}
 	if err != nil {
 		return Result{Operation: id}, fmt.Errorf("%w: read claim %s: %w", ErrUnavailable, id, err)
@@ -361,7 +367,7 @@ func (d *Door) recoverClaim(ctx context.Context, id string, dec lifecycle.Decisi
 		res.Outcome = OutcomeInProgress
 		return res, nil
 	}
-	lease, err := d.cfg.Store.SeizeClaim(ctx, c, d.cfg.NewToken(), now.Add(d.cfg.Lease), now)
+	lease, err := d.cfg.Store.SeizeClaim(ctx, c, d.cfg.NewToken(), now.Add(d.cfg.Lease), now.Add(d.cfg.ClaimTTL), now)
 	if errors.Is(err, ledger.ErrFenced) {
 		res.Outcome = OutcomeInProgress // someone else seized it first
 		return res, nil
@@ -376,6 +382,52 @@ func (d *Door) recoverClaim(ctx context.Context, id string, dec lifecycle.Decisi
 	return d.runEffect(ctx, *lease, c.Message, res)
 }
 
+// claimMissing decides about a claim that is gone while the operation's
+// mirror (or the due-claims query) said its side effect may be owed.
+//
+// Every seize and release moves a claim's expire_at to now + ClaimTTL and
+// writes the mirror in the same commit (the claim's creation too), so the
+// TTL policy can delete a claim only ClaimTTL after the write the mirror
+// shows: at mirror.LeaseUntil - Lease + ClaimTTL for a held claim, and
+// mirror.LeaseUntil + ClaimTTL for a released one. A claim whose effect
+// keeps failing is retried by every reconcile pass, so it never gets there.
+//
+// DONE is not mirrored, so a held mirror cannot tell a completed claim from
+// one whose holder died. Can a completed claim deleted by the TTL policy
+// reach here? Gemini retries a delivery for 24 h, the reconciler reads only
+// pending operations and existing claims, and replay reads the claim, not
+// this path; but a registration (or any new event) for an operation that
+// completed more than ClaimTTL ago does. So: a released mirror means the
+// effect is owed for certain (a completion needs a seize first, which
+// rewrites the mirror): missing claim = error. A held mirror with the claim
+// gone before it could have expired: deleted out of band = error. A held
+// mirror past that time: the normal end of a completed claim, a duplicate
+// (an owed claim could only be there after ClaimTTL without any retry, i.e.
+// with the reconciler down for a month, which its own alert reports). A
+// claim listed as due that is gone (op nil) was not DONE: error.
+//
+// The error is ErrClaimMissing (a webhook answers 503; Gemini retries)
+// with one ERROR line "alert":"claim-missing"; the operator republishes
+// with `lrosink replay`, which settles the mirror.
+func (d *Door) claimMissing(ctx context.Context, id string, op *ledger.Operation) (Result, error) {
+	name := id
+	if key, err := opname.KeyFromDocID(id); err == nil {
+		name = strings.TrimPrefix(key, opname.KeyPrefix)
+	}
+	now := d.cfg.Now()
+	if op != nil && op.Effect.Status == ledger.ClaimHeld && !now.Before(op.Effect.LeaseUntil.Add(d.cfg.ClaimTTL-d.cfg.Lease)) {
+		return Result{Outcome: OutcomeDuplicate, Reason: "claim-expired", Operation: name, State: op.State}, nil
+	}
+	attrs := []any{"alert", "claim-missing", "operation", name}
+	res := Result{Operation: name}
+	if op != nil {
+		res.State = op.State
+		attrs = append(attrs, "effect_status", string(op.Effect.Status), "effect_lease_until", op.Effect.LeaseUntil)
+	}
+	d.cfg.Log.ErrorContext(ctx, "claim missing while its side effect is owed: run lrosink replay "+name, attrs...)
+	return res, fmt.Errorf("%w: %s (the claim holding its results message is gone; lrosink replay republishes it)", ErrClaimMissing, name)
+}
+
 // runEffect publishes and then commits the claim DONE, fenced on the lease.
 func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message, res Result) (Result, error) {
 	if err := d.fault(ctx, FaultAfterCommit, m.Operation); err != nil {
@@ -386,7 +438,8 @@ func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message,
 		// instead of waiting out the lease. Detached: the caller may be gone.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if rerr := d.cfg.Store.ReleaseClaim(rctx, l, d.cfg.Now()); rerr != nil {
+		now := d.cfg.Now()
+		if rerr := d.cfg.Store.ReleaseClaim(rctx, l, now.Add(d.cfg.ClaimTTL), now); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("release claim (it will be seized after the lease): %w", rerr))
 		}
 		return res, fmt.Errorf("%w: publish %s: %w", ErrSideEffect, m.Operation, err)
@@ -444,7 +497,8 @@ func message(op ledger.Operation, key string) results.Message {
 
 func entry(now time.Time, ev Event, dec lifecycle.Decision) ledger.HistoryEntry {
 	return ledger.HistoryEntry{At: now, Source: string(ev.Source), State: ev.State,
-		UpdateTime: lifecycle.ServerTime(ev.UpdateTime), Reason: string(dec.Reason), DeliveryID: ev.DeliveryID}
+		UpdateTime: lifecycle.ServerTime(ev.UpdateTime), Reason: string(dec.Reason),
+		DeliveryID: ledger.Truncate(ev.DeliveryID, ledger.MaxDeliveryIDBytes)}
 }
 
 func appendBounded(list []ledger.HistoryEntry, e ledger.HistoryEntry, max int) []ledger.HistoryEntry {
@@ -453,6 +507,26 @@ func appendBounded(list []ledger.HistoryEntry, e ledger.HistoryEntry, max int) [
 		out = out[len(out)-max:]
 	}
 	return out
+}
+
+// keep merges an event's free-form map into the operation's (mergeMissing)
+// unless the result could not be stored within limit bytes: then the event's
+// map is dropped whole, with a WARN line saying why (never a value), and the
+// rest of the event applies. What the ledger cannot keep is never a reason
+// to refuse an event (a webhook would be answered 503 until Gemini gives
+// up). A map already over the limit (stored before the bound) stays as is.
+func (d *Door) keep(ctx context.Context, name opname.Name, ev Event, field string, base, extra map[string]any, limit int) map[string]any {
+	merged := mergeMissing(base, extra)
+	if len(merged) == len(base) {
+		return base // nothing added
+	}
+	if err := ledger.CheckMap(merged, limit); err != nil {
+		d.cfg.Log.WarnContext(ctx, "event field dropped: the ledger cannot keep it", "operation", name.Canonical,
+			"field", field, "source", string(ev.Source), "delivery_id", ledger.Truncate(ev.DeliveryID, ledger.MaxDeliveryIDBytes),
+			"reason", err.Error())
+		return base
+	}
+	return merged
 }
 
 // mergeMissing adds keys of extra that base lacks; base wins, so what was

@@ -15,6 +15,11 @@ var ErrNotSettled = errors.New("operation has not settled")
 // Replay publishes an operation's completion again on purpose (an operator
 // recovering a consumer), with a fresh replay_id attribute, and records the
 // replay on the operation. State is never changed.
+//
+// The message is the claim's. When the claim is gone (expired long after
+// completion, or lost while its effect was owed: the claim-missing alert)
+// the message is rebuilt from the settled operation, and the operation's
+// effect mirror is set DONE with the replay, so the alert stops.
 func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (string, error) {
 	name, err := opname.Normalize(rawName, kind)
 	if err != nil {
@@ -25,8 +30,16 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 		return "", &InvalidError{Err: err}
 	}
 	c, err := d.cfg.Store.GetClaim(ctx, id)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return "", fmt.Errorf("replay %s: %w", name.Canonical, ErrNotSettled)
+	rebuilt := errors.Is(err, ledger.ErrNotFound)
+	if rebuilt {
+		op, oerr := d.cfg.Store.GetOperation(ctx, id)
+		switch {
+		case errors.Is(oerr, ledger.ErrNotFound) || (oerr == nil && !op.State.Terminal()):
+			return "", fmt.Errorf("replay %s: %w", name.Canonical, ErrNotSettled)
+		case oerr != nil:
+			return "", fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, oerr)
+		}
+		c.Message, err = message(op, name.Key()), nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: read claim %s: %w", ErrUnavailable, name.Canonical, err)
@@ -47,9 +60,13 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 		if len(op.Replays) > ledger.MaxHistory {
 			op.Replays = op.Replays[len(op.Replays)-ledger.MaxHistory:]
 		}
+		if rebuilt {
+			op.Effect = ledger.EffectMirror{Status: ledger.ClaimDone}
+		}
 		_, _, err = d.cfg.Store.CommitOperation(ctx, op, nil)
 		if err == nil {
-			d.cfg.Log.InfoContext(ctx, "replay", "operation", name.Canonical, "replay_id", replayID, "idempotency_key", m.IdempotencyKey)
+			d.cfg.Log.InfoContext(ctx, "replay", "operation", name.Canonical, "replay_id", replayID, "idempotency_key", m.IdempotencyKey,
+				"rebuilt_from_operation", rebuilt)
 			return replayID, nil
 		}
 		if !errors.Is(err, ledger.ErrConflict) || attempt >= d.cfg.MaxAttempts {

@@ -9,9 +9,13 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -35,6 +39,88 @@ const (
 	MaxHistory   = 32
 	MaxConflicts = 16
 )
+
+// Bounds on what an operation keeps from outside sources (submitters,
+// webhook senders, Gemini). Together with the list limits above they keep an
+// operation document and its claim (which carries the results message, so
+// metadata, output and error again) far below Firestore's 1 MiB: the
+// conformance suite commits an operation at every bound (MaximalOperation in
+// ledgertest), about a third of the limit. The map bounds are measured on
+// EncodeJSON, the form both adapters store.
+const (
+	// MaxMetadataBytes bounds user metadata. /Register refuses more; the
+	// door drops an event's metadata that would take an operation past it.
+	MaxMetadataBytes = 64 << 10
+	// MaxOutputBytes bounds an operation's output (file and video URIs, an
+	// interaction's output text); the door drops an event's output that
+	// would take an operation past it.
+	MaxOutputBytes = 256 << 10
+	// MaxErrorMessageBytes bounds the kept error message (truncated).
+	MaxErrorMessageBytes = 8 << 10
+	// MaxDeliveryIDBytes bounds the delivery id kept in history (truncated).
+	MaxDeliveryIDBytes = 128
+)
+
+// EncodeJSON is the one encoding of free-form values in the ledger (user
+// metadata, output, the claim's results message): encoding/json without
+// HTML escaping, so that "<" stays one byte and the stored size is what the
+// bounds above measure. Firestore keeps such values as one JSON string:
+// any JSON value then fits (arrays inside arrays, keys such as "__name__"
+// or "", which a Firestore map refuses), and both adapters read back the
+// same Go values (numbers as float64, arrays as []any).
+func EncodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// DecodeMap reads a map written by EncodeJSON; "null" reads as nil.
+func DecodeMap(b []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ErrUnstorable marks a free-form value the ledger will not keep: not
+// JSON-encodable, or over its bound.
+var ErrUnstorable = errors.New("value cannot be stored")
+
+// CheckMap reports why m cannot be kept in a field bounded by limit bytes
+// of EncodeJSON (wrapping ErrUnstorable), or nil. The error never contains
+// a value of m.
+func CheckMap(m map[string]any, limit int) error {
+	if m == nil {
+		return nil
+	}
+	b, err := EncodeJSON(m)
+	if err != nil {
+		return fmt.Errorf("%w: not JSON-encodable (%T)", ErrUnstorable, err)
+	}
+	if len(b) > limit {
+		return fmt.Errorf("%w: %d bytes as JSON, over the limit of %d", ErrUnstorable, len(b), limit)
+	}
+	return nil
+}
+
+// CheckMetadata is CheckMap with MaxMetadataBytes.
+func CheckMetadata(m map[string]any) error { return CheckMap(m, MaxMetadataBytes) }
+
+// Truncate returns s cut to at most n bytes, never inside a UTF-8 sequence.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
 
 // Revision identifies the stored version of a document. Version counts writes
 // and fences the SQLite adapter; Stamp is the store's own write time, which
@@ -160,6 +246,8 @@ type Claim struct {
 	UpdatedAt  time.Time
 	DoneAt     time.Time
 	// ExpireAt drives a TTL policy far beyond Gemini's 24 h retry window.
+	// The door sets it to now + its ClaimTTL at creation and at every
+	// seize and release, so a claim is never deleted while it is retried.
 	ExpireAt time.Time
 	Message  results.Message
 }
@@ -189,11 +277,13 @@ type Store interface {
 	// GetClaim reads one claim; ErrNotFound if absent.
 	GetClaim(ctx context.Context, id string) (Claim, error)
 	// SeizeClaim gives claim c (as read, at c.Rev) to a new holder with a new
-	// lease and one more attempt, and mirrors that on the operation.
-	// ErrFenced if the claim changed since it was read.
-	SeizeClaim(ctx context.Context, c Claim, holder string, leaseUntil, now time.Time) (*Lease, error)
-	// ReleaseClaim gives up a held claim at once so the next attempt retries.
-	ReleaseClaim(ctx context.Context, l Lease, now time.Time) error
+	// lease and one more attempt, sets its ExpireAt to expireAt, and mirrors
+	// that on the operation. ErrFenced if the claim changed since it was
+	// read.
+	SeizeClaim(ctx context.Context, c Claim, holder string, leaseUntil, expireAt, now time.Time) (*Lease, error)
+	// ReleaseClaim gives up a held claim at once so the next attempt
+	// retries, and sets its ExpireAt to expireAt.
+	ReleaseClaim(ctx context.Context, l Lease, expireAt, now time.Time) error
 	// CompleteClaim marks the claim DONE if l still holds it; ErrFenced if not.
 	CompleteClaim(ctx context.Context, l Lease, now time.Time) error
 }

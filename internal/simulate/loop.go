@@ -3,16 +3,19 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
@@ -41,6 +44,43 @@ func (r *runner) setGemini(p plan, s lifecycle.State, at time.Time) {
 	}
 }
 
+// metadata is what plan p's submitter registers (trimmed: without the
+// oversize value) or a webhook for it carries (from "hook", with the
+// delivery id): {"sim": id}, plus for the fault arrays inside arrays and
+// reserved and empty keys, and a value over the bound.
+func (r *runner) metadata(p plan, trimmed bool, from, deliveryID string) map[string]any {
+	m := map[string]any{"sim": p.id}
+	if !p.hardMeta {
+		return m
+	}
+	m["nested"] = []any{[]any{1.0, 2.0}, []any{[]any{}}}
+	m["__name__"], m["__x__"], m[""] = p.id, map[string]any{"__y__": []any{[]any{nil}}}, "empty key"
+	if from == "hook" {
+		m["hook"] = []any{[]any{deliveryID}}
+	}
+	if p.bigMeta && !trimmed {
+		m["big"] = strings.Repeat("x", ledger.MaxMetadataBytes)
+	}
+	return m
+}
+
+// registerOnce POSTs plan p's registration to the Register function. A
+// registration refused for its metadata is retried without the oversize
+// value, as a submitter fixing its request would.
+func (r *runner) registerOnce(ctx context.Context, p plan, trimmed bool) (registered, trim bool) {
+	body, _ := json.Marshal(httpapi.RegisterRequest{Name: registerName(p), Kind: string(p.kind), Metadata: r.metadata(p, trimmed, "register", "")})
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/Register", bytes.NewReader(body))
+	w := httptest.NewRecorder()
+	r.register.ServeHTTP(w, req)
+	var a httpapi.Answer
+	_ = json.Unmarshal(w.Body.Bytes(), &a)
+	if w.Code == http.StatusBadRequest && a.Reason == "invalid-metadata" {
+		r.counts.RegisterRefused.Add(1)
+		return false, true
+	}
+	return w.Code/100 == 2, trimmed
+}
+
 // registerName is what the submitter registers: the full API name.
 func registerName(p plan) string {
 	if p.kind == opname.KindVideo {
@@ -66,6 +106,7 @@ func (r *runner) loop(ctx context.Context) {
 	sort.SliceStable(r.queue, func(i, j int) bool { return r.queue[i].at.Before(r.queue[j].at) })
 	applied := make([]int, len(r.plans))
 	registered := make([]bool, len(r.plans))
+	trimmed := make([]bool, len(r.plans)) // registration refused once: retried without the oversize value
 	end := r.t0.Add(r.o.Horizon)
 	nextPass := r.t0.Add(r.o.ReconcileEvery)
 	steps := int(r.o.Horizon / r.o.Step)
@@ -94,9 +135,7 @@ func (r *runner) loop(ctx context.Context) {
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				_, err := r.registerDoor.Ingest(ctx, ingest.Event{Name: registerName(p), Kind: p.kind, State: lifecycle.Pending,
-					Source: ingest.SourceRegister, UserMetadata: map[string]any{"sim": p.id}})
-				registered[pi] = err == nil
+				registered[pi], trimmed[pi] = r.registerOnce(ctx, p, trimmed[pi])
 			}()
 		}
 		wg.Wait()
@@ -151,8 +190,9 @@ func (r *runner) deliver(ctx context.Context, d delivery, now time.Time) {
 	case d.typ == "batch.succeeded":
 		data += fmt.Sprintf(`,"output_file_uri":"gs://results/%s.jsonl"`, p.id)
 	}
-	body := []byte(fmt.Sprintf(`{"type":%q,"version":"v1","timestamp":%q,"data":%s},"user_metadata":{"sim":%q}}`,
-		d.typ, d.eventAt.Format(time.RFC3339Nano), data, p.id))
+	meta, _ := json.Marshal(r.metadata(p, false, "hook", d.id))
+	body := []byte(fmt.Sprintf(`{"type":%q,"version":"v1","timestamp":%q,"data":%s},"user_metadata":%s}`,
+		d.typ, d.eventAt.Format(time.RFC3339Nano), data, meta))
 	hook := r.hooks[0]
 	if r.dice.roll(0.5, "instance", d.id) {
 		hook = r.hooks[1]

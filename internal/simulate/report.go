@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -40,6 +41,13 @@ type Report struct {
 		PublishErrors     int64 `json:"publish_errors"`
 		SlowEffects       int64 `json:"lease_expired_during_effect"`
 		Fenced            int64 `json:"writes_rejected_by_fencing"`
+		// UnstorableMetadata: operations given metadata a Firestore map
+		// cannot hold; RegisterRefused: registrations answered 400 for an
+		// oversize value; MetadataDropped: oversize webhook metadata the
+		// door dropped (WARN lines).
+		UnstorableMetadata int64 `json:"unstorable_metadata_operations"`
+		RegisterRefused    int64 `json:"registrations_refused_for_metadata"`
+		MetadataDropped    int   `json:"event_metadata_dropped"`
 	} `json:"faults"`
 	Outcomes    map[string]int `json:"outcomes"`
 	DropReasons map[string]int `json:"drop_reasons"`
@@ -86,6 +94,7 @@ type Report struct {
 type optJSON struct {
 	Dup, Reorder, Drop, Crash, LedgerErrors, PublishErrors, SlowEffects, NeverNotified, NeverFinish float64
 	Horizon, ReconcileEvery, Lease, StuckAfter                                                      string
+	UnstorableMetadata                                                                              float64
 }
 
 // decisionStats is a slog handler that counts what the real code logs:
@@ -98,6 +107,7 @@ type decisionStats struct {
 	statuses  map[string]int
 	latencies []time.Duration
 	retries   int
+	dropped   int
 	sent      int
 	passes    int
 	failed    int
@@ -128,6 +138,8 @@ func (s *decisionStats) Handle(_ context.Context, r slog.Record) error {
 		}
 	case attrs["alert"] == "stuck":
 		s.alerts[attrs["operation"]]++
+	case strings.HasPrefix(r.Message, "event field dropped"):
+		s.dropped++
 	}
 	return nil
 }
@@ -174,7 +186,8 @@ func (r *runner) check(ctx context.Context) {
 	rep := &r.rep
 	rep.Seed, rep.Ops, rep.Backend = r.o.Seed, r.o.Ops, r.b.Name
 	rep.Options = optJSON{r.o.Dup, r.o.Reorder, r.o.Drop, r.o.Crash, r.o.LedgerErrors, r.o.PublishErrors, r.o.SlowEffects,
-		r.o.NeverNotified, r.o.NeverFinish, r.o.Horizon.String(), r.o.ReconcileEvery.String(), r.o.Lease.String(), r.o.StuckAfter.String()}
+		r.o.NeverNotified, r.o.NeverFinish, r.o.Horizon.String(), r.o.ReconcileEvery.String(), r.o.Lease.String(), r.o.StuckAfter.String(),
+		r.o.UnstorableMetadata}
 	msgs := r.sink.all()
 	byKey := map[string][]int{}
 	for i, m := range msgs {
@@ -192,6 +205,7 @@ func (r *runner) check(ctx context.Context) {
 			r.violate("operation %s is not in the ledger: %v", p.name, err)
 			continue
 		}
+		r.checkMetadata(p, op)
 		got := byKey[key]
 		if p.terminal == "" {
 			// Invariant 4: never closed by lrosink, alerted when stuck.
@@ -250,6 +264,9 @@ func (r *runner) check(ctx context.Context) {
 			if d, _ := msgs[i].Data(); string(d) != string(first) {
 				r.violate("%s: two different messages for one key", p.name)
 			}
+			if err := ledger.CheckMetadata(msgs[i].UserMetadata); err != nil {
+				r.violate("%s: a message carries metadata over the bound: %v", p.name, err)
+			}
 		}
 	}
 	rep.Final.Messages, rep.Final.DistinctKeys, rep.Final.ObservedReads = len(msgs), len(byKey), int(r.reads.Load())
@@ -272,6 +289,8 @@ func (r *runner) check(ctx context.Context) {
 	rep.Faults.CrashBeforeCommit, rep.Faults.CrashAfterCommit, rep.Faults.CrashAfterPublish = r.counts.CrashBeforeCommit.Load(), r.counts.CrashAfterCommit.Load(), r.counts.CrashAfterPublish.Load()
 	rep.Faults.LedgerErrors, rep.Faults.PublishErrors, rep.Faults.SlowEffects = r.counts.LedgerErrors.Load(), r.counts.PublishErrors.Load(), r.counts.SlowEffects.Load()
 	rep.Faults.Fenced = r.counts.Fenced.Load()
+	rep.Faults.UnstorableMetadata, rep.Faults.RegisterRefused = r.counts.UnstorableMetadata.Load(), r.counts.RegisterRefused.Load()
+	rep.Faults.MetadataDropped = s.dropped
 	sec := func(d time.Duration) string { return d.Round(time.Second).String() }
 	rep.Latency.SettleP50, rep.Latency.SettleP90 = sec(pct(settle, 0.5)), sec(pct(settle, 0.9))
 	rep.Latency.SettleP99, rep.Latency.SettleMax = sec(pct(settle, 0.99)), sec(pct(settle, 1))
@@ -283,6 +302,31 @@ func (r *runner) check(ctx context.Context) {
 		rep.Cost.WritesPerCompletion = float64(rep.Cost.StoreWrites) / float64(n)
 	}
 	rep.Cost.GeminiCallsPerOperation = float64(rep.Cost.GeminiCalls) / float64(max(1, r.o.Ops))
+}
+
+// checkMetadata: the ledger keeps user metadata within its bound on every
+// store, never mixes operations up, and keeps what a submitter registered
+// exactly, whatever its shape (when the registration was the first
+// sighting: until registrations merge into known operations, a webhook's
+// first sighting keeps the webhook's metadata).
+func (r *runner) checkMetadata(p plan, op ledger.Operation) {
+	if err := ledger.CheckMetadata(op.UserMetadata); err != nil {
+		r.violate("%s: the ledger kept metadata over the bound: %v", p.name, err)
+	}
+	if v, ok := op.UserMetadata["sim"]; ok && v != p.id {
+		r.violate("%s: metadata of another operation (%v)", p.name, v)
+	}
+	h := op.History
+	if !p.hardMeta || len(h) == 0 || len(h) >= ledger.MaxHistory || h[0].Source != "register" || h[0].Reason != "first-sighting" {
+		return
+	}
+	b, _ := ledger.EncodeJSON(r.metadata(p, true, "register", ""))
+	want, _ := ledger.DecodeMap(b)
+	for k, v := range want {
+		if !reflect.DeepEqual(op.UserMetadata[k], v) {
+			r.violate("%s: registered metadata key %q not kept as registered", p.name, k)
+		}
+	}
 }
 
 // ledgerExplained: a DONE commit that failed after a successful publish is
@@ -322,14 +366,16 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "lrosink simulate — %d operations, seed %d, store %s, %.1fs\n\n", rep.Ops, rep.Seed, rep.Backend, rep.WallSeconds)
 	o := rep.Options
-	fmt.Fprintf(&b, "faults requested   dup %.2f  reorder %.2f  drop %.2f  crash %.3f/boundary  ledger-errors %.3f  publish-errors %.3f  slow-effects %.3f\n",
-		o.Dup, o.Reorder, o.Drop, o.Crash, o.LedgerErrors, o.PublishErrors, o.SlowEffects)
+	fmt.Fprintf(&b, "faults requested   dup %.2f  reorder %.2f  drop %.2f  crash %.3f/boundary  ledger-errors %.3f  publish-errors %.3f  slow-effects %.3f  unstorable-metadata %.3f\n",
+		o.Dup, o.Reorder, o.Drop, o.Crash, o.LedgerErrors, o.PublishErrors, o.SlowEffects, o.UnstorableMetadata)
 	d := rep.Deliveries
 	fmt.Fprintf(&b, "deliveries         %d events: %d dropped, %d duplicated, %d reordered; %d sent, %d retried after an error; by status %s\n",
 		d.Events, d.Dropped, d.Duplicated, d.Reordered, d.Sent, d.Retried, kv(d.ByStatus))
 	f := rep.Faults
 	fmt.Fprintf(&b, "faults injected    crash inside tx %d, after commit %d, after publish %d; ledger errors %d; publish errors %d; leases expired mid-effect %d\n",
 		f.CrashBeforeCommit, f.CrashAfterCommit, f.CrashAfterPublish, f.LedgerErrors, f.PublishErrors, f.SlowEffects)
+	fmt.Fprintf(&b, "metadata           %d operations with metadata a Firestore map cannot hold; %d registrations refused for an oversize value; %d oversize webhook metadata dropped\n",
+		f.UnstorableMetadata, f.RegisterRefused, f.MetadataDropped)
 	fmt.Fprintf(&b, "races              %d writes rejected by fencing (a concurrent writer got there first)\n", f.Fenced)
 	fmt.Fprintf(&b, "outcomes           %s\n", kv(rep.Outcomes))
 	fmt.Fprintf(&b, "drop reasons       %s\n", kv(rep.DropReasons))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,12 @@ type Options struct {
 	// SlowEffects is the chance that a side effect outlives its lease while
 	// another process seizes the claim.
 	SlowEffects float64
+	// UnstorableMetadata is the share of operations whose registrations and
+	// webhook payloads carry metadata a Firestore map cannot hold (arrays
+	// inside arrays, "__name__"/"__x__" and empty keys); half of them also
+	// carry a value over ledger.MaxMetadataBytes, which /Register refuses
+	// (the submitter retries without it) and the door drops from webhooks.
+	UnstorableMetadata float64
 	// NeverNotified is the share of operations whose webhooks are never
 	// sent; NeverFinish the share that stay running past the stuck limit.
 	NeverNotified, NeverFinish float64
@@ -58,7 +65,7 @@ type Options struct {
 // Defaults are the documented default rates: every fault type on.
 func Defaults() Options {
 	return Options{Ops: 1000, Seed: 1, Dup: 0.3, Reorder: 0.2, Drop: 0.1, Crash: 0.02, LedgerErrors: 0.01,
-		PublishErrors: 0.02, SlowEffects: 0.01, NeverNotified: 0.05, NeverFinish: 0.02,
+		PublishErrors: 0.02, SlowEffects: 0.01, UnstorableMetadata: 0.05, NeverNotified: 0.05, NeverFinish: 0.02,
 		Horizon: 8 * time.Hour, Step: time.Minute, ReconcileEvery: 5 * time.Minute, Grace: 90 * time.Second,
 		Lease: 10 * time.Minute, StuckAfter: 6 * time.Hour, Concurrency: 16}
 }
@@ -82,6 +89,9 @@ type plan struct {
 	steps    []step // state changes, in time order
 	terminal lifecycle.State
 	notify   bool
+	// hardMeta: metadata a Firestore map cannot hold; bigMeta: also a
+	// value over the bound (UnstorableMetadata).
+	hardMeta, bigMeta bool
 }
 
 type step struct {
@@ -124,9 +134,9 @@ type runner struct {
 	last    map[string]lifecycle.Current
 	reads   atomic.Int64
 	alerted map[string]int
-	// registerDoor is the submitters' door (they call Register).
-	registerDoor *ingest.Door
-	dice         *dice
+	// register is the Register function the submitters call.
+	register http.Handler
+	dice     *dice
 }
 
 // Run executes one simulation and returns its report; the report's
@@ -220,7 +230,7 @@ func (r *runner) setup() error {
 	if err != nil {
 		return err
 	}
-	r.registerDoor, r.dice = hookDoor, d
+	r.register, r.dice = httpapi.Register(hookDoor, log), d
 	return nil
 }
 
@@ -231,6 +241,12 @@ func (r *runner) generate() {
 	terminals := []lifecycle.State{lifecycle.Succeeded, lifecycle.Failed, lifecycle.Cancelled, lifecycle.Expired}
 	for i := range r.o.Ops {
 		p := plan{id: fmt.Sprintf("sim-%05d", i), notify: rng.Float64() >= r.o.NeverNotified}
+		// Decided by the dice, not the workload's random stream, so the rest
+		// of a seed's workload is the same with or without this fault.
+		if p.hardMeta = r.dice.roll(r.o.UnstorableMetadata, "unstorable-metadata", p.id); p.hardMeta {
+			p.bigMeta = r.dice.roll(0.5, "oversize-metadata", p.id)
+			r.counts.UnstorableMetadata.Add(1)
+		}
 		switch k := rng.Float64(); {
 		case k < 0.7:
 			p.kind, p.name = opname.KindBatch, "batches/"+p.id

@@ -84,7 +84,8 @@ func faultsHappened(t *testing.T, rep *simulate.Report) {
 	f := rep.Faults
 	for name, n := range map[string]int64{"crash inside tx": f.CrashBeforeCommit, "crash after commit": f.CrashAfterCommit,
 		"crash after publish": f.CrashAfterPublish, "ledger errors": f.LedgerErrors, "publish errors": f.PublishErrors,
-		"lease expired mid-effect": f.SlowEffects} {
+		"lease expired mid-effect": f.SlowEffects, "unstorable metadata": f.UnstorableMetadata,
+		"registrations refused for metadata": f.RegisterRefused, "webhook metadata dropped": int64(f.MetadataDropped)} {
 		if n == 0 {
 			t.Errorf("no %s injected: the run proves nothing about it", name)
 		}

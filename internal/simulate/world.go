@@ -89,6 +89,11 @@ type faultCounts struct {
 	LedgerErrors      atomic.Int64
 	PublishErrors     atomic.Int64
 	SlowEffects       atomic.Int64
+	// UnstorableMetadata counts operations given metadata a Firestore map
+	// cannot hold; RegisterRefused the registrations answered 400
+	// invalid-metadata (an oversize value).
+	UnstorableMetadata atomic.Int64
+	RegisterRefused    atomic.Int64
 	// Fenced counts writes the store rejected because another writer got
 	// there first: the races the run actually produced.
 	Fenced atomic.Int64
@@ -184,8 +189,8 @@ func (l *flakyLedger) fenced(err error) {
 	}
 }
 
-func (l *flakyLedger) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, now time.Time) (*ledger.Lease, error) {
-	lease, err := l.Ledger.SeizeClaim(ctx, c, holder, leaseUntil, now)
+func (l *flakyLedger) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
+	lease, err := l.Ledger.SeizeClaim(ctx, c, holder, leaseUntil, expireAt, now)
 	l.fenced(err)
 	return lease, err
 }
@@ -227,13 +232,13 @@ func (l unfencedLedger) CommitOperation(ctx context.Context, op ledger.Operation
 	return rev, &ledger.Lease{ID: c.ID, OpID: op.ID, Holder: c.Holder}, nil
 }
 
-func (l unfencedLedger) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, now time.Time) (*ledger.Lease, error) {
-	lease, err := l.Ledger.SeizeClaim(ctx, c, holder, leaseUntil, now)
+func (l unfencedLedger) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
+	lease, err := l.Ledger.SeizeClaim(ctx, c, holder, leaseUntil, expireAt, now)
 	if !errors.Is(err, ledger.ErrFenced) {
 		return lease, err
 	}
 	if cur, gerr := l.Ledger.GetClaim(ctx, c.ID); gerr == nil {
-		return l.Ledger.SeizeClaim(ctx, cur, holder, leaseUntil, now) // take it anyway
+		return l.Ledger.SeizeClaim(ctx, cur, holder, leaseUntil, expireAt, now) // take it anyway
 	}
 	return lease, err
 }

@@ -82,14 +82,18 @@ type opDoc struct {
 	NextCheckAt *time.Time `firestore:"next_check_at,omitempty"`
 	// PendingSince is the submission time while the operation is pending and
 	// absent once settled: the stuck query is a single-field range on it.
-	PendingSince *time.Time         `firestore:"pending_since,omitempty"`
-	Checks       int                `firestore:"checks"`
-	LastCheck    string             `firestore:"last_check"`
-	LastCheckAt  *time.Time         `firestore:"last_check_at"`
-	History      []historyDoc       `firestore:"history"`
-	Conflicts    []historyDoc       `firestore:"conflicts"`
-	UserMetadata map[string]any     `firestore:"user_metadata"`
-	Output       map[string]any     `firestore:"output"`
+	PendingSince *time.Time   `firestore:"pending_since,omitempty"`
+	Checks       int          `firestore:"checks"`
+	LastCheck    string       `firestore:"last_check"`
+	LastCheckAt  *time.Time   `firestore:"last_check_at"`
+	History      []historyDoc `firestore:"history"`
+	Conflicts    []historyDoc `firestore:"conflicts"`
+	// UserMetadata and Output are written as one JSON string each
+	// (ledger.EncodeJSON; null when absent): a Firestore map refuses
+	// arrays inside arrays and keys such as "__name__" or "", which JSON
+	// metadata may carry. Documents written before hold a map: read either.
+	UserMetadata any                `firestore:"user_metadata"`
+	Output       any                `firestore:"output"`
 	Error        *results.ErrorInfo `firestore:"error"`
 	Effect       effectDoc          `firestore:"effect"`
 	Replays      []replayDoc        `firestore:"replays"`
@@ -178,20 +182,64 @@ func orDelete(t *time.Time) any {
 	return *t
 }
 
-func toOpDoc(o ledger.Operation, version int64) opDoc {
+// encodeMap is a free-form map as stored: its JSON text, or nil (null).
+func encodeMap(what string, m map[string]any) (any, error) {
+	if m == nil {
+		return nil, nil
+	}
+	b, err := ledger.EncodeJSON(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", what, err)
+	}
+	return string(b), nil
+}
+
+// decodeMap reads a free-form map: JSON text, or the map of a document
+// written before maps were stored as text (normalized through JSON where it
+// can be, so both adapters return the same values).
+func decodeMap(what string, v any) (map[string]any, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		m, err := ledger.DecodeMap([]byte(v))
+		if err != nil {
+			return nil, fmt.Errorf("decode %s: %w", what, err)
+		}
+		return m, nil
+	case map[string]any:
+		b, err := ledger.EncodeJSON(v)
+		if err != nil {
+			return v, nil // kept as read: an old map JSON cannot express (e.g. NaN)
+		}
+		return ledger.DecodeMap(b)
+	default:
+		return nil, fmt.Errorf("decode %s: unexpected %T", what, v)
+	}
+}
+
+func toOpDoc(o ledger.Operation, version int64) (opDoc, error) {
+	meta, err := encodeMap("user_metadata", o.UserMetadata)
+	if err != nil {
+		return opDoc{}, err
+	}
+	out, err := encodeMap("output", o.Output)
+	if err != nil {
+		return opDoc{}, err
+	}
 	d := opDoc{
 		Name: o.Name, APIName: o.APIName, Kind: string(o.Kind), State: string(o.State),
 		UpdateTime: lifecycle.ServerTime(o.UpdateTime), Version: version,
 		SubmittedAt: o.SubmittedAt, SettledAt: ptr(o.SettledAt), SettledBy: o.SettledBy,
 		NextCheckAt: ptr(o.NextCheckAt), PendingSince: pendingSince(o), Checks: o.Checks, LastCheck: o.LastCheck, LastCheckAt: ptr(o.LastCheckAt),
 		History: toHistory(o.History), Conflicts: toHistory(o.Conflicts),
-		UserMetadata: o.UserMetadata, Output: o.Output, Error: o.Error,
+		UserMetadata: meta, Output: out, Error: o.Error,
 		Effect: effectDoc{Status: string(o.Effect.Status), LeaseUntil: ptr(o.Effect.LeaseUntil)},
 	}
 	for _, r := range o.Replays {
 		d.Replays = append(d.Replays, replayDoc{ID: r.ID, At: r.At})
 	}
-	return d
+	return d, nil
 }
 
 // updates lists every field of d, so an Update (which, unlike Set, takes a
@@ -216,13 +264,21 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 	if err := snap.DataTo(&d); err != nil {
 		return ledger.Operation{}, fmt.Errorf("decode operation %s: %w", id, err)
 	}
+	meta, err := decodeMap("user_metadata", d.UserMetadata)
+	if err != nil {
+		return ledger.Operation{}, fmt.Errorf("decode operation %s: %w", id, err)
+	}
+	out, err := decodeMap("output", d.Output)
+	if err != nil {
+		return ledger.Operation{}, fmt.Errorf("decode operation %s: %w", id, err)
+	}
 	o := ledger.Operation{
 		ID: id, Rev: ledger.Revision{Version: d.Version, Stamp: snap.UpdateTime},
 		Name: d.Name, APIName: d.APIName, Kind: opname.Kind(d.Kind), State: lifecycle.State(d.State),
 		UpdateTime: d.UpdateTime.UTC(), SubmittedAt: d.SubmittedAt.UTC(), SettledAt: val(d.SettledAt), SettledBy: d.SettledBy,
 		NextCheckAt: val(d.NextCheckAt), Checks: d.Checks, LastCheck: d.LastCheck, LastCheckAt: val(d.LastCheckAt),
 		History: fromHistory(d.History), Conflicts: fromHistory(d.Conflicts),
-		UserMetadata: d.UserMetadata, Output: d.Output, Error: d.Error,
+		UserMetadata: meta, Output: out, Error: d.Error,
 		Effect: ledger.EffectMirror{Status: ledger.ClaimStatus(d.Effect.Status), LeaseUntil: val(d.Effect.LeaseUntil)},
 	}
 	for _, r := range d.Replays {
@@ -232,7 +288,7 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 }
 
 func toClaimDoc(c ledger.Claim) (claimDoc, error) {
-	msg, err := json.Marshal(c.Message)
+	msg, err := ledger.EncodeJSON(c.Message)
 	if err != nil {
 		return claimDoc{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
@@ -288,16 +344,18 @@ func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 
 // CommitOperation implements ledger.Store.
 func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
-	doc := toOpDoc(op, op.Rev.Version+1)
+	doc, err := toOpDoc(op, op.Rev.Version+1)
+	if err != nil {
+		return ledger.Revision{}, nil, fmt.Errorf("firestore: commit operation %s: %w", op.ID, err)
+	}
 	var cdoc claimDoc
 	if claim != nil {
-		var err error
 		if cdoc, err = toClaimDoc(*claim); err != nil {
 			return ledger.Revision{}, nil, err
 		}
 	}
 	var resp firestore.CommitResponse
-	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+	err = s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
 		var err error
 		if op.Rev.Exists() {
 			err = tx.Update(s.op(op.ID), doc.updates(), firestore.LastUpdateTime(op.Rev.Stamp))
@@ -326,13 +384,13 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 		Rev: ledger.Revision{Version: int64(claim.Attempts), Stamp: writes[1].UpdateTime}}, nil
 }
 
-// SeizeClaim implements ledger.Store.
-func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, now time.Time) (*ledger.Lease, error) {
+// SeizeClaim implements ledger.Store; it also extends expire_at.
+func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
 	attempts := c.Attempts + 1
 	stamp, err := s.updateClaim(ctx, c.ID, c.Rev.Stamp, []firestore.Update{
 		{Path: "status", Value: string(ledger.ClaimHeld)}, {Path: "holder", Value: holder},
 		{Path: "lease_until", Value: leaseUntil}, {Path: "due_at", Value: leaseUntil},
-		{Path: "attempts", Value: attempts}, {Path: "updated_at", Value: now},
+		{Path: "attempts", Value: attempts}, {Path: "updated_at", Value: now}, {Path: "expire_at", Value: expireAt},
 	}, effectDoc{Status: string(ledger.ClaimHeld), LeaseUntil: &leaseUntil})
 	if err != nil {
 		return nil, err
@@ -340,11 +398,12 @@ func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, l
 	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: ledger.Revision{Version: int64(attempts), Stamp: stamp}}, nil
 }
 
-// ReleaseClaim implements ledger.Store.
-func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
+// ReleaseClaim implements ledger.Store; it also extends expire_at.
+func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error {
 	_, err := s.updateClaim(ctx, l.ID, l.Rev.Stamp, []firestore.Update{
 		{Path: "status", Value: string(ledger.ClaimReleased)}, {Path: "holder", Value: ""},
 		{Path: "lease_until", Value: now}, {Path: "due_at", Value: now}, {Path: "updated_at", Value: now},
+		{Path: "expire_at", Value: expireAt},
 	}, effectDoc{Status: string(ledger.ClaimReleased), LeaseUntil: &now})
 	return err
 }

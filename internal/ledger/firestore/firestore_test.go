@@ -1,7 +1,14 @@
 package firestore
 
 import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
 
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -13,4 +20,112 @@ func TestConformance(t *testing.T) {
 		c, _ := emutest.Firestore(t)
 		return New(c, nil)
 	})
+}
+
+// stringSize and valueSize follow Firestore's storage size rules
+// (https://cloud.google.com/firestore/docs/storage-size), which the 1 MiB
+// document limit is measured in.
+func stringSize(s string) int { return len(s) + 1 }
+
+func valueSize(t *testing.T, v any) int {
+	switch v := v.(type) {
+	case nil, bool:
+		return 1
+	case int64, float64, time.Time:
+		return 8
+	case string:
+		return stringSize(v)
+	case []byte:
+		return len(v)
+	case []any:
+		n := 0
+		for _, e := range v {
+			n += valueSize(t, e)
+		}
+		return n
+	case map[string]any:
+		n := 0
+		for k, e := range v {
+			n += stringSize(k) + valueSize(t, e)
+		}
+		return n
+	default:
+		t.Fatalf("no size rule for %T", v)
+		return 0
+	}
+}
+
+func docSize(t *testing.T, snap *firestore.DocumentSnapshot) int {
+	name := 16 + stringSize(snap.Ref.Parent.ID) + stringSize(snap.Ref.ID)
+	return name + valueSize(t, snap.Data()) + 32
+}
+
+// TestMaximalDocumentsFitWithRoom measures, by Firestore's own size rules,
+// the stored operation and claim of ledgertest.MaximalOperation (every bound
+// the door keeps at its maximum): each must stay under half of the 1 MiB
+// limit, so the bounds can never make a commit fail.
+func TestMaximalDocumentsFitWithRoom(t *testing.T) {
+	c, _ := emutest.Firestore(t)
+	s := New(c, nil)
+	ctx := context.Background()
+	op, claim := ledgertest.MaximalOperation("h1", time.Now().Add(time.Minute))
+	if _, _, err := s.CommitOperation(ctx, op, claim); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	for _, ref := range []*firestore.DocumentRef{s.op(op.ID), s.claim(op.ID)} {
+		snap, err := ref.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := docSize(t, snap)
+		t.Logf("%s document: %d bytes (%.0f%% of 1 MiB)", ref.Parent.ID, size, float64(size)*100/(1<<20))
+		if size > 1<<19 {
+			t.Errorf("%s document is %d bytes: over half of Firestore's 1 MiB limit", ref.Parent.ID, size)
+		}
+	}
+}
+
+// TestReadsDocumentsWrittenBefore: operations written while user metadata
+// and output were Firestore maps read back as the same values a JSON string
+// gives, and are rewritten as JSON strings.
+func TestReadsDocumentsWrittenBefore(t *testing.T) {
+	c, _ := emutest.Firestore(t)
+	s := New(c, nil)
+	ctx := context.Background()
+	op := ledgertest.Op("old")
+	op.UserMetadata = map[string]any{"job": "j1", "n": 3, "tags": []any{"a", "b"}, "inner": map[string]any{"x": 1.5}}
+	op.Output = map[string]any{"video_uris": []string{"gs://v/1"}, "count": 2}
+	d, err := toOpDoc(op, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.UserMetadata, d.Output = op.UserMetadata, op.Output // the old shape: Firestore maps
+	if _, err := s.op("old").Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ := s.op("old").Get(ctx); fmt.Sprintf("%T", snap.Data()["user_metadata"]) != "map[string]interface {}" {
+		t.Fatalf("the test did not write the old shape: %T", snap.Data()["user_metadata"])
+	}
+	got, err := s.GetOperation(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.UserMetadata, ledgertest.Normalized(op.UserMetadata)) || !reflect.DeepEqual(got.Output, ledgertest.Normalized(op.Output)) {
+		t.Fatalf("old document read as metadata %#v output %#v", got.UserMetadata, got.Output)
+	}
+	got.Checks++
+	if _, _, err := s.CommitOperation(ctx, got, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.op("old").Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := snap.Data()["user_metadata"].(string); !ok || !strings.Contains(m, `"job":"j1"`) {
+		t.Fatalf("rewritten user_metadata = %#v, want a JSON string", snap.Data()["user_metadata"])
+	}
+	again, err := s.GetOperation(ctx, "old")
+	if err != nil || !reflect.DeepEqual(again.UserMetadata, got.UserMetadata) || !reflect.DeepEqual(again.Output, got.Output) {
+		t.Fatalf("after the rewrite: %#v %#v %v", again.UserMetadata, again.Output, err)
+	}
 }

@@ -5,8 +5,11 @@ package ledgertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,25 +25,28 @@ type NewStore func(t *testing.T) ledger.Ledger
 // Run runs the suite.
 func Run(t *testing.T, newStore NewStore) {
 	tests := map[string]func(*testing.T, ledger.Ledger){
-		"GetMissing":                 testGetMissing,
-		"CreateAndRead":              testCreateAndRead,
-		"CreateTwiceConflicts":       testCreateTwice,
-		"StaleRevisionConflicts":     testStaleRevision,
-		"ClaimCreatedAtomically":     testClaimAtomic,
-		"ExistingClaimBlocksCommit":  testExistingClaim,
-		"CompleteFencedOnLease":      testCompleteFenced,
-		"SeizeFencesOldHolder":       testSeize,
-		"ReleaseThenSeize":           testRelease,
-		"ConcurrentCommitsOneWins":   testConcurrentCommits,
-		"ConcurrentSeizesOneWins":    testConcurrentSeizes,
-		"TimesKeepMicroseconds":      testTimePrecision,
-		"MessageRoundTripsVerbatim":  testMessage,
-		"MissingClaimCannotComplete": testMissingClaim,
-		"DueOperations":              testDueOperations,
-		"StuckOperations":            testStuckOperations,
-		"DueClaims":                  testDueClaims,
-		"ScheduleCheck":              testScheduleCheck,
-		"ListOperations":             testListOperations,
+		"GetMissing":                  testGetMissing,
+		"CreateAndRead":               testCreateAndRead,
+		"CreateTwiceConflicts":        testCreateTwice,
+		"StaleRevisionConflicts":      testStaleRevision,
+		"ClaimCreatedAtomically":      testClaimAtomic,
+		"ExistingClaimBlocksCommit":   testExistingClaim,
+		"CompleteFencedOnLease":       testCompleteFenced,
+		"SeizeFencesOldHolder":        testSeize,
+		"ReleaseThenSeize":            testRelease,
+		"ConcurrentCommitsOneWins":    testConcurrentCommits,
+		"ConcurrentSeizesOneWins":     testConcurrentSeizes,
+		"TimesKeepMicroseconds":       testTimePrecision,
+		"MessageRoundTripsVerbatim":   testMessage,
+		"MissingClaimCannotComplete":  testMissingClaim,
+		"DueOperations":               testDueOperations,
+		"StuckOperations":             testStuckOperations,
+		"DueClaims":                   testDueClaims,
+		"ScheduleCheck":               testScheduleCheck,
+		"ListOperations":              testListOperations,
+		"FreeFormValuesRoundTrip":     testFreeForm,
+		"MaximalOperationCommits":     testMaximal,
+		"SeizeAndReleaseExtendExpiry": testExpiry,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -51,6 +57,10 @@ func Run(t *testing.T, newStore NewStore) {
 }
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
+
+// far is the expiry the tests that are not about it give seized and
+// released claims.
+var far = t0.Add(30 * 24 * time.Hour)
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -224,7 +234,7 @@ func testSeize(t *testing.T, s ledger.Ledger) {
 	old := settled(t, s, "a7", "h1", t0.Add(time.Minute))
 	c, _ := s.GetClaim(ctx(t), "a7")
 	now := t0.Add(2 * time.Minute) // the lease ran out
-	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), now)
+	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatalf("seize: %v", err)
 	}
@@ -234,7 +244,7 @@ func testSeize(t *testing.T, s ledger.Ledger) {
 	if err := s.CompleteClaim(ctx(t), *old, now); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("late DONE by the old holder = %v, want ErrFenced", err)
 	}
-	if _, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), now); !errors.Is(err, ledger.ErrFenced) {
+	if _, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), far, now); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("seize from a stale read = %v, want ErrFenced", err)
 	}
 	got, _ := s.GetClaim(ctx(t), "a7")
@@ -251,7 +261,7 @@ func testSeize(t *testing.T, s ledger.Ledger) {
 
 func testRelease(t *testing.T, s ledger.Ledger) {
 	lease := settled(t, s, "a8", "h1", t0.Add(time.Hour))
-	if err := s.ReleaseClaim(ctx(t), *lease, t0); err != nil {
+	if err := s.ReleaseClaim(ctx(t), *lease, far, t0); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if op := mustGet(t, s, "a8"); op.Effect.Status != ledger.ClaimReleased || !op.Effect.Owed(t0) {
@@ -264,7 +274,7 @@ func testRelease(t *testing.T, s ledger.Ledger) {
 	if c.Status != ledger.ClaimReleased || c.Live(t0) {
 		t.Fatalf("claim after release %+v", c)
 	}
-	l2, err := s.SeizeClaim(ctx(t), c, "h2", t0.Add(time.Minute), t0)
+	l2, err := s.SeizeClaim(ctx(t), c, "h2", t0.Add(time.Minute), far, t0)
 	if err != nil {
 		t.Fatalf("seize released claim: %v", err)
 	}
@@ -319,7 +329,7 @@ func testConcurrentSeizes(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "a10", "h0", t0)
 	c, _ := s.GetClaim(ctx(t), "a10")
 	exactlyOneWins(t, "seizes", ledger.ErrFenced, func(i int) error {
-		_, err := s.SeizeClaim(ctx(t), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), t0.Add(time.Minute))
+		_, err := s.SeizeClaim(ctx(t), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), far, t0.Add(time.Minute))
 		return err
 	})
 }
@@ -408,7 +418,7 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 func testDueClaims(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "c1", "h1", t0.Add(time.Minute))     // lease ends at +1m
 	l2 := settled(t, s, "c2", "h2", t0.Add(time.Hour)) // released at +30s
-	if err := s.ReleaseClaim(ctx(t), *l2, t0.Add(30*time.Second)); err != nil {
+	if err := s.ReleaseClaim(ctx(t), *l2, far, t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	l3 := settled(t, s, "c3", "h3", t0) // DONE: never due
@@ -472,5 +482,211 @@ func testListOperations(t *testing.T, s ledger.Ledger) {
 	}
 	if two, _ := s.ListOperations(ctx(t), "", 2); len(two) != 2 {
 		t.Fatalf("limit ignored: %v", ids(two))
+	}
+}
+
+// HardMetadata is metadata a Firestore map cannot hold (arrays inside
+// arrays, reserved "__name__"/"__x__" keys, an empty key) with the other
+// shapes JSON allows: every store must keep it exactly.
+func HardMetadata() map[string]any {
+	var m map[string]any
+	const doc = `{"nested":[[1,2],[3,[4,[5]]],[]],"__name__":"reserved","__x__":{"__y__":[[null]]},"":"empty key",
+		"a.b":"dotted","` + "`q`" + `":"backticks","ключ":"値 🎉 \u2028","html":"<a href='x'>&amp;</a>","ctl":"\u0001\t\n",
+		"nums":[0,-0.5,1e21,1.7976931348623157e308,5e-324,9007199254740993,-42],"yes":true,"no":false,"nothing":null,
+		"deep":{"a":{"b":{"c":[{"d":[[]]}]}}},"empty":{},"none":[]}`
+	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Normalized is m as every store reads it back: through ledger.EncodeJSON
+// and encoding/json (numbers float64, arrays []any, maps map[string]any).
+func Normalized(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	b, err := ledger.EncodeJSON(m)
+	if err != nil {
+		panic(err)
+	}
+	out, err := ledger.DecodeMap(b)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func checkFree(t *testing.T, what string, got, want map[string]any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, Normalized(want)) {
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(Normalized(want))
+		t.Errorf("%s changed in the store:\n got %s\nwant %s", what, gb, wb)
+	}
+}
+
+// testFreeForm: user metadata and output are kept exactly, whatever their
+// shape, on the create and the update path and in the claim's message; an
+// empty map stays empty and an absent one absent.
+func testFreeForm(t *testing.T, s ledger.Ledger) {
+	op := Op("f1")
+	op.UserMetadata = HardMetadata()
+	// Output as the Gemini fetcher builds it: Go slices and ints.
+	op.Output = map[string]any{"video_uris": []string{"gs://v/1", "gs://v/2"}, "rai_media_filtered_count": 1, "output_text": "<b>ok</b>"}
+	mustCommit(t, s, op, nil)
+	got := mustGet(t, s, "f1")
+	checkFree(t, "metadata (create)", got.UserMetadata, op.UserMetadata)
+	checkFree(t, "output (create)", got.Output, op.Output)
+
+	c := Claim("f1", "h1", t0.Add(time.Minute))
+	c.Message.UserMetadata, c.Message.Output = op.UserMetadata, op.Output
+	mustCommit(t, s, terminal(got, t0.Add(time.Minute)), c)
+	got = mustGet(t, s, "f1")
+	checkFree(t, "metadata (update)", got.UserMetadata, op.UserMetadata)
+	checkFree(t, "output (update)", got.Output, op.Output)
+	claim, err := s.GetClaim(ctx(t), "f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFree(t, "message metadata", claim.Message.UserMetadata, op.UserMetadata)
+	checkFree(t, "message output", claim.Message.Output, op.Output)
+
+	empty := Op("f2")
+	empty.UserMetadata, empty.Output = map[string]any{}, nil
+	mustCommit(t, s, empty, nil)
+	if got := mustGet(t, s, "f2"); got.UserMetadata == nil || len(got.UserMetadata) != 0 || got.Output != nil {
+		t.Errorf("empty metadata read back as %#v, absent output as %#v", got.UserMetadata, got.Output)
+	}
+}
+
+// sized returns m with key pad set to a string of '<' that makes
+// ledger.EncodeJSON(m) exactly n bytes long ('<' is the character an HTML
+// escaping encoder would blow up six times).
+func sized(m map[string]any, pad string, n int) map[string]any {
+	m[pad] = ""
+	b, err := ledger.EncodeJSON(m)
+	if err != nil {
+		panic(err)
+	}
+	m[pad] = strings.Repeat("<", n-len(b))
+	return m
+}
+
+// MaximalOperation returns a settled operation at every bound the ingest
+// door keeps (ledger.Max*): user metadata and output of exactly their
+// encoded bounds, the longest error message (of control characters, which
+// JSON escapes to six bytes each in the claim's message), full history,
+// conflicts and replays with the longest delivery ids, and a document id of
+// Firestore's maximum length; and its claim (held by holder until
+// leaseUntil), whose message carries all of it again.
+func MaximalOperation(holder string, leaseUntil time.Time) (ledger.Operation, *ledger.Claim) {
+	id := strings.Repeat("m", 1500)
+	long := func(prefix string, n int) string { return prefix + strings.Repeat("x", n-len(prefix)) }
+	op := ledger.Operation{
+		ID: id, Name: long("operations/", 1024), APIName: long("models/", 1024), Kind: "video",
+		State: lifecycle.Succeeded, UpdateTime: t0, SubmittedAt: t0.Add(-time.Hour), SettledAt: t0, SettledBy: "reconcile",
+		Checks: 99, LastCheck: "gemini-unavailable", LastCheckAt: t0,
+		UserMetadata: sized(HardMetadata(), "pad", ledger.MaxMetadataBytes),
+		Output:       sized(map[string]any{"video_uris": []any{"gs://v/1"}}, "output_text", ledger.MaxOutputBytes),
+		Error:        &results.ErrorInfo{Code: 13, Message: strings.Repeat("\x01", ledger.MaxErrorMessageBytes)},
+		Effect:       ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil},
+	}
+	entry := func(i int) ledger.HistoryEntry {
+		return ledger.HistoryEntry{At: t0.Add(time.Duration(i) * time.Second), Source: "reconcile", State: lifecycle.RequiresAction,
+			UpdateTime: t0, Reason: "stale-or-equal-update-time", DeliveryID: strings.Repeat("d", ledger.MaxDeliveryIDBytes)}
+	}
+	for i := range ledger.MaxHistory {
+		op.History = append(op.History, entry(i))
+		op.Replays = append(op.Replays, ledger.Replay{ID: "replay-" + strings.Repeat("r", 32), At: t0})
+	}
+	for i := range ledger.MaxConflicts {
+		op.Conflicts = append(op.Conflicts, entry(i))
+	}
+	key := "gemini:" + op.Name
+	return op, &ledger.Claim{
+		ID: id, Key: key, Operation: op.Name, Status: ledger.ClaimHeld, Holder: holder,
+		LeaseUntil: leaseUntil, Attempts: 1, CreatedAt: t0, UpdatedAt: t0, ExpireAt: t0.Add(30 * 24 * time.Hour),
+		Message: results.Message{Operation: op.Name, Kind: "video", State: string(op.State), UpdateTime: t0,
+			SettledBy: op.SettledBy, SettledAt: t0, IdempotencyKey: key, Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata},
+	}
+}
+
+// testMaximal: an operation at every bound commits with its claim, takes a
+// seizure and a release, is rewritten, and reads back whole (Firestore: the
+// operation and the claim stay under 1 MiB).
+func testMaximal(t *testing.T, s ledger.Ledger) {
+	op, c := MaximalOperation("h1", t0.Add(time.Minute))
+	_, lease := mustCommit(t, s, op, c)
+	got, err := s.GetClaim(ctx(t), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(2 * time.Minute)
+	l2, err := s.SeizeClaim(ctx(t), got, "h2", now.Add(time.Minute), far, now)
+	if err != nil {
+		t.Fatalf("seize: %v", err)
+	}
+	if err := s.CompleteClaim(ctx(t), *lease, now); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("complete by the seized holder = %v, want ErrFenced", err)
+	}
+	if err := s.ReleaseClaim(ctx(t), *l2, far, now); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	read := mustGet(t, s, op.ID)
+	read.Checks++
+	mustCommit(t, s, read, nil)
+	read = mustGet(t, s, op.ID)
+	if read.Name != op.Name || read.APIName != op.APIName || read.Checks != op.Checks+1 || read.Error == nil || *read.Error != *op.Error ||
+		!reflect.DeepEqual(read.History, op.History) || !reflect.DeepEqual(read.Conflicts, op.Conflicts) ||
+		!reflect.DeepEqual(read.Replays, op.Replays) || read.Effect.Status != ledger.ClaimReleased {
+		t.Errorf("maximal operation changed in the store")
+	}
+	checkFree(t, "maximal metadata", read.UserMetadata, op.UserMetadata)
+	checkFree(t, "maximal output", read.Output, op.Output)
+	claim, err := s.GetClaim(ctx(t), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := c.Message.Data()
+	if data, _ := claim.Message.Data(); string(data) != string(want) || claim.Status != ledger.ClaimReleased {
+		t.Errorf("maximal claim changed in the store (status %s)", claim.Status)
+	}
+}
+
+// testExpiry: a claim's ExpireAt (which drives the TTL policy) is moved to
+// the given time by every seize and every release, so a claim whose side
+// effect keeps failing is never deleted while it is still being retried.
+// Completing it leaves ExpireAt as the last seize set it.
+func testExpiry(t *testing.T, s ledger.Ledger) {
+	settled(t, s, "e1", "h1", t0.Add(time.Minute))
+	c, _ := s.GetClaim(ctx(t), "e1")
+	if !c.ExpireAt.Equal(t0.Add(30 * 24 * time.Hour)) {
+		t.Fatalf("new claim expires %v", c.ExpireAt)
+	}
+	now := t0.Add(20 * 24 * time.Hour)
+	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), now.Add(30*24*time.Hour), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ = s.GetClaim(ctx(t), "e1"); !c.ExpireAt.Equal(now.Add(30 * 24 * time.Hour)) {
+		t.Fatalf("after a seize the claim expires %v, want %v", c.ExpireAt, now.Add(30*24*time.Hour))
+	}
+	later := now.Add(45 * 24 * time.Hour)
+	if err := s.ReleaseClaim(ctx(t), *lease, later.Add(30*24*time.Hour), later); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ = s.GetClaim(ctx(t), "e1"); !c.ExpireAt.Equal(later.Add(30 * 24 * time.Hour)) {
+		t.Fatalf("after a release the claim expires %v, want %v", c.ExpireAt, later.Add(30*24*time.Hour))
+	}
+	lease, err = s.SeizeClaim(ctx(t), c, "h3", later.Add(time.Minute), later.Add(31*24*time.Hour), later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteClaim(ctx(t), *lease, later); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ = s.GetClaim(ctx(t), "e1"); c.Status != ledger.ClaimDone || !c.ExpireAt.Equal(later.Add(31*24*time.Hour)) {
+		t.Fatalf("after DONE: %s, expires %v", c.Status, c.ExpireAt)
 	}
 }

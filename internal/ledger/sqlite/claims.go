@@ -29,11 +29,11 @@ VALUES (:id, :key, :operation, :status, :holder, :lease_until, :attempts,
 ON CONFLICT (id) DO NOTHING`
 
 	sqlSeizeClaim = `UPDATE claims SET status = ?, holder = ?, lease_until = ?, due_at = ?, attempts = ?,
-	updated_at = ?, rev = rev + 1
+	updated_at = ?, expire_at = ?, rev = rev + 1
 WHERE id = ? AND rev = ?`
 
 	sqlReleaseClaim = `UPDATE claims SET status = ?, holder = '', lease_until = ?, due_at = ?, updated_at = ?,
-	rev = rev + 1
+	expire_at = ?, rev = rev + 1
 WHERE id = ? AND rev = ?`
 
 	sqlCompleteClaim = `UPDATE claims SET status = ?, done_at = ?, updated_at = ?, due_at = NULL, rev = rev + 1
@@ -49,10 +49,10 @@ WHERE due_at <= ? ORDER BY due_at, id LIMIT ?`
 )
 
 // claimArgs returns the named arguments of sqlInsertClaim. The message is
-// stored as json.Marshal of the struct, as the Firestore adapter stores it,
+// stored as ledger.EncodeJSON of the struct, as the Firestore adapter stores it,
 // so every holder republishes the same data.
 func claimArgs(c ledger.Claim) ([]any, error) {
-	msg, err := json.Marshal(c.Message)
+	msg, err := ledger.EncodeJSON(c.Message)
 	if err != nil {
 		return nil, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
@@ -106,20 +106,21 @@ func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 
 // SeizeClaim implements ledger.Store: fenced on the rev read with c, and
 // mirrored on the operation in the same transaction.
-func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, now time.Time) (*ledger.Lease, error) {
+func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
 	err := s.updateClaim(ctx, "seize claim "+c.ID, c.ID, ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil},
 		sqlSeizeClaim, string(ledger.ClaimHeld), holder, micros(leaseUntil), micros(leaseUntil), c.Attempts+1, micros(now),
-		c.ID, c.Rev.Version)
+		micros(expireAt), c.ID, c.Rev.Version)
 	if err != nil {
 		return nil, err
 	}
 	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: ledger.Revision{Version: c.Rev.Version + 1}}, nil
 }
 
-// ReleaseClaim implements ledger.Store: the claim is due at once.
-func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
+// ReleaseClaim implements ledger.Store: the claim is due at once (and its
+// expiry extended).
+func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error {
 	return s.updateClaim(ctx, "release claim "+l.ID, l.ID, ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: now},
-		sqlReleaseClaim, string(ledger.ClaimReleased), micros(now), micros(now), micros(now), l.ID, l.Rev.Version)
+		sqlReleaseClaim, string(ledger.ClaimReleased), micros(now), micros(now), micros(now), micros(expireAt), l.ID, l.Rev.Version)
 }
 
 // updateClaim runs a rev-fenced claim update and mirrors it on the operation

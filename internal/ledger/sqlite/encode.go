@@ -30,9 +30,11 @@ func fromNullMicros(v sql.NullInt64) time.Time {
 	return fromMicros(v.Int64)
 }
 
-// toJSON encodes v; a nil map, slice or pointer is stored as NULL.
+// toJSON encodes v as every JSON column is stored (ledger.EncodeJSON, the
+// form the bounds on free-form values measure); a nil map, slice or pointer
+// is stored as NULL.
 func toJSON(v any) (sql.NullString, error) {
-	b, err := json.Marshal(v)
+	b, err := ledger.EncodeJSON(v)
 	if err != nil {
 		return sql.NullString{}, err
 	}

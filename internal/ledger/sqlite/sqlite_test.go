@@ -21,6 +21,8 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
 
+var far = t0.Add(30 * 24 * time.Hour)
+
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -133,7 +135,7 @@ func TestMirrorWriteFencesStaleCommit(t *testing.T) {
 	s := openTemp(t)
 	ctx := testCtx(t)
 	before, lease := settle(t, s, "m1", "h1", t0.Add(time.Minute))
-	if err := s.ReleaseClaim(ctx, *lease, t0); err != nil {
+	if err := s.ReleaseClaim(ctx, *lease, far, t0); err != nil {
 		t.Fatal(err)
 	}
 	after, err := s.GetOperation(ctx, "m1")
@@ -152,7 +154,7 @@ func TestMirrorWriteFencesStaleCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SeizeClaim(ctx, c, "h2", t0.Add(time.Hour), t0); err != nil {
+	if _, err := s.SeizeClaim(ctx, c, "h2", t0.Add(time.Hour), far, t0); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.CommitOperation(ctx, after, nil); !errors.Is(err, ledger.ErrConflict) {
@@ -180,17 +182,17 @@ func TestClaimRevAndDueAt(t *testing.T) {
 	if lease.Rev.Version != 1 || dueAt() != nullMicros(t0.Add(time.Minute)) {
 		t.Fatalf("new claim: lease rev %d, due_at %v", lease.Rev.Version, dueAt())
 	}
-	if err := s.ReleaseClaim(ctx, *lease, t0.Add(time.Second)); err != nil {
+	if err := s.ReleaseClaim(ctx, *lease, far, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseClaim(ctx, *lease, t0.Add(time.Second)); !errors.Is(err, ledger.ErrFenced) {
+	if err := s.ReleaseClaim(ctx, *lease, far, t0.Add(time.Second)); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("second release with the same lease = %v, want ErrFenced", err)
 	}
 	c, _ := s.GetClaim(ctx, "v1")
 	if c.Rev.Version != 2 || c.Holder != "" || dueAt() != nullMicros(t0.Add(time.Second)) {
 		t.Fatalf("released claim %+v, due_at %v", c, dueAt())
 	}
-	l2, err := s.SeizeClaim(ctx, c, "h2", t0.Add(time.Hour), t0.Add(time.Second))
+	l2, err := s.SeizeClaim(ctx, c, "h2", t0.Add(time.Hour), far, t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +206,10 @@ func TestClaimRevAndDueAt(t *testing.T) {
 		t.Fatalf("done claim %+v, due_at %v", c, dueAt())
 	}
 	missing := ledger.Lease{ID: "none", Rev: ledger.Revision{Version: 1}}
-	_, seizeErr := s.SeizeClaim(ctx, ledger.Claim{ID: missing.ID, Rev: missing.Rev}, "h", t0, t0)
+	_, seizeErr := s.SeizeClaim(ctx, ledger.Claim{ID: missing.ID, Rev: missing.Rev}, "h", t0, far, t0)
 	for name, err := range map[string]error{
 		"seize":    seizeErr,
-		"release":  s.ReleaseClaim(ctx, missing, t0),
+		"release":  s.ReleaseClaim(ctx, missing, far, t0),
 		"complete": s.CompleteClaim(ctx, missing, t0),
 	} {
 		if !errors.Is(err, ledger.ErrFenced) {
@@ -282,8 +284,8 @@ func TestQueryPlans(t *testing.T) {
 		"ListOperations":      {sqlListOperations, "operations_submitted_at", []any{10}},
 		"ListOperationsState": {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
 		"GetClaim":            {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
-		"SeizeClaim":          {sqlSeizeClaim, "sqlite_autoindex_claims_1", []any{"CLAIMED", "h", now, now, 2, now, "x", 1}},
-		"ReleaseClaim":        {sqlReleaseClaim, "sqlite_autoindex_claims_1", []any{"RELEASED", now, now, now, "x", 1}},
+		"SeizeClaim":          {sqlSeizeClaim, "sqlite_autoindex_claims_1", []any{"CLAIMED", "h", now, now, 2, now, now, "x", 1}},
+		"ReleaseClaim":        {sqlReleaseClaim, "sqlite_autoindex_claims_1", []any{"RELEASED", now, now, now, now, "x", 1}},
 		"CompleteClaim":       {sqlCompleteClaim, "sqlite_autoindex_claims_1", []any{"DONE", now, now, "x", 1}},
 		"DueClaims":           {sqlDueClaims, "claims_due_at", []any{now, 10}},
 	} {

@@ -1,0 +1,136 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
+	"github.com/lrosink/lrosink/internal/logging"
+)
+
+// hardMetadataJSON is metadata a Firestore map cannot hold (arrays inside
+// arrays, reserved and empty keys).
+func hardMetadataJSON(t *testing.T) string {
+	t.Helper()
+	b, err := json.Marshal(ledgertest.HardMetadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestWebhookNeverFailsForMetadata: a signed webhook for an operation nobody
+// registered, carrying metadata Firestore could not hold as a map, is
+// answered 200, settles the operation and keeps the metadata exactly.
+func TestWebhookNeverFailsForMetadata(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	body := []byte(`{"type":"batch.succeeded","version":"v1","timestamp":"2026-12-29T09:20:00Z","data":{"id":"batches/meta"},"user_metadata":` +
+		hardMetadataJSON(t) + `}`)
+	status, a := r.do(t, request{name: "hard metadata", method: http.MethodPost, body: body, header: hmacHeaders(r.secret, "msg_meta", now, body)})
+	if status != http.StatusOK || a.Outcome != string(ingest.OutcomeCompleted) {
+		t.Fatalf("webhook with hard metadata: %d %+v", status, a)
+	}
+	op, err := r.store.GetOperation(context.Background(), "gemini:batches%2Fmeta")
+	if err != nil || op.State != "SUCCEEDED" || !reflect.DeepEqual(op.UserMetadata, ledgertest.Normalized(ledgertest.HardMetadata())) {
+		t.Fatalf("stored %s %v, %v", op.State, op.UserMetadata, err)
+	}
+	if r.sink.n.Load() != 1 {
+		t.Fatalf("%d messages published, want 1", r.sink.n.Load())
+	}
+}
+
+// TestRegisterMetadata: /Register keeps metadata of any JSON shape, and
+// answers 400 invalid-metadata, storing nothing, for metadata over the
+// bound once encoded (here: within the body limit, but numbers written
+// short that encode long).
+func TestRegisterMetadata(t *testing.T) {
+	t.Parallel()
+	fs, _ := emutest.Firestore(t)
+	store := fsledger.New(fs, nil)
+	door, err := ingest.New(ingest.Config{Store: store, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.Register(door, logging.Discard()))
+	defer srv.Close()
+	post := func(body string) (int, map[string]string) {
+		t.Helper()
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&a)
+		return resp.StatusCode, a
+	}
+	// Just over the bound; and, within the old 64 KiB body limit, numbers
+	// written short that encode long (1e20 is stored as 21 digits).
+	for _, big := range []string{
+		`{"name":"batches/big","metadata":{"v":"` + strings.Repeat("x", ledger.MaxMetadataBytes) + `"}}`,
+		`{"name":"batches/big","metadata":{"n":[` + strings.Repeat("1e20,", 12000) + `0]}}`,
+	} {
+		status, a := post(big)
+		if status != http.StatusBadRequest || a["reason"] != "invalid-metadata" || !strings.Contains(a["detail"], "over the limit") {
+			t.Fatalf("oversize metadata: %d %v", status, a)
+		}
+	}
+	// Metadata right at the bound is registered.
+	at := map[string]any{"v": ""}
+	b, _ := ledger.EncodeJSON(at)
+	at["v"] = strings.Repeat("x", ledger.MaxMetadataBytes-len(b))
+	body, _ := json.Marshal(httpapi.RegisterRequest{Name: "batches/" + strings.Repeat("n", 200), Metadata: at})
+	if status, a := post(string(body)); status != http.StatusCreated {
+		t.Fatalf("metadata at the bound: %d %v", status, a)
+	}
+	if _, w, _ := store.Counts().Snapshot(); w != 1 {
+		t.Fatalf("%d documents written, want only the registration at the bound", w)
+	}
+	if status, a := post(`{"name":"batches/hard","metadata":` + hardMetadataJSON(t) + `}`); status != http.StatusCreated {
+		t.Fatalf("hard metadata: %d %v", status, a)
+	}
+	op, err := store.GetOperation(context.Background(), "gemini:batches%2Fhard")
+	if err != nil || !reflect.DeepEqual(op.UserMetadata, ledgertest.Normalized(ledgertest.HardMetadata())) {
+		t.Fatalf("registered metadata %v, %v", op.UserMetadata, err)
+	}
+	if ledger.CheckMetadata(op.UserMetadata) != nil {
+		t.Fatal("stored metadata over the bound")
+	}
+}
+
+type failingDoor struct{ err error }
+
+func (f failingDoor) Ingest(context.Context, ingest.Event) (ingest.Result, error) {
+	return ingest.Result{Operation: "batches/x"}, f.err
+}
+
+// TestClaimMissingIs503: the door's claim-missing error is answered 503
+// (the sender retries; the operator was alerted) with its own reason.
+func TestClaimMissingIs503(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(httpapi.Register(failingDoor{fmt.Errorf("%w: batches/x", ingest.ErrClaimMissing)}, logging.Discard()))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"name":"batches/x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a httpapi.Answer
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	if resp.StatusCode != http.StatusServiceUnavailable || a.Reason != "claim-missing" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("claim missing: %d %+v", resp.StatusCode, a)
+	}
+}
