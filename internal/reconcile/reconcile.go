@@ -246,8 +246,18 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 		ev.Source = ingest.SourceReconcile
 		res, err := r.cfg.Door.Ingest(ctx, ev)
 		if err != nil {
+			// The door logged why. The operation is rescheduled with
+			// backoff like any failed check: left due, one the door can
+			// never ingest would be fetched every pass and, a page of
+			// them, would hide every operation behind it. The schedule
+			// is fenced on the revision read, so if the door did write
+			// (it settled the operation, then failed to publish) it is
+			// refused and the claim retry takes over.
+			note = "ingest-error"
 			t.add(func(s *Summary) { s.Errors++ })
-			return // the door logged it; the operation stays due
+			log.WarnContext(ctx, "reconcile: the door failed; rescheduled with backoff", "error", err.Error(),
+				"checks", op.Checks+1, "next_check_in", r.Backoff(op.Checks).String())
+			break
 		}
 		if res.State.Terminal() {
 			t.add(func(s *Summary) {
