@@ -211,7 +211,7 @@ func (r *runner) setup() error {
 		r.hooks = append(r.hooks, httptest.NewServer(httpapi.Webhook(d, v, log, 1<<20)))
 	}
 	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: r.gemini.URL, HTTPClient: r.gemini.Client(),
-		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, Log: log})
 	if err != nil {
 		return err
 	}
