@@ -68,7 +68,9 @@ func loadQueries(t *testing.T) []query {
 	return qs
 }
 
-// fields lists the distinct fields a query filters or orders on.
+// fields lists the distinct fields a query filters or orders on, except
+// the document id (__name__): every index entry holds it, so ordering by it
+// last needs no index of its own.
 func (q query) fields() []string {
 	var out []string
 	for _, f := range q.Filters {
@@ -76,7 +78,10 @@ func (q query) fields() []string {
 			out = append(out, f.Field)
 		}
 	}
-	for _, o := range q.OrderBy {
+	for i, o := range q.OrderBy {
+		if o.Field == "__name__" && i == len(q.OrderBy)-1 {
+			continue
+		}
 		if !slices.Contains(out, o.Field) {
 			out = append(out, o.Field)
 		}

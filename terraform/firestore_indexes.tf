@@ -8,8 +8,10 @@
 # needs a composite index: an equality filter on one field plus an order on
 # another. The other queries are served by the single-field indexes
 # Firestore maintains automatically, because each filters with a range and
-# orders on the SAME field:
-#   DueOperations    operations  next_check_at <= now     ORDER BY next_check_at ASC
+# orders on the SAME field (every index entry also holds the document id,
+# __name__, so ordering by it after the field, in the same direction, is
+# free; DueOperations does that to page with a cursor):
+#   DueOperations    operations  next_check_at <= now     ORDER BY next_check_at ASC, __name__ ASC
 #   StuckOperations  operations  pending_since <= cutoff  ORDER BY pending_since ASC
 #   DueClaims        claims      due_at <= now            ORDER BY due_at ASC
 #   ListOperations   operations  (no filter)              ORDER BY submitted_at DESC

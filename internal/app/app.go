@@ -102,7 +102,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	}
 	rc := reconcile.Config{Ledger: a.Ledger, Door: a.Door, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50}
 	if cfg.GeminiAPIKey != "" {
-		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient})
+		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("GEMINI_API_KEY / GOOGLE_GEMINI_BASE_URL: %w", err)
 		}

@@ -93,13 +93,26 @@ func batchState(s genai.JobState) lifecycle.State {
 // addBatchError fills ev.Error for a FAILED batch. In Gemini mode the SDK
 // never maps the Operation's "error" into BatchJob.Error, so it is read with
 // one raw GET of the same resource.
+//
+// The detail is best effort: Gemini already said FAILED, and withholding
+// that state because the second GET failed would leave the operation
+// pending for as long as the GET keeps failing (and a listing page would
+// lose every job on it). So a GET that fails for good, or still fails when
+// the retries run out, leaves ev.Error nil and is logged. Only the end of
+// the caller's context is returned: nothing will apply this answer then,
+// and the next check can still read the detail.
 func (f *Fetcher) addBatchError(ctx context.Context, ev *ingest.Event) error {
 	if ev.State != lifecycle.Failed {
 		return nil
 	}
 	info, err := f.operationError(ctx, ev.Name)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return err
+		}
+		f.log.WarnContext(ctx, "gemini: FAILED batch without its error detail: the detail GET failed",
+			"operation", ev.Name, "error", scrub(err, f.apiKey).Error())
+		return nil
 	}
 	ev.Error = info
 	return nil

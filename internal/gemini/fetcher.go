@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
 )
 
@@ -111,6 +113,9 @@ type Options struct {
 	// Sleep waits; it must return ctx's error when ctx ends first. Tests
 	// inject it so no retry test sleeps for real. Default: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Log receives what is worth telling but is no error of the call (a
+	// FAILED batch whose error detail could not be read). Default: discard.
+	Log *slog.Logger
 }
 
 // Fetcher fetches operation state. It is safe for concurrent use.
@@ -123,6 +128,7 @@ type Fetcher struct {
 	maxAttempts int
 	backoff     func(int) time.Duration
 	sleep       func(context.Context, time.Duration) error
+	log         *slog.Logger
 }
 
 // New returns a Fetcher.
@@ -180,6 +186,10 @@ func New(o Options) (f *Fetcher, err error) {
 		maxAttempts: o.MaxAttempts,
 		backoff:     o.Backoff,
 		sleep:       o.Sleep,
+		log:         o.Log,
+	}
+	if f.log == nil {
+		f.log = logging.Discard()
 	}
 	if f.maxAttempts == 0 {
 		f.maxAttempts = DefaultMaxAttempts
@@ -206,6 +216,9 @@ func New(o Options) (f *Fetcher, err error) {
 // Errors: ErrNotFound (wrapped) for a 404; *TransientError for 408/429/5xx,
 // transport failures and context end, after up to MaxAttempts calls; any
 // other error (other 4xx, undecodable answers) is plain and not retried.
+// The error detail of a FAILED batch is best effort: if its extra GET fails
+// (other than by the end of ctx), the event has Error nil and a WARN is
+// logged.
 func (f *Fetcher) Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error) {
 	ev, err := f.fetch(ctx, kind, apiName)
 	return ev, scrub(err, f.apiKey)
@@ -232,7 +245,8 @@ func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (
 // adopting operations lrosink never registered. pageSize 0 lets the server
 // choose; the returned token is "" on the last page. FAILED jobs are
 // enriched with their error like Fetch does (one raw GET each), because the
-// event that settles an operation is the only chance to record why.
+// event that settles an operation is the only chance to record why; a job
+// whose detail cannot be read is returned without it, as Fetch does.
 func (f *Fetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error) {
 	evs, next, err := f.listBatches(ctx, pageSize, pageToken)
 	return evs, next, scrub(err, f.apiKey)

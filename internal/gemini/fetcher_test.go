@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,7 +19,9 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -230,6 +233,101 @@ func TestBatchErrorDetailRetried(t *testing.T) {
 	}
 	if n := len(h.slept()); n != 1 {
 		t.Errorf("%d sleeps, want 1", n)
+	}
+}
+
+// rawGET matches the Fetcher's own GET of path for a batch's error detail:
+// the SDK's requests carry a Content-Type, the raw GET none.
+func rawGET(path string) fakegemini.Matcher {
+	return func(r *http.Request) bool { return r.URL.Path == path && r.Header.Get("Content-Type") == "" }
+}
+
+// TestBatchErrorDetailUnavailable: when the extra GET for a FAILED batch's
+// error detail keeps failing, the FAILED state Gemini already returned is
+// still the answer, without the detail; the GET is retried only while the
+// failure may be transient.
+func TestBatchErrorDetailUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		status   int
+		rawCalls int
+	}{
+		{"final 403", http.StatusForbidden, 1},
+		{"404 on the raw GET", http.StatusNotFound, 1},
+		{"503 until the attempts run out", http.StatusServiceUnavailable, gemini.DefaultMaxAttempts},
+		{"connection dropped every time", fakegemini.Drop, gemini.DefaultMaxAttempts},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := &testutil.SyncBuffer{}
+			h := newHarness(t, func(o *gemini.Options) { o.Log = logging.New(logs, slog.LevelInfo, "") })
+			h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "invalid input file"})
+			h.fake.FailNextMatching(rawGET("/v1beta/batches/f"), c.status, -1)
+			ev := h.fetch(t, opname.KindBatch, "batches/f")
+			checkCommon(t, ev, opname.KindBatch, "batches/f")
+			if ev.State != lifecycle.Failed || ev.Error != nil || !ev.UpdateTime.Equal(t0) {
+				t.Fatalf("event %+v (error %+v), want FAILED at %v without detail", ev, ev.Error, t0)
+			}
+			// The Fetcher's attempts show in its sleeps; with a dropped
+			// connection net/http may replay a GET itself, so calls are
+			// exact only for answered requests.
+			if n := len(h.slept()); n != c.rawCalls-1 {
+				t.Errorf("%d sleeps, want %d (%d raw GET attempts)", n, c.rawCalls-1, c.rawCalls)
+			}
+			if n := h.fake.Calls("/v1beta/batches/f"); c.status != fakegemini.Drop && n != 1+c.rawCalls {
+				t.Errorf("%d calls, want 1 SDK GET and %d raw GET(s)", n, c.rawCalls)
+			}
+			if n := logs.CountLines(`"severity":"WARNING","message":"gemini: FAILED batch without its error detail`); n != 1 ||
+				logs.CountLines(`"operation":"batches/f"`) != 1 || logs.CountLines(`raw GET for the error detail`) != 1 {
+				t.Errorf("want one WARNING naming the operation and why, got %d: %s", n, logs.String())
+			}
+		})
+	}
+}
+
+// TestBatchErrorDetailCallerGone: when the caller's context ends during the
+// detail GET, that is no failure of the detail: the fetch reports it, and
+// nothing applies a FAILED without detail that the next check could read in
+// full.
+func TestBatchErrorDetailCallerGone(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "x"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.fake.FailNextMatching(func(r *http.Request) bool {
+		if rawGET("/v1beta/batches/f")(r) {
+			cancel() // the caller gives up while the detail GET is answered
+			return true
+		}
+		return false
+	}, http.StatusServiceUnavailable, -1)
+	ev, err := h.f.Fetch(ctx, opname.KindBatch, "batches/f")
+	var te *gemini.TransientError
+	if !errors.As(err, &te) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Fetch = %+v, %v; want a TransientError wrapping context.Canceled", ev, err)
+	}
+}
+
+// TestListBatchesErrorDetailUnavailable: one FAILED job whose detail cannot
+// be read does not cost the page: every job is returned, the others with
+// their detail.
+func TestListBatchesErrorDetailUnavailable(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetBatch("b0", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: t0})
+	h.fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "bad"})
+	h.fake.SetBatch("b2", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 9, ErrorMessage: "also bad"})
+	h.fake.FailNext("/v1beta/batches/b1", http.StatusForbidden, -1)
+	evs, next, err := h.f.ListBatches(context.Background(), 10, "")
+	if err != nil || next != "" {
+		t.Fatalf("ListBatches: %v (next %q)", err, next)
+	}
+	if len(evs) != 3 {
+		t.Fatalf("%d events, want 3", len(evs))
+	}
+	if evs[1].Name != "batches/b1" || evs[1].State != lifecycle.Failed || evs[1].Error != nil {
+		t.Errorf("job without detail: %+v (error %+v)", evs[1], evs[1].Error)
+	}
+	if e := evs[2].Error; evs[2].Name != "batches/b2" || e == nil || *e != (ingest.ErrorInfo{Code: 9, Message: "also bad"}) {
+		t.Errorf("job with detail: %+v (error %+v)", evs[2], e)
 	}
 }
 
@@ -786,9 +884,19 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	fake.SetBatch("rawecho", fakegemini.BatchState{State: "BATCH_STATE_FAILED"})
 	fake.FailNext("/v1beta/batches/fail", http.StatusInternalServerError, -1)
 
-	f, err := gemini.New(gemini.Options{APIKey: key, BaseURL: srv.URL, Sleep: func(ctx context.Context, d time.Duration) error { return nil }})
+	logs := &testutil.SyncBuffer{}
+	f, err := gemini.New(gemini.Options{APIKey: key, BaseURL: srv.URL, Sleep: func(ctx context.Context, d time.Duration) error { return nil },
+		Log: logging.New(logs, slog.LevelInfo, "")})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A failed detail GET is no error of the fetch, but its logged reason
+	// must not leak the key either.
+	if ev, err := f.Fetch(context.Background(), opname.KindBatch, "batches/rawecho"); err != nil || ev.State != lifecycle.Failed {
+		t.Fatalf("rawecho: %+v %v", ev, err)
+	}
+	if strings.Contains(logs.String(), key) || logs.CountLines("[REDACTED]") != 1 {
+		t.Errorf("the detail GET's failure is not logged once, redacted: %s", logs.String())
 	}
 	cases := []struct {
 		kind   opname.Kind
@@ -798,7 +906,6 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 		{opname.KindBatch, "batches/echo400", true},
 		{opname.KindBatch, "batches/echo503", true},
 		{opname.KindBatch, "batches/echo404", true},
-		{opname.KindBatch, "batches/rawecho", true},
 		{opname.KindVideo, "models/veo/operations/echo400", true},
 		{opname.KindVideo, "models/veo/operations/echo503", true},
 		{opname.KindInteraction, "interactions/echo400", true},

@@ -292,8 +292,9 @@ type Store interface {
 // served by an index and bounded by limit: never a scan of the ledger.
 type Queries interface {
 	// DueOperations returns up to limit pending operations whose NextCheckAt
-	// is at or before now, earliest first.
-	DueOperations(ctx context.Context, now time.Time, limit int) ([]Operation, error)
+	// is at or before now, in (NextCheckAt, ID) order, starting strictly
+	// after the cursor (the zero cursor starts at the beginning).
+	DueOperations(ctx context.Context, now time.Time, after DueCursor, limit int) ([]Operation, error)
 	// StuckOperations returns up to limit pending operations submitted at or
 	// before cutoff, oldest first.
 	StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]Operation, error)
@@ -308,6 +309,17 @@ type Queries interface {
 	// optionally only those in state (empty: any).
 	ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]Operation, error)
 }
+
+// DueCursor is a position in the due order: (NextCheckAt, ID). A pass
+// pages with it so that it always moves past what it already tried, even
+// an operation it could not reschedule.
+type DueCursor struct {
+	NextCheckAt time.Time
+	ID          string
+}
+
+// After returns the cursor just past op.
+func After(op Operation) DueCursor { return DueCursor{NextCheckAt: op.NextCheckAt, ID: op.ID} }
 
 // Ledger is a complete store: what ingest, reconcile and the CLI use.
 type Ledger interface {

@@ -185,27 +185,24 @@ func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) e
 	return nil
 }
 
-// checkDue pages through due operations. Each checked operation is either
-// settled or rescheduled into the future, so the next page is simply the
-// same query again; seen guards against an operation that could not be
-// rescheduled (a ledger error) coming back in the same pass.
+// checkDue pages through due operations in (next_check_at, id) order, each
+// page starting after the last operation of the one before. A checked
+// operation is normally rescheduled into the future, but one the ledger
+// would not reschedule stays due; the cursor keeps the pass from trying it
+// again and moves on to the operations behind it.
 func (r *Reconciler) checkDue(ctx context.Context, now time.Time, t *tally) error {
-	seen := map[string]bool{}
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for len(seen) < r.cfg.MaxOperations && !nearDeadline(ctx, deadlineMargin) {
-		ops, err := r.cfg.Ledger.DueOperations(ctx, now, r.cfg.PageSize)
+	var after ledger.DueCursor
+	for n := 0; n < r.cfg.MaxOperations && !nearDeadline(ctx, deadlineMargin); {
+		limit := min(r.cfg.PageSize, r.cfg.MaxOperations-n)
+		ops, err := r.cfg.Ledger.DueOperations(ctx, now, after, limit)
 		if err != nil {
 			return fmt.Errorf("reconcile: due operations: %w", err)
 		}
-		fresh := 0
 		for _, op := range ops {
-			if seen[op.ID] || len(seen) >= r.cfg.MaxOperations {
-				continue
-			}
-			seen[op.ID] = true
-			fresh++
+			n++
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
@@ -213,10 +210,10 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, t *tally) erro
 				r.check(ctx, op, now, t)
 			}()
 		}
-		wg.Wait() // the page must be rescheduled before it is queried again
-		if fresh == 0 || len(ops) < r.cfg.PageSize {
+		if len(ops) < limit {
 			return nil
 		}
+		after = ledger.After(ops[len(ops)-1])
 	}
 	return nil
 }
@@ -246,8 +243,18 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 		ev.Source = ingest.SourceReconcile
 		res, err := r.cfg.Door.Ingest(ctx, ev)
 		if err != nil {
+			// The door logged why. The operation is rescheduled with
+			// backoff like any failed check: left due, one the door can
+			// never ingest would be fetched every pass and, a page of
+			// them, would hide every operation behind it. The schedule
+			// is fenced on the revision read, so if the door did write
+			// (it settled the operation, then failed to publish) it is
+			// refused and the claim retry takes over.
+			note = "ingest-error"
 			t.add(func(s *Summary) { s.Errors++ })
-			return // the door logged it; the operation stays due
+			log.WarnContext(ctx, "reconcile: the door failed; rescheduled with backoff", "error", err.Error(),
+				"checks", op.Checks+1, "next_check_in", r.Backoff(op.Checks).String())
+			break
 		}
 		if res.State.Terminal() {
 			t.add(func(s *Summary) {

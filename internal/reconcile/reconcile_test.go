@@ -61,7 +61,7 @@ func newWorld(t testing.TB, adopt int) *world {
 	srv := w.fake.Start(t)
 	var mu sync.Mutex
 	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: srv.URL, HTTPClient: srv.Client(),
-		Sleep: func(ctx context.Context, _ time.Duration) error { mu.Lock(); w.sleeps++; mu.Unlock(); return ctx.Err() }})
+		Sleep: func(ctx context.Context, _ time.Duration) error { mu.Lock(); w.sleeps++; mu.Unlock(); return ctx.Err() }, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ const usage = `Usage: lrosink simulate [flags]
 Runs the real webhook handler, reconcile pass, ingest door and store against a
 built-in fake Gemini API, with a seeded workload of duplicated, reordered,
 delayed and dropped deliveries and injected crashes, store errors, publish
-errors, expiring leases and metadata a Firestore map cannot hold; then checks
-the invariants:
+errors, expiring leases, metadata a Firestore map cannot hold and poison
+operations (the door always fails for them); then checks the invariants:
   1. no operation's stored state ever regresses (every read is checked);
   2. every operation that finished in Gemini ends in the same first terminal state;
   3. exactly one results message per finished operation (extras only from an
@@ -29,6 +29,7 @@ the invariants:
   4. no claim is left un-DONE; every stuck operation was alerted, none closed;
   5. stored and published metadata stay within the ledger's bound, and what a
      submitter registered is kept exactly, whatever its shape.
+  6. poison operations stay pending, are rescheduled with backoff and alerted.
 Exit status 1 on any violation.
 
 Examples:
@@ -57,6 +58,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	fs.Float64Var(&o.SlowEffects, "slow-effects", o.SlowEffects, "chance a side effect outlives its lease")
 	fs.Float64Var(&o.UnstorableMetadata, "unstorable-metadata", o.UnstorableMetadata,
 		"share of operations whose registrations and webhooks carry metadata a Firestore map cannot hold (half also over the size bound)")
+	fs.Float64Var(&o.Poison, "poison", o.Poison, "share of operations the store refuses Gemini's answers for (the door always fails)")
 	fs.DurationVar(&o.Horizon, "horizon", o.Horizon, "simulated time span")
 	store := fs.String("store", "sqlite", "sqlite (a temporary file), sqlite:PATH, or firestore (FIRESTORE_EMULATOR_HOST or GOOGLE_CLOUD_PROJECT)")
 	results := fs.String("results", "", "also send results to pubsub:projects/P/topics/T, file:PATH or stdout")

@@ -48,6 +48,9 @@ type Report struct {
 		UnstorableMetadata int64 `json:"unstorable_metadata_operations"`
 		RegisterRefused    int64 `json:"registrations_refused_for_metadata"`
 		MetadataDropped    int   `json:"event_metadata_dropped"`
+		// Poison operations: the door can never ingest them (Options.Poison).
+		Poison              int64 `json:"poison_operations"`
+		PoisonUnschedulable int64 `json:"poison_unschedulable"`
 	} `json:"faults"`
 	Outcomes    map[string]int `json:"outcomes"`
 	DropReasons map[string]int `json:"drop_reasons"`
@@ -58,6 +61,7 @@ type Report struct {
 		Settled       int `json:"settled"`
 		ClaimsRetried int `json:"claims_retried"`
 		StuckAlerts   int `json:"stuck_alerts"`
+		Errors        int `json:"errors"`
 	} `json:"reconcile"`
 	Final struct {
 		Terminal        int `json:"terminal_operations"`
@@ -69,6 +73,8 @@ type Report struct {
 		DistinctKeys    int `json:"distinct_keys"`
 		ObservedReads   int `json:"observed_reads"`
 		StuckUnresolved int `json:"stuck_operations"`
+		// PoisonPending: poison operations left pending (none may settle).
+		PoisonPending int `json:"poison_pending"`
 	} `json:"final"`
 	Latency struct {
 		SettleP50 string  `json:"settle_p50"`
@@ -94,7 +100,7 @@ type Report struct {
 type optJSON struct {
 	Dup, Reorder, Drop, Crash, LedgerErrors, PublishErrors, SlowEffects, NeverNotified, NeverFinish float64
 	Horizon, ReconcileEvery, Lease, StuckAfter                                                      string
-	UnstorableMetadata                                                                              float64
+	UnstorableMetadata, Poison                                                                      float64
 }
 
 // decisionStats is a slog handler that counts what the real code logs:
@@ -129,7 +135,9 @@ func (s *decisionStats) Handle(_ context.Context, r slog.Record) error {
 	defer s.mu.Unlock()
 	switch {
 	case r.Message == "ingest decision":
-		if attrs["outcome"] == "" {
+		// A failed ingest is logged with the outcome it was heading for
+		// (e.g. "applied" before a refused commit) and an error.
+		if attrs["outcome"] == "" || attrs["error"] != "" {
 			attrs["outcome"] = "error"
 		}
 		s.outcomes[attrs["outcome"]]++
@@ -170,6 +178,7 @@ func (s *decisionStats) pass(sum reconcile.Summary, err error) {
 	s.sum.Settled += sum.Settled
 	s.sum.ClaimsRetried += sum.ClaimsRetried
 	s.sum.Stuck += sum.Stuck
+	s.sum.Errors += sum.Errors
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {
@@ -187,7 +196,7 @@ func (r *runner) check(ctx context.Context) {
 	rep.Seed, rep.Ops, rep.Backend = r.o.Seed, r.o.Ops, r.b.Name
 	rep.Options = optJSON{r.o.Dup, r.o.Reorder, r.o.Drop, r.o.Crash, r.o.LedgerErrors, r.o.PublishErrors, r.o.SlowEffects,
 		r.o.NeverNotified, r.o.NeverFinish, r.o.Horizon.String(), r.o.ReconcileEvery.String(), r.o.Lease.String(), r.o.StuckAfter.String(),
-		r.o.UnstorableMetadata}
+		r.o.UnstorableMetadata, r.o.Poison}
 	msgs := r.sink.all()
 	byKey := map[string][]int{}
 	for i, m := range msgs {
@@ -207,6 +216,10 @@ func (r *runner) check(ctx context.Context) {
 		}
 		r.checkMetadata(p, op)
 		got := byKey[key]
+		if p.poison {
+			r.checkPoison(p, op, len(got), now)
+			continue
+		}
 		if p.terminal == "" {
 			// Invariant 4: never closed by lrosink, alerted when stuck.
 			rep.Final.NeverFinished++
@@ -283,6 +296,7 @@ func (r *runner) check(ctx context.Context) {
 	rep.Deliveries.Sent, rep.Deliveries.Retried, rep.Deliveries.ByStatus = s.sent, s.retries, s.statuses
 	rep.Reconcile.Passes, rep.Reconcile.Failed = s.passes, s.failed
 	rep.Reconcile.Checked, rep.Reconcile.Settled, rep.Reconcile.ClaimsRetried = s.sum.Checked, s.sum.Settled, s.sum.ClaimsRetried
+	rep.Reconcile.Errors = s.sum.Errors
 	for _, n := range s.alerts {
 		rep.Reconcile.StuckAlerts += n
 	}
@@ -291,6 +305,7 @@ func (r *runner) check(ctx context.Context) {
 	rep.Faults.Fenced = r.counts.Fenced.Load()
 	rep.Faults.UnstorableMetadata, rep.Faults.RegisterRefused = r.counts.UnstorableMetadata.Load(), r.counts.RegisterRefused.Load()
 	rep.Faults.MetadataDropped = s.dropped
+	rep.Faults.Poison, rep.Faults.PoisonUnschedulable = r.counts.Poison.Load(), r.counts.PoisonUnschedulable.Load()
 	sec := func(d time.Duration) string { return d.Round(time.Second).String() }
 	rep.Latency.SettleP50, rep.Latency.SettleP90 = sec(pct(settle, 0.5)), sec(pct(settle, 0.9))
 	rep.Latency.SettleP99, rep.Latency.SettleMax = sec(pct(settle, 0.99)), sec(pct(settle, 1))
@@ -326,6 +341,24 @@ func (r *runner) checkMetadata(p plan, op ledger.Operation) {
 		if !reflect.DeepEqual(op.UserMetadata[k], v) {
 			r.violate("%s: registered metadata key %q not kept as registered", p.name, k)
 		}
+	}
+}
+
+// checkPoison: an operation the door can never ingest is not lost silently.
+// It stays pending with nothing published, is alerted once stuck, and, if
+// Gemini finished it and the reconciler could write its schedule, carries
+// the reconciler's last verdict (ingest-error) with backoff applied.
+func (r *runner) checkPoison(p plan, op ledger.Operation, messages int, now time.Time) {
+	r.rep.Final.PoisonPending++
+	if op.State.Terminal() || messages > 0 {
+		r.violate("poison operation %s settled (%s, %d messages) though the store refuses its answers", p.name, op.State, messages)
+	}
+	if now.Sub(op.SubmittedAt) > r.o.StuckAfter && r.stats.alerts[p.name] == 0 {
+		r.violate("poison operation %s is stuck (pending since %s) but was never alerted", p.name, op.SubmittedAt.Format(time.RFC3339))
+	}
+	if p.terminal != "" && !p.unschedulable && (op.LastCheck != "ingest-error" || op.Checks == 0 || !op.NextCheckAt.After(now)) {
+		r.violate("poison operation %s finished in Gemini but was not rescheduled after the door failed (last check %q, %d checks, next %s)",
+			p.name, op.LastCheck, op.Checks, op.NextCheckAt.Format(time.RFC3339))
 	}
 }
 
@@ -366,8 +399,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "lrosink simulate — %d operations, seed %d, store %s, %.1fs\n\n", rep.Ops, rep.Seed, rep.Backend, rep.WallSeconds)
 	o := rep.Options
-	fmt.Fprintf(&b, "faults requested   dup %.2f  reorder %.2f  drop %.2f  crash %.3f/boundary  ledger-errors %.3f  publish-errors %.3f  slow-effects %.3f  unstorable-metadata %.3f\n",
-		o.Dup, o.Reorder, o.Drop, o.Crash, o.LedgerErrors, o.PublishErrors, o.SlowEffects, o.UnstorableMetadata)
+	fmt.Fprintf(&b, "faults requested   dup %.2f  reorder %.2f  drop %.2f  crash %.3f/boundary  ledger-errors %.3f  publish-errors %.3f  slow-effects %.3f  unstorable-metadata %.3f  poison %.3f\n",
+		o.Dup, o.Reorder, o.Drop, o.Crash, o.LedgerErrors, o.PublishErrors, o.SlowEffects, o.UnstorableMetadata, o.Poison)
 	d := rep.Deliveries
 	fmt.Fprintf(&b, "deliveries         %d events: %d dropped, %d duplicated, %d reordered; %d sent, %d retried after an error; by status %s\n",
 		d.Events, d.Dropped, d.Duplicated, d.Reordered, d.Sent, d.Retried, kv(d.ByStatus))
@@ -377,11 +410,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "metadata           %d operations with metadata a Firestore map cannot hold; %d registrations refused for an oversize value; %d oversize webhook metadata dropped\n",
 		f.UnstorableMetadata, f.RegisterRefused, f.MetadataDropped)
 	fmt.Fprintf(&b, "races              %d writes rejected by fencing (a concurrent writer got there first)\n", f.Fenced)
+	fmt.Fprintf(&b, "poison             %d operations the door can never ingest (%d refuse the reconciler's schedule write too); %d left pending, none settled\n",
+		f.Poison, f.PoisonUnschedulable, rep.Final.PoisonPending)
 	fmt.Fprintf(&b, "outcomes           %s\n", kv(rep.Outcomes))
 	fmt.Fprintf(&b, "drop reasons       %s\n", kv(rep.DropReasons))
 	rc := rep.Reconcile
-	fmt.Fprintf(&b, "reconcile          %d passes (%d failed), %d checks, %d settled, %d claims retried, %d stuck alerts\n",
-		rc.Passes, rc.Failed, rc.Checked, rc.Settled, rc.ClaimsRetried, rc.StuckAlerts)
+	fmt.Fprintf(&b, "reconcile          %d passes (%d failed), %d checks, %d settled, %d claims retried, %d stuck alerts, %d errors\n",
+		rc.Passes, rc.Failed, rc.Checked, rc.Settled, rc.ClaimsRetried, rc.StuckAlerts, rc.Errors)
 	fi := rep.Final
 	fmt.Fprintf(&b, "final              %d terminal (%d by webhook, %d by reconcile), %d never finished (%d stuck), %d messages for %d keys (%d explained extras), %d checked reads\n",
 		fi.Terminal, fi.SettledWebhook, fi.SettledRecon, fi.NeverFinished, fi.StuckUnresolved, fi.Messages, fi.DistinctKeys, fi.ExtraExplained, fi.ObservedReads)

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -49,12 +50,20 @@ type Options struct {
 	// NeverNotified is the share of operations whose webhooks are never
 	// sent; NeverFinish the share that stay running past the stuck limit.
 	NeverNotified, NeverFinish float64
+	// Poison is the share of operations the door can never ingest: the
+	// store keeps their registration but refuses every commit that records
+	// Gemini's answer (as it would an answer it cannot hold), for the whole
+	// run. Half of them also refuse the reconciler's schedule write, so they
+	// cannot even be moved out of the due set.
+	Poison float64
 	// Horizon is the simulated time span; Step the tick.
 	Horizon, Step time.Duration
 	// ReconcileEvery, Grace, Lease, StuckAfter as in production config.
 	ReconcileEvery, Grace, Lease, StuckAfter time.Duration
 	// Concurrency bounds simultaneous deliveries.
 	Concurrency int
+	// PageSize is the reconciler's page size (default 200).
+	PageSize int
 	// Progress, if set, receives a progress bar.
 	Progress io.Writer
 	// PlantedBug turns on a deliberate defect ("unfenced-ledger") so the
@@ -65,7 +74,7 @@ type Options struct {
 // Defaults are the documented default rates: every fault type on.
 func Defaults() Options {
 	return Options{Ops: 1000, Seed: 1, Dup: 0.3, Reorder: 0.2, Drop: 0.1, Crash: 0.02, LedgerErrors: 0.01,
-		PublishErrors: 0.02, SlowEffects: 0.01, UnstorableMetadata: 0.05, NeverNotified: 0.05, NeverFinish: 0.02,
+		PublishErrors: 0.02, SlowEffects: 0.01, UnstorableMetadata: 0.05, NeverNotified: 0.05, NeverFinish: 0.02, Poison: 0.01,
 		Horizon: 8 * time.Hour, Step: time.Minute, ReconcileEvery: 5 * time.Minute, Grace: 90 * time.Second,
 		Lease: 10 * time.Minute, StuckAfter: 6 * time.Hour, Concurrency: 16}
 }
@@ -92,6 +101,9 @@ type plan struct {
 	// hardMeta: metadata a Firestore map cannot hold; bigMeta: also a
 	// value over the bound (UnstorableMetadata).
 	hardMeta, bigMeta bool
+	// poison: the store refuses Gemini's answers for it (Options.Poison);
+	// unschedulable: and the reconciler's schedule write too.
+	poison, unschedulable bool
 }
 
 type step struct {
@@ -123,6 +135,7 @@ type runner struct {
 	rec     *reconcile.Reconciler
 	sink    *recorder
 	faults  *faults
+	poison  *poisonLedger
 	counts  faultCounts
 	quiet   atomic.Bool // faults off: the final drain
 	stats   *decisionStats
@@ -175,7 +188,8 @@ func (r *runner) setup() error {
 	r.fake = fakegemini.New()
 	r.gemini = httptest.NewServer(r.fake.Handler())
 	r.faults = &faults{rate: r.o.Crash, dice: d, counts: &r.counts, disabled: &r.quiet, afterPublish: map[string]int{}}
-	var l ledger.Ledger = &flakyLedger{Ledger: r.b.Ledger, rate: r.o.LedgerErrors, dice: d, counts: &r.counts, disabled: &r.quiet}
+	r.poison = &poisonLedger{Ledger: r.b.Ledger, ops: map[string]bool{}}
+	var l ledger.Ledger = &flakyLedger{Ledger: r.poison, rate: r.o.LedgerErrors, dice: d, counts: &r.counts, disabled: &r.quiet}
 	if r.o.PlantedBug == "unfenced-ledger" {
 		l = unfencedLedger{Ledger: l}
 	} else if r.o.PlantedBug != "" {
@@ -221,12 +235,12 @@ func (r *runner) setup() error {
 		r.hooks = append(r.hooks, httptest.NewServer(httpapi.Webhook(d, v, log, 1<<20)))
 	}
 	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: r.gemini.URL, HTTPClient: r.gemini.Client(),
-		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, Log: log})
 	if err != nil {
 		return err
 	}
 	r.rec, err = reconcile.New(reconcile.Config{Ledger: l, Door: recDoor, Gemini: f, Log: log, Now: r.clock.Now,
-		StuckAfter: r.o.StuckAfter, Concurrency: 8, MaxOperations: 5000, PageSize: 200})
+		StuckAfter: r.o.StuckAfter, Concurrency: 8, MaxOperations: 5000, PageSize: cmp.Or(r.o.PageSize, 200)})
 	if err != nil {
 		return err
 	}
@@ -279,6 +293,17 @@ func (r *runner) generate() {
 				p.terminal = lifecycle.Succeeded // interactions do not expire
 			}
 			p.steps = append(p.steps, step{t, p.terminal})
+		}
+		// The dice, not rng, choose poison: the workload of a seed stays
+		// the same whatever the poison rate.
+		if r.dice.roll(r.o.Poison, "poison", p.name) {
+			p.poison, p.unschedulable = true, r.dice.roll(0.5, "unschedulable", p.name)
+			id, _ := opname.DocID(opname.KeyPrefix + p.name)
+			r.poison.ops[id] = p.unschedulable
+			r.counts.Poison.Add(1)
+			if p.unschedulable {
+				r.counts.PoisonUnschedulable.Add(1)
+			}
 		}
 		r.plans = append(r.plans, p)
 		for si, s := range p.steps {

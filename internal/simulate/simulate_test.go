@@ -85,10 +85,14 @@ func faultsHappened(t *testing.T, rep *simulate.Report) {
 	for name, n := range map[string]int64{"crash inside tx": f.CrashBeforeCommit, "crash after commit": f.CrashAfterCommit,
 		"crash after publish": f.CrashAfterPublish, "ledger errors": f.LedgerErrors, "publish errors": f.PublishErrors,
 		"lease expired mid-effect": f.SlowEffects, "unstorable metadata": f.UnstorableMetadata,
-		"registrations refused for metadata": f.RegisterRefused, "webhook metadata dropped": int64(f.MetadataDropped)} {
+		"registrations refused for metadata": f.RegisterRefused, "webhook metadata dropped": int64(f.MetadataDropped), "poison operations": f.Poison} {
 		if n == 0 {
 			t.Errorf("no %s injected: the run proves nothing about it", name)
 		}
+	}
+	if f.Poison == 0 || f.PoisonUnschedulable == 0 || rep.Final.PoisonPending != int(f.Poison) || rep.Reconcile.Errors == 0 {
+		t.Errorf("poison operations: %d (%d unschedulable), %d left pending, %d reconcile errors", f.Poison, f.PoisonUnschedulable,
+			rep.Final.PoisonPending, rep.Reconcile.Errors)
 	}
 	d := rep.Deliveries
 	if d.Dropped == 0 || d.Duplicated == 0 || d.Reordered == 0 || rep.Reconcile.Settled == 0 || rep.Reconcile.StuckAlerts == 0 ||
@@ -126,5 +130,25 @@ func TestSimulateCatchesPlantedBug(t *testing.T) {
 	rep := run(t, o, sqliteBackend(t))
 	if rep.OK() {
 		t.Fatal("the simulator did not notice a ledger without fencing")
+	}
+}
+
+// TestSimulatePoisonDoesNotStarve: more poison operations than a reconcile
+// page holds, half of which the reconciler cannot even reschedule. They
+// sort first in the due order, yet every other operation still settles,
+// and each poison one stays pending, alerted, rescheduled where it can be.
+func TestSimulatePoisonDoesNotStarve(t *testing.T) {
+	t.Parallel()
+	o := simulate.Defaults()
+	o.Ops, o.Seed, o.Poison, o.PageSize = 300, 4, 0.1, 5
+	rep := run(t, o, sqliteBackend(t))
+	if !rep.OK() {
+		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
+	}
+	if f := rep.Faults; f.PoisonUnschedulable <= int64(o.PageSize) || f.Poison-f.PoisonUnschedulable <= int64(o.PageSize) {
+		t.Fatalf("%d poison operations (%d unschedulable): not more than a page of each, the run proves little", f.Poison, f.PoisonUnschedulable)
+	}
+	if rep.Final.PoisonPending != int(rep.Faults.Poison) || rep.Final.Terminal == 0 || rep.Final.SettledRecon == 0 {
+		t.Fatalf("final %+v", rep.Final)
 	}
 }

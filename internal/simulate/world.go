@@ -18,6 +18,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/results"
 )
 
@@ -97,6 +98,9 @@ type faultCounts struct {
 	// Fenced counts writes the store rejected because another writer got
 	// there first: the races the run actually produced.
 	Fenced atomic.Int64
+	// Poison counts the operations the door can never ingest, and of those
+	// the ones whose schedule write is refused too (Options.Poison).
+	Poison, PoisonUnschedulable atomic.Int64
 }
 
 // faults implements ingest.Faults with a rate per crash boundary. While
@@ -208,6 +212,32 @@ func (l *flakyLedger) CompleteClaim(ctx context.Context, lease ledger.Lease, now
 	err := l.Ledger.CompleteClaim(ctx, lease, now)
 	l.fenced(err)
 	return err
+}
+
+// poisonLedger refuses, for the whole run and even in the final drain,
+// every commit that would record Gemini's answer for its operations (any
+// state but PENDING: the registration is kept), and for those mapped to
+// true the reconciler's schedule write as well. ops is filled before the
+// run starts and only read after.
+type poisonLedger struct {
+	ledger.Ledger
+	ops map[string]bool // doc id → schedule write refused too
+}
+
+var errPoison = errors.New("simulated poison operation: the store refuses it")
+
+func (l *poisonLedger) CommitOperation(ctx context.Context, op ledger.Operation, c *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
+	if _, ok := l.ops[op.ID]; ok && op.State != lifecycle.Pending {
+		return ledger.Revision{}, nil, fmt.Errorf("commit %s: %w", op.ID, errPoison)
+	}
+	return l.Ledger.CommitOperation(ctx, op, c)
+}
+
+func (l *poisonLedger) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
+	if l.ops[op.ID] {
+		return ledger.Revision{}, fmt.Errorf("schedule check %s: %w", op.ID, errPoison)
+	}
+	return l.Ledger.ScheduleCheck(ctx, op, next, note, now)
 }
 
 // unfencedLedger is the planted bug of the suite's self-test: a store that

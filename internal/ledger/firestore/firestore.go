@@ -475,9 +475,15 @@ func query[T any](ctx context.Context, s *Store, q firestore.Query, what string,
 	return out, nil
 }
 
-// DueOperations implements ledger.Queries (single-field index on next_check_at).
-func (s *Store) DueOperations(ctx context.Context, now time.Time, limit int) ([]ledger.Operation, error) {
-	q := s.client.Collection(Operations).Where("next_check_at", "<=", now).OrderBy("next_check_at", firestore.Asc).Limit(limit)
+// DueOperations implements ledger.Queries (single-field index on
+// next_check_at: its entries are ordered by document id within a value, so
+// the explicit __name__ order, which the cursor needs, costs no index).
+func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
+	q := s.client.Collection(Operations).Where("next_check_at", "<=", now).
+		OrderBy("next_check_at", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
+	if !after.NextCheckAt.IsZero() {
+		q = q.StartAfter(after.NextCheckAt, after.ID)
+	}
 	return query(ctx, s, q, "due operations", fromOpDoc)
 }
 

@@ -379,23 +379,53 @@ func ids(ops []ledger.Operation) []string {
 func same(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
 func testDueOperations(t *testing.T, s ledger.Ledger) {
-	for _, id := range []string{"d3", "d1", "d2"} {
+	// c2, d2 and e2 share a next check time: ties are ordered by id.
+	due := map[string]time.Time{"d1": t0.Add(time.Minute), "e2": t0.Add(2 * time.Minute), "c2": t0.Add(2 * time.Minute),
+		"d2": t0.Add(2 * time.Minute), "d3": t0.Add(3 * time.Minute)}
+	for _, id := range []string{"d3", "e2", "d1", "c2", "d2"} {
 		op := Op(id)
-		op.NextCheckAt = map[string]time.Time{"d1": t0.Add(time.Minute), "d2": t0.Add(2 * time.Minute), "d3": t0.Add(3 * time.Minute)}[id]
+		op.NextCheckAt = due[id]
 		mustCommit(t, s, op, nil)
 	}
 	settledOp := Op("d0")
 	mustCommit(t, s, settledOp, nil)
 	mustCommit(t, s, terminal(mustGet(t, s, "d0"), t0), nil)
-	got, err := s.DueOperations(ctx(t), t0.Add(2*time.Minute), 10)
+	got, err := s.DueOperations(ctx(t), t0.Add(2*time.Minute), ledger.DueCursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !same(ids(got), []string{"d1", "d2"}) {
-		t.Fatalf("due = %v, want [d1 d2] (earliest first, settled excluded)", ids(got))
+	if !same(ids(got), []string{"d1", "c2", "d2", "e2"}) {
+		t.Fatalf("due = %v, want [d1 c2 d2 e2] (earliest first, ties by id, settled excluded)", ids(got))
 	}
-	if got, _ := s.DueOperations(ctx(t), t0.Add(time.Hour), 1); !same(ids(got), []string{"d1"}) {
+	if got, _ := s.DueOperations(ctx(t), t0.Add(time.Hour), ledger.DueCursor{}, 1); !same(ids(got), []string{"d1"}) {
 		t.Fatalf("due with limit 1 = %v", ids(got))
+	}
+	// The cursor starts strictly after (next check time, id), inside a tie too.
+	for after, want := range map[string][]string{"d1": {"c2", "d2", "e2", "d3"}, "c2": {"d2", "e2", "d3"}, "e2": {"d3"}, "d3": {}} {
+		got, err := s.DueOperations(ctx(t), t0.Add(time.Hour), ledger.After(mustGet(t, s, after)), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !same(ids(got), want) {
+			t.Fatalf("due after %s = %v, want %v", after, ids(got), want)
+		}
+	}
+	// Paging by two visits each due operation once, in order.
+	var paged []string
+	var cur ledger.DueCursor
+	for range 10 {
+		page, err := s.DueOperations(ctx(t), t0.Add(time.Hour), cur, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paged = append(paged, ids(page)...)
+		if len(page) < 2 {
+			break
+		}
+		cur = ledger.After(page[len(page)-1])
+	}
+	if !same(paged, []string{"d1", "c2", "d2", "e2", "d3"}) {
+		t.Fatalf("paged = %v", paged)
 	}
 }
 

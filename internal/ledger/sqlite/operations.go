@@ -44,8 +44,9 @@ WHERE id = :id AND version = :expected`
 	version = version + 1
 WHERE id = ? AND version = ?`
 
+	// The row value is a range on the index (next_check_at, id).
 	sqlDueOperations = `SELECT ` + opColumns + ` FROM operations
-WHERE next_check_at <= ? ORDER BY next_check_at, id LIMIT ?`
+WHERE next_check_at <= ? AND (next_check_at, id) > (?, ?) ORDER BY next_check_at, id LIMIT ?`
 
 	sqlStuckOperations = `SELECT ` + opColumns + ` FROM operations
 WHERE pending_since <= ? ORDER BY pending_since, id LIMIT ?`
@@ -231,9 +232,10 @@ func queryAll[T any](ctx context.Context, db *sql.DB, what, query string, scan f
 	return out, nil
 }
 
-// DueOperations implements ledger.Queries (partial index on next_check_at).
-func (s *Store) DueOperations(ctx context.Context, now time.Time, limit int) ([]ledger.Operation, error) {
-	return s.queryOps(ctx, "due operations", sqlDueOperations, limit, micros(now))
+// DueOperations implements ledger.Queries (partial index on
+// (next_check_at, id)). The zero cursor's time is far before any stored one.
+func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
+	return s.queryOps(ctx, "due operations", sqlDueOperations, limit, micros(now), micros(after.NextCheckAt), after.ID)
 }
 
 // StuckOperations implements ledger.Queries (partial index on pending_since).

@@ -279,7 +279,7 @@ func TestQueryPlans(t *testing.T) {
 		"UpdateOperation":     {sqlUpdateOperation, "sqlite_autoindex_operations_1", append(opArgs, sql.Named("expected", 1))},
 		"ScheduleCheck":       {sqlScheduleCheck, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, "x", 1}},
 		"MirrorEffect":        {sqlMirrorEffect, "sqlite_autoindex_operations_1", []any{"CLAIMED", now, "x"}},
-		"DueOperations":       {sqlDueOperations, "operations_next_check_at", []any{now, 10}},
+		"DueOperations":       {sqlDueOperations, "operations_next_check_at", []any{now, now, "x", 10}},
 		"StuckOperations":     {sqlStuckOperations, "operations_pending_since", []any{now, 10}},
 		"ListOperations":      {sqlListOperations, "operations_submitted_at", []any{10}},
 		"ListOperationsState": {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
@@ -433,7 +433,7 @@ func TestReopen(t *testing.T) {
 	if !reflect.DeepEqual(gotOp, wantOp) || !reflect.DeepEqual(gotClaim, wantClaim) {
 		t.Fatalf("after reopen:\n op %+v\nwant %+v\n claim %+v\nwant %+v", gotOp, wantOp, gotClaim, wantClaim)
 	}
-	if due, err := s.DueOperations(ctx, t0.Add(time.Hour), 10); err != nil || len(due) != 1 || due[0].ID != "p2" {
+	if due, err := s.DueOperations(ctx, t0.Add(time.Hour), ledger.DueCursor{}, 10); err != nil || len(due) != 1 || due[0].ID != "p2" {
 		t.Fatalf("due after reopen = %v, %v", due, err)
 	}
 	var v int
