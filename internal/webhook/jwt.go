@@ -39,8 +39,8 @@ func allowedAlgs() []jose.SignatureAlgorithm { return []jose.SignatureAlgorithm{
 
 // verifyJWT authenticates a dynamic delivery. The token does not cover the
 // body (nothing documents a body-hash claim), so a captured token could be
-// replayed with another body until exp; TLS and the "webhooks are hints,
-// re-fetch the resource" design bound the damage.
+// replayed with another body until exp: callers treat the body as a hint
+// (the ingest door confirms a terminal state with the Gemini API).
 func (v *Verifier) verifyJWT(ctx context.Context, h http.Header, raw string) (Verified, error) {
 	now := v.now()
 	// webhook-id/webhook-timestamp are optional for dynamic deliveries
