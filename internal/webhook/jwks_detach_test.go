@@ -56,9 +56,14 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestJWKSFetchOutlivesCallers(t *testing.T) {
 	f := loadFixtures(t)
 	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
 	srv := newJWKSServer(t, f.JWT.JWKS)
 	slow := srv.Config.Handler
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		select {
 		case <-release:
 		case <-r.Context().Done(): // the fetch was abandoned
@@ -97,6 +102,7 @@ func TestJWKSFetchOutlivesCallers(t *testing.T) {
 	}
 
 	hangUps(50)
+	<-arrived // the fetch runs on its own goroutine: wait until it has been sent
 	if got := rt.n.Load(); got != 1 {
 		t.Fatalf("%d JWKS fetches for 50 callers that hung up, want 1 (the attempt must be recorded when it starts)", got)
 	}
@@ -120,6 +126,10 @@ func TestJWKSFetchOutlivesCallers(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	hangUps(20)
+	// A caller that does not hang up waits for a fetch still in flight, so
+	// the count below is final.
+	_, err := v.Verify(context.Background(), headers("", "", forgedToken("patient")), nil)
+	wantErr(t, err, http.StatusUnauthorized, ReasonUnknownKID)
 	if got := rt.n.Load(); got != 2 {
 		t.Fatalf("JWKS fetches = %d after the refetch interval, want 2", got)
 	}
