@@ -96,18 +96,22 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		Audience: cfg.JWTAudience, HTTPClient: o.HTTPClient, Now: o.Now}); err != nil {
 		return nil, err
 	}
-	if a.Door, err = ingest.New(ingest.Config{Store: a.Ledger, Sink: a.Results, Log: log, Now: o.Now,
-		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults}); err != nil {
-		return nil, err
-	}
-	rc := reconcile.Config{Ledger: a.Ledger, Door: a.Door, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50}
+	// One Gemini fetcher serves the reconciler and the door, which confirms
+	// dynamic-webhook (JWT) terminals with it; without a key neither polls.
+	dc := ingest.Config{Store: a.Ledger, Sink: a.Results, Log: log, Now: o.Now,
+		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults}
+	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("GEMINI_API_KEY / GOOGLE_GEMINI_BASE_URL: %w", err)
 		}
-		rc.Gemini = f
+		dc.Confirmer, rc.Gemini = f, f
 	}
+	if a.Door, err = ingest.New(dc); err != nil {
+		return nil, err
+	}
+	rc.Door = a.Door
 	if a.Reconciler, err = reconcile.New(rc); err != nil {
 		return nil, err
 	}

@@ -42,7 +42,8 @@ SIGINT or SIGTERM stops it gracefully: no new connections, requests in flight fi
 (up to 10s), the reconcile loop stops, the results sink is flushed. Exit status 0.`,
 		env: `  Each flag has a variable (named in its help); a flag overrides its variable.
   PORT, HOST         listen on $HOST:$PORT when --addr is not given (as cmd/server does)
-  GEMINI_API_KEY     lets reconcile passes poll Gemini; without it they only retry claims
+  GEMINI_API_KEY     lets reconcile passes poll Gemini (without it they only retry claims) and
+                     confirms dynamic-webhook (JWT) terminal states, which are not applied without it
   LROSINK_JWKS_URL, LROSINK_JWT_AUDIENCE, LROSINK_MAX_BODY, GOOGLE_CLOUD_PROJECT  see the contract`,
 		examples: []string{
 			"lrosink serve",

@@ -27,8 +27,10 @@ import (
 )
 
 // ErrNotFound is wrapped by every error for an operation the API answered
-// 404 for. It is final: retrying will not make the operation appear.
-var ErrNotFound = errors.New("operation not found")
+// 404 for. It is final: retrying will not make the operation appear. It is
+// ingest.ErrOperationNotFound, which the door checks when a Fetcher confirms
+// a webhook hint.
+var ErrNotFound = ingest.ErrOperationNotFound
 
 // TransientError is returned when the API kept failing with 408, 429 or 5xx,
 // the transport kept failing, or the caller's context ended before an answer.

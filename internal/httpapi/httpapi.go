@@ -9,9 +9,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 
+	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -88,6 +92,15 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name"}
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
+	case errors.Is(err, ingest.ErrNotConfirmed):
+		// A JWT delivery's terminal could not be checked with Gemini; the
+		// error (logged by the door) says why. Transient: Gemini is busy or
+		// down; otherwise e.g. a rejected API key.
+		reason := "gemini-error"
+		if transient := (*gemini.TransientError)(nil); errors.As(err, &transient) {
+			reason = "gemini-unavailable"
+		}
+		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: reason, Operation: res.Operation}
 	case errors.Is(err, ingest.ErrSideEffect):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "side-effect-failed", Operation: res.Operation}
 	default:
@@ -97,9 +110,10 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 
 // Webhook returns the Webhook function (contract §3).
 func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64) http.Handler {
+	claims := &claimNames{log: log}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		status, a := webhookAnswer(ctx, w, r, door, v, maxBody)
+		status, a := webhookAnswer(ctx, w, r, door, v, maxBody, claims)
 		if status == 0 {
 			return // answered by readBody or methodPOST
 		}
@@ -117,7 +131,7 @@ func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64) http.Ha
 	})
 }
 
-func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Ingester, v Verifier, maxBody int64) (int, Answer) {
+func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Ingester, v Verifier, maxBody int64, claims *claimNames) (int, Answer) {
 	if !methodPOST(w, r) {
 		return 0, Answer{}
 	}
@@ -133,6 +147,9 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		}
 		return http.StatusUnauthorized, Answer{Outcome: "rejected", Reason: "invalid-signature"}
 	}
+	if verified.Method == webhook.MethodJWT {
+		claims.note(ctx, verified.Claims)
+	}
 	ev, err := webhook.Parse(body, verified)
 	var bad *webhook.BadEnvelopeError
 	switch {
@@ -143,7 +160,38 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	case err != nil:
 		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope"}
 	}
+	// The token does not cover the body: the door confirms what it states.
+	ev.Hint = verified.Method == webhook.MethodJWT
 	return ingestAnswer(door.Ingest(ctx, ev))
+}
+
+// claimNames logs the claim names of the first verified dynamic-webhook
+// token, once per handler: Gemini does not document its claim set, and a
+// claim binding the token to the body would let JWT deliveries be applied
+// as delivered. Values are never logged (a subject or an email is personal
+// data, and the token is a credential).
+type claimNames struct {
+	log  *slog.Logger
+	once sync.Once
+}
+
+// Bounds on what an unknown token can put in the log line.
+const (
+	maxClaimNames   = 64
+	maxClaimNameLen = 64
+)
+
+func (c *claimNames) note(ctx context.Context, claims map[string]any) {
+	c.once.Do(func() {
+		names := slices.Sorted(maps.Keys(claims))
+		if len(names) > maxClaimNames {
+			names = names[:maxClaimNames]
+		}
+		for i, n := range names {
+			names[i] = truncate(n, maxClaimNameLen)
+		}
+		c.log.InfoContext(ctx, "jwt claim names", "claim_names", names, "claim_count", len(claims))
+	})
 }
 
 // RegisterRequest is the body of POST /Register (contract §5).

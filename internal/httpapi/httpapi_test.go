@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,6 +49,13 @@ type rig struct {
 
 func newRig(t *testing.T, verifierCfg func(*webhook.Config)) *rig {
 	t.Helper()
+	return newRigWith(t, verifierCfg, nil, logging.Discard())
+}
+
+// newRigWith is newRig with the door's config adjusted and a log for the
+// door and the handler.
+func newRigWith(t *testing.T, verifierCfg func(*webhook.Config), doorCfg func(*ingest.Config), log *slog.Logger) *rig {
+	t.Helper()
 	fs, _ := emutest.Firestore(t)
 	r := &rig{store: fsledger.New(fs, nil), sink: &countingSink{}, secret: webhooktest.NewSecret()}
 	var err error
@@ -67,11 +75,15 @@ func newRig(t *testing.T, verifierCfg func(*webhook.Config)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	door, err := ingest.New(ingest.Config{Store: r.store, Sink: r.sink, Log: logging.Discard(), Now: func() time.Time { return now }})
+	dc := ingest.Config{Store: r.store, Sink: r.sink, Log: log, Now: func() time.Time { return now }}
+	if doorCfg != nil {
+		doorCfg(&dc)
+	}
+	door, err := ingest.New(dc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.srv = httptest.NewServer(httpapi.Webhook(door, v, logging.Discard(), 32<<10))
+	r.srv = httptest.NewServer(httpapi.Webhook(door, v, log, 32<<10))
 	t.Cleanup(r.srv.Close)
 	return r
 }

@@ -41,4 +41,14 @@ type Event struct {
 	Error *ErrorInfo
 	// UserMetadata is echoed by Gemini from the submission's webhook config.
 	UserMetadata map[string]any
+	// Hint marks an event whose body nobody authenticated: a dynamic-webhook
+	// delivery, whose JWT does not cover the body. The door applies none of
+	// its data and confirms a terminal state with the Gemini API first.
+	Hint bool
+
+	// Set by the door on the event it applies in place of a hint: the state
+	// the delivery stated, and who confirmed the state applied ("" when
+	// nobody could).
+	delivered   lifecycle.State
+	confirmedBy string
 }

@@ -112,6 +112,9 @@ type Config struct {
 	// there makes the door stop as if the process died at that point (no
 	// release, no cleanup). Only tests and the simulator set it.
 	Faults Faults
+	// Confirmer asks the Gemini API for an operation's state, to confirm
+	// terminal hints (see Event.Hint); nil when no API key is configured.
+	Confirmer Confirmer
 }
 
 // FaultPoint names a crash boundary of the door.
@@ -203,6 +206,12 @@ func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
 	if err != nil {
 		return Result{}, &InvalidError{Err: err}
 	}
+	if ev.Hint {
+		ev = bodyless(ev)
+		if ev.State.Terminal() {
+			return d.confirm(ctx, id, name, ev)
+		}
+	}
 	key := id + "|" + string(ev.State) + "|" + strconv.FormatInt(lifecycle.ServerTime(ev.UpdateTime).UnixNano(), 10) + "|" + string(ev.Source)
 	return d.coalesce(ctx, key, func(ctx context.Context) (Result, error) {
 		return d.ingest(ctx, id, name, ev)
@@ -244,8 +253,13 @@ func (d *Door) coalesce(ctx context.Context, key string, f func(context.Context)
 func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev Event) (res Result, err error) {
 	start := d.cfg.Now()
 	defer func() { d.log(ctx, ev, res, err, start) }()
+	return d.retry(ctx, id, name, ev)
+}
+
+// retry runs attempts until one is not lost to a concurrent writer.
+func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event) (Result, error) {
 	for attempt := 1; ; attempt++ {
-		res, err = d.attempt(ctx, id, name, ev)
+		res, err := d.attempt(ctx, id, name, ev)
 		if !errors.Is(err, ledger.ErrConflict) || attempt >= d.cfg.MaxAttempts {
 			if errors.Is(err, ledger.ErrConflict) {
 				err = fmt.Errorf("%w: %d attempts lost to concurrent writers of %s: %w", ErrUnavailable, attempt, name.Canonical, err)
@@ -472,6 +486,7 @@ func (d *Door) log(ctx context.Context, ev Event, res Result, err error, start t
 	if ev.DeliveryID != "" {
 		attrs = append(attrs, "delivery_id", ev.DeliveryID)
 	}
+	attrs = append(attrs, hintAttrs(ev)...)
 	if err != nil {
 		attrs = append(attrs, "error", err.Error())
 		d.cfg.Log.ErrorContext(ctx, "ingest decision", attrs...)
@@ -497,7 +512,7 @@ func message(op ledger.Operation, key string) results.Message {
 
 func entry(now time.Time, ev Event, dec lifecycle.Decision) ledger.HistoryEntry {
 	return ledger.HistoryEntry{At: now, Source: string(ev.Source), State: ev.State,
-		UpdateTime: lifecycle.ServerTime(ev.UpdateTime), Reason: string(dec.Reason),
+		UpdateTime: lifecycle.ServerTime(ev.UpdateTime), Reason: historyReason(ev, dec),
 		DeliveryID: ledger.Truncate(ev.DeliveryID, ledger.MaxDeliveryIDBytes)}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -38,8 +39,8 @@ func allowedAlgs() []jose.SignatureAlgorithm { return []jose.SignatureAlgorithm{
 
 // verifyJWT authenticates a dynamic delivery. The token does not cover the
 // body (nothing documents a body-hash claim), so a captured token could be
-// replayed with another body until exp; TLS and the "webhooks are hints,
-// re-fetch the resource" design bound the damage.
+// replayed with another body until exp: callers treat the body as a hint
+// (the ingest door confirms a terminal state with the Gemini API).
 func (v *Verifier) verifyJWT(ctx context.Context, h http.Header, raw string) (Verified, error) {
 	now := v.now()
 	// webhook-id/webhook-timestamp are optional for dynamic deliveries
@@ -121,54 +122,67 @@ func (v *Verifier) verifyJWT(ctx context.Context, h http.Header, raw string) (Ve
 }
 
 // jwksCache holds the last good key set and rate-limits refetches.
+//
+// A refetch is recorded (attemptAt) when it starts and runs detached from
+// the caller that triggered it, bounded by jwksTimeout: a caller that hangs
+// up neither erases the attempt (forged tokens with random kids would then
+// drive unbounded fetches) nor wastes the fetch, which still fills the cache.
+// Callers needing the outcome wait for it or for their own context; a
+// caller arriving while a fetch runs shares it.
 type jwksCache struct {
 	url    string
 	client *http.Client
 
-	// lock is a one-slot semaphore rather than a sync.Mutex so that callers
-	// queued behind a slow fetch can give up when their context ends. It
-	// also makes concurrent unknown-kid requests share one fetch.
-	lock chan struct{}
-
+	mu        sync.Mutex
 	set       *jose.JSONWebKeySet // last good set; nil before the first success
 	fetchedAt time.Time           // when set was fetched
-	attemptAt time.Time           // last fetch attempt, successful or not
-	lastErr   error               // error of the last attempt; nil after a success
+	attemptAt time.Time           // start of the last fetch, successful or not
+	lastErr   error               // error of the last finished fetch; nil after a success
+	inflight  chan struct{}       // non-nil while a fetch runs; closed when it ends
 }
 
 func newJWKSCache(u string, c *http.Client) *jwksCache {
-	return &jwksCache{url: u, client: c, lock: make(chan struct{}, 1)}
+	return &jwksCache{url: u, client: c}
 }
 
 // key returns the RS256 verification key for kid, refetching the JWKS when
 // kid is unknown or the set is older than jwksMaxAge, at most once per
 // jwksRefetchInterval (measured with the Verifier's clock).
 func (c *jwksCache) key(ctx context.Context, kid string, now time.Time) (*rsa.PublicKey, *Error) {
-	select {
-	case c.lock <- struct{}{}:
-	case <-ctx.Done():
-		return nil, unavailable("waiting for the JWKS", ctx.Err())
-	}
-	defer func() { <-c.lock }()
-
+	c.mu.Lock()
 	if c.set != nil && now.Sub(c.fetchedAt) < jwksMaxAge {
 		if k := lookupKey(c.set, kid); k != nil {
+			c.mu.Unlock()
 			return k, nil
 		}
 	}
-	if c.attemptAt.IsZero() || now.Sub(c.attemptAt) >= jwksRefetchInterval {
-		set, err := c.fetch(ctx)
-		switch {
-		case err == nil:
-			c.set, c.fetchedAt, c.attemptAt, c.lastErr = set, now, now, nil
-		case ctx.Err() != nil:
-			// The caller gave up; that says nothing about the JWKS host, so
-			// the next caller may try again at once.
+	wait := c.inflight
+	if wait == nil && (c.attemptAt.IsZero() || now.Sub(c.attemptAt) >= jwksRefetchInterval) {
+		if err := ctx.Err(); err != nil {
+			// Gone before anything started: start nothing on its behalf.
+			c.mu.Unlock()
 			return nil, unavailable("", err)
+		}
+		wait = make(chan struct{})
+		c.inflight, c.attemptAt = wait, now
+		go c.refresh(now, wait)
+	}
+	c.mu.Unlock()
+
+	if wait != nil {
+		select {
+		case <-wait:
 		default:
-			c.attemptAt, c.lastErr = now, err
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return nil, unavailable("waiting for the JWKS", ctx.Err())
+			}
 		}
 	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	// A stale set still answers for known kids when the refetch failed:
 	// a JWKS outage should not reject deliveries we can verify.
 	if c.set != nil {
@@ -184,6 +198,24 @@ func (c *jwksCache) key(ctx context.Context, kid string, now time.Time) (*rsa.Pu
 	return nil, unauthorized(ReasonUnknownKID, "kid "+quoteShort(kid)+" is not in the JWKS")
 }
 
+// refresh runs one fetch started at now (the Verifier's clock) and closes
+// done when it has recorded the outcome. Its context is its own: no caller
+// can cancel it, and jwksTimeout bounds it, so it cannot leak.
+func (c *jwksCache) refresh(now time.Time, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), jwksTimeout)
+	defer cancel()
+	set, err := c.fetch(ctx)
+	c.mu.Lock()
+	if err == nil {
+		c.set, c.fetchedAt, c.lastErr = set, now, nil
+	} else {
+		c.lastErr = err
+	}
+	c.inflight = nil
+	c.mu.Unlock()
+	close(done)
+}
+
 func lookupKey(set *jose.JSONWebKeySet, kid string) *rsa.PublicKey {
 	for _, k := range set.Key(kid) {
 		if pub, ok := k.Key.(*rsa.PublicKey); ok {
@@ -194,8 +226,6 @@ func lookupKey(set *jose.JSONWebKeySet, kid string) *rsa.PublicKey {
 }
 
 func (c *jwksCache) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
-	ctx, cancel := context.WithTimeout(ctx, jwksTimeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building JWKS request: %w", err)

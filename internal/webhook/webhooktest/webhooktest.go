@@ -1,5 +1,6 @@
 // Package webhooktest signs deliveries the way Gemini does (Standard
-// Webhooks HMAC-SHA256), for tests, the simulator and `lrosink` demos.
+// Webhooks HMAC-SHA256 for static webhooks, RS256 JWTs for dynamic ones),
+// for tests, the simulator and `lrosink` demos.
 package webhooktest
 
 import (

@@ -1,0 +1,92 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/lrosink/lrosink/internal/app"
+	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+)
+
+var now = time.Unix(1767000000, 0).UTC()
+
+// TestJWTTerminalConfirmedThroughTheWiring: the door confirms JWT terminals
+// with the same Gemini fetcher the reconciler uses when GEMINI_API_KEY is
+// set, and leaves them unapplied (answering why) when it is not.
+func TestJWTTerminalConfirmedThroughTheWiring(t *testing.T) {
+	signer, err := webhooktest.NewJWTSigner("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(signer)
+	t.Cleanup(jwks.Close)
+	fake := fakegemini.New()
+	fake.SetBatch("b-run", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: now.Add(-time.Minute)})
+	geminiURL := fake.Start(t).URL
+
+	for _, tc := range []struct {
+		name, key, outcome, reason string
+		geminiCalls                int
+	}{
+		{name: "with a key", key: fakegemini.DefaultAPIKey, outcome: "applied", reason: "first-sighting", geminiCalls: 1},
+		{name: "without a key", outcome: "unconfirmed", reason: "no-gemini-api-key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := fake.TotalCalls()
+			var stdout bytes.Buffer
+			logs := &testutil.SyncBuffer{}
+			cfg := config.Config{Store: "sqlite:" + filepath.Join(t.TempDir(), "l.db"), Results: "stdout",
+				JWKSURL: jwks.URL, GeminiAPIKey: tc.key, GeminiBaseURL: geminiURL,
+				Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20}
+			a, err := app.New(context.Background(), cfg, logging.New(logs, slog.LevelDebug, ""), app.Options{
+				Now: func() time.Time { return now }, Stdout: &stdout,
+				OpenLedger: func(ctx context.Context, store string) (ledger.Ledger, func() error, error) {
+					s, err := sqlite.Open(ctx, strings.TrimPrefix(store, "sqlite:"))
+					if err != nil {
+						return nil, nil, err
+					}
+					return s, s.Close, nil
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = a.Close() })
+
+			tok, err := signer.Token(jwt.Claims{Expiry: jwt.NewNumericDate(now.Add(5 * time.Minute)), IssuedAt: jwt.NewNumericDate(now)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := `{"type":"batch.failed","data":{"id":"batches/b-run","error_message":"forged"}}`
+			req := httptest.NewRequest(http.MethodPost, "/Webhook", strings.NewReader(body))
+			req.Header = webhooktest.JWTHeaders("msg_1", tok)
+			w := httptest.NewRecorder()
+			a.Mux().ServeHTTP(w, req)
+			if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"outcome":"`+tc.outcome+`"`) ||
+				!strings.Contains(w.Body.String(), `"reason":"`+tc.reason+`"`) {
+				t.Fatalf("answer %d %s, want 200 %s %s", w.Code, w.Body, tc.outcome, tc.reason)
+			}
+			if stdout.Len() != 0 {
+				t.Fatalf("a forged FAILED was published: %s", stdout.String())
+			}
+			if got := fake.TotalCalls() - calls; got != tc.geminiCalls {
+				t.Fatalf("Gemini saw %d requests, want %d", got, tc.geminiCalls)
+			}
+		})
+	}
+}

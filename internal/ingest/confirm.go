@@ -1,0 +1,135 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// Confirmer fetches an operation's current state from the Gemini API: the
+// reconciler's fetch (*gemini.Fetcher). An error wrapping
+// ErrOperationNotFound means the API does not know the operation (404).
+type Confirmer interface {
+	Fetch(ctx context.Context, kind opname.Kind, apiName string) (Event, error)
+}
+
+// ErrOperationNotFound is wrapped by a Confirmer's error when the Gemini API
+// answered 404. gemini.ErrNotFound is this error, so the door can tell a 404
+// without importing the package that imports it.
+var ErrOperationNotFound = errors.New("operation not found")
+
+// ErrNotConfirmed wraps a failed confirmation: the hint can be neither
+// applied nor rejected for now (503, so the sender redelivers). The cause
+// is wrapped too.
+var ErrNotConfirmed = errors.New("hint not confirmed with the Gemini API")
+
+// OutcomeUnconfirmed: a terminal hint that nobody could confirm (no Gemini
+// API key); not applied.
+const OutcomeUnconfirmed Outcome = "unconfirmed"
+
+// Reasons of hint outcomes.
+const (
+	// ReasonNotConfirmed: Gemini does not know the operation; nothing stored.
+	ReasonNotConfirmed = "not-confirmed"
+	// ReasonNoGeminiAPIKey: there is no Confirmer to ask.
+	ReasonNoGeminiAPIKey = "no-gemini-api-key"
+)
+
+// confirmedByGemini is the confirmedBy value of events built from Gemini's
+// answer.
+const confirmedByGemini = "gemini"
+
+// bodyless keeps what the door may use from a hint: which operation, the
+// stated state and time, and where it came from. Output, error and user
+// metadata are dropped: a forger could have written them, and they would
+// end up in the results message.
+func bodyless(ev Event) Event {
+	ev.Output, ev.Error, ev.UserMetadata = nil, nil, nil
+	return ev
+}
+
+// confirm handles a terminal hint. The dynamic-webhook token does not cover
+// the body, so the stated terminal is never applied: the door asks Gemini
+// and applies its answer instead (which may not be terminal at all).
+// Concurrent hints for one operation share one fetch: the answer does not
+// depend on what they stated.
+func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Event) (Result, error) {
+	return d.coalesce(ctx, id+"|confirm", func(ctx context.Context) (res Result, err error) {
+		start := d.cfg.Now()
+		logged := hint
+		logged.delivered = hint.State
+		defer func() { d.log(ctx, logged, res, err, start) }()
+
+		if d.cfg.Confirmer == nil {
+			return d.unconfirmed(ctx, id, name, hint, &logged)
+		}
+		got, err := d.cfg.Confirmer.Fetch(ctx, name.Kind, name.APIName)
+		switch {
+		case errors.Is(err, ErrOperationNotFound):
+			// Redelivering cannot help: answer 200 and store nothing. A
+			// registered operation keeps being checked by the reconciler.
+			return Result{Outcome: OutcomeDropped, Reason: ReasonNotConfirmed, Operation: name.Canonical}, nil
+		case err != nil:
+			return Result{Operation: name.Canonical}, fmt.Errorf("%w: %s: %w", ErrNotConfirmed, name.Canonical, err)
+		}
+		ev := Event{Name: got.Name, Kind: name.Kind, State: got.State, UpdateTime: got.UpdateTime,
+			Source: hint.Source, DeliveryID: hint.DeliveryID,
+			Output: got.Output, Error: got.Error, UserMetadata: got.UserMetadata,
+			delivered: hint.State, confirmedBy: confirmedByGemini}
+		logged = ev
+		// Gemini may name the operation more specifically (a video's model);
+		// anything that is not the same operation keeps the name we asked for.
+		if n, nerr := opname.Normalize(got.Name, name.Kind); nerr == nil && n.Key() == name.Key() {
+			name = n
+		}
+		return d.retry(ctx, id, name, ev)
+	})
+}
+
+// unconfirmed handles a terminal hint with no Confirmer: the terminal is not
+// applied, but a first sighting is recorded PENDING, so the reconciler
+// checks the operation once a key is configured. Whatever the operation
+// owes (a released claim) is still run by the door as for any event.
+func (d *Door) unconfirmed(ctx context.Context, id string, name opname.Name, hint Event, logged *Event) (Result, error) {
+	ev := Event{Name: hint.Name, Kind: hint.Kind, State: lifecycle.Pending, Source: hint.Source,
+		DeliveryID: hint.DeliveryID, delivered: hint.State}
+	*logged = ev
+	res, err := d.retry(ctx, id, name, ev)
+	if err != nil {
+		return res, err
+	}
+	d.cfg.Log.WarnContext(ctx, "dynamic-webhook terminal state not applied: set GEMINI_API_KEY so the Gemini API can confirm it",
+		"operation", name.Canonical, "delivered_state", string(hint.State), "delivery_id", hint.DeliveryID)
+	if res.Outcome == OutcomeApplied || res.Outcome == OutcomeDropped {
+		res.Outcome, res.Reason = OutcomeUnconfirmed, ReasonNoGeminiAPIKey
+	}
+	return res, nil
+}
+
+// hintAttrs are the ingest-decision log attributes of an event that stands
+// in for a hint.
+func hintAttrs(ev Event) []any {
+	if ev.delivered == "" {
+		return nil
+	}
+	attrs := []any{"delivered_state", string(ev.delivered)}
+	if ev.confirmedBy != "" {
+		attrs = append(attrs, "confirmed_by", ev.confirmedBy)
+	}
+	return attrs
+}
+
+// historyReason makes a confirmed (or unconfirmed) hint visible in the
+// operation's history.
+func historyReason(ev Event, dec lifecycle.Decision) string {
+	switch {
+	case ev.confirmedBy != "":
+		return string(dec.Reason) + "; confirmed-by-" + ev.confirmedBy
+	case ev.delivered != "":
+		return string(dec.Reason) + "; unconfirmed-" + string(ev.delivered) + "-hint"
+	}
+	return string(dec.Reason)
+}
