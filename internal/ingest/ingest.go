@@ -320,7 +320,7 @@ func (d *Door) Drain(ctx context.Context) error {
 		d.mu.Lock()
 		n := d.inFlight
 		d.mu.Unlock()
-		return fmt.Errorf("ingest: drain: %d door calls still running: %w", n, ctx.Err())
+		return fmt.Errorf("ingest: drain: %d in flight: %w", n, ctx.Err())
 	}
 }
 
