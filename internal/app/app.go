@@ -126,9 +126,30 @@ func projectOrEmulator(p string) string {
 	return p
 }
 
-// Close releases clients and flushes the sink, in reverse order of opening.
+// DrainTimeout bounds how long Close waits for the ingest door's work in
+// flight; supervisors kill a process about 10 s after SIGTERM anyway.
+const DrainTimeout = 10 * time.Second
+
+// Close is Shutdown bounded by DrainTimeout.
 func (a *App) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+	defer cancel()
+	return a.Shutdown(ctx)
+}
+
+// Shutdown drains the ingest door (no new work; the work in flight, which
+// runs detached from its callers, finishes) until ctx ends, then releases
+// clients and flushes the sink, in reverse order of opening. Work still
+// running when ctx ends fails on the closed clients; a claim it held is
+// seized after its lease.
+func (a *App) Shutdown(ctx context.Context) error {
 	var errs []error
+	if a.Door != nil {
+		a.Log.InfoContext(ctx, "draining the ingest door")
+		if err := a.Door.Drain(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%w; closing anyway (a claim it holds is seized after its lease)", err))
+		}
+	}
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		errs = append(errs, a.closers[i]())
 	}

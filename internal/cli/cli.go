@@ -44,6 +44,8 @@ type env struct {
 	getenv func(string) string
 	now    func() time.Time
 	faults ingest.Faults
+	// shutdownTimeout bounds serve's graceful stop (tests shorten it).
+	shutdownTimeout time.Duration
 }
 
 // Option adjusts a Run.
@@ -91,7 +93,7 @@ func delegate(f func(ctx context.Context, args []string, stdout, stderr io.Write
 // Run runs the lrosink command line args (without the program name) and
 // returns the process exit code. ctx ends when the process is asked to stop.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, opts ...Option) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now, shutdownTimeout: shutdownTimeout}
 	for _, o := range opts {
 		o(e)
 	}

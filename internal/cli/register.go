@@ -16,7 +16,9 @@ func registerDoc() doc {
 		args: "NAME [--kind K] [--meta k=v ...] [flags]",
 		summary: `Put an operation in the ledger as PENDING, through the same ingest door as webhooks,
 so the reconciler polls it after LROSINK_GRACE if no webhook settles it. Registering a
-known operation leaves it untouched. Prints "created" or "already known".
+known operation leaves its state untouched and adds the --meta keys it lacks (keys
+already stored are kept; a settled operation's results message does not change).
+Prints "created" or "already known".
 
 NAME is any form Gemini uses (batches/ID, operations/ID, models/M/operations/ID,
 interactions/ID); a bare ID needs --kind.`,
@@ -74,12 +76,17 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("register %s: %w", name.Canonical, err)
 	case res.Outcome == ingest.OutcomeApplied && res.Reason == string(lifecycle.ReasonFirstSighting):
 		fmt.Fprintf(e.stdout, "created %s\n", res.Operation)
-	case res.Published:
-		// The door found a settled operation whose results message was
-		// still owed (a crashed holder's claim) and published it.
-		fmt.Fprintf(e.stdout, "already known %s (%s, left untouched; its owed results message was published)\n", res.Operation, res.State)
 	default:
-		fmt.Fprintf(e.stdout, "already known %s (%s, left untouched)\n", res.Operation, res.State)
+		note := ""
+		if res.MetadataMerged {
+			note = "; metadata keys it lacked added"
+		}
+		if res.Published {
+			// The door found a settled operation whose results message was
+			// still owed (a crashed holder's claim) and published it.
+			note += "; its owed results message was published"
+		}
+		fmt.Fprintf(e.stdout, "already known %s (%s, state untouched%s)\n", res.Operation, res.State, note)
 	}
 	return nil
 }

@@ -38,8 +38,11 @@ and then every LROSINK_RECONCILE_EVERY.
 Without a configured webhook secret, serve generates a dev signing secret for this run,
 prints it once on stderr and accepts deliveries signed with it.
 
-SIGINT or SIGTERM stops it gracefully: no new connections, requests in flight finish
-(up to 10s), the reconcile loop stops, the results sink is flushed. Exit status 0.`,
+SIGINT or SIGTERM stops it gracefully, within 10s in all: no new connections, requests
+in flight finish, the reconcile loop stops, work the ingest door still runs for callers
+that hung up finishes (publish and DONE), then the ledger and the results sink are
+closed. Exit status 0; 1 if something was cut off (a claim it held is then seized after
+its lease by the next run).`,
 		env: `  Each flag has a variable (named in its help); a flag overrides its variable.
   PORT, HOST         listen on $HOST:$PORT when --addr is not given (as cmd/server does)
   GEMINI_API_KEY     lets reconcile passes poll Gemini (without it they only retry claims) and
@@ -139,11 +142,12 @@ func serveApp(ctx context.Context, e *env, cfg config.Config, a *app.App, ln net
 		errs = append(errs, fmt.Errorf("serve: %w", err))
 	}
 	log.InfoContext(ctx, "shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	// One budget for the whole stop: requests, the reconcile pass, the door.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		// Cut-off requests are answered by nobody, so Gemini redelivers them.
-		errs = append(errs, fmt.Errorf("shutdown: requests still running after %s were cut off: %w", shutdownTimeout, err))
+		errs = append(errs, fmt.Errorf("shutdown: requests still running after %s were cut off: %w", e.shutdownTimeout, err))
 		_ = srv.Close()
 	}
 	close(stopLoop)
@@ -154,7 +158,8 @@ func serveApp(ctx context.Context, e *env, cfg config.Config, a *app.App, ln net
 		hardStop()
 		<-loopDone
 	}
-	if err := a.Close(); err != nil {
+	// Last, the door's detached work (callers that hung up), then what it uses.
+	if err := a.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("close: %w", err))
 	}
 	if len(errs) == 0 {

@@ -38,10 +38,16 @@ func (s *server) stop() int {
 
 func startServe(t *testing.T, env map[string]string, args ...string) *server {
 	t.Helper()
+	return startServeWith(t, env, nil, args...)
+}
+
+// startServeWith is startServe with Run options.
+func startServeWith(t *testing.T, env map[string]string, opts []Option, args ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	go func() {
-		s.done <- Run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), s.stdout, s.stderr, mapEnv(env))
+		s.done <- Run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), s.stdout, s.stderr, mapEnv(env), opts...)
 	}()
 	t.Cleanup(func() {
 		s.stop()

@@ -208,7 +208,8 @@ type RegisterRequest struct {
 const registerMaxBody = 2 * ledger.MaxMetadataBytes
 
 // Register returns the Register function: 201 created, 200 already known
-// (state untouched), 400 invalid.
+// (state untouched; the metadata keys it lacked are merged), 400 invalid. Of
+// concurrent registrations of one name exactly one answers 201.
 func Register(door Ingester, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {

@@ -39,7 +39,8 @@ func costDoor(t testing.TB) (*ingest.Door, *fsledger.Store, *clock) {
 // TestFirestoreCostPerPath pins the Firestore cost of each path (counted by
 // the instrumented adapter): a completion is one read and three writes (the
 // operation and the claim in one commit, then DONE); a duplicate or a stale
-// event is one read, no write, no commit.
+// event is one read, no write, no commit; a register of a known operation
+// writes only when it adds metadata.
 func TestFirestoreCostPerPath(t *testing.T) {
 	t.Parallel()
 	d, s, _ := costDoor(t)
@@ -57,6 +58,10 @@ func TestFirestoreCostPerPath(t *testing.T) {
 	completion := measure(t, s, run(ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)))
 	duplicate := measure(t, s, run(ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)))
 	stale := measure(t, s, run(ev(name, lifecycle.Running, tRun, ingest.SourceReconcile)))
+	registerKnown := measure(t, s, run(ev(name, lifecycle.Pending, time.Time{}, ingest.SourceRegister)))
+	lateMetadata := ev(name, lifecycle.Pending, time.Time{}, ingest.SourceRegister)
+	lateMetadata.UserMetadata = map[string]any{"team": "t1"}
+	registerMetadata := measure(t, s, run(lateMetadata))
 	for _, c := range []struct {
 		path      string
 		got, want cost
@@ -66,6 +71,8 @@ func TestFirestoreCostPerPath(t *testing.T) {
 		{"completion", completion, cost{1, 3, 2}},
 		{"duplicate", duplicate, cost{1, 0, 0}},
 		{"stale", stale, cost{1, 0, 0}},
+		{"register adding nothing", registerKnown, cost{1, 0, 0}},
+		{"register adding metadata", registerMetadata, cost{1, 1, 1}},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %d reads %d writes %d commits, want %d/%d/%d", c.path,

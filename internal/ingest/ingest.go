@@ -13,7 +13,13 @@
 //     holder still holds it. A failed publish releases the claim at once.
 //
 // Identical concurrent deliveries in one process are coalesced, so a burst
-// costs one read and at most one commit.
+// costs one read and at most one commit. Registrations are not coalesced:
+// each carries its submitter's metadata, which the door merges (missing keys
+// only) whatever the operation's state.
+//
+// The door's work runs detached from its callers and is tracked: Drain
+// refuses new work and waits for the work in flight, so a process can stop
+// without cutting a side effect short.
 package ingest
 
 import (
@@ -27,6 +33,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -68,6 +75,9 @@ type Result struct {
 	// next check) fences on it without reading the operation again.
 	Rev       ledger.Revision
 	Published bool
+	// MetadataMerged: a register added metadata keys to a known operation
+	// (its state untouched).
+	MetadataMerged bool
 }
 
 // Errors callers map to answers: InvalidError is the sender's fault (400);
@@ -153,6 +163,11 @@ func (d *Door) fault(ctx context.Context, p FaultPoint, operation string) error 
 type Door struct {
 	cfg    Config
 	flight singleflight.Group
+
+	mu       sync.Mutex
+	draining bool
+	inFlight int
+	idle     chan struct{} // closed once draining and inFlight is zero
 }
 
 // New checks cfg and returns a door.
@@ -212,10 +227,15 @@ func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
 			return d.confirm(ctx, id, name, ev)
 		}
 	}
+	f := func(ctx context.Context) (Result, error) { return d.ingest(ctx, id, name, ev) }
+	if ev.Source == SourceRegister {
+		// Not coalesced: registrations carry different metadata and do not
+		// come in bursts. Concurrent first registrations race on the create
+		// precondition; the loser re-reads and merges its metadata.
+		return d.detach(ctx, f)
+	}
 	key := id + "|" + string(ev.State) + "|" + strconv.FormatInt(lifecycle.ServerTime(ev.UpdateTime).UnixNano(), 10) + "|" + string(ev.Source)
-	return d.coalesce(ctx, key, func(ctx context.Context) (Result, error) {
-		return d.ingest(ctx, id, name, ev)
-	})
+	return d.coalesce(ctx, key, f)
 }
 
 // RetryClaim runs the side effect of a terminal operation whose claim was
@@ -234,19 +254,87 @@ type outcome struct {
 	err error
 }
 
+// coalesce runs f once for all concurrent callers with the same key.
 func (d *Door) coalesce(ctx context.Context, key string, f func(context.Context) (Result, error)) (Result, error) {
-	ch := d.flight.DoChan(key, func() (any, error) {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
-		defer cancel()
-		res, err := f(wctx)
-		return outcome{res, err}, nil
-	})
+	ch := d.flight.DoChan(key, func() (any, error) { return d.run(ctx, f), nil })
 	select {
 	case r := <-ch:
 		o := r.Val.(outcome)
 		return o.res, o.err
 	case <-ctx.Done():
 		return Result{}, fmt.Errorf("ingest: %w", ctx.Err())
+	}
+}
+
+// detach runs f for this caller alone, as coalesce does for a group.
+func (d *Door) detach(ctx context.Context, f func(context.Context) (Result, error)) (Result, error) {
+	ch := make(chan outcome, 1)
+	go func() { ch <- d.run(ctx, f) }()
+	select {
+	case o := <-ch:
+		return o.res, o.err
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("ingest: %w", ctx.Err())
+	}
+}
+
+// run is one piece of door work. It runs detached from the caller's
+// cancellation (an impatient caller must neither fail others waiting on the
+// same work nor cut a side effect short), bounded by Timeout, and tracked so
+// that Drain waits for it.
+func (d *Door) run(ctx context.Context, f func(context.Context) (Result, error)) outcome {
+	if !d.begin() {
+		return outcome{err: fmt.Errorf("%w: the ingest door is draining (shutting down)", ErrUnavailable)}
+	}
+	defer d.end()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	defer cancel()
+	res, err := f(wctx)
+	return outcome{res, err}
+}
+
+func (d *Door) begin() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return false
+	}
+	d.inFlight++
+	return true
+}
+
+func (d *Door) end() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.inFlight--
+	if d.draining && d.inFlight == 0 {
+		close(d.idle)
+	}
+}
+
+// Drain stops the door taking new work (new calls fail with ErrUnavailable,
+// which the handlers answer 503) and waits until the work in flight has
+// finished or ctx ends. A process calls it before closing the ledger and
+// sink the work uses; work still running when ctx ends fails on the closed
+// clients, and a claim it held is seized after its lease.
+func (d *Door) Drain(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.draining {
+		d.draining, d.idle = true, make(chan struct{})
+		if d.inFlight == 0 {
+			close(d.idle)
+		}
+	}
+	idle := d.idle
+	d.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		d.mu.Lock()
+		n := d.inFlight
+		d.mu.Unlock()
+		return fmt.Errorf("ingest: drain: %d in flight: %w", n, ctx.Err())
 	}
 }
 
@@ -303,10 +391,26 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Even
 			op.Rev, res.Outcome, res.Version, res.Rev = rev, OutcomeConflict, rev.Version, rev
 		}
 	}
+	if ev.Source == SourceRegister && op.Rev.Exists() {
+		// The submitter's metadata is merged (missing keys only) whatever
+		// the state, in a commit that changes nothing else; a settled
+		// operation's message was fixed when it settled and stays as it is.
+		// What would push the stored map over its bound is dropped (keep).
+		if md := d.keep(ctx, name, ev, "user_metadata", op.UserMetadata, ev.UserMetadata, ledger.MaxMetadataBytes); len(md) > len(op.UserMetadata) {
+			next := op
+			next.UserMetadata = md
+			rev, _, err := d.cfg.Store.CommitOperation(ctx, next, nil)
+			if err != nil {
+				return res, commitErr(name, err)
+			}
+			op.Rev, res.Version, res.Rev, res.MetadataMerged = rev, rev.Version, rev, true
+		}
+	}
 	// A terminal operation whose claim was released or whose lease ran out
 	// still owes its side effect: any delivery may pick it up.
 	if op.State.Terminal() && op.Effect.Owed(now) {
 		rec, err := d.recoverClaim(ctx, id, &op, dec)
+		rec.MetadataMerged = res.MetadataMerged
 		if err != nil || rec.Published || rec.Outcome == OutcomeInProgress {
 			return rec, err
 		}
@@ -487,6 +591,9 @@ func (d *Door) log(ctx context.Context, ev Event, res Result, err error, start t
 		attrs = append(attrs, "delivery_id", ev.DeliveryID)
 	}
 	attrs = append(attrs, hintAttrs(ev)...)
+	if res.MetadataMerged {
+		attrs = append(attrs, "metadata_merged", true)
+	}
 	if err != nil {
 		attrs = append(attrs, "error", err.Error())
 		d.cfg.Log.ErrorContext(ctx, "ingest decision", attrs...)

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+)
+
+// gate holds door work at the after-commit boundary (state and claim
+// committed, nothing published) until released: in-flight work a test can
+// see and let go.
+type gate struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(chan struct{})} }
+
+func (g *gate) At(_ context.Context, p ingest.FaultPoint, _ string) error {
+	if p == ingest.FaultAfterCommit {
+		g.once.Do(func() { close(g.entered) })
+		<-g.release
+	}
+	return nil
+}
+
+// eachServeStore runs f with a serve environment on each store.
+func eachServeStore(t *testing.T, f func(t *testing.T, vars map[string]string)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, storeEnv(t)) })
+	t.Run("firestore", func(t *testing.T) {
+		emutest.FirestoreHost(t)
+		f(t, map[string]string{"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": emutest.ProjectID(t)})
+	})
+}
+
+// openTestLedger opens the ledger serve used, once serve has stopped.
+func openTestLedger(t *testing.T, vars map[string]string) ledger.Ledger {
+	t.Helper()
+	cfg, err := config.Load(mapEnv(vars), config.Serve())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, closeFn, err := openLedger(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closeFn() })
+	return l
+}
+
+const drainOpID = "gemini:batches%2Fdrain1"
+
+// stopWithWorkInFlight starts serve with g on its door and results in a
+// file, delivers a completion whose work g holds, hangs up (as a sender that
+// times out does: the work goes on detached) and asks serve to stop. It
+// returns the server, a channel with serve's exit code, and the results file.
+func stopWithWorkInFlight(t *testing.T, vars map[string]string, g *gate, opts []Option) (*server, chan int, string) {
+	t.Helper()
+	secret := webhooktest.NewSecret()
+	results := filepath.Join(t.TempDir(), "results.jsonl")
+	vars["LROSINK_WEBHOOK_SECRETS"], vars["LROSINK_RESULTS"] = secret, "file:"+results
+	s := startServeWith(t, vars, append([]Option{WithFaults(g)}, opts...))
+	ctx, hangUp := context.WithCancel(context.Background())
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(delivery(t, s.base, secret, "drain1", "msg_drain1").WithContext(ctx))
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-g.entered
+	hangUp()
+	if err := <-answered; err == nil {
+		t.Fatal("the delivery was answered although its work is held")
+	}
+	exited := make(chan int, 1)
+	go func() { exited <- s.stop() }()
+	return s, exited, results
+}
+
+// TestServeDrainsTheDoorBeforeClosing: door work in flight when serve is
+// asked to stop completes (publish, then DONE) before the sink and the
+// ledger are closed.
+func TestServeDrainsTheDoorBeforeClosing(t *testing.T) {
+	eachServeStore(t, func(t *testing.T, vars map[string]string) {
+		g := newGate()
+		s, exited, results := stopWithWorkInFlight(t, vars, g, nil)
+		waitFor(t, "serve to drain the door (or exit)", func() bool {
+			return len(exited) > 0 || strings.Contains(s.stderr.String(), `"message":"draining the ingest door"`)
+		})
+		close(g.release)
+		if code := <-exited; code != exitOK {
+			t.Fatalf("serve exit %d:\n%s", code, s.stderr.String())
+		}
+		b, err := os.ReadFile(results)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := resultLines(t, string(b)); len(lines) != 1 || lines[0].Operation != "batches/drain1" {
+			t.Fatalf("results %+v, want the one held completion", lines)
+		}
+		c, err := openTestLedger(t, vars).GetClaim(context.Background(), drainOpID)
+		if err != nil || c.Status != ledger.ClaimDone {
+			t.Fatalf("claim %+v %v, want DONE", c, err)
+		}
+		for _, l := range strings.Split(s.stderr.String(), "\n") {
+			if strings.Contains(l, `"message":"ingest decision"`) && strings.Contains(l, `"severity":"ERROR"`) || strings.Contains(l, "closed") {
+				t.Errorf("stderr: %s", l)
+			}
+		}
+	})
+}
+
+// TestServeDrainIsBounded: work still held when the shutdown budget runs
+// out does not keep serve from stopping; serve closes anyway, says so, and
+// the claim is seized after its lease.
+func TestServeDrainIsBounded(t *testing.T) {
+	eachServeStore(t, func(t *testing.T, vars map[string]string) {
+		g := newGate()
+		// The held work wakes when the test ends and fails on closed clients.
+		t.Cleanup(func() { close(g.release) })
+		budget := func(e *env) { e.shutdownTimeout = 2 * time.Second }
+		s, exited, _ := stopWithWorkInFlight(t, vars, g, []Option{budget})
+		if code := <-exited; code != exitError || !strings.Contains(s.stderr.String(), "drain: 1 in flight") {
+			t.Fatalf("serve exit %d, want %d naming the work cut off:\n%s", code, exitError, s.stderr.String())
+		}
+		l := openTestLedger(t, vars)
+		ctx := context.Background()
+		if c, err := l.GetClaim(ctx, drainOpID); err != nil || c.Status != ledger.ClaimHeld {
+			t.Fatalf("claim %+v %v, want CLAIMED", c, err)
+		}
+		rec := &recorder{}
+		afterLease := func() time.Time { return time.Now().Add(11 * time.Minute) }
+		d, err := ingest.New(ingest.Config{Store: l, Sink: rec, Log: logging.Discard(), Now: afterLease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := d.RetryClaim(ctx, drainOpID)
+		if err != nil || r.Outcome != ingest.OutcomeRecovered || !r.Published || len(rec.All()) != 1 {
+			t.Fatalf("retry after the lease: %+v %v", r, err)
+		}
+		if c, err := l.GetClaim(ctx, drainOpID); err != nil || c.Status != ledger.ClaimDone {
+			t.Fatalf("claim %+v %v, want DONE", c, err)
+		}
+	})
+}

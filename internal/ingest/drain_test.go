@@ -1,0 +1,72 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/testutil"
+)
+
+// TestDrainWaitsForDetachedWork: a completion whose caller hung up goes on
+// detached. A drain bounded by a context that ends returns with the work
+// still in flight; a draining door refuses new work without touching the
+// ledger; an unbounded drain returns only once the work has published and
+// committed DONE.
+func TestDrainWaitsForDetachedWork(t *testing.T) {
+	t.Parallel()
+	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
+		t.Parallel()
+		rec := &testutil.Recorder{}
+		stuck := &stuckSink{inner: rec, entered: make(chan struct{}), release: make(chan struct{})}
+		d := storeDoor(t, s, stuck, newClock())
+		const id = "gemini:batches%2Fdrain"
+
+		ctx, hangUp := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.Ingest(ctx, ev("batches/drain", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+			done <- err
+		}()
+		<-stuck.entered
+		hangUp()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the caller that hung up got %v, want context.Canceled", err)
+		}
+
+		// The bound: a drain whose context has ended returns at once.
+		ended, end := context.WithCancel(context.Background())
+		end()
+		if err := d.Drain(ended); !errors.Is(err, context.Canceled) {
+			t.Fatalf("drain with an ended context = %v, want context.Canceled", err)
+		}
+		if c := mustClaim(t, s, id); c.Status != ledger.ClaimHeld {
+			t.Fatalf("claim %s while its work is in flight, want CLAIMED", c.Status)
+		}
+
+		// Draining: new work is refused and touches nothing.
+		_, err := d.Ingest(context.Background(), ev("batches/late-comer", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		if !errors.Is(err, ingest.ErrUnavailable) {
+			t.Fatalf("ingest while draining = %v, want ErrUnavailable", err)
+		}
+		if _, err := s.GetOperation(context.Background(), "gemini:batches%2Flate-comer"); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("work refused while draining reached the ledger: %v", err)
+		}
+
+		drained := make(chan error, 1)
+		go func() { drained <- d.Drain(context.Background()) }()
+		close(stuck.release)
+		if err := <-drained; err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+		if c := mustClaim(t, s, id); c.Status != ledger.ClaimDone {
+			t.Fatalf("claim %s after the drain returned, want DONE", c.Status)
+		}
+		if n := len(rec.All()); n != 1 {
+			t.Fatalf("%d messages after the drain returned, want 1", n)
+		}
+	})
+}
