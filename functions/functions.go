@@ -1,7 +1,7 @@
 // Package functions registers lrosink's Cloud Run functions with
 // functions-framework-go: Webhook, Register and Reconcile. The handlers are
 // thin; the App behind them is built on first use from the environment
-// (contract §2), because functions-framework registers in init() before any
+// (CONTRACT.md §2), because functions-framework registers in init() before any
 // configuration could be passed in. cmd/server validates the same
 // configuration before it starts serving, so a bad deployment fails at
 // start-up, not at the first request.

@@ -1,4 +1,4 @@
-# Results: one message per operation's first terminal state (contract §6),
+# Results: one message per operation's first terminal state (CONTRACT.md §6),
 # ordering key = the operation's canonical name, attribute idempotency_key.
 resource "google_pubsub_topic" "results" {
   project = var.project_id

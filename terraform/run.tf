@@ -13,7 +13,7 @@
 locals {
   results_topic_path = "projects/${var.project_id}/topics/${google_pubsub_topic.results.name}"
 
-  # Configuration shared by the three services (contract §2). Same values
+  # Configuration shared by the three services (CONTRACT.md §2). Same values
   # everywhere, so any function behaves the same whichever service runs it.
   common_env = {
     LROSINK_STORE              = "firestore"

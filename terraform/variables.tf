@@ -79,7 +79,7 @@ variable "artifact_repository_id" {
 }
 
 variable "results_topic" {
-  description = "Name (not full path) of the Pub/Sub topic receiving one results message per operation (contract §6)."
+  description = "Name (not full path) of the Pub/Sub topic receiving one results message per operation (CONTRACT.md §6)."
   type        = string
   default     = "lrosink-results"
 

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Result is the data of an lrosink results message (contract §6).
+// Result is the data of an lrosink results message (CONTRACT.md §6).
 type Result struct {
 	Operation      string          `json:"operation"`
 	Kind           string          `json:"kind"`

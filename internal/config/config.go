@@ -1,4 +1,4 @@
-// Package config reads lrosink's configuration (contract §2) from the
+// Package config reads lrosink's configuration (CONTRACT.md §2) from the
 // environment and validates it at start-up: a bad value fails with one line
 // naming the variable, never later at the first request.
 package config

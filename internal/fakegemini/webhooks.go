@@ -206,7 +206,7 @@ func (s *Server) webhookMethod(method, id, verb string, body []byte) response {
 }
 
 // updateWebhook applies every field present in the body. update_mask is
-// ignored, as the live API is reported to do (reference §5).
+// ignored, as the live API is reported to do (GEMINI.md §5).
 func (s *Server) updateWebhook(w *webhook, body []byte) response {
 	var in struct {
 		Name             *string  `json:"name"`

@@ -3,7 +3,7 @@
 // SDK and maps it to an ingest.Event for the reconciler.
 //
 // The SDK is used as-is where it is right and bypassed only where it loses
-// information (see reference §4): in Gemini mode it never fills
+// information (see GEMINI.md §4): in Gemini mode it never fills
 // BatchJob.Error, so a FAILED batch costs one extra raw GET for its error.
 package gemini
 

@@ -1,4 +1,4 @@
-// Package httpapi holds the HTTP handlers of the functions (contract §3–§5).
+// Package httpapi holds the HTTP handlers of the functions (CONTRACT.md §3–§5).
 // They are thin: verify and parse at the edge, then hand the event to the
 // one ingest door and translate its answer into the contract's status codes.
 package httpapi
@@ -108,7 +108,7 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	}
 }
 
-// Webhook returns the Webhook function (contract §3).
+// Webhook returns the Webhook function (CONTRACT.md §3).
 func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64) http.Handler {
 	claims := &claimNames{log: log}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -194,7 +194,7 @@ func (c *claimNames) note(ctx context.Context, claims map[string]any) {
 	})
 }
 
-// RegisterRequest is the body of POST /Register (contract §5).
+// RegisterRequest is the body of POST /Register (CONTRACT.md §5).
 type RegisterRequest struct {
 	Name     string         `json:"name"`
 	Kind     string         `json:"kind"`

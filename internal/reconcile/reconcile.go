@@ -62,7 +62,7 @@ type Config struct {
 	AdoptPageSize int
 }
 
-// Summary is the pass's answer (contract §4).
+// Summary is the pass's answer (CONTRACT.md §4).
 type Summary struct {
 	Checked       int `json:"checked"`
 	Settled       int `json:"settled"`

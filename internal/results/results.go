@@ -1,4 +1,4 @@
-// Package results defines the results message of contract §6: the one
+// Package results defines the results message of CONTRACT.md §6: the one
 // message downstream workers receive per operation's first terminal state.
 package results
 
@@ -31,7 +31,7 @@ type Message struct {
 	ReplayID string `json:"-"`
 }
 
-// Data returns the message data: the JSON object of contract §6. Output is
+// Data returns the message data: the JSON object of CONTRACT.md §6. Output is
 // always an object (never null) so consumers can index it without a check.
 func (m Message) Data() ([]byte, error) {
 	if m.Output == nil {
@@ -46,7 +46,7 @@ func (m Message) Data() ([]byte, error) {
 	return b, nil
 }
 
-// Attributes returns the message attributes of contract §6.
+// Attributes returns the message attributes of CONTRACT.md §6.
 func (m Message) Attributes() map[string]string {
 	a := map[string]string{
 		"idempotency_key": m.IdempotencyKey,

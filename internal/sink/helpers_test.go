@@ -24,7 +24,7 @@ func message(op string) results.Message {
 	}
 }
 
-// wantAttrs spells out the contract §6 attributes rather than deriving them
+// wantAttrs spells out the CONTRACT.md §6 attributes rather than deriving them
 // from results.Message, so a drift in either is caught here.
 func wantAttrs(m results.Message) map[string]string {
 	a := map[string]string{

@@ -1,4 +1,4 @@
-// Package sink publishes results messages (contract §6) to where
+// Package sink publishes results messages (CONTRACT.md §6) to where
 // LROSINK_RESULTS points: a Pub/Sub topic, a JSON-lines file, or stdout.
 //
 // Publish returns nil only once the message is durably accepted (Pub/Sub: the

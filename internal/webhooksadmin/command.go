@@ -1,6 +1,6 @@
 // Package webhooksadmin is `lrosink webhooks`: it registers and maintains
 // lrosink's static webhook with Gemini through the genai SDK's Webhooks
-// management API (reference §5): create, list, rotate the signing secret,
+// management API (GEMINI.md §5): create, list, rotate the signing secret,
 // ping.
 //
 // The signing secret is the one thing here that must never leak and never
@@ -116,9 +116,9 @@ Subcommands:
 Environment:
 `+envDoc+`
 Examples:
-  lrosink webhooks create --uri https://lrosink-webhook-xyz.a.run.app/ --secret projects/P/secrets/lrosink-webhook
+  lrosink webhooks create --uri https://lrosink-webhook-xyz.a.run.app/ --secret projects/P/secrets/lrosink-webhook-secrets
   lrosink webhooks list
-  lrosink webhooks rotate wh_123 --secret projects/P/secrets/lrosink-webhook
+  lrosink webhooks rotate wh_123 --secret projects/P/secrets/lrosink-webhook-secrets
   lrosink webhooks ping wh_123
 
 Run 'lrosink webhooks SUBCOMMAND --help' for a subcommand's usage.

@@ -9,7 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -266,7 +269,7 @@ func (w *echoingWriter) AddVersion(_ context.Context, secret string, payload []b
 func TestCreateRejectedCancelledEventsSuggestsDroppingThem(t *testing.T) {
 	e := newEnv(t)
 	// A front that rejects *.cancelled the way the live API is reported to
-	// (reference §3) and passes everything else to the fake.
+	// (GEMINI.md §3) and passes everything else to the fake.
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/v1beta/webhooks" {
 			body, _ := io.ReadAll(r.Body)
@@ -710,5 +713,34 @@ func TestRotateKeepsCurrentSecretsForTheOverlap(t *testing.T) {
 				t.Errorf("revoke=%v: a secret was printed:\nstdout %s\nstderr %s", revoke, res.stdout, res.stderr)
 			}
 		}
+	}
+}
+
+// The help examples name the Secret Manager secret Terraform creates
+// (terraform/variables.tf webhook_secret_id), so copying an example stores
+// the secret where the Webhook service reads it.
+func TestHelpNamesTheDeployedSecret(t *testing.T) {
+	tf, err := os.ReadFile(filepath.Join("..", "..", "terraform", "variables.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)variable "webhook_secret_id" \{.*?default\s*=\s*"([^"]+)"`).FindSubmatch(tf)
+	if m == nil {
+		t.Fatal("terraform/variables.tf: no default for webhook_secret_id")
+	}
+	want := string(m[1])
+	e := newEnv(t)
+	seen := 0
+	for _, args := range [][]string{{"--help"}, {"create", "--help"}, {"rotate", "--help"}} {
+		res := e.run(t, webhooksadmin.Deps{}, args...)
+		for _, s := range regexp.MustCompile(`--secret projects/[^/\s]+/secrets/([a-z][a-z0-9_-]+)`).FindAllStringSubmatch(res.stdout, -1) {
+			seen++
+			if s[1] != want {
+				t.Errorf("%q help names secret %q; Terraform creates %q", args, s[1], want)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no --secret example in the help texts")
 	}
 }

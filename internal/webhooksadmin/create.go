@@ -13,7 +13,7 @@ import (
 	"google.golang.org/genai/interactions/models/webhooks"
 )
 
-// contractEvents are the event types lrosink handles (reference §3): the
+// contractEvents are the event types lrosink handles (GEMINI.md §3): the
 // default subscription. A function, so no caller can change the default.
 func contractEvents() []string {
 	return []string{
@@ -40,7 +40,7 @@ documented but the API has been seen to reject them; if create fails on them,
 subscribe without them: lrosink's reconcile pass still settles cancelled
 operations by polling.`,
 		examples: []string{
-			"lrosink webhooks create --uri https://lrosink-webhook-xyz.a.run.app/ --secret projects/my-proj/secrets/lrosink-webhook",
+			"lrosink webhooks create --uri https://lrosink-webhook-xyz.a.run.app/ --secret projects/my-proj/secrets/lrosink-webhook-secrets",
 			"lrosink webhooks create --uri https://hooks.example.com/gemini --name lrosink-prod",
 			"lrosink webhooks create --uri https://hooks.example.com/gemini --events batch.succeeded,batch.failed,batch.expired",
 		},
@@ -113,7 +113,7 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 }
 
 // checkURI requires an absolute https URL: Gemini only delivers to https
-// (reference §1), so anything else would register a webhook that never
+// (GEMINI.md §1), so anything else would register a webhook that never
 // fires.
 func checkURI(raw string) error {
 	if raw == "" {
@@ -127,7 +127,7 @@ func checkURI(raw string) error {
 }
 
 // createError explains a failed create. A 400 about events is most likely
-// the *.cancelled conflict (reference §3); a 5xx or a lost answer may have
+// the *.cancelled conflict (GEMINI.md §3); a 5xx or a lost answer may have
 // created a webhook (and a secret nobody saw).
 func createError(err error, events []string) error {
 	var ae *apiError

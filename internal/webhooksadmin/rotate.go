@@ -26,7 +26,7 @@ Without --secret, give lrosink both secrets during the 24 h overlap,
 comma-separated, new first (LROSINK_WEBHOOK_SECRETS=whsec_NEW,whsec_OLD): it
 accepts a delivery signed with any of them. Lost the secret? Rotate again.`,
 		examples: []string{
-			"lrosink webhooks rotate wh_123 --secret projects/my-proj/secrets/lrosink-webhook",
+			"lrosink webhooks rotate wh_123 --secret projects/my-proj/secrets/lrosink-webhook-secrets",
 			"lrosink webhooks rotate wh_123",
 			"lrosink webhooks rotate wh_123 --revoke-now   # after a leak",
 		},
@@ -146,7 +146,7 @@ func runPing(ctx context.Context, r *runner, args []string) error {
 	if err != nil {
 		return err
 	}
-	// An explicit empty body: {} is what the API is known to accept (reference §3).
+	// An explicit empty body: {} is what the API is known to accept (GEMINI.md §3).
 	if _, err := wh.Ping(ctx, operations.PingWebhookRequest{ID: id, Body: &webhooks.PingWebhookRequest{}}); err != nil {
 		err = describe(err)
 		if statusOf(err) == http.StatusNotFound {

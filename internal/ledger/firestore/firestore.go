@@ -133,7 +133,7 @@ type claimDoc struct {
 	// time) and removed once DONE, so "claims to retry" is a single-field
 	// range query.
 	DueAt *time.Time `firestore:"due_at,omitempty"`
-	// Message is the results message data (contract §6) as JSON, kept
+	// Message is the results message data (CONTRACT.md §6) as JSON, kept
 	// verbatim so every holder publishes byte-identical data.
 	Message string `firestore:"message"`
 }
