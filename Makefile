@@ -28,7 +28,7 @@ deploy-check:
 	scripts/check-deploy.sh
 
 go-test:
-	@set -o pipefail; scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./scripts/testsummary
+	@set -o pipefail; scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 40m -json $(PKGS) | $(GO) run ./scripts/testsummary
 
 # Exploratory fuzzing of every Fuzz target (scripts/fuzz.sh), FUZZTIME each:
 # an exec count (default 1000000x) or a duration (make fuzz FUZZTIME=10m). A
