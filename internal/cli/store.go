@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
-		"io"
+	"io"
 	"log/slog"
 	"strings"
 

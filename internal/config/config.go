@@ -18,16 +18,13 @@ import (
 
 // Config is the validated configuration.
 type Config struct {
-	// Store is LROSINK_STORE, e.g. "firestore" or "sqlite:PATH"; Results is
-	// LROSINK_RESULTS, e.g. "pubsub:projects/P/topics/T", "file:PATH" or
-	// "stdout". Openers says which schemes this binary can open: it checks
-	// both here and opens them in internal/app.
-	Store                 string
-	Results               string
-	Openers               urlopen.Openers
-	FirestoreDatabase     string
-	FirestoreEmulatorHost string
-	Project               string
+	// Store is LROSINK_STORE, e.g. "firestore" or "sqlite:PATH".
+	Store             string
+	FirestoreDatabase string
+	Project           string
+	// Results is LROSINK_RESULTS, e.g. "pubsub:projects/P/topics/T",
+	// "file:PATH" or "stdout".
+	Results        string
 	WebhookSecrets []string
 	JWKSURL        string
 	JWTAudience    string
@@ -39,6 +36,11 @@ type Config struct {
 	ClaimLease     time.Duration
 	ReconcileEvery time.Duration
 	MaxBody        int64
+
+	// Openers are the schemes this binary can open for Store and Results:
+	// Validate checks both against them, internal/app opens them.
+	Openers               urlopen.Openers
+	FirestoreEmulatorHost string
 }
 
 // Defaults differ between `lrosink serve` (embedded) and the container.
@@ -71,17 +73,16 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 		return def
 	}
 	c := Config{
-		Store:                 get("LROSINK_STORE", d.Store),
-		Results:               get("LROSINK_RESULTS", d.Results),
-		Openers:               d.Openers,
-		FirestoreDatabase:     get("LROSINK_FIRESTORE_DATABASE", "(default)"),
-		FirestoreEmulatorHost: get("FIRESTORE_EMULATOR_HOST", ""),
-		Project:               get("GOOGLE_CLOUD_PROJECT", ""),
-		JWKSURL:               get("LROSINK_JWKS_URL", DefaultJWKSURL),
-		JWTAudience:           get("LROSINK_JWT_AUDIENCE", ""),
-		GeminiAPIKey:          get("GEMINI_API_KEY", ""),
-		GeminiBaseURL:         get("GOOGLE_GEMINI_BASE_URL", ""),
+		Store:             get("LROSINK_STORE", d.Store),
+		FirestoreDatabase: get("LROSINK_FIRESTORE_DATABASE", "(default)"),
+		Project:           get("GOOGLE_CLOUD_PROJECT", ""),
+		Results:           get("LROSINK_RESULTS", d.Results),
+		JWKSURL:           get("LROSINK_JWKS_URL", DefaultJWKSURL),
+		JWTAudience:       get("LROSINK_JWT_AUDIENCE", ""),
+		GeminiAPIKey:      get("GEMINI_API_KEY", ""),
+		GeminiBaseURL:     get("GOOGLE_GEMINI_BASE_URL", ""),
 	}
+	c.Openers, c.FirestoreEmulatorHost = d.Openers, get("FIRESTORE_EMULATOR_HOST", "")
 	var errs []error
 	for _, s := range strings.Split(getenv("LROSINK_WEBHOOK_SECRETS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {

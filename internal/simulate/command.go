@@ -58,7 +58,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		"share of operations whose registrations and webhooks carry metadata a Firestore map cannot hold (half also over the size bound)")
 	fs.Float64Var(&o.Poison, "poison", o.Poison, "share of operations the store refuses Gemini's answers for (the door always fails)")
 	fs.DurationVar(&o.Horizon, "horizon", o.Horizon, "simulated time span")
-	store := fs.String("store", "sqlite", "sqlite (a temporary file), sqlite:PATH, or firestore (FIRESTORE_EMULATOR_HOST or GOOGLE_CLOUD_PROJECT)")
+	store := fs.String("store", "sqlite", "sqlite (a temporary file), sqlite:PATH, or firestore (needs FIRESTORE_EMULATOR_HOST; project GOOGLE_CLOUD_PROJECT, else lrosink-local)")
 	results := fs.String("results", "", "also send results to pubsub:projects/P/topics/T, file:PATH or stdout")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress bar")

@@ -24,7 +24,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-		"strings"
+	"strings"
 
 	"cloud.google.com/go/pubsub/v2"
 
