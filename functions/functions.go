@@ -13,7 +13,7 @@ import (
 )
 
 // Names are the functions Register registers (FUNCTION_TARGET values).
-var Names = []string{"Webhook", "Register", "Reconcile"}
+func Names() []string { return []string{"Webhook", "Register", "Reconcile"} }
 
 // Register registers the functions, served by a, with functions-framework.
 // Call it once, before funcframework starts.

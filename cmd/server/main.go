@@ -35,8 +35,8 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	if t := os.Getenv("FUNCTION_TARGET"); t != "" && !slices.Contains(functions.Names, t) {
-		return fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", t, strings.Join(functions.Names, ", "))
+	if t := os.Getenv("FUNCTION_TARGET"); t != "" && !slices.Contains(functions.Names(), t) {
+		return fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", t, strings.Join(functions.Names(), ", "))
 	}
 	// config.Container() can open firestore, pubsub:, file: and stdout:
 	// only; this binary does not link SQLite.
