@@ -1,76 +1,24 @@
 // Package functions registers lrosink's Cloud Run functions with
-// functions-framework-go: Webhook, Register and Reconcile. The handlers are
-// thin; the App behind them is built on first use from the environment
-// (CONTRACT.md §2), because functions-framework registers in init() before any
-// configuration could be passed in. cmd/server validates the same
-// configuration before it starts serving, so a bad deployment fails at
-// start-up, not at the first request.
+// functions-framework-go: Webhook, Register and Reconcile, served by one
+// App that the caller has already built. cmd/server builds the App from the
+// environment before it registers and listens, so a bad deployment exits
+// at start-up with one line naming the variable instead of answering
+// every request with 503.
 package functions
 
 import (
-	"context"
-	"encoding/json"
-	"log/slog"
-	"net/http"
-	"os"
-	"sync"
-
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	"github.com/lrosink/lrosink/internal/app"
-	"github.com/lrosink/lrosink/internal/config"
-	"github.com/lrosink/lrosink/internal/logging"
 )
 
-func init() {
-	l := &lazy{}
-	functions.HTTP("Webhook", l.serve(func(a *app.App) http.Handler { return a.Webhook() }))
-	functions.HTTP("Register", l.serve(func(a *app.App) http.Handler { return a.Register() }))
-	functions.HTTP("Reconcile", l.serve(func(a *app.App) http.Handler { return a.Reconcile() }))
-}
+// Names are the functions Register registers (FUNCTION_TARGET values).
+func Names() []string { return []string{"Webhook", "Register", "Reconcile"} }
 
-// lazy builds the App once; a failed build is retried on the next request
-// (a transient client error must not wedge the instance).
-type lazy struct {
-	mu  sync.Mutex
-	app *app.App
-}
-
-func (l *lazy) get(ctx context.Context) (*app.App, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.app != nil {
-		return l.app, nil
-	}
-	cfg, err := config.Load(os.Getenv, config.Container())
-	if err != nil {
-		return nil, err
-	}
-	log := logging.New(os.Stdout, slog.LevelInfo, cfg.Project)
-	a, err := app.New(context.WithoutCancel(ctx), cfg, log, app.Options{Stdout: os.Stdout})
-	if err != nil {
-		return nil, err
-	}
-	l.app = a
-	return a, nil
-}
-
-func (l *lazy) serve(pick func(*app.App) http.Handler) func(http.ResponseWriter, *http.Request) {
-	var (
-		once sync.Once
-		h    http.Handler
-	)
-	return func(w http.ResponseWriter, r *http.Request) {
-		a, err := l.get(r.Context())
-		if err != nil {
-			logging.New(os.Stdout, slog.LevelInfo, "").ErrorContext(r.Context(), "lrosink is not configured", "error", err.Error())
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "30")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(map[string]string{"outcome": "error", "reason": "not-configured", "operation": ""})
-			return
-		}
-		once.Do(func() { h = pick(a) })
-		h.ServeHTTP(w, r)
-	}
+// Register registers the functions, served by a, with functions-framework.
+// Call it once, before funcframework starts.
+func Register(a *app.App) {
+	functions.HTTP("Webhook", a.Webhook().ServeHTTP)
+	functions.HTTP("Register", a.Register().ServeHTTP)
+	functions.HTTP("Reconcile", a.Reconcile().ServeHTTP)
 }

@@ -281,6 +281,29 @@ func TestBinary(t *testing.T) {
 	t.Run("GracefulShutdown", func(t *testing.T) { testGracefulShutdown(t, bin) })
 	t.Run("FaultNeedsTheBuildTag", func(t *testing.T) { testFaultNeedsTheBuildTag(t, bin) })
 	t.Run("VersionNamesTheRevision", func(t *testing.T) { testVersionNamesTheRevision(t, bin) })
+	t.Run("BrokenSetupExitsBeforeListening", func(t *testing.T) { testBrokenSetupExitsBeforeListening(t, bin) })
+}
+
+// testBrokenSetupExitsBeforeListening: serve builds the whole app (secrets
+// decoded, topic id checked, store and sink opened) before it listens; a
+// bad value is exit 2 with one line naming the variable.
+func testBrokenSetupExitsBeforeListening(t *testing.T, bin string) {
+	badSecret := "whsec_%%%not-base64%%%"
+	for _, c := range []struct {
+		name, variable string
+		env            []string
+	}{
+		{"secret tail not base64", "LROSINK_WEBHOOK_SECRETS", []string{"LROSINK_WEBHOOK_SECRETS=" + badSecret}},
+		{"topic id too short", "LROSINK_RESULTS", []string{"LROSINK_RESULTS=pubsub:projects/p/topics/ab"}},
+		{"unknown store scheme", "LROSINK_STORE", []string{"LROSINK_STORE=mysql:x"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			addr := freeAddr(t)
+			cmd := exec.Command(bin, "serve", "--addr", addr)
+			cmd.Dir, cmd.Env = t.TempDir(), childEnv(c.env...)
+			testutil.FailsBeforeListening(t, cmd, addr, c.variable, badSecret)
+		})
+	}
 }
 
 // testVersionNamesTheRevision: a binary built in a git checkout says which

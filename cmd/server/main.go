@@ -2,21 +2,31 @@
 // lrosink's functions. With FUNCTION_TARGET=Webhook (or Reconcile, Register)
 // it serves that one function at "/"; without it, all of them at /Webhook,
 // /Reconcile and /Register. PORT selects the port (default 8080).
+//
+// It builds the whole app (configuration validated, webhook secrets
+// decoded, store and results sink opened) before it listens: anything wrong
+// is one line per bad variable on stderr and exit status 2, and nothing
+// was ever served.
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
-	_ "github.com/lrosink/lrosink/functions" // registers the functions
+	"github.com/lrosink/lrosink/functions"
+	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/logging"
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(context.Background()); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			fmt.Fprintln(os.Stderr, "lrosink:", line)
 		}
@@ -24,17 +34,22 @@ func main() {
 	}
 }
 
-func run() error {
-	// Validate before serving: a bad deployment fails here, with one line
-	// per bad variable, instead of at the first request.
-	if _, err := config.Load(os.Getenv, config.Container()); err != nil {
+func run(ctx context.Context) error {
+	if t := os.Getenv("FUNCTION_TARGET"); t != "" && !slices.Contains(functions.Names(), t) {
+		return fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", t, strings.Join(functions.Names(), ", "))
+	}
+	// config.Container() can open firestore, pubsub:, file: and stdout:
+	// only; this binary does not link SQLite.
+	cfg, err := config.Load(os.Getenv, config.Container())
+	if err != nil {
 		return err
 	}
-	switch t := os.Getenv("FUNCTION_TARGET"); t {
-	case "", "Webhook", "Reconcile", "Register":
-	default:
-		return fmt.Errorf("FUNCTION_TARGET: %q is not one of Webhook, Reconcile, Register", t)
+	log := logging.New(os.Stdout, slog.LevelInfo, cfg.Project)
+	a, err := app.New(ctx, cfg, log, app.Options{Stdout: os.Stdout})
+	if err != nil {
+		return err // names the variable at fault
 	}
+	functions.Register(a)
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"

@@ -18,6 +18,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -183,5 +184,31 @@ func TestBadConfigurationFailsAtStartUp(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "LROSINK_GRACE") {
 		t.Fatalf("output does not name the variable: %s", out)
+	}
+}
+
+// TestBrokenSetupExitsBeforeListening: cmd/server builds the whole app
+// before it listens, so each of these exits with status 2 and one line
+// naming the variable, instead of serving 503 not-configured to every
+// request.
+func TestBrokenSetupExitsBeforeListening(t *testing.T) {
+	bin := buildServer(t)
+	emutest.FirestoreHost(t)
+	badSecret := "whsec_%%%not-base64%%%"
+	for _, c := range []struct {
+		name, variable string
+		env            []string
+	}{
+		{"sqlite store", "LROSINK_STORE", []string{"LROSINK_STORE=sqlite:" + filepath.Join(t.TempDir(), "x.db")}},
+		{"secret tail not base64", "LROSINK_WEBHOOK_SECRETS", []string{"LROSINK_WEBHOOK_SECRETS=" + badSecret}},
+		{"topic id too short", "LROSINK_RESULTS", []string{"LROSINK_RESULTS=pubsub:projects/p/topics/ab"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := freePort(t)
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(), append([]string{"GOOGLE_CLOUD_PROJECT=" + emutest.ProjectID(t),
+				"LROSINK_RESULTS=stdout", "PORT=" + port, "HOST=127.0.0.1"}, c.env...)...)
+			testutil.FailsBeforeListening(t, cmd, "127.0.0.1:"+port, c.variable, badSecret)
+		})
 	}
 }

@@ -13,14 +13,11 @@ import (
 	"net/http"
 	"time"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/sink"
@@ -48,9 +45,6 @@ type Options struct {
 	Stdout io.Writer
 	// HTTPClient fetches the JWKS.
 	HTTPClient *http.Client
-	// OpenLedger opens a ledger for a LROSINK_STORE value this package does
-	// not handle itself (sqlite:, provided by the embedded entry point).
-	OpenLedger func(ctx context.Context, store string) (ledger.Ledger, func() error, error)
 	// Faults injects crashes at the ingest door's boundaries (tests and the
 	// simulator only; nil in production).
 	Faults ingest.Faults
@@ -70,32 +64,28 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 			_ = a.Close()
 		}
 	}()
-	switch {
-	case cfg.Store == "firestore":
-		client, err := firestore.NewClientWithDatabase(ctx, projectOrEmulator(cfg.Project), cfg.FirestoreDatabase)
-		if err != nil {
-			return nil, fmt.Errorf("LROSINK_STORE=firestore: %w", err)
-		}
-		a.closers = append(a.closers, client.Close)
-		a.Ledger = fsledger.New(client, nil)
-	case o.OpenLedger != nil:
-		l, closeFn, err := o.OpenLedger(ctx, cfg.Store)
-		if err != nil {
-			return nil, fmt.Errorf("LROSINK_STORE=%s: %w", cfg.Store, err)
-		}
-		a.closers = append(a.closers, closeFn)
-		a.Ledger = l
-	default:
-		return nil, fmt.Errorf("LROSINK_STORE=%s: not available in this binary", cfg.Store)
-	}
-	if a.Results, err = sink.Open(ctx, cfg.Results, o.Stdout); err != nil {
-		return nil, err
-	}
-	a.closers = append(a.closers, a.Results.Close)
+	// The verifier first: it needs no I/O, and a bad secret should be the
+	// error reported, not whatever a store client then says.
 	if a.Verifier, err = webhook.NewVerifier(webhook.Config{Secrets: cfg.WebhookSecrets, JWKSURL: cfg.JWKSURL,
 		Audience: cfg.JWTAudience, HTTPClient: o.HTTPClient, Now: o.Now}); err != nil {
 		return nil, err
 	}
+	// Both settings go through the binary's registry of schemes
+	// (cfg.Openers), which names the variable in every error.
+	if cfg.Openers.Stores == nil || cfg.Openers.Results == nil {
+		return nil, errors.New("app: config.Config.Openers is not set (load the configuration with config.Load)")
+	}
+	env := cfg.URLEnv(o.Stdout)
+	l, closeLedger, err := cfg.Openers.Stores.Open(ctx, cfg.Store, env)
+	if err != nil {
+		return nil, err
+	}
+	a.Ledger, a.closers = l, append(a.closers, closeLedger)
+	s, closeSink, err := cfg.Openers.Results.Open(ctx, cfg.Results, env)
+	if err != nil {
+		return nil, err
+	}
+	a.Results, a.closers = s, append(a.closers, closeSink)
 	// One Gemini fetcher serves the reconciler and the door, which confirms
 	// dynamic-webhook (JWT) terminals with it; without a key neither polls.
 	dc := ingest.Config{Store: a.Ledger, Sink: a.Results, Log: log, Now: o.Now,
@@ -116,14 +106,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		return nil, err
 	}
 	return a, nil
-}
-
-// projectOrEmulator lets the emulator run without a project configured.
-func projectOrEmulator(p string) string {
-	if p == "" {
-		return firestore.DetectProjectID
-	}
-	return p
 }
 
 // DrainTimeout bounds how long Close waits for the ingest door's work in

@@ -16,10 +16,10 @@ import (
 	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/ledger"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/internal/urlopen"
+	"github.com/lrosink/lrosink/internal/urlopen/sqliteurl"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -52,16 +52,10 @@ func TestJWTTerminalConfirmedThroughTheWiring(t *testing.T) {
 			logs := &testutil.SyncBuffer{}
 			cfg := config.Config{Store: "sqlite:" + filepath.Join(t.TempDir(), "l.db"), Results: "stdout",
 				JWKSURL: jwks.URL, GeminiAPIKey: tc.key, GeminiBaseURL: geminiURL,
-				Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20}
+				Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20,
+				Openers: urlopen.Cloud(sqliteurl.Scheme(false))}
 			a, err := app.New(context.Background(), cfg, logging.New(logs, slog.LevelDebug, ""), app.Options{
 				Now: func() time.Time { return now }, Stdout: &stdout,
-				OpenLedger: func(ctx context.Context, store string) (ledger.Ledger, func() error, error) {
-					s, err := sqlite.Open(ctx, strings.TrimPrefix(store, "sqlite:"))
-					if err != nil {
-						return nil, nil, err
-					}
-					return s, s.Close, nil
-				},
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -33,7 +33,7 @@ func BenchmarkServeCompletions(b *testing.B) {
 	cfg, err := config.Load(mapEnv(map[string]string{
 		"LROSINK_STORE":           "sqlite:" + filepath.Join(b.TempDir(), "bench.db"),
 		"LROSINK_WEBHOOK_SECRETS": secret,
-	}), config.Serve())
+	}), config.Serve(openers(false)))
 	if err != nil {
 		b.Fatal(err)
 	}

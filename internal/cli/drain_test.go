@@ -48,7 +48,7 @@ func eachServeStore(t *testing.T, f func(t *testing.T, vars map[string]string)) 
 // openTestLedger opens the ledger serve used, once serve has stopped.
 func openTestLedger(t *testing.T, vars map[string]string) ledger.Ledger {
 	t.Helper()
-	cfg, err := config.Load(mapEnv(vars), config.Serve())
+	cfg, err := config.Load(mapEnv(vars), config.Serve(openers(false)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,16 +81,21 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	log := logging.New(e.stderr, slog.LevelInfo, cfg.Project)
+	devSecret := ""
 	if len(cfg.WebhookSecrets) == 0 {
-		// A plain line, never a log record: log pipelines keep records, and
-		// this secret is only for the person running the server.
-		s := webhooktest.NewSecret()
-		cfg.WebhookSecrets = []string{s}
-		fmt.Fprintf(e.stderr, "lrosink: DEV webhook signing secret, generated for this run only (set LROSINK_WEBHOOK_SECRETS for a real one): %s\n", s)
+		devSecret = webhooktest.NewSecret()
+		cfg.WebhookSecrets = []string{devSecret}
 	}
+	// Fail fast: the whole app (store and sink opened) is built before
+	// anything listens; a failure here is the configuration's (exit 2).
 	a, err := e.newApp(ctx, cfg, log, true)
 	if err != nil {
-		return err
+		return &configError{err: err}
+	}
+	if devSecret != "" {
+		// A plain line, never a log record: log pipelines keep records, and
+		// this secret is only for the person running the server.
+		fmt.Fprintf(e.stderr, "lrosink: DEV webhook signing secret, generated for this run only (set LROSINK_WEBHOOK_SECRETS for a real one): %s\n", devSecret)
 	}
 	ln, err := net.Listen("tcp", listenAddr(*addr, e.getenv))
 	if err != nil {

@@ -4,20 +4,16 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
-
-	"cloud.google.com/go/firestore"
 
 	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/urlopen"
+	"github.com/lrosink/lrosink/internal/urlopen/sqliteurl"
 )
 
 // flagVars maps the flags that stand for configuration variables to them.
@@ -61,7 +57,7 @@ func loadConfig(getenv func(string) string, fs *flag.FlagSet) (config.Config, er
 			return v
 		}
 		return getenv(k)
-	}, config.Serve())
+	}, config.Serve(openers(false)))
 	if err == nil {
 		return cfg, nil
 	}
@@ -76,62 +72,25 @@ func loadConfig(getenv func(string) string, fs *flag.FlagSet) (config.Config, er
 	return cfg, &configError{err: errors.New(strings.Join(lines, "\n"))}
 }
 
-// openSQLite opens a sqlite:PATH store. With mustExist it refuses to create
-// a new database: a read command pointed at a mistyped path (or run in the
-// wrong directory) should fail, not report an empty ledger.
-func openSQLite(ctx context.Context, store string, mustExist bool) (*sqlite.Store, error) {
-	path, ok := strings.CutPrefix(store, "sqlite:")
-	if !ok || path == "" {
-		return nil, fmt.Errorf("%q is not sqlite:PATH", store)
-	}
-	if mustExist {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no database at %s (run lrosink serve or lrosink register first, or set --store)", path)
-		}
-	}
-	return sqlite.Open(ctx, path)
+// openers is cmd/lrosink's set of schemes: the container's plus sqlite:.
+// With mustExist, sqlite: refuses to create a new database (the read
+// commands and replay: a mistyped path must fail, not show an empty ledger).
+func openers(mustExist bool) urlopen.Openers {
+	return urlopen.Cloud(sqliteurl.Scheme(mustExist))
 }
 
 // openLedger opens the configured ledger for the read commands, which need
 // no sink (so `ops list` works without Pub/Sub credentials).
 func openLedger(ctx context.Context, cfg config.Config) (ledger.Ledger, func() error, error) {
-	if cfg.Store == "firestore" {
-		project := cfg.Project
-		if project == "" {
-			project = firestore.DetectProjectID // the emulator needs none
-		}
-		c, err := firestore.NewClientWithDatabase(ctx, project, cfg.FirestoreDatabase)
-		if err != nil {
-			return nil, nil, fmt.Errorf("LROSINK_STORE=firestore: %w", err)
-		}
-		return fsledger.New(c, nil), c.Close, nil
-	}
-	s, err := openSQLite(ctx, cfg.Store, true)
-	if err != nil {
-		return nil, nil, fmt.Errorf("LROSINK_STORE=%s: %w", cfg.Store, err)
-	}
-	return s, s.Close, nil
+	return openers(true).Stores.Open(ctx, cfg.Store, cfg.URLEnv(nil))
 }
 
 // newApp builds the App: the ingest door, sink and reconciler on the
 // configured ledger. newDB says whether a new SQLite file may be created.
 func (e *env) newApp(ctx context.Context, cfg config.Config, log *slog.Logger, newDB bool) (*app.App, error) {
-	a, err := app.New(ctx, cfg, log, app.Options{
-		Now:    e.now,
-		Stdout: e.stdout,
-		OpenLedger: func(ctx context.Context, store string) (ledger.Ledger, func() error, error) {
-			s, err := openSQLite(ctx, store, !newDB)
-			if err != nil {
-				return nil, nil, err
-			}
-			return s, s.Close, nil
-		},
-		Faults: e.faults,
-	})
-	if err != nil {
-		return nil, err // app.New names the variable at fault
-	}
-	return a, nil
+	cfg.Openers = openers(!newDB)
+	// app.New names the variable at fault.
+	return app.New(ctx, cfg, log, app.Options{Now: e.now, Stdout: e.stdout, Faults: e.faults})
 }
 
 // toolLogger is the log of the one-shot commands: JSON on stderr like

@@ -6,19 +6,24 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/urlopen"
+	"github.com/lrosink/lrosink/internal/webhook"
 )
 
 // Config is the validated configuration.
 type Config struct {
-	// Store is "firestore" or "sqlite:PATH".
+	// Store is LROSINK_STORE, e.g. "firestore" or "sqlite:PATH".
 	Store             string
 	FirestoreDatabase string
 	Project           string
-	// Results is "pubsub:projects/P/topics/T", "file:PATH" or "stdout".
+	// Results is LROSINK_RESULTS, e.g. "pubsub:projects/P/topics/T",
+	// "file:PATH" or "stdout".
 	Results        string
 	WebhookSecrets []string
 	JWKSURL        string
@@ -31,19 +36,30 @@ type Config struct {
 	ClaimLease     time.Duration
 	ReconcileEvery time.Duration
 	MaxBody        int64
+
+	// Openers are the schemes this binary can open for Store and Results:
+	// Validate checks both against them, internal/app opens them.
+	Openers               urlopen.Openers
+	FirestoreEmulatorHost string
 }
 
 // Defaults differ between `lrosink serve` (embedded) and the container.
 type Defaults struct {
 	Store   string
 	Results string // empty: LROSINK_RESULTS is required
+	// Openers are the schemes the binary can open (required).
+	Openers urlopen.Openers
 }
 
-// Serve is the embedded default of `lrosink serve`.
-func Serve() Defaults { return Defaults{Store: "sqlite:lrosink.db", Results: "stdout"} }
+// Serve is the embedded default of `lrosink serve`; o is cmd/lrosink's set
+// of schemes, which adds sqlite: (a package config does not link, so the
+// container stays without SQLite).
+func Serve(o urlopen.Openers) Defaults {
+	return Defaults{Store: "sqlite:lrosink.db", Results: "stdout", Openers: o}
+}
 
-// Container is the default of cmd/server (Cloud Run).
-func Container() Defaults { return Defaults{Store: "firestore"} }
+// Container is the default of cmd/server (Cloud Run): no sqlite:.
+func Container() Defaults { return Defaults{Store: "firestore", Openers: urlopen.Cloud()} }
 
 // DefaultJWKSURL is where Gemini publishes the keys of dynamic webhooks.
 const DefaultJWKSURL = "https://generativelanguage.googleapis.com/.well-known/jwks.json"
@@ -66,38 +82,14 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 		GeminiAPIKey:      get("GEMINI_API_KEY", ""),
 		GeminiBaseURL:     get("GOOGLE_GEMINI_BASE_URL", ""),
 	}
+	c.Openers, c.FirestoreEmulatorHost = d.Openers, get("FIRESTORE_EMULATOR_HOST", "")
 	var errs []error
 	for _, s := range strings.Split(getenv("LROSINK_WEBHOOK_SECRETS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			c.WebhookSecrets = append(c.WebhookSecrets, s)
 		}
 	}
-	for i, s := range c.WebhookSecrets {
-		if !strings.HasPrefix(s, "whsec_") {
-			// The position, never the value: this line ends up in logs.
-			errs = append(errs, fmt.Errorf("LROSINK_WEBHOOK_SECRETS: secret #%d does not start with whsec_", i+1))
-		}
-	}
-	switch {
-	case c.Store == "firestore":
-		if c.Project == "" && getenv("FIRESTORE_EMULATOR_HOST") == "" {
-			errs = append(errs, errors.New("GOOGLE_CLOUD_PROJECT: required when LROSINK_STORE=firestore"))
-		}
-	case strings.HasPrefix(c.Store, "sqlite:") && len(c.Store) > len("sqlite:"):
-	default:
-		errs = append(errs, fmt.Errorf("LROSINK_STORE: %q is neither firestore nor sqlite:PATH", c.Store))
-	}
-	switch {
-	case c.Results == "":
-		errs = append(errs, errors.New("LROSINK_RESULTS: required (pubsub:projects/P/topics/T, file:PATH or stdout)"))
-	case c.Results == "stdout", strings.HasPrefix(c.Results, "file:") && len(c.Results) > len("file:"):
-	case strings.HasPrefix(c.Results, "pubsub:"):
-		if p := strings.Split(strings.TrimPrefix(c.Results, "pubsub:"), "/"); len(p) != 4 || p[0] != "projects" || p[2] != "topics" || p[1] == "" || p[3] == "" {
-			errs = append(errs, fmt.Errorf("LROSINK_RESULTS: %q is not pubsub:projects/P/topics/T", c.Results))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("LROSINK_RESULTS: %q is not pubsub:projects/P/topics/T, file:PATH or stdout", c.Results))
-	}
+	errs = append(errs, c.Validate())
 	if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("LROSINK_JWKS_URL: %q is not an http(s) URL", c.JWKSURL))
 	}
@@ -132,4 +124,28 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// Validate checks what Load cannot check alone, and what an entry point may
+// change after Load (flags, a generated dev secret), without any I/O:
+// LROSINK_STORE and LROSINK_RESULTS against the binary's schemes (with the
+// variables a scheme depends on, such as GOOGLE_CLOUD_PROJECT) and that
+// every webhook secret decodes. Each problem is one line naming its
+// variable; no line quotes a secret.
+func (c *Config) Validate() error {
+	errs := []error{c.Openers.Check(c.Store, c.Results, c.URLEnv(nil))}
+	for i, s := range c.WebhookSecrets {
+		if err := webhook.CheckSecret(s); err != nil {
+			// The position, never the value: this line ends up in logs.
+			errs = append(errs, fmt.Errorf("LROSINK_WEBHOOK_SECRETS: secret #%d %v", i+1, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// URLEnv is what the openers of LROSINK_STORE and LROSINK_RESULTS need;
+// stdout receives `stdout` results.
+func (c *Config) URLEnv(stdout io.Writer) urlopen.Env {
+	return urlopen.Env{Project: c.Project, FirestoreDatabase: c.FirestoreDatabase,
+		FirestoreEmulatorHost: c.FirestoreEmulatorHost, Stdout: stdout}
 }

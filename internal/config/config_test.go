@@ -4,12 +4,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/urlopen"
+	"github.com/lrosink/lrosink/internal/urlopen/sqliteurl"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
+// local is cmd/lrosink's set of schemes.
+func local() urlopen.Openers { return urlopen.Cloud(sqliteurl.Scheme(false)) }
+
 func TestDefaults(t *testing.T) {
-	c, err := Load(env(nil), Serve())
+	c, err := Load(env(nil), Serve(local()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,14 +31,15 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestValues(t *testing.T) {
+	secretA, secretB := webhooktest.NewSecret(), webhooktest.NewSecret()
 	c, err := Load(env(map[string]string{
 		"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": "p1", "LROSINK_RESULTS": "pubsub:projects/p1/topics/results",
-		"LROSINK_WEBHOOK_SECRETS": " whsec_a , whsec_b ,", "LROSINK_GRACE": "2m", "LROSINK_MAX_BODY": "2048",
+		"LROSINK_WEBHOOK_SECRETS": " " + secretA + " , " + secretB + " ,", "LROSINK_GRACE": "2m", "LROSINK_MAX_BODY": "2048",
 	}), Container())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.WebhookSecrets) != 2 || c.WebhookSecrets[1] != "whsec_b" || c.Grace != 2*time.Minute || c.MaxBody != 2048 {
+	if len(c.WebhookSecrets) != 2 || c.WebhookSecrets[1] != secretB || c.Grace != 2*time.Minute || c.MaxBody != 2048 {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -49,7 +57,7 @@ func TestInvalidNamesTheVariable(t *testing.T) {
 		"LROSINK_WEBHOOK_SECRETS": "supersecretvalue",
 		"GOOGLE_GEMINI_BASE_URL":  "::",
 	} {
-		_, err := Load(env(map[string]string{k: v}), Serve())
+		_, err := Load(env(map[string]string{k: v}), Serve(local()))
 		if err == nil || !strings.HasPrefix(err.Error(), k+":") {
 			t.Errorf("%s=%q: error %v, want one naming %s", k, v, err, k)
 		}
@@ -57,7 +65,69 @@ func TestInvalidNamesTheVariable(t *testing.T) {
 			t.Errorf("the error reveals the secret: %v", err)
 		}
 	}
-	if _, err := Load(env(map[string]string{"LROSINK_RESULTS": "pubsub:projects/p/subscriptions/s"}), Serve()); err == nil {
+	if _, err := Load(env(map[string]string{"LROSINK_RESULTS": "pubsub:projects/p/subscriptions/s"}), Serve(local())); err == nil {
 		t.Error("a subscription name accepted as a topic")
+	}
+}
+
+// TestEachBinaryOpensItsOwnSchemes: the container refuses sqlite: with one
+// line naming the variable and what it can open; cmd/lrosink accepts it.
+func TestEachBinaryOpensItsOwnSchemes(t *testing.T) {
+	vars := map[string]string{"LROSINK_STORE": "sqlite:/tmp/x.db", "LROSINK_RESULTS": "stdout"}
+	_, err := Load(env(vars), Container())
+	want := `LROSINK_STORE: scheme "sqlite" is not available in this binary (available: firestore)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("container with sqlite: %v, want %q", err, want)
+	}
+	if c, err := Load(env(vars), Serve(local())); err != nil || c.Store != "sqlite:/tmp/x.db" {
+		t.Fatalf("lrosink with sqlite: %+v %v", c, err)
+	}
+}
+
+// TestStartUpChecks are the values that used to pass Load and fail only
+// later: a secret that does not decode, a topic id Pub/Sub refuses, a
+// firestore store without a project.
+func TestStartUpChecks(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		vars     map[string]string
+		variable string
+	}{
+		{"secret tail not base64", map[string]string{"LROSINK_WEBHOOK_SECRETS": "whsec_%%%not-base64%%%"}, "LROSINK_WEBHOOK_SECRETS"},
+		{"empty secret tail", map[string]string{"LROSINK_WEBHOOK_SECRETS": "whsec_"}, "LROSINK_WEBHOOK_SECRETS"},
+		{"topic id too short", map[string]string{"LROSINK_RESULTS": "pubsub:projects/p/topics/ab"}, "LROSINK_RESULTS"},
+		{"topic id not starting with a letter", map[string]string{"LROSINK_RESULTS": "pubsub:projects/p/topics/9ab"}, "LROSINK_RESULTS"},
+		{"firestore without a project", map[string]string{"LROSINK_STORE": "firestore"}, "GOOGLE_CLOUD_PROJECT"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(env(c.vars), Serve(local()))
+			if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), c.variable+":") {
+				t.Fatalf("error %v, want one line naming %s", err, c.variable)
+			}
+			if strings.Contains(err.Error(), "not-base64") {
+				t.Fatalf("the error quotes the secret: %v", err)
+			}
+		})
+	}
+	// Against the emulator no project is needed: the one fallback applies.
+	if _, err := Load(env(map[string]string{"LROSINK_STORE": "firestore", "FIRESTORE_EMULATOR_HOST": "localhost:1"}), Serve(local())); err != nil {
+		t.Fatalf("firestore on the emulator without a project: %v", err)
+	}
+}
+
+// TestValidateAfterChanges: an entry point that changes the configuration
+// after Load (serve's generated dev secret, a flag) can check it again.
+func TestValidateAfterChanges(t *testing.T) {
+	c, err := Load(env(nil), Serve(local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WebhookSecrets = []string{webhooktest.NewSecret()}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("valid secret: %v", err)
+	}
+	c.Results = "kafka:x"
+	if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), "LROSINK_RESULTS:") {
+		t.Fatalf("Validate after setting a bad LROSINK_RESULTS: %v", err)
 	}
 }

@@ -8,11 +8,9 @@ import (
 	"os"
 	"strings"
 
-	"cloud.google.com/go/firestore"
-
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
-	"github.com/lrosink/lrosink/internal/sink"
+	"github.com/lrosink/lrosink/internal/urlopen"
+	"github.com/lrosink/lrosink/internal/urlopen/sqliteurl"
 )
 
 const usage = `Usage: lrosink simulate [flags]
@@ -60,7 +58,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		"share of operations whose registrations and webhooks carry metadata a Firestore map cannot hold (half also over the size bound)")
 	fs.Float64Var(&o.Poison, "poison", o.Poison, "share of operations the store refuses Gemini's answers for (the door always fails)")
 	fs.DurationVar(&o.Horizon, "horizon", o.Horizon, "simulated time span")
-	store := fs.String("store", "sqlite", "sqlite (a temporary file), sqlite:PATH, or firestore (FIRESTORE_EMULATOR_HOST or GOOGLE_CLOUD_PROJECT)")
+	store := fs.String("store", "sqlite", "sqlite (a temporary file), sqlite:PATH, or firestore (needs FIRESTORE_EMULATOR_HOST; project GOOGLE_CLOUD_PROJECT, else lrosink-local)")
 	results := fs.String("results", "", "also send results to pubsub:projects/P/topics/T, file:PATH or stdout")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress bar")
@@ -106,6 +104,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	return 0
 }
 
+// openBackend opens the store and the optional results sink through the
+// same registry of schemes as `lrosink serve` (internal/urlopen), so a value
+// means the same here; "sqlite" alone is a temporary database.
 func openBackend(ctx context.Context, store, results string, stdout io.Writer, getenv func(string) string) (Backend, func(), error) {
 	var b Backend
 	var closers []func()
@@ -114,50 +115,41 @@ func openBackend(ctx context.Context, store, results string, stdout io.Writer, g
 			closers[i]()
 		}
 	}
-	switch {
-	case store == "firestore":
-		project := getenv("GOOGLE_CLOUD_PROJECT")
-		if project == "" {
-			project = "lrosink-simulate"
-		}
-		if getenv("FIRESTORE_EMULATOR_HOST") == "" {
-			return b, closeAll, fmt.Errorf("--store firestore needs FIRESTORE_EMULATOR_HOST: the simulator writes thousands of documents; run it against the emulator")
-		}
-		c, err := firestore.NewClient(ctx, project)
+	env := urlopen.Env{Project: getenv("GOOGLE_CLOUD_PROJECT"), FirestoreDatabase: getenv("LROSINK_FIRESTORE_DATABASE"),
+		FirestoreEmulatorHost: getenv("FIRESTORE_EMULATOR_HOST"), Stdout: stdout}
+	if store == "sqlite" {
+		dir, err := os.MkdirTemp("", "lrosink-simulate-")
 		if err != nil {
-			return b, closeAll, fmt.Errorf("firestore: %w", err)
+			return b, closeAll, fmt.Errorf("temporary store: %w", err)
 		}
-		closers = append(closers, func() { _ = c.Close() })
-		s := fsledger.New(c, nil)
-		b = Backend{Name: "firestore", Ledger: s, Counts: func() (int64, int64) { r, w, _ := s.Counts().Snapshot(); return r, w }}
-	case store == "sqlite" || strings.HasPrefix(store, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(store, "sqlite"), ":")
-		if path == "" {
-			dir, err := os.MkdirTemp("", "lrosink-simulate-")
-			if err != nil {
-				return b, closeAll, fmt.Errorf("temporary store: %w", err)
-			}
-			closers = append(closers, func() { _ = os.RemoveAll(dir) })
-			path = dir + "/simulate.db"
-		}
-		s, err := sqlite.Open(ctx, path)
-		if err != nil {
-			return b, closeAll, err
-		}
-		closers = append(closers, func() { _ = s.Close() })
-		b = Backend{Name: "sqlite", Ledger: s}
-	default:
-		return b, closeAll, fmt.Errorf("--store %q: want sqlite, sqlite:PATH or firestore", store)
+		closers = append(closers, func() { _ = os.RemoveAll(dir) })
+		store = "sqlite:" + dir + "/simulate.db"
+	}
+	if store == "firestore" && env.FirestoreEmulatorHost == "" {
+		return b, closeAll, fmt.Errorf("--store firestore needs FIRESTORE_EMULATOR_HOST: the simulator writes thousands of documents; run it against the emulator")
+	}
+	o := urlopen.Cloud(sqliteurl.Scheme(false))
+	l, closeLedger, err := o.Stores.Open(ctx, store, env)
+	if err != nil {
+		closeAll()
+		return b, func() {}, fmt.Errorf("--store: %w", err)
+	}
+	closers = append(closers, func() { _ = closeLedger() })
+	name, _, _ := strings.Cut(store, ":")
+	b = Backend{Name: name, Ledger: l}
+	if s, ok := l.(*fsledger.Store); ok {
+		b.Counts = func() (int64, int64) { r, w, _ := s.Counts().Snapshot(); return r, w }
 	}
 	if results != "" {
-		out, err := sink.Open(ctx, results, stdout)
+		out, closeSink, err := o.Results.Open(ctx, results, env)
 		if err != nil {
 			closeAll()
-			return b, func() {}, err
+			return b, func() {}, fmt.Errorf("--results: %w", err)
 		}
-		closers = append(closers, func() { _ = out.Close() })
+		closers = append(closers, func() { _ = closeSink() })
 		b.Results = out
-		b.Name += "+" + strings.SplitN(results, ":", 2)[0]
+		scheme, _, _ := strings.Cut(results, ":")
+		b.Name += "+" + scheme
 	}
 	return b, closeAll, nil
 }

@@ -18,7 +18,7 @@ var errClosed = errors.New("sink is closed")
 type PubSub struct {
 	topic string
 	pub   *pubsub.Publisher
-	owned *pubsub.Client // closed by Close when Open created it
+	owned *pubsub.Client // closed by Close when OpenPubSub created it
 
 	mu     sync.Mutex
 	closed bool
@@ -92,7 +92,7 @@ func (p *PubSub) resumeOnFailure(res *pubsub.PublishResult, key string) {
 	}()
 }
 
-// Close flushes outstanding messages, stops the publisher and, if Open
+// Close flushes outstanding messages, stops the publisher and, if OpenPubSub
 // created it, closes the client. Later Publish calls fail.
 func (p *PubSub) Close() error {
 	p.closeOnce.Do(func() {

@@ -24,7 +24,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -45,48 +44,28 @@ var (
 	_ Sink = (*Writer)(nil)
 )
 
-// Open parses an LROSINK_RESULTS spec: "pubsub:projects/P/topics/T",
-// "file:PATH" or "stdout" (written to stdout). ctx is used only to set up the
-// Pub/Sub client.
-func Open(ctx context.Context, spec string, stdout io.Writer) (Sink, error) {
-	switch {
-	case spec == "stdout":
-		if stdout == nil {
-			return nil, fmt.Errorf("LROSINK_RESULTS: %q: no stdout writer given", spec)
-		}
-		return NewWriter(stdout), nil
-	case strings.HasPrefix(spec, "file:"):
-		path := strings.TrimPrefix(spec, "file:")
-		if path == "" {
-			return nil, fmt.Errorf("LROSINK_RESULTS: %q has an empty path (want file:PATH)", spec)
-		}
-		f, err := NewFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("LROSINK_RESULTS: %w", err)
-		}
-		return f, nil
-	case strings.HasPrefix(spec, "pubsub:"):
-		topic := strings.TrimPrefix(spec, "pubsub:")
-		project, err := parseTopic(topic)
-		if err != nil {
-			return nil, fmt.Errorf("LROSINK_RESULTS: %q is not pubsub:projects/P/topics/T: %w", spec, err)
-		}
-		c, err := pubsub.NewClient(ctx, project)
-		if err != nil {
-			return nil, fmt.Errorf("LROSINK_RESULTS: pubsub client for project %s: %w", project, err)
-		}
-		p := NewPubSub(c, topic)
-		p.owned = c
-		return p, nil
-	default:
-		return nil, fmt.Errorf("LROSINK_RESULTS: %q is not pubsub:projects/P/topics/T, file:PATH or stdout", spec)
+// OpenPubSub publishes to a full topic name (projects/P/topics/T) with a
+// client of its own for P, closed by Close. Parsing LROSINK_RESULTS is
+// internal/urlopen's job; this checks the name again so no caller can open
+// a topic Pub/Sub would refuse at the first publish.
+func OpenPubSub(ctx context.Context, topic string) (*PubSub, error) {
+	project, err := ParseTopic(topic)
+	if err != nil {
+		return nil, err
 	}
+	c, err := pubsub.NewClient(ctx, project)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub client for project %s: %w", project, err)
+	}
+	p := NewPubSub(c, topic)
+	p.owned = c
+	return p, nil
 }
 
-// parseTopic checks a full topic name against Pub/Sub's naming rules and
+// ParseTopic checks a full topic name against Pub/Sub's naming rules and
 // returns its project, so a typo fails at start-up rather than at the first
 // publish (which would only surface as retried events).
-func parseTopic(name string) (project string, err error) {
+func ParseTopic(name string) (project string, err error) {
 	p := strings.Split(name, "/")
 	if len(p) != 4 || p[0] != "projects" || p[2] != "topics" {
 		return "", fmt.Errorf("want projects/P/topics/T")

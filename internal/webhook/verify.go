@@ -133,6 +133,15 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	return v, nil
 }
 
+// CheckSecret reports whether s is a usable whsec_ signing secret, so
+// configuration can be refused at start-up. The error never quotes s.
+func CheckSecret(s string) error {
+	if _, problem := decodeSecret(s); problem != "" {
+		return errors.New(problem)
+	}
+	return nil
+}
+
 // decodeSecret returns the HMAC key of a whsec_ secret, or a description of
 // what is wrong that never quotes the secret.
 func decodeSecret(s string) ([]byte, string) {
