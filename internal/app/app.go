@@ -159,7 +159,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 
 // Webhook is the Webhook function's handler.
 func (a *App) Webhook() http.Handler {
-	return logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody))
+	return logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody, httpapi.WithDeadline(a.Config.WebhookDeadline)))
 }
 
 // Register is the Register function's handler.
