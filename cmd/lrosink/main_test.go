@@ -100,9 +100,15 @@ type proc struct {
 func serve(t *testing.T, bin, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr}, args...)...)
+	return serveAt(t, bin, dir, env, "http://"+addr, append([]string{"--addr", addr}, args...)...)
+}
+
+// serveAt is serve without --addr: the caller says where it listens (base).
+func serveAt(t *testing.T, bin, dir string, env []string, base string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	cmd.Dir, cmd.Env = dir, childEnv(env...)
-	p := &proc{cmd: cmd, base: "http://" + addr, stdout: make(chan string, 1000), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, base: base, stdout: make(chan string, 1000), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &lineWriter{lines: p.stdout}, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -282,6 +288,8 @@ func TestBinary(t *testing.T) {
 	t.Run("FaultNeedsTheBuildTag", func(t *testing.T) { testFaultNeedsTheBuildTag(t, bin) })
 	t.Run("VersionNamesTheRevision", func(t *testing.T) { testVersionNamesTheRevision(t, bin) })
 	t.Run("BrokenSetupExitsBeforeListening", func(t *testing.T) { testBrokenSetupExitsBeforeListening(t, bin) })
+	t.Run("NonLoopbackNeedsAdminToken", func(t *testing.T) { testNonLoopbackNeedsAdminToken(t, bin) })
+	t.Run("PortAloneIsLoopback", func(t *testing.T) { testPortAloneIsLoopback(t, bin) })
 }
 
 // testBrokenSetupExitsBeforeListening: serve builds the whole app (secrets
@@ -303,6 +311,74 @@ func testBrokenSetupExitsBeforeListening(t *testing.T, bin string) {
 			cmd.Dir, cmd.Env = t.TempDir(), childEnv(c.env...)
 			testutil.FailsBeforeListening(t, cmd, addr, c.variable, badSecret)
 		})
+	}
+}
+
+// testNonLoopbackNeedsAdminToken: `serve --addr 0.0.0.0:0` without
+// LROSINK_ADMIN_TOKEN exits 2 before listening, with one line naming the
+// variable, and creates no ledger; with the token it serves, and /Register
+// needs it.
+func testNonLoopbackNeedsAdminToken(t *testing.T, bin string) {
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--addr", "0.0.0.0:0")
+	cmd.Dir, cmd.Env = dir, childEnv()
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second): // a bound on waiting for the refusal
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("serve --addr 0.0.0.0:0 without a token did not exit:\n%s", errb.String())
+	}
+	var ee *exec.ExitError
+	lines := strings.Split(strings.TrimRight(errb.String(), "\n"), "\n")
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || len(lines) != 1 || !strings.Contains(lines[0], "LROSINK_ADMIN_TOKEN") {
+		t.Fatalf("serve --addr 0.0.0.0:0 without a token: %v, stderr %q; want exit 2 and one line naming LROSINK_ADMIN_TOKEN", err, errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lrosink.db")); err == nil {
+		t.Error("the ledger was created before the refusal")
+	}
+
+	const token = "binary-admin-token-0123456789"
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	p := serveAt(t, bin, dir, []string{"LROSINK_ADMIN_TOKEN=" + token}, "http://127.0.0.1:"+port, "--addr", "0.0.0.0:"+port)
+	for _, c := range []struct {
+		auth   string
+		status int
+	}{{"", 401}, {"Bearer wrong-admin-token-0123456789", 401}, {"Bearer " + token, 201}} {
+		req, _ := http.NewRequest(http.MethodPost, p.base+"/Register", strings.NewReader(`{"name":"batches/bin_tok"}`))
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("/Register with Authorization %q: %d, want %d", c.auth, resp.StatusCode, c.status)
+		}
+	}
+	if strings.Contains(p.stderr.String(), token) {
+		t.Error("the admin token is in serve's output")
+	}
+}
+
+// testPortAloneIsLoopback: PORT without --addr or HOST changes the port and
+// nothing else: serve listens on 127.0.0.1.
+func testPortAloneIsLoopback(t *testing.T, bin string) {
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	p := serveAt(t, bin, t.TempDir(), []string{"PORT=" + port}, "http://127.0.0.1:"+port)
+	if want := "lrosink: listening on http://127.0.0.1:" + port + "\n"; !strings.Contains(p.stderr.String(), want) {
+		t.Fatalf("PORT=%s: stderr lacks %q:\n%s", port, want, p.stderr.String())
 	}
 }
 

@@ -141,17 +141,18 @@ func (a *App) Shutdown(ctx context.Context) error {
 
 // Webhook is the Webhook function's handler.
 func (a *App) Webhook() http.Handler {
-	return logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody))
+	return logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody, httpapi.WithDeadline(a.Config.WebhookDeadline)))
 }
 
-// Register is the Register function's handler.
+// Register is the Register function's handler; with LROSINK_ADMIN_TOKEN
+// set it requires that bearer token (so does Reconcile).
 func (a *App) Register() http.Handler {
-	return logging.Middleware(httpapi.Register(a.Door, a.Log))
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Register(a.Door, a.Log)))
 }
 
 // Reconcile is the Reconcile function's handler.
 func (a *App) Reconcile() http.Handler {
-	return logging.Middleware(a.Reconciler.Handler())
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, a.Reconciler.Handler()))
 }
 
 // Mux serves every function at its own path, as cmd/server does without

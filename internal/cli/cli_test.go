@@ -102,6 +102,10 @@ func TestConfigErrorNamesFlagOrVariable(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--grace (LROSINK_GRACE)") || !strings.Contains(r.stderr, "--store (LROSINK_STORE)") {
 		t.Errorf("serve --grace soon --store mysql:x: exit %d, stderr %q", r.code, r.stderr)
 	}
+	r = run(t, nil, "serve", "--webhook-deadline", "0s")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--webhook-deadline (LROSINK_WEBHOOK_DEADLINE)") {
+		t.Errorf("serve --webhook-deadline 0s: exit %d, stderr %q", r.code, r.stderr)
+	}
 	// The flag wins over the variable: a valid flag hides a bad variable.
 	env := storeEnv(t)
 	env["LROSINK_STORE"] = "bogus"
@@ -142,8 +146,10 @@ func TestListenAddr(t *testing.T) {
 	}{
 		{"", "", "", "127.0.0.1:8080"},
 		{"127.0.0.1:9", "", "7000", "127.0.0.1:9"},
-		{"", "", "7000", ":7000"},
+		{"", "", "7000", "127.0.0.1:7000"}, // PORT alone changes only the port
 		{"", "10.0.0.1", "7000", "10.0.0.1:7000"},
+		{"", "10.0.0.1", "", "10.0.0.1:8080"},
+		{"0.0.0.0:9", "127.0.0.1", "7000", "0.0.0.0:9"},
 	} {
 		got := listenAddr(c.flag, mapEnv(map[string]string{"HOST": c.host, "PORT": c.port}))
 		if got != c.want {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 const shutdownTimeout = 10 * time.Second
 
 // defaultAddr is loopback only: serve is the local, embedded run, and
-// /Register has no authentication of its own.
+// /Register and /Reconcile have no authentication of their own unless
+// LROSINK_ADMIN_TOKEN is set (checkExposure).
 const defaultAddr = "127.0.0.1:8080"
 
 func serveDoc() doc {
@@ -44,7 +46,12 @@ that hung up finishes (publish and DONE), then the ledger and the results sink a
 closed. Exit status 0; 1 if something was cut off (a claim it held is then seized after
 its lease by the next run).`,
 		env: `  Each flag has a variable (named in its help); a flag overrides its variable.
-  PORT, HOST         listen on $HOST:$PORT when --addr is not given (as cmd/server does)
+  PORT, HOST         when --addr is not given: listen on port $PORT (default 8080) of $HOST
+                     (default 127.0.0.1); PORT alone never exposes serve beyond this machine
+  LROSINK_ADMIN_TOKEN  required to listen on an address other than loopback (e.g. --addr
+                     0.0.0.0:8080); when set, POST /Register and /Reconcile need the header
+                     "Authorization: Bearer <token>" (401 otherwise). /Webhook is authenticated
+                     by its signature and /healthz is open. 16+ characters: openssl rand -hex 32
   GEMINI_API_KEY     lets reconcile passes poll Gemini (without it they only retry claims) and
                      confirms dynamic-webhook (JWT) terminal states, which are not applied without it
   LROSINK_JWKS_URL, LROSINK_JWT_AUDIENCE, LROSINK_MAX_BODY, GOOGLE_CLOUD_PROJECT  see the contract`,
@@ -54,13 +61,14 @@ its lease by the next run).`,
 			"LROSINK_WEBHOOK_SECRETS=whsec_... lrosink serve --addr 127.0.0.1:9000",
 			"lrosink serve --store sqlite:/var/lib/lrosink/ledger.db --results file:/var/lib/lrosink/results.jsonl",
 			"lrosink serve --reconcile-every 30s --grace 2m",
+			"LROSINK_ADMIN_TOKEN=$(openssl rand -hex 32) lrosink serve --addr 0.0.0.0:8080",
 		},
 	}
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("serve")
-	addr := fs.String("addr", "", "listen on `HOST:PORT` (default "+defaultAddr+", or $HOST:$PORT when PORT is set)")
+	addr := fs.String("addr", "", "listen on `HOST:PORT` (default "+defaultAddr+"; $HOST and $PORT replace its parts); not loopback needs LROSINK_ADMIN_TOKEN")
 	storeFlag(fs)
 	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; default stdout)")
 	var secrets listValue
@@ -68,6 +76,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.String("reconcile-every", "", "run a reconcile pass every `DURATION` (env LROSINK_RECONCILE_EVERY; default 1m)")
 	fs.String("grace", "", "do not poll a pending operation until `DURATION` after submission (env LROSINK_GRACE; default 90s)")
 	fs.String("stuck-after", "", "alert on operations pending longer than `DURATION` (env LROSINK_STUCK_AFTER; default 6h)")
+	fs.String("webhook-deadline", "", "answer a webhook 503 (the work goes on) when not done within `DURATION` (env LROSINK_WEBHOOK_DEADLINE; default 10s)")
 	fs.String("claim-lease", "", "seize a claim not committed within `DURATION` (env LROSINK_CLAIM_LEASE; default 10m)")
 	pos, err := e.parse(fs, serveDoc(), args)
 	if err != nil {
@@ -78,6 +87,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {
+		return err
+	}
+	listen := listenAddr(*addr, e.getenv)
+	if err := checkExposure(listen, cfg.AdminToken); err != nil {
 		return err
 	}
 	log := logging.New(e.stderr, slog.LevelInfo, cfg.Project)
@@ -97,22 +110,69 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		// this secret is only for the person running the server.
 		fmt.Fprintf(e.stderr, "lrosink: DEV webhook signing secret, generated for this run only (set LROSINK_WEBHOOK_SECRETS for a real one): %s\n", devSecret)
 	}
-	ln, err := net.Listen("tcp", listenAddr(*addr, e.getenv))
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen: %w", err), a.Close())
 	}
 	return serveApp(ctx, e, cfg, a, ln, log)
 }
 
-// listenAddr: --addr, else $HOST:$PORT when PORT is set, else loopback.
+// listenAddr: --addr, else $HOST:$PORT, each defaulting to defaultAddr's
+// part: PORT alone changes only the port, never the interface.
 func listenAddr(flagAddr string, getenv func(string) string) string {
 	if flagAddr != "" {
 		return flagAddr
 	}
-	if port := strings.TrimSpace(getenv("PORT")); port != "" {
-		return net.JoinHostPort(strings.TrimSpace(getenv("HOST")), port)
+	host, port, _ := net.SplitHostPort(defaultAddr)
+	if h := strings.TrimSpace(getenv("HOST")); h != "" {
+		host = h
 	}
-	return defaultAddr
+	if p := strings.TrimSpace(getenv("PORT")); p != "" {
+		port = p
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// checkExposure refuses an address other hosts can reach unless an admin
+// token guards /Register and /Reconcile there: they change the ledger and
+// have no authentication of their own. Loopback means every address the
+// host resolves to is loopback; an empty or unspecified host (":8080",
+// "0.0.0.0") is every interface.
+func checkExposure(addr, token string) error {
+	if token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &configError{err: fmt.Errorf("listen address %q: %w", addr, err)}
+	}
+	if loopback(host) {
+		return nil
+	}
+	return &configError{err: fmt.Errorf("listen address %q is not loopback: set LROSINK_ADMIN_TOKEN (then /Register and /Reconcile require Authorization: Bearer <token>), or listen on 127.0.0.1", addr)}
+}
+
+func loopback(host string) bool {
+	if host == "" {
+		return false
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.IsLoopback()
+	}
+	// A name: loopback only if everything it resolves to is (net.Listen
+	// binds one of them). Unresolvable: not known to be loopback.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.Unmap().IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // serveApp serves a on ln until ctx ends (a signal), then stops gracefully.
@@ -128,7 +188,8 @@ func serveApp(ctx context.Context, e *env, cfg config.Config, a *app.App, ln net
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(e.stderr, "lrosink: listening on http://%s\n", ln.Addr())
 	log.InfoContext(ctx, "lrosink serve started", "addr", ln.Addr().String(), "store", cfg.Store,
-		"results", cfg.Results, "reconcile_every", cfg.ReconcileEvery.String())
+		"results", cfg.Results, "reconcile_every", cfg.ReconcileEvery.String(),
+		"webhook_deadline", cfg.WebhookDeadline.String(), "admin_token_set", cfg.AdminToken != "")
 
 	// The loop's passes are not cancelled by the signal: a pass in progress
 	// may finish within the shutdown budget. hardStop ends it after that.

@@ -19,13 +19,14 @@ import (
 // flagVars maps the flags that stand for configuration variables to them.
 func flagVars() map[string]string {
 	return map[string]string{
-		"store":           "LROSINK_STORE",
-		"results":         "LROSINK_RESULTS",
-		"webhook-secret":  "LROSINK_WEBHOOK_SECRETS",
-		"reconcile-every": "LROSINK_RECONCILE_EVERY",
-		"grace":           "LROSINK_GRACE",
-		"stuck-after":     "LROSINK_STUCK_AFTER",
-		"claim-lease":     "LROSINK_CLAIM_LEASE",
+		"store":            "LROSINK_STORE",
+		"results":          "LROSINK_RESULTS",
+		"webhook-secret":   "LROSINK_WEBHOOK_SECRETS",
+		"reconcile-every":  "LROSINK_RECONCILE_EVERY",
+		"grace":            "LROSINK_GRACE",
+		"stuck-after":      "LROSINK_STUCK_AFTER",
+		"claim-lease":      "LROSINK_CLAIM_LEASE",
+		"webhook-deadline": "LROSINK_WEBHOOK_DEADLINE",
 	}
 }
 

@@ -36,6 +36,12 @@ type Config struct {
 	ClaimLease     time.Duration
 	ReconcileEvery time.Duration
 	MaxBody        int64
+	// WebhookDeadline bounds how long a webhook request waits for the
+	// ingest door; past it the answer is 503 and the work goes on.
+	WebhookDeadline time.Duration
+	// AdminToken, when set, is the bearer token /Register and /Reconcile
+	// require. A secret: never log it.
+	AdminToken string
 
 	// Openers are the schemes this binary can open for Store and Results:
 	// Validate checks both against them, internal/app opens them.
@@ -114,6 +120,11 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	c.StuckAfter = dur("LROSINK_STUCK_AFTER", 6*time.Hour)
 	c.ClaimLease = dur("LROSINK_CLAIM_LEASE", 10*time.Minute)
 	c.ReconcileEvery = dur("LROSINK_RECONCILE_EVERY", time.Minute)
+	c.WebhookDeadline = dur("LROSINK_WEBHOOK_DEADLINE", 10*time.Second)
+	if c.AdminToken = strings.TrimSpace(getenv("LROSINK_ADMIN_TOKEN")); c.AdminToken != "" && !goodToken(c.AdminToken) {
+		// Never the value: this line ends up in logs.
+		errs = append(errs, fmt.Errorf("LROSINK_ADMIN_TOKEN: must be at least %d characters from A-Z a-z 0-9 - . _ ~ + / = (e.g. openssl rand -hex 32)", MinAdminTokenLen))
+	}
 	c.MaxBody = 1 << 20
 	if v := strings.TrimSpace(getenv("LROSINK_MAX_BODY")); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -148,4 +159,24 @@ func (c *Config) Validate() error {
 func (c *Config) URLEnv(stdout io.Writer) urlopen.Env {
 	return urlopen.Env{Project: c.Project, FirestoreDatabase: c.FirestoreDatabase,
 		FirestoreEmulatorHost: c.FirestoreEmulatorHost, Stdout: stdout}
+}
+
+// MinAdminTokenLen is the shortest LROSINK_ADMIN_TOKEN accepted: the token
+// guards /Register and /Reconcile on a network, so it must not be guessable.
+const MinAdminTokenLen = 16
+
+// goodToken: long enough, and only RFC 6750 token characters, so that it
+// goes into an Authorization header exactly as configured.
+func goodToken(s string) bool {
+	if len(s) < MinAdminTokenLen {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', strings.ContainsRune("-._~+/=", r):
+		default:
+			return false
+		}
+	}
+	return true
 }

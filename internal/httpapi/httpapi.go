@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
@@ -108,12 +109,37 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	}
 }
 
-// Webhook returns the Webhook function (CONTRACT.md §3).
-func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64) http.Handler {
+// DefaultWebhookDeadline is LROSINK_WEBHOOK_DEADLINE's default.
+const DefaultWebhookDeadline = 10 * time.Second
+
+// WebhookOption adjusts the Webhook function.
+type WebhookOption func(*webhookOptions)
+
+type webhookOptions struct{ deadline time.Duration }
+
+// WithDeadline sets how long a delivery waits for the ingest door before it
+// is answered 503 deadline-exceeded (DefaultWebhookDeadline when not given
+// or not positive).
+func WithDeadline(d time.Duration) WebhookOption {
+	return func(o *webhookOptions) {
+		if d > 0 {
+			o.deadline = d
+		}
+	}
+}
+
+// Webhook returns the Webhook function (CONTRACT.md §3). A delivery the ingest
+// door has not finished within the deadline is answered 503
+// deadline-exceeded with Retry-After; the door's work goes on detached.
+func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
+	o := webhookOptions{deadline: DefaultWebhookDeadline}
+	for _, f := range opts {
+		f(&o)
+	}
 	claims := &claimNames{log: log}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		status, a := webhookAnswer(ctx, w, r, door, v, maxBody, claims)
+		status, a := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
 		if status == 0 {
 			return // answered by readBody or methodPOST
 		}
@@ -131,7 +157,14 @@ func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64) http.Ha
 	})
 }
 
-func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Ingester, v Verifier, maxBody int64, claims *claimNames) (int, Answer) {
+// errDeadline is the cause of a webhook context that ran out of time.
+var errDeadline = errors.New("webhook deadline exceeded")
+
+func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Ingester, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer) {
+	// The deadline runs from the request's arrival: the sender counts a
+	// held connection as a failed delivery anyway.
+	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errDeadline)
+	defer cancel()
 	if !methodPOST(w, r) {
 		return 0, Answer{}
 	}
@@ -162,7 +195,18 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	}
 	// The token does not cover the body: the door confirms what it states.
 	ev.Hint = verified.Method == webhook.MethodJWT
-	return ingestAnswer(door.Ingest(ctx, ev))
+	res, err := door.Ingest(ctx, ev)
+	if err != nil && errors.Is(context.Cause(ctx), errDeadline) {
+		// The door's work goes on detached from this request (it completes,
+		// or releases its claim, as it would have); the redelivery finds it
+		// done or joins it.
+		op := ""
+		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
+			op = n.Canonical
+		}
+		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "deadline-exceeded", Operation: op}
+	}
+	return ingestAnswer(res, err)
 }
 
 // claimNames logs the claim names of the first verified dynamic-webhook

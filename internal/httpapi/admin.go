@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// RequireBearer guards the administrative functions (/Register,
+// /Reconcile, the console) with LROSINK_ADMIN_TOKEN: only a request with
+// `Authorization: Bearer <token>` reaches h; any other is answered 401 with
+// WWW-Authenticate: Bearer. An empty token leaves h open (loopback `serve`;
+// on Cloud Run, IAM guards these services). Neither the token nor what a
+// caller sent is ever logged.
+func RequireBearer(token string, log *slog.Logger, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	// Comparing digests takes the same time whatever the length or the
+	// first differing byte of what was sent.
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := bearer(r.Header.Get("Authorization"))
+		reason, challenge := "", `Bearer realm="lrosink"`
+		switch {
+		case !ok:
+			reason = "missing-token"
+		default:
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
+				h.ServeHTTP(w, r)
+				return
+			}
+			reason, challenge = "invalid-token", `Bearer realm="lrosink", error="invalid_token"`
+		}
+		log.WarnContext(r.Context(), "admin request refused", "status", http.StatusUnauthorized, "reason", reason,
+			"path", truncate(r.URL.Path, 128))
+		w.Header().Set("WWW-Authenticate", challenge)
+		reply(w, http.StatusUnauthorized, Answer{Outcome: "rejected", Reason: reason})
+	})
+}
+
+// bearer returns the token of an `Authorization: Bearer <token>` header;
+// the scheme is case-insensitive (RFC 9110 §11.1).
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
