@@ -46,7 +46,8 @@ type Config struct {
 	Gemini Fetcher
 	Log    *slog.Logger
 	Now    func() time.Time
-	// StuckAfter: a pending operation older than this is alerted each pass.
+	// StuckAfter: a pending operation older than this is stuck (alerted on
+	// the schedule of nextStuckAlert).
 	StuckAfter time.Duration
 	// BackoffMin and BackoffMax bound the interval between two checks of one
 	// operation: it doubles from min to max (2 min → 1 h by default), so an
@@ -68,9 +69,12 @@ type Summary struct {
 	Settled       int `json:"settled"`
 	StillPending  int `json:"still_pending"`
 	ClaimsRetried int `json:"claims_retried"`
-	Stuck         int `json:"stuck"`
-	Errors        int `json:"errors"`
-	Adopted       int `json:"adopted"`
+	// Stuck counts the operations pending longer than StuckAfter (up to
+	// MaxOperations); StuckAlerts the stuck alert lines this pass raised.
+	Stuck       int `json:"stuck"`
+	StuckAlerts int `json:"stuck_alerts"`
+	Errors      int `json:"errors"`
+	Adopted     int `json:"adopted"`
 }
 
 // Reconciler runs passes.
@@ -149,7 +153,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Summary, error) {
 	}
 	r.cfg.Log.InfoContext(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
-		"errors", t.s.Errors, "adopted", t.s.Adopted)
+		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted)
 	return t.s, nil
 }
 
@@ -312,19 +316,59 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 	}
 }
 
-// alertStuck raises one ERROR line per operation pending longer than
-// StuckAfter. Nothing is closed: only a person (or Gemini) settles it.
+// Pacing of the stuck alert: raised when an operation becomes stuck (the
+// first pass after SubmittedAt + StuckAfter), again 1 h, 6 h and 24 h after
+// it became stuck, then every 24 h. A person is told at once, reminded while
+// the news is fresh, and then once a day rather than on every pass.
+const stuckRepeatEvery = 24 * time.Hour
+
+// nextStuckAlert is when the stuck alert of an operation stuck since since
+// and last alerted at last (zero: never) is due next.
+func nextStuckAlert(since, last time.Time) time.Time {
+	if last.IsZero() || last.Before(since) {
+		return since
+	}
+	for _, d := range [...]time.Duration{time.Hour, 6 * time.Hour, stuckRepeatEvery} {
+		if p := since.Add(d); p.After(last) {
+			return p
+		}
+	}
+	return since.Add((last.Sub(since)/stuckRepeatEvery + 1) * stuckRepeatEvery)
+}
+
+// alertStuck counts the operations pending longer than StuckAfter and
+// raises one ERROR line for each whose alert is due (nextStuckAlert),
+// recording when on the operation. Nothing is closed: only a person (or
+// Gemini) settles it.
 func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) error {
 	ops, err := r.cfg.Ledger.StuckOperations(ctx, now.Add(-r.cfg.StuckAfter), r.cfg.MaxOperations)
 	if err != nil {
 		return fmt.Errorf("reconcile: stuck operations: %w", err)
 	}
+	alerted := 0
 	for _, op := range ops {
-		r.cfg.Log.ErrorContext(ctx, "operation stuck", "alert", "stuck", "operation", op.Name, "state", string(op.State),
+		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
+		if now.Before(nextStuckAlert(since, op.StuckAlertedAt)) {
+			continue
+		}
+		alerted++
+		attrs := []any{"alert", "stuck", "operation", op.Name, "state", string(op.State),
 			"submitted_at", op.SubmittedAt, "pending_for", now.Sub(op.SubmittedAt).Round(time.Second).String(),
-			"last_check", op.LastCheck, "checks", op.Checks)
+			"last_check", op.LastCheck, "checks", op.Checks}
+		if !op.StuckAlertedAt.IsZero() {
+			attrs = append(attrs, "previous_alert_at", op.StuckAlertedAt)
+		}
+		r.cfg.Log.ErrorContext(ctx, "operation stuck", attrs...)
+		// A conflict means the operation changed since it was read (a
+		// webhook, a check): the next pass reads it again and, if it is
+		// still stuck and the write was lost, repeats the line once.
+		if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
+			t.add(func(s *Summary) { s.Errors++ })
+			r.cfg.Log.WarnContext(ctx, "reconcile: could not record the stuck alert; it is repeated next pass",
+				"operation", op.Name, "error", err.Error())
+		}
 	}
-	t.add(func(s *Summary) { s.Stuck = len(ops) })
+	t.add(func(s *Summary) { s.Stuck, s.StuckAlerts = len(ops), alerted })
 	return nil
 }
 
