@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lrosink/lrosink/internal/ingest"
-	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/register"
 )
 
 func registerDoc() doc {
@@ -44,12 +43,15 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("register", "want exactly one NAME, got %d arguments", len(pos))
 	}
-	kind, err := parseKindFlag("register", *kindFlag)
-	if err != nil {
+	req := register.Request{Name: pos[0], Kind: *kindFlag}
+	if len(meta) > 0 {
+		req.Metadata = meta
+	}
+	// Checked before the ledger is opened, so a usage error costs nothing.
+	if _, err := parseKindFlag("register", *kindFlag); err != nil {
 		return err
 	}
-	name, err := opname.Normalize(pos[0], kind)
-	if err != nil {
+	if _, err := req.Validate(); err != nil {
 		return usagef("register", "%v", err)
 	}
 	cfg, err := loadConfig(e.getenv, fs)
@@ -60,21 +62,17 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ev := ingest.Event{Name: name.Canonical, Kind: name.Kind, State: lifecycle.Pending, Source: ingest.SourceRegister}
-	if len(meta) > 0 {
-		ev.UserMetadata = meta
-	}
-	res, err := a.Door.Ingest(ctx, ev)
+	res, err := register.Register(ctx, a.Door, req)
 	if cerr := a.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close: %w", cerr)
 	}
-	var inv *ingest.InvalidError
+	var inv *register.InvalidError
 	switch {
 	case errors.As(err, &inv):
 		return usagef("register", "%v", err)
 	case err != nil:
-		return fmt.Errorf("register %s: %w", name.Canonical, err)
-	case res.Outcome == ingest.OutcomeApplied && res.Reason == string(lifecycle.ReasonFirstSighting):
+		return fmt.Errorf("register %s: %w", pos[0], err)
+	case res.Created:
 		fmt.Fprintf(e.stdout, "created %s\n", res.Operation)
 	default:
 		note := ""

@@ -19,8 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	"github.com/lrosink/lrosink/internal/lifecycle"
-	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/register"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
 
@@ -254,7 +253,7 @@ const registerMaxBody = 2 * ledger.MaxMetadataBytes
 // Register returns the Register function: 201 created, 200 already known
 // (state untouched; the metadata keys it lacked are merged), 400 invalid. Of
 // concurrent registrations of one name exactly one answers 201.
-func Register(door Ingester, log *slog.Logger) http.Handler {
+func Register(door register.Door, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {
 			return
@@ -268,26 +267,19 @@ func Register(door Ingester, log *slog.Logger) http.Handler {
 			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-json"})
 			return
 		}
-		kind := opname.KindUnknown
-		if req.Kind != "" {
-			k, ok := opname.ParseKind(req.Kind)
-			if !ok {
-				reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-kind"})
-				return
+		res, err := register.Register(r.Context(), door, register.Request{Name: req.Name, Kind: req.Kind, Metadata: req.Metadata})
+		var invalid *register.InvalidError
+		if errors.As(err, &invalid) {
+			a := Answer{Outcome: "rejected", Reason: invalid.Reason}
+			if invalid.Reason == register.ReasonInvalidMetadata {
+				a.Detail = invalid.Error()
 			}
-			kind = k
-		}
-		// The door would drop metadata it cannot keep and go on; a
-		// submitter is told instead, before anything is stored.
-		if err := ledger.CheckMetadata(req.Metadata); err != nil {
-			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-metadata", Detail: "metadata: " + err.Error()})
+			reply(w, http.StatusBadRequest, a)
 			return
 		}
-		res, err := door.Ingest(r.Context(), ingest.Event{Name: req.Name, Kind: kind, State: lifecycle.Pending,
-			Source: ingest.SourceRegister, UserMetadata: req.Metadata})
-		status, a := ingestAnswer(res, err)
+		status, a := ingestAnswer(res.Result, err)
 		if status == http.StatusOK {
-			if res.Outcome == ingest.OutcomeApplied && res.Reason == string(lifecycle.ReasonFirstSighting) {
+			if res.Created {
 				status, a.Outcome = http.StatusCreated, "created"
 			} else {
 				a.Outcome, a.Reason = "known", "state-untouched"

@@ -186,15 +186,18 @@ type Operation struct {
 	Checks      int
 	// LastCheck records the last reconcile answer that was not a state
 	// (e.g. "not-found" for a Gemini 404).
-	LastCheck    string
-	LastCheckAt  time.Time
-	History      []HistoryEntry
-	Conflicts    []HistoryEntry
-	UserMetadata map[string]any
-	Output       map[string]any
-	Error        *results.ErrorInfo
-	Effect       EffectMirror
-	Replays      []Replay
+	LastCheck   string
+	LastCheckAt time.Time
+	// StuckAlertedAt is when the reconciler last raised the stuck alert for
+	// the operation (zero: never); it paces the alert's repetitions.
+	StuckAlertedAt time.Time
+	History        []HistoryEntry
+	Conflicts      []HistoryEntry
+	UserMetadata   map[string]any
+	Output         map[string]any
+	Error          *results.ErrorInfo
+	Effect         EffectMirror
+	Replays        []Replay
 }
 
 // Replay records a deliberate re-publication (lrosink replay).
@@ -305,6 +308,9 @@ type Queries interface {
 	// next check time, one more check, and a note (e.g. "not-found"). It is
 	// fenced on op.Rev like any write (ErrConflict) and bumps the version.
 	ScheduleCheck(ctx context.Context, op Operation, next time.Time, note string, now time.Time) (Revision, error)
+	// RecordStuckAlert sets op's StuckAlertedAt to at without touching
+	// anything else; fenced on op.Rev (ErrConflict) and bumps the version.
+	RecordStuckAlert(ctx context.Context, op Operation, at time.Time) (Revision, error)
 	// ListOperations returns up to limit operations, newest submission first,
 	// optionally only those in state (empty: any).
 	ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]Operation, error)

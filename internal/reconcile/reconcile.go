@@ -46,7 +46,8 @@ type Config struct {
 	Gemini Fetcher
 	Log    *slog.Logger
 	Now    func() time.Time
-	// StuckAfter: a pending operation older than this is alerted each pass.
+	// StuckAfter: a pending operation older than this is stuck (alerted on
+	// the schedule of nextStuckAlert).
 	StuckAfter time.Duration
 	// BackoffMin and BackoffMax bound the interval between two checks of one
 	// operation: it doubles from min to max (2 min → 1 h by default), so an
@@ -60,6 +61,13 @@ type Config struct {
 	// AdoptPageSize is how many recent batch jobs a pass lists to adopt
 	// jobs whose submitter died before registering them; 0 disables.
 	AdoptPageSize int
+	// Webhooks reads the project webhooks for the health check; by default
+	// Gemini, when it can (gemini.Fetcher can). Nil: not checked (said
+	// once). While one is disabled, pending operations are polled every
+	// BackoffMin.
+	Webhooks WebhookLister
+	// WebhookCheckEvery paces the webhook read (DefaultWebhookCheckEvery).
+	WebhookCheckEvery time.Duration
 }
 
 // Summary is the pass's answer (CONTRACT.md §4).
@@ -68,13 +76,22 @@ type Summary struct {
 	Settled       int `json:"settled"`
 	StillPending  int `json:"still_pending"`
 	ClaimsRetried int `json:"claims_retried"`
-	Stuck         int `json:"stuck"`
-	Errors        int `json:"errors"`
-	Adopted       int `json:"adopted"`
+	// Stuck counts the operations pending longer than StuckAfter (up to
+	// MaxOperations); StuckAlerts the stuck alert lines this pass raised.
+	Stuck       int `json:"stuck"`
+	StuckAlerts int `json:"stuck_alerts"`
+	Errors      int `json:"errors"`
+	Adopted     int `json:"adopted"`
+	// WebhooksDisabled counts the project webhooks Gemini reported
+	// disabled at its last read (see Config.Webhooks).
+	WebhooksDisabled int `json:"webhooks_disabled"`
 }
 
 // Reconciler runs passes.
-type Reconciler struct{ cfg Config }
+type Reconciler struct {
+	cfg   Config
+	hooks webhookHealth
+}
 
 // New checks cfg and fills defaults.
 func New(cfg Config) (*Reconciler, error) {
@@ -98,6 +115,14 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 8
+	}
+	if cfg.Webhooks == nil {
+		if wl, ok := cfg.Gemini.(WebhookLister); ok {
+			cfg.Webhooks = wl
+		}
+	}
+	if cfg.WebhookCheckEvery <= 0 {
+		cfg.WebhookCheckEvery = DefaultWebhookCheckEvery
 	}
 	return &Reconciler{cfg: cfg}, nil
 }
@@ -136,10 +161,11 @@ func (r *Reconciler) Pass(ctx context.Context) (Summary, error) {
 	if err := r.retryClaims(ctx, now, &t); err != nil {
 		return t.s, err
 	}
+	degraded := r.checkWebhooks(ctx, now, &t)
 	if r.cfg.Gemini == nil {
 		r.cfg.Log.WarnContext(ctx, "reconcile: GEMINI_API_KEY is not set; pending operations are not polled")
 	} else {
-		if err := r.checkDue(ctx, now, &t); err != nil {
+		if err := r.checkDue(ctx, now, degraded, &t); err != nil {
 			return t.s, err
 		}
 		r.adopt(ctx, &t)
@@ -149,7 +175,8 @@ func (r *Reconciler) Pass(ctx context.Context) (Summary, error) {
 	}
 	r.cfg.Log.InfoContext(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
-		"errors", t.s.Errors, "adopted", t.s.Adopted)
+		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
+		"webhooks_disabled", t.s.WebhooksDisabled)
 	return t.s, nil
 }
 
@@ -190,24 +217,38 @@ func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) e
 // operation is normally rescheduled into the future, but one the ledger
 // would not reschedule stays due; the cursor keeps the pass from trying it
 // again and moves on to the operations behind it.
-func (r *Reconciler) checkDue(ctx context.Context, now time.Time, t *tally) error {
+//
+// degraded (a project webhook is disabled) polls at BackoffMin: the query
+// then reaches BackoffMax-BackoffMin ahead, which covers every operation
+// last checked BackoffMin ago or earlier (none is scheduled further than
+// BackoffMax after its last check), and skips those checked more recently.
+func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool, t *tally) error {
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	horizon := now
+	if degraded {
+		horizon = now.Add(r.cfg.BackoffMax - r.cfg.BackoffMin)
+	}
 	var after ledger.DueCursor
-	for n := 0; n < r.cfg.MaxOperations && !nearDeadline(ctx, deadlineMargin); {
+	// scanned bounds the rows a degraded pass reads past without checking.
+	for n, scanned := 0, 0; n < r.cfg.MaxOperations && scanned < 4*r.cfg.MaxOperations && !nearDeadline(ctx, deadlineMargin); {
 		limit := min(r.cfg.PageSize, r.cfg.MaxOperations-n)
-		ops, err := r.cfg.Ledger.DueOperations(ctx, now, after, limit)
+		ops, err := r.cfg.Ledger.DueOperations(ctx, horizon, after, limit)
 		if err != nil {
 			return fmt.Errorf("reconcile: due operations: %w", err)
 		}
+		scanned += len(ops)
 		for _, op := range ops {
+			if op.NextCheckAt.After(now) && (op.LastCheckAt.IsZero() || now.Sub(op.LastCheckAt) < r.cfg.BackoffMin) {
+				continue // degraded only: checked less than BackoffMin ago, or still in its grace
+			}
 			n++
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				r.check(ctx, op, now, t)
+				r.check(ctx, op, now, degraded, t)
 			}()
 		}
 		if len(ops) < limit {
@@ -219,7 +260,7 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, t *tally) erro
 }
 
 // check asks Gemini about one operation and feeds the answer to the door.
-func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Time, t *tally) {
+func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) {
 	log := r.cfg.Log.With("operation", op.Name)
 	ev, err := r.cfg.Gemini.Fetch(ctx, op.Kind, op.APIName)
 	t.add(func(s *Summary) { s.Checked++ })
@@ -270,7 +311,11 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 		}
 	}
 	t.add(func(s *Summary) { s.StillPending++ })
-	next := now.Add(r.Backoff(op.Checks))
+	wait := r.Backoff(op.Checks)
+	if degraded {
+		wait = r.cfg.BackoffMin
+	}
+	next := now.Add(wait)
 	if _, err := r.cfg.Ledger.ScheduleCheck(ctx, op, next, note, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		// A conflict means a webhook changed the operation meanwhile; it
 		// is re-checked when due. Anything else is the ledger failing.
@@ -312,19 +357,59 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 	}
 }
 
-// alertStuck raises one ERROR line per operation pending longer than
-// StuckAfter. Nothing is closed: only a person (or Gemini) settles it.
+// Pacing of the stuck alert: raised when an operation becomes stuck (the
+// first pass after SubmittedAt + StuckAfter), again 1 h, 6 h and 24 h after
+// it became stuck, then every 24 h. A person is told at once, reminded while
+// the news is fresh, and then once a day rather than on every pass.
+const stuckRepeatEvery = 24 * time.Hour
+
+// nextStuckAlert is when the stuck alert of an operation stuck since since
+// and last alerted at last (zero: never) is due next.
+func nextStuckAlert(since, last time.Time) time.Time {
+	if last.IsZero() || last.Before(since) {
+		return since
+	}
+	for _, d := range [...]time.Duration{time.Hour, 6 * time.Hour, stuckRepeatEvery} {
+		if p := since.Add(d); p.After(last) {
+			return p
+		}
+	}
+	return since.Add((last.Sub(since)/stuckRepeatEvery + 1) * stuckRepeatEvery)
+}
+
+// alertStuck counts the operations pending longer than StuckAfter and
+// raises one ERROR line for each whose alert is due (nextStuckAlert),
+// recording when on the operation. Nothing is closed: only a person (or
+// Gemini) settles it.
 func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) error {
 	ops, err := r.cfg.Ledger.StuckOperations(ctx, now.Add(-r.cfg.StuckAfter), r.cfg.MaxOperations)
 	if err != nil {
 		return fmt.Errorf("reconcile: stuck operations: %w", err)
 	}
+	alerted := 0
 	for _, op := range ops {
-		r.cfg.Log.ErrorContext(ctx, "operation stuck", "alert", "stuck", "operation", op.Name, "state", string(op.State),
+		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
+		if now.Before(nextStuckAlert(since, op.StuckAlertedAt)) {
+			continue
+		}
+		alerted++
+		attrs := []any{"alert", "stuck", "operation", op.Name, "state", string(op.State),
 			"submitted_at", op.SubmittedAt, "pending_for", now.Sub(op.SubmittedAt).Round(time.Second).String(),
-			"last_check", op.LastCheck, "checks", op.Checks)
+			"last_check", op.LastCheck, "checks", op.Checks}
+		if !op.StuckAlertedAt.IsZero() {
+			attrs = append(attrs, "previous_alert_at", op.StuckAlertedAt)
+		}
+		r.cfg.Log.ErrorContext(ctx, "operation stuck", attrs...)
+		// A conflict means the operation changed since it was read (a
+		// webhook, a check): the next pass reads it again and, if it is
+		// still stuck and the write was lost, repeats the line once.
+		if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
+			t.add(func(s *Summary) { s.Errors++ })
+			r.cfg.Log.WarnContext(ctx, "reconcile: could not record the stuck alert; it is repeated next pass",
+				"operation", op.Name, "error", err.Error())
+		}
 	}
-	t.add(func(s *Summary) { s.Stuck = len(ops) })
+	t.add(func(s *Summary) { s.Stuck, s.StuckAlerts = len(ops), alerted })
 	return nil
 }
 

@@ -82,12 +82,14 @@ type opDoc struct {
 	NextCheckAt *time.Time `firestore:"next_check_at,omitempty"`
 	// PendingSince is the submission time while the operation is pending and
 	// absent once settled: the stuck query is a single-field range on it.
-	PendingSince *time.Time   `firestore:"pending_since,omitempty"`
-	Checks       int          `firestore:"checks"`
-	LastCheck    string       `firestore:"last_check"`
-	LastCheckAt  *time.Time   `firestore:"last_check_at"`
-	History      []historyDoc `firestore:"history"`
-	Conflicts    []historyDoc `firestore:"conflicts"`
+	PendingSince *time.Time `firestore:"pending_since,omitempty"`
+	Checks       int        `firestore:"checks"`
+	LastCheck    string     `firestore:"last_check"`
+	LastCheckAt  *time.Time `firestore:"last_check_at"`
+	// StuckAlertedAt is absent until the first stuck alert.
+	StuckAlertedAt *time.Time   `firestore:"stuck_alerted_at,omitempty"`
+	History        []historyDoc `firestore:"history"`
+	Conflicts      []historyDoc `firestore:"conflicts"`
 	// UserMetadata and Output are written as one JSON string each
 	// (ledger.EncodeJSON; null when absent): a Firestore map refuses
 	// arrays inside arrays and keys such as "__name__" or "", which JSON
@@ -234,7 +236,8 @@ func toOpDoc(o ledger.Operation, version int64) (opDoc, error) {
 		NextCheckAt: ptr(o.NextCheckAt), PendingSince: pendingSince(o), Checks: o.Checks, LastCheck: o.LastCheck, LastCheckAt: ptr(o.LastCheckAt),
 		History: toHistory(o.History), Conflicts: toHistory(o.Conflicts),
 		UserMetadata: meta, Output: out, Error: o.Error,
-		Effect: effectDoc{Status: string(o.Effect.Status), LeaseUntil: ptr(o.Effect.LeaseUntil)},
+		Effect:         effectDoc{Status: string(o.Effect.Status), LeaseUntil: ptr(o.Effect.LeaseUntil)},
+		StuckAlertedAt: ptr(o.StuckAlertedAt),
 	}
 	for _, r := range o.Replays {
 		d.Replays = append(d.Replays, replayDoc{ID: r.ID, At: r.At})
@@ -256,6 +259,7 @@ func (d opDoc) updates() []firestore.Update {
 		{Path: "history", Value: d.History}, {Path: "conflicts", Value: d.Conflicts},
 		{Path: "user_metadata", Value: d.UserMetadata}, {Path: "output", Value: d.Output}, {Path: "error", Value: d.Error},
 		{Path: "effect", Value: d.Effect}, {Path: "replays", Value: d.Replays},
+		{Path: "stuck_alerted_at", Value: orDelete(d.StuckAlertedAt)},
 	}
 }
 
@@ -279,7 +283,8 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 		NextCheckAt: val(d.NextCheckAt), Checks: d.Checks, LastCheck: d.LastCheck, LastCheckAt: val(d.LastCheckAt),
 		History: fromHistory(d.History), Conflicts: fromHistory(d.Conflicts),
 		UserMetadata: meta, Output: out, Error: d.Error,
-		Effect: ledger.EffectMirror{Status: ledger.ClaimStatus(d.Effect.Status), LeaseUntil: val(d.Effect.LeaseUntil)},
+		Effect:         ledger.EffectMirror{Status: ledger.ClaimStatus(d.Effect.Status), LeaseUntil: val(d.Effect.LeaseUntil)},
+		StuckAlertedAt: val(d.StuckAlertedAt),
 	}
 	for _, r := range d.Replays {
 		o.Replays = append(o.Replays, ledger.Replay{ID: r.ID, At: r.At.UTC()})
@@ -507,6 +512,20 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 		q = q.Where("state", "==", string(state))
 	}
 	return query(ctx, s, q.OrderBy("submitted_at", firestore.Desc).Limit(limit), "list operations", fromOpDoc)
+}
+
+// RecordStuckAlert implements ledger.Queries.
+func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
+	version := op.Rev.Version + 1
+	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
+		{Path: "stuck_alerted_at", Value: at}, {Path: "version", Value: version},
+	}, firestore.LastUpdateTime(op.Rev.Stamp))
+	s.counts.Commits.Add(1)
+	if err != nil {
+		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, "record stuck alert "+op.ID)
+	}
+	s.counts.Writes.Add(1)
+	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
 }
 
 // ScheduleCheck implements ledger.Queries.

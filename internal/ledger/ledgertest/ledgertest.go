@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"StuckOperations":             testStuckOperations,
 		"DueClaims":                   testDueClaims,
 		"ScheduleCheck":               testScheduleCheck,
+		"RecordStuckAlert":            testRecordStuckAlert,
 		"ListOperations":              testListOperations,
 		"FreeFormValuesRoundTrip":     testFreeForm,
 		"MaximalOperationCommits":     testMaximal,
@@ -489,6 +490,38 @@ func testScheduleCheck(t *testing.T, s ledger.Ledger) {
 	stale.State = lifecycle.Running
 	if _, _, err := s.CommitOperation(ctx(t), stale, nil); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit at a revision older than the schedule = %v, want ErrConflict", err)
+	}
+}
+
+func testRecordStuckAlert(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("sa1"), nil)
+	op := mustGet(t, s, "sa1")
+	if !op.StuckAlertedAt.IsZero() {
+		t.Fatalf("a new operation has StuckAlertedAt %v", op.StuckAlertedAt)
+	}
+	at := t0.Add(6 * time.Hour)
+	rev, err := s.RecordStuckAlert(ctx(t), op, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(t, s, "sa1")
+	if got.Rev.Version != 2 || rev.Version != 2 || !got.StuckAlertedAt.Equal(at) || got.State != lifecycle.Pending ||
+		got.Checks != op.Checks || !got.NextCheckAt.Equal(op.NextCheckAt) || got.UserMetadata["job"] != "j1" {
+		t.Fatalf("after recording the alert %+v", got)
+	}
+	if _, err := s.RecordStuckAlert(ctx(t), op, at.Add(time.Hour)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("record at a stale revision = %v, want ErrConflict", err)
+	}
+	// Every later write keeps it: a check, and a commit of what was read.
+	got.Rev = rev
+	if rev, err = s.ScheduleCheck(ctx(t), got, t0.Add(7*time.Hour), "ok", at); err != nil {
+		t.Fatal(err)
+	}
+	got = mustGet(t, s, "sa1")
+	got.State = lifecycle.Running
+	mustCommit(t, s, got, nil)
+	if got = mustGet(t, s, "sa1"); !got.StuckAlertedAt.Equal(at) || got.Rev.Version != 4 {
+		t.Fatalf("after a check and a commit %+v, want StuckAlertedAt %v kept", got, at)
 	}
 }
 

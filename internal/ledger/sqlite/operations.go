@@ -16,7 +16,7 @@ import (
 // order; pending_since is derived on write and never read back.
 const opColumns = `id, name, api_name, kind, state, update_time, version, submitted_at, settled_at, settled_by,
 	next_check_at, checks, last_check, last_check_at, history, conflicts, user_metadata, output, error,
-	effect_status, effect_lease_until, replays`
+	effect_status, effect_lease_until, replays, stuck_alerted_at`
 
 // The statements, named so the query-plan test checks exactly what runs.
 const (
@@ -26,10 +26,10 @@ const (
 	// which is ErrConflict, without parsing driver error codes.
 	sqlInsertOperation = `INSERT INTO operations (id, name, api_name, kind, state, update_time, version,
 	submitted_at, settled_at, settled_by, next_check_at, pending_since, checks, last_check, last_check_at,
-	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays)
+	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at)
 VALUES (:id, :name, :api_name, :kind, :state, :update_time, :version,
 	:submitted_at, :settled_at, :settled_by, :next_check_at, :pending_since, :checks, :last_check, :last_check_at,
-	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays)
+	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays, :stuck_alerted_at)
 ON CONFLICT (id) DO NOTHING`
 
 	sqlUpdateOperation = `UPDATE operations SET name = :name, api_name = :api_name, kind = :kind, state = :state,
@@ -37,11 +37,14 @@ ON CONFLICT (id) DO NOTHING`
 	settled_by = :settled_by, next_check_at = :next_check_at, pending_since = :pending_since, checks = :checks,
 	last_check = :last_check, last_check_at = :last_check_at, history = :history, conflicts = :conflicts,
 	user_metadata = :user_metadata, output = :output, error = :error, effect_status = :effect_status,
-	effect_lease_until = :effect_lease_until, replays = :replays
+	effect_lease_until = :effect_lease_until, replays = :replays, stuck_alerted_at = :stuck_alerted_at
 WHERE id = :id AND version = :expected`
 
 	sqlScheduleCheck = `UPDATE operations SET next_check_at = ?, checks = ?, last_check = ?, last_check_at = ?,
 	version = version + 1
+WHERE id = ? AND version = ?`
+
+	sqlRecordStuckAlert = `UPDATE operations SET stuck_alerted_at = ?, version = version + 1
 WHERE id = ? AND version = ?`
 
 	// The row value is a range on the index (next_check_at, id).
@@ -75,6 +78,7 @@ func opArgs(o ledger.Operation, version int64) ([]any, error) {
 		sql.Named("last_check", o.LastCheck), sql.Named("last_check_at", nullMicros(o.LastCheckAt)),
 		sql.Named("effect_status", string(o.Effect.Status)),
 		sql.Named("effect_lease_until", nullMicros(o.Effect.LeaseUntil)),
+		sql.Named("stuck_alerted_at", nullMicros(o.StuckAlertedAt)),
 	}
 	for _, j := range []struct {
 		name string
@@ -101,17 +105,19 @@ func scanOperation(sc scanner) (ledger.Operation, error) {
 		kind, state, effect                                  string
 		updateTime, submittedAt                              int64
 		settledAt, nextCheckAt, lastCheckAt, effectLease     sql.NullInt64
+		stuckAlertedAt                                       sql.NullInt64
 		history, conflicts, userMetadata, output, errj, reps sql.NullString
 	)
 	if err := sc.Scan(&o.ID, &o.Name, &o.APIName, &kind, &state, &updateTime, &o.Rev.Version, &submittedAt,
 		&settledAt, &o.SettledBy, &nextCheckAt, &o.Checks, &o.LastCheck, &lastCheckAt, &history, &conflicts,
-		&userMetadata, &output, &errj, &effect, &effectLease, &reps); err != nil {
+		&userMetadata, &output, &errj, &effect, &effectLease, &reps, &stuckAlertedAt); err != nil {
 		return ledger.Operation{}, err
 	}
 	o.Kind, o.State = opname.Kind(kind), lifecycle.State(state)
 	o.UpdateTime, o.SubmittedAt = fromMicros(updateTime), fromMicros(submittedAt)
 	o.SettledAt, o.NextCheckAt, o.LastCheckAt = fromNullMicros(settledAt), fromNullMicros(nextCheckAt), fromNullMicros(lastCheckAt)
 	o.Effect = ledger.EffectMirror{Status: ledger.ClaimStatus(effect), LeaseUntil: fromNullMicros(effectLease)}
+	o.StuckAlertedAt = fromNullMicros(stuckAlertedAt)
 	for _, j := range []struct {
 		name string
 		col  sql.NullString
@@ -190,6 +196,21 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
 	err := s.write(ctx, "schedule check "+op.ID, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, sqlScheduleCheck, nullMicros(next), op.Checks+1, note, nullMicros(now), op.ID, op.Rev.Version)
+		if err != nil {
+			return err
+		}
+		return affected(res, ledger.ErrConflict)
+	})
+	if err != nil {
+		return ledger.Revision{}, err
+	}
+	return ledger.Revision{Version: op.Rev.Version + 1}, nil
+}
+
+// RecordStuckAlert implements ledger.Queries.
+func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
+	err := s.write(ctx, "record stuck alert "+op.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlRecordStuckAlert, nullMicros(at), op.ID, op.Rev.Version)
 		if err != nil {
 			return err
 		}

@@ -278,6 +278,7 @@ func TestQueryPlans(t *testing.T) {
 		"GetOperation":        {sqlGetOperation, "sqlite_autoindex_operations_1", []any{"x"}},
 		"UpdateOperation":     {sqlUpdateOperation, "sqlite_autoindex_operations_1", append(opArgs, sql.Named("expected", 1))},
 		"ScheduleCheck":       {sqlScheduleCheck, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, "x", 1}},
+		"RecordStuckAlert":    {sqlRecordStuckAlert, "sqlite_autoindex_operations_1", []any{now, "x", 1}},
 		"MirrorEffect":        {sqlMirrorEffect, "sqlite_autoindex_operations_1", []any{"CLAIMED", now, "x"}},
 		"DueOperations":       {sqlDueOperations, "operations_next_check_at", []any{now, now, "x", 10}},
 		"StuckOperations":     {sqlStuckOperations, "operations_pending_since", []any{now, 10}},
@@ -468,6 +469,34 @@ func TestPragmas(t *testing.T) {
 	}
 	if s.writer.Stats().MaxOpenConnections != 1 {
 		t.Errorf("writer pool allows %d connections, want 1", s.writer.Stats().MaxOpenConnections)
+	}
+}
+
+// TestMigratesVersion1: a database written by a binary at schema version 1
+// (no stuck_alerted_at) opens, keeps its operations and records alerts.
+func TestMigratesVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	ctx := testCtx(t)
+	s := openAt(t, path)
+	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("m1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(ctx, `ALTER TABLE operations DROP COLUMN stuck_alerted_at; UPDATE schema_version SET version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	op, err := s.GetOperation(ctx, "m1")
+	if err != nil || !op.StuckAlertedAt.IsZero() {
+		t.Fatalf("after migration: %+v, %v", op, err)
+	}
+	if _, err := s.RecordStuckAlert(ctx, op, t0); err != nil {
+		t.Fatal(err)
+	}
+	if op, err = s.GetOperation(ctx, "m1"); err != nil || !op.StuckAlertedAt.Equal(t0) {
+		t.Fatalf("after recording: %+v, %v", op, err)
 	}
 }
 

@@ -1,0 +1,72 @@
+package gemini
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genai/interactions/models/operations"
+	"google.golang.org/genai/interactions/retry"
+)
+
+// Webhook is a project webhook as the reconciler's health check sees it.
+type Webhook struct {
+	ID, Name, URI string
+	// State is "enabled", "disabled" or "disabled_due_to_failed_deliveries"
+	// (empty if the API sent none).
+	State string
+}
+
+// Disabled reports whether Gemini delivers nothing to the webhook.
+func (w Webhook) Disabled() bool {
+	return w.State == "disabled" || w.State == "disabled_due_to_failed_deliveries"
+}
+
+// Paging bounds of ListWebhooks.
+const (
+	webhookPageSize = 100
+	maxWebhookPages = 100
+)
+
+// ListWebhooks reads every webhook of the API key's project through the
+// genai SDK (Webhooks.List, all pages). The SDK's own retries are off: the
+// caller reads again on its next pass, and a pass must not spend 30 s of
+// retries on a health check.
+func (f *Fetcher) ListWebhooks(ctx context.Context) ([]Webhook, error) {
+	if f.client.Webhooks == nil {
+		return nil, errors.New("gemini: the genai client has no Webhooks service")
+	}
+	var out []Webhook
+	token := ""
+	for page := 1; page <= maxWebhookPages; page++ {
+		size := webhookPageSize
+		req := operations.ListWebhooksRequest{PageSize: &size}
+		if token != "" {
+			req.PageToken = &token
+		}
+		resp, err := f.client.Webhooks.List(ctx, req, operations.WithRetries(retry.Config{Strategy: "none"}))
+		if err != nil {
+			return nil, fmt.Errorf("gemini: list webhooks (page %d): %w", page, scrub(describeInteractionError(err), f.apiKey))
+		}
+		body := resp.GetWebhookListResponse()
+		for _, w := range body.GetWebhooks() {
+			wh := Webhook{URI: w.URI}
+			if w.ID != nil {
+				wh.ID = *w.ID
+			}
+			if w.Name != nil {
+				wh.Name = *w.Name
+			}
+			if w.State != nil {
+				wh.State = string(*w.State)
+			}
+			out = append(out, wh)
+		}
+		next := body.GetNextPageToken()
+		if next == nil || *next == "" || *next == token {
+			return out, nil
+		}
+		token = *next
+	}
+	return nil, fmt.Errorf("gemini: list webhooks: more than %d pages", maxWebhookPages)
+}

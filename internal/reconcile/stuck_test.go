@@ -1,0 +1,108 @@
+package reconcile_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/testutil"
+)
+
+// storeWorld is a door and a reconciler on the given ledger, the real genai
+// SDK against the fake Gemini, and a fake clock.
+type storeWorld struct {
+	t     *testing.T
+	door  *ingest.Door
+	fake  *fakegemini.Server
+	rec   *reconcile.Reconciler
+	clock *clock
+	logs  *testutil.SyncBuffer
+}
+
+func newStoreWorld(t *testing.T, s ledger.Ledger, tune func(*reconcile.Config)) *storeWorld {
+	t.Helper()
+	w := &storeWorld{t: t, fake: fakegemini.New(), logs: &testutil.SyncBuffer{},
+		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}}
+	log := logging.New(w.logs, slog.LevelInfo, "")
+	var err error
+	if w.door, err = ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: w.clock.Now, Grace: 90 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	srv := w.fake.Start(t)
+	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: srv.URL, HTTPClient: srv.Client(),
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := reconcile.Config{Ledger: s, Door: w.door, Gemini: f, Log: log, Now: w.clock.Now, StuckAfter: 6 * time.Hour}
+	if tune != nil {
+		tune(&cfg)
+	}
+	if w.rec, err = reconcile.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *storeWorld) register(name string) {
+	w.t.Helper()
+	if _, err := w.door.Ingest(context.Background(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *storeWorld) pass() reconcile.Summary {
+	w.t.Helper()
+	s, err := w.rec.Pass(context.Background())
+	if err != nil {
+		w.t.Fatalf("pass: %v", err)
+	}
+	return s
+}
+
+// TestStuckAlertSchedule: an operation that never finishes is alerted once
+// when it becomes stuck and then 1 h, 6 h, 24 h and every 24 h after that,
+// not on every pass; each pass summary counts it as stuck.
+func TestStuckAlertSchedule(t *testing.T) {
+	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
+		w := newStoreWorld(t, s, nil)
+		w.fake.SetBatch("forever", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+		w.register("batches/forever")
+		start := w.clock.Now()
+		var alertsAt []time.Duration
+		passes := 0
+		for w.clock.Now().Sub(start) <= 55*time.Hour {
+			before := w.logs.CountLines(`"alert":"stuck"`)
+			sum := w.pass()
+			passes++
+			elapsed := w.clock.Now().Sub(start)
+			if n := w.logs.CountLines(`"alert":"stuck"`) - before; n > 0 {
+				alertsAt = append(alertsAt, elapsed)
+			}
+			if wantStuck := elapsed >= 6*time.Hour; (sum.Stuck == 1) != wantStuck {
+				t.Fatalf("at +%v: summary stuck %d, want stuck=%v (%+v)", elapsed, sum.Stuck, wantStuck, sum)
+			}
+			w.clock.Advance(10 * time.Minute)
+		}
+		want := []time.Duration{6 * time.Hour, 7 * time.Hour, 12 * time.Hour, 30 * time.Hour, 54 * time.Hour}
+		if len(alertsAt) != len(want) {
+			t.Fatalf("%d stuck alert lines over %d passes, first at %v, want %d at %v", len(alertsAt), passes, alertsAt[:min(len(alertsAt), 8)], len(want), want)
+		}
+		for i := range want {
+			if alertsAt[i] != want[i] {
+				t.Fatalf("stuck alerts at %v, want %v", alertsAt, want)
+			}
+		}
+		if n := w.logs.CountLines(`"message":"reconcile pass"`); n != passes || w.logs.CountLines(`"stuck":1`) == 0 {
+			t.Fatalf("%d pass lines for %d passes, or none counts the stuck operation", n, passes)
+		}
+	})
+}

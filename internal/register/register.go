@@ -1,0 +1,105 @@
+// Package register is the one registration path: POST /Register and
+// `lrosink register` both call Register, so a name, its kind and its
+// metadata are handled alike and the operation is stored with the same API
+// name (a Veo operation keeps its model) and the same first check (the
+// door's grace, from the configuration both entry points load).
+package register
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// Door is the ingest door as registration uses it.
+type Door interface {
+	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
+}
+
+// Request is one registration.
+type Request struct {
+	// Name is any form Gemini uses; a bare id needs Kind.
+	Name string
+	// Kind is "batch", "video", "interaction" or empty (from the name).
+	Kind     string
+	Metadata map[string]any
+}
+
+// Reasons of an InvalidError; POST /Register answers them as its 400 reason.
+const (
+	ReasonInvalidKind     = "invalid-kind"
+	ReasonInvalidName     = "invalid-name"
+	ReasonInvalidMetadata = "invalid-metadata"
+)
+
+// InvalidError is a registration the caller must fix; nothing was stored.
+type InvalidError struct {
+	Reason string // one of the Reason constants
+	Err    error
+}
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Result is the door's answer plus whether this call created the operation.
+type Result struct {
+	ingest.Result
+	// Created: this registration stored the operation (first sighting).
+	// Otherwise it was known: its state is untouched and the metadata keys
+	// it lacked were merged.
+	Created bool
+}
+
+// Validate checks req without storing anything and returns the normalized
+// name; its error is an *InvalidError. Register calls it; a command can call
+// it first to fail before it opens a ledger.
+func (req Request) Validate() (opname.Name, error) {
+	kind := opname.KindUnknown
+	if req.Kind != "" {
+		k, ok := opname.ParseKind(req.Kind)
+		if !ok {
+			return opname.Name{}, &InvalidError{Reason: ReasonInvalidKind,
+				Err: fmt.Errorf("kind %q: want batch, video or interaction", req.Kind)}
+		}
+		kind = k
+	}
+	name, err := opname.Normalize(req.Name, kind)
+	if err != nil {
+		return opname.Name{}, &InvalidError{Reason: ReasonInvalidName, Err: err}
+	}
+	// The door would drop metadata it cannot keep and go on; a submitter is
+	// told instead, before anything is stored.
+	if err := ledger.CheckMetadata(req.Metadata); err != nil {
+		return opname.Name{}, &InvalidError{Reason: ReasonInvalidMetadata, Err: fmt.Errorf("metadata: %w", err)}
+	}
+	return name, nil
+}
+
+// Register validates req and hands it to the door as a PENDING event from
+// source "register". Errors are an *InvalidError (nothing stored) or the
+// door's own error.
+func Register(ctx context.Context, door Door, req Request) (Result, error) {
+	name, err := req.Validate()
+	if err != nil {
+		return Result{}, err
+	}
+	// APIName is the most specific spelling (the model of a Veo
+	// operation); it normalizes to the same key, and the door keeps it as
+	// the name the reconciler asks Gemini with.
+	res, err := door.Ingest(ctx, ingest.Event{Name: name.APIName, Kind: name.Kind, State: lifecycle.Pending,
+		Source: ingest.SourceRegister, UserMetadata: req.Metadata})
+	var inv *ingest.InvalidError
+	if errors.As(err, &inv) {
+		return Result{Result: res}, &InvalidError{Reason: ReasonInvalidName, Err: err}
+	}
+	if err != nil {
+		return Result{Result: res}, err
+	}
+	return Result{Result: res,
+		Created: res.Outcome == ingest.OutcomeApplied && res.Reason == string(lifecycle.ReasonFirstSighting)}, nil
+}
