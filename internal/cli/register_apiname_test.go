@@ -31,15 +31,15 @@ func TestRegisterCLIAndHTTPStoreTheSameAPIName(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	s, err := openSQLite(ctx, env["LROSINK_STORE"], true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	cfg, err := loadConfig(mapEnv(env), newFlagSet("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, closeLedger, err := openLedger(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLedger()
 	door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: time.Now, Grace: cfg.Grace})
 	if err != nil {
 		t.Fatal(err)

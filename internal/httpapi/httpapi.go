@@ -19,6 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/register"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
