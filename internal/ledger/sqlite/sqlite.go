@@ -54,7 +54,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -113,6 +113,10 @@ CREATE INDEX IF NOT EXISTS operations_pending_since ON operations (pending_since
 CREATE INDEX IF NOT EXISTS operations_state_submitted_at ON operations (state, submitted_at, id);
 CREATE INDEX IF NOT EXISTS operations_submitted_at ON operations (submitted_at, id);
 CREATE INDEX IF NOT EXISTS claims_due_at ON claims (due_at, id) WHERE due_at IS NOT NULL;
+`, `
+-- Gemini's raw status string behind state (contract: gemini_status);
+-- operations written before it have none.
+ALTER TABLE operations ADD COLUMN gemini_status TEXT NOT NULL DEFAULT '';
 `}
 }
 
