@@ -13,7 +13,7 @@ func valid() results.Message {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 123456000, time.UTC)
 	return results.Message{Operation: "batches/b1", Kind: "batch", State: "SUCCEEDED", UpdateTime: t0,
 		SettledBy: "webhook", SettledAt: t0, IdempotencyKey: "gemini:batches/b1",
-		Output: map[string]any{"output_file_uri": "gs://b/r.jsonl"}}
+		GeminiStatus: "batch.succeeded", Output: map[string]any{"output_file_uri": "gs://b/r.jsonl"}}
 }
 
 // Any message of any kind, state and source that the door can build
@@ -27,7 +27,8 @@ func TestEveryShapeTheDoorBuildsValidates(t *testing.T) {
 		m.Kind = k
 		m.Operation = kinds[k] + "op" + string(rune('a'+i%26))
 		m.IdempotencyKey = "gemini:" + m.Operation
-		m.State = []string{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"}[rng.IntN(4)]
+		m.State = []string{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "INCOMPLETE"}[rng.IntN(5)]
+		m.GeminiStatus = []results.RawStatus{"", "budget_exceeded", "JOB_STATE_SUCCEEDED", "video.generated", "done"}[rng.IntN(5)]
 		m.SettledBy = []string{"webhook", "reconcile"}[rng.IntN(2)]
 		if rng.IntN(2) == 0 {
 			m.UpdateTime = time.Unix(0, 0)
@@ -77,6 +78,10 @@ func TestSchemaRejectsWhatIsNotAResultsMessage(t *testing.T) {
 		"error without code":    strings.Replace(s, `"error":null`, `"error":{"message":"x"}`, 1),
 		"undocumented field":    strings.Replace(s, `{`, `{"extra":1,`, 1),
 		"missing user_metadata": strings.Replace(s, `,"user_metadata":null`, ``, 1),
+		"missing gemini_status": strings.Replace(s, `"gemini_status":"batch.succeeded",`, ``, 1),
+		"empty gemini_status":   strings.Replace(s, `"gemini_status":"batch.succeeded"`, `"gemini_status":""`, 1),
+		"numeric gemini_status": strings.Replace(s, `"gemini_status":"batch.succeeded"`, `"gemini_status":3`, 1),
+		"unknown state":         strings.Replace(s, `"SUCCEEDED"`, `"PARTIALLY_SUCCEEDED"`, 1),
 	} {
 		if bad == s {
 			t.Fatalf("%s: the replacement did not apply to %s", name, s)
