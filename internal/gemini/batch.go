@@ -38,10 +38,11 @@ func (f *Fetcher) fetchBatch(ctx context.Context, name string) (ingest.Event, er
 // the reducer then treats the event as older than anything stored.
 func batchEvent(job *genai.BatchJob, fallbackName string) ingest.Event {
 	ev := ingest.Event{
-		Name:   job.Name,
-		Kind:   opname.KindBatch,
-		State:  batchState(job.State),
-		Source: ingest.SourceReconcile,
+		Name:         job.Name,
+		Kind:         opname.KindBatch,
+		State:        batchState(job.State),
+		GeminiStatus: string(job.State),
+		Source:       ingest.SourceReconcile,
 	}
 	if ev.Name == "" {
 		ev.Name = fallbackName

@@ -137,6 +137,15 @@ func TestBatchStates(t *testing.T) {
 			if ev.State.Known() != c.want.Known() {
 				t.Errorf("Known() = %v", ev.State.Known())
 			}
+			// The raw status is the job state as the SDK reports it: it
+			// translates the BATCH_STATE_* it knows and passes others on.
+			want := strings.Replace(c.raw, "BATCH_STATE_", "JOB_STATE_", 1)
+			if c.raw == "BATCH_STATE_SOMETHING_NEW" {
+				want = c.raw
+			}
+			if ev.GeminiStatus != want {
+				t.Errorf("gemini status %q, want %q", ev.GeminiStatus, want)
+			}
 			if !ev.UpdateTime.Equal(upd) {
 				t.Errorf("update time %v, want %v", ev.UpdateTime, upd)
 			}
@@ -340,12 +349,12 @@ func TestVideoStates(t *testing.T) {
 
 	ev := h.fetch(t, opname.KindVideo, "models/veo-3/operations/run")
 	checkCommon(t, ev, opname.KindVideo, "models/veo-3/operations/run")
-	if ev.State != lifecycle.Running || ev.Output != nil || ev.Error != nil {
+	if ev.State != lifecycle.Running || ev.Output != nil || ev.Error != nil || ev.GeminiStatus != "not_done" {
 		t.Errorf("running = %+v", ev)
 	}
 
 	ev = h.fetch(t, opname.KindVideo, "models/veo-3/operations/ok")
-	if ev.State != lifecycle.Succeeded || !slices.Equal(ev.Output["video_uris"].([]string), []string{"https://v/1", "https://v/2"}) {
+	if ev.State != lifecycle.Succeeded || ev.GeminiStatus != "done" || !slices.Equal(ev.Output["video_uris"].([]string), []string{"https://v/1", "https://v/2"}) {
 		t.Errorf("succeeded = %+v", ev)
 	}
 
@@ -377,9 +386,9 @@ func TestInteractionStates(t *testing.T) {
 		{"completed", lifecycle.Succeeded},
 		{"failed", lifecycle.Failed},
 		{"cancelled", lifecycle.Cancelled},
-		{"incomplete", "interaction:incomplete"},
-		{"budget_exceeded", "interaction:budget_exceeded"},
-		{"requires_continuation", "interaction:requires_continuation"},
+		{"incomplete", lifecycle.Incomplete},
+		{"budget_exceeded", lifecycle.Incomplete},
+		{"requires_continuation", lifecycle.Running},
 		{"brand_new", "interaction:brand_new"},
 	}
 	for i, c := range cases {
@@ -391,6 +400,9 @@ func TestInteractionStates(t *testing.T) {
 			checkCommon(t, ev, opname.KindInteraction, "interactions/"+id)
 			if ev.State != c.want || ev.State.Known() != c.want.Known() {
 				t.Errorf("state %q, want %q", ev.State, c.want)
+			}
+			if ev.GeminiStatus != c.status {
+				t.Errorf("gemini status %q, want %q", ev.GeminiStatus, c.status)
 			}
 			if !ev.UpdateTime.Equal(upd) {
 				t.Errorf("update time %v, want %v", ev.UpdateTime, upd)

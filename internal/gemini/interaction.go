@@ -51,10 +51,11 @@ func (f *Fetcher) fetchInteraction(ctx context.Context, name string) (ingest.Eve
 // still worth recording.
 func interactionEvent(it *interactions.Interaction, fallbackName string) ingest.Event {
 	ev := ingest.Event{
-		Name:   fallbackName,
-		Kind:   opname.KindInteraction,
-		State:  interactionState(it.Status),
-		Source: ingest.SourceReconcile,
+		Name:         fallbackName,
+		Kind:         opname.KindInteraction,
+		State:        interactionState(it.Status),
+		GeminiStatus: string(it.Status),
+		Source:       ingest.SourceReconcile,
 	}
 	if it.ID != nil && *it.ID != "" {
 		ev.Name = "interactions/" + *it.ID
@@ -77,7 +78,9 @@ func interactionState(s interactions.InteractionStatus) lifecycle.State {
 	switch s {
 	case interactions.InteractionStatusQueued:
 		return lifecycle.Pending
-	case interactions.InteractionStatusInProgress:
+	case interactions.InteractionStatusInProgress, interactions.InteractionStatusRequiresContinuation:
+		// requires_continuation is a pause a background interaction
+		// continues server-side: still running.
 		return lifecycle.Running
 	case interactions.InteractionStatusRequiresAction:
 		return lifecycle.RequiresAction
@@ -87,8 +90,12 @@ func interactionState(s interactions.InteractionStatus) lifecycle.State {
 		return lifecycle.Failed
 	case interactions.InteractionStatusCancelled:
 		return lifecycle.Cancelled
+	case interactions.InteractionStatusIncomplete, interactions.InteractionStatusBudgetExceeded:
+		// Ended without finishing (max_output_tokens, budget). No webhook
+		// event exists for these: only this fetch ever sees them.
+		return lifecycle.Incomplete
 	default:
-		// incomplete, budget_exceeded, requires_continuation, new values.
+		// New values: never a guessed state.
 		return lifecycle.State(unknownInteractionPrefix + string(s))
 	}
 }

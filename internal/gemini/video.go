@@ -39,6 +39,11 @@ func videoEvent(op *genai.GenerateVideosOperation, fallbackName string) ingest.E
 	if ev.Name == "" {
 		ev.Name = fallbackName
 	}
+	// An Operation has no status string, only its done flag.
+	ev.GeminiStatus = "not_done"
+	if op.Done {
+		ev.GeminiStatus = "done"
+	}
 	switch {
 	case !op.Done:
 		ev.State = lifecycle.Running
