@@ -1,6 +1,7 @@
 package fakegemini
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -42,6 +43,9 @@ type VideoState struct {
 	// ErrorCode/ErrorMessage fill "error" (a google.rpc.Status).
 	ErrorCode    int
 	ErrorMessage string
+	// Error, when non-nil, is sent verbatim as "error" instead, to model
+	// statuses with fields missing or added ({}, a status name, details).
+	Error map[string]any
 	// VideoURIs become response.generateVideoResponse.generatedSamples[].video.uri;
 	// the response is sent only when Done and no error is set.
 	VideoURIs               []string
@@ -52,7 +56,8 @@ type VideoState struct {
 // InteractionState scripts GET /v1beta/interactions/{id}, which answers in
 // snake_case.
 type InteractionState struct {
-	// Status is sent verbatim, e.g. "in_progress", "completed".
+	// Status is sent verbatim, e.g. "in_progress", "completed", or the end
+	// states that have no webhook event: "incomplete", "budget_exceeded".
 	Status  string
 	Created time.Time // zero omits "created"
 	Updated time.Time // zero omits "updated"
@@ -100,6 +105,7 @@ func (s *Server) SetVideo(model, id string, st VideoState) {
 	defer s.mu.Unlock()
 	st.VideoURIs = append([]string(nil), st.VideoURIs...)
 	st.RAIMediaFilteredReasons = append([]string(nil), st.RAIMediaFilteredReasons...)
+	st.Error = maps.Clone(st.Error)
 	s.videos[videoKey(model, id)] = st
 }
 
@@ -279,7 +285,7 @@ func (s *Server) listBatches(q url.Values) response {
 type videoJSON struct {
 	Name     string         `json:"name"`
 	Done     bool           `json:"done,omitempty"`
-	Error    *rpcStatusJSON `json:"error,omitempty"`
+	Error    any            `json:"error,omitempty"`
 	Response map[string]any `json:"response,omitempty"`
 }
 
@@ -290,6 +296,8 @@ func (s *Server) getVideo(model, id string) response {
 	}
 	v := videoJSON{Name: "models/" + model + "/operations/" + id, Done: st.Done}
 	switch {
+	case st.Error != nil:
+		v.Error = st.Error
 	case st.ErrorCode != 0 || st.ErrorMessage != "":
 		v.Error = &rpcStatusJSON{Code: st.ErrorCode, Message: st.ErrorMessage}
 	case st.Done:

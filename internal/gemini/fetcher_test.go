@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -986,5 +987,71 @@ func TestConcurrentFetch(t *testing.T) {
 	wg.Wait()
 	if n := h.fake.TotalCalls(); n != 12 {
 		t.Errorf("%d calls, want 12", n)
+	}
+}
+
+// TestVideoErrorShapes: a Veo operation that carries an error is FAILED
+// with the error's code and message whatever fields the google.rpc.Status
+// has or lacks; never SUCCEEDED.
+func TestVideoErrorShapes(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name string
+		done bool
+		err  map[string]any
+		want ingest.ErrorInfo
+	}{
+		{"code and message", true, map[string]any{"code": 3, "message": "prompt rejected"}, ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}},
+		{"with status and details", true, map[string]any{"code": 8, "message": "quota", "status": "RESOURCE_EXHAUSTED", "details": []any{map[string]any{"@type": "x"}}},
+			ingest.ErrorInfo{Code: 8, Message: "quota"}},
+		{"status name only", true, map[string]any{"status": "INVALID_ARGUMENT", "message": "bad prompt"}, ingest.ErrorInfo{Message: "INVALID_ARGUMENT: bad prompt"}},
+		{"code as numeric string", true, map[string]any{"code": "13", "message": "internal"}, ingest.ErrorInfo{Code: 13, Message: "internal"}},
+		{"code as name", true, map[string]any{"code": "INTERNAL"}, ingest.ErrorInfo{Message: "INTERNAL"}},
+		{"message only", true, map[string]any{"message": "safety"}, ingest.ErrorInfo{Message: "safety"}},
+		{"code only", true, map[string]any{"code": 13}, ingest.ErrorInfo{Code: 13}},
+		{"empty error", true, map[string]any{}, ingest.ErrorInfo{}},
+		{"error without done", false, map[string]any{"code": 3, "message": "m"}, ingest.ErrorInfo{Code: 3, Message: "m"}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("e%d", i)
+			h.fake.SetVideo("veo-3", id, fakegemini.VideoState{Done: c.done, Error: c.err, VideoURIs: []string{"https://v/never"}})
+			ev := h.fetch(t, opname.KindVideo, "models/veo-3/operations/"+id)
+			if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != c.want || ev.Output != nil {
+				t.Errorf("event %+v (error %+v), want FAILED with %+v", ev, ev.Error, c.want)
+			}
+		})
+	}
+}
+
+// TestInteractionErrorShapes: a failed interaction gives the first error's
+// code and message, with a non-numeric code kept in front of the message;
+// a failed interaction without errors is FAILED without detail.
+func TestInteractionErrorShapes(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name  string
+		state fakegemini.InteractionState
+		want  *ingest.ErrorInfo
+	}{
+		{"numeric code", fakegemini.InteractionState{ErrorCode: "429", ErrorMessage: "quota"}, &ingest.ErrorInfo{Code: 429, Message: "quota"}},
+		{"named code", fakegemini.InteractionState{ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: "quota"}, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}},
+		{"named code only", fakegemini.InteractionState{ErrorCode: "RESOURCE_EXHAUSTED"}, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED"}},
+		{"URI code", fakegemini.InteractionState{ErrorCode: "https://ai.google.dev/errors/tool", ErrorMessage: "tool crashed"},
+			&ingest.ErrorInfo{Message: "https://ai.google.dev/errors/tool: tool crashed"}},
+		{"message only", fakegemini.InteractionState{ErrorMessage: "tool crashed"}, &ingest.ErrorInfo{Message: "tool crashed"}},
+		{"no errors", fakegemini.InteractionState{}, nil},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("f%d", i)
+			st := c.state
+			st.Status, st.Updated = "failed", t0
+			h.fake.SetInteraction(id, st)
+			ev := h.fetch(t, opname.KindInteraction, "interactions/"+id)
+			if ev.State != lifecycle.Failed || !reflect.DeepEqual(ev.Error, c.want) || ev.GeminiStatus != "failed" {
+				t.Errorf("event %+v (error %+v), want FAILED with %+v", ev, ev.Error, c.want)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package gemini
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -111,11 +110,8 @@ func interactionError(e interactions.Error) *ingest.ErrorInfo {
 	if e.Message != nil {
 		msg = *e.Message
 	}
-	if n, err := strconv.Atoi(code); err == nil {
+	if n, err := strconv.Atoi(strings.TrimSpace(code)); err == nil {
 		return &ingest.ErrorInfo{Code: n, Message: msg}
 	}
-	if code != "" {
-		msg = fmt.Sprintf("%s: %s", code, msg)
-	}
-	return &ingest.ErrorInfo{Message: msg}
+	return &ingest.ErrorInfo{Message: prefixed(code, msg)}
 }
