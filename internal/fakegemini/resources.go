@@ -34,6 +34,18 @@ type BatchState struct {
 	// Done overrides the Operation's done flag; nil derives it from State
 	// (SUCCEEDED, FAILED, CANCELLED and EXPIRED are done).
 	Done *bool
+	// Stats, when set, is sent as metadata.batchStats (the SDK drops it in
+	// Gemini mode; only a raw GET sees it).
+	Stats *BatchStats
+}
+
+// BatchStats is metadata.batchStats. The API encodes the int64 counts as
+// strings and, like any proto3 JSON, omits zeros: "" omits a field.
+type BatchStats struct {
+	RequestCount           string `json:"requestCount,omitempty"`
+	SuccessfulRequestCount string `json:"successfulRequestCount,omitempty"`
+	FailedRequestCount     string `json:"failedRequestCount,omitempty"`
+	PendingRequestCount    string `json:"pendingRequestCount,omitempty"`
 }
 
 // VideoState scripts GET /v1beta/models/{m}/operations/{id}, a
@@ -79,6 +91,10 @@ func (s *Server) SetBatch(id string, st BatchState) {
 	defer s.mu.Unlock()
 	if _, ok := s.batches[id]; !ok {
 		s.batchOrder = append(s.batchOrder, id)
+	}
+	if st.Stats != nil {
+		c := *st.Stats
+		st.Stats = &c
 	}
 	s.batches[id] = st
 }
@@ -158,6 +174,7 @@ type batchMetadataJSON struct {
 	UpdateTime  string           `json:"updateTime,omitempty"`
 	EndTime     string           `json:"endTime,omitempty"`
 	Output      *batchOutputJSON `json:"output,omitempty"`
+	BatchStats  *BatchStats      `json:"batchStats,omitempty"`
 }
 
 type batchJSON struct {
@@ -181,6 +198,7 @@ func batchBody(id string, st BatchState) batchJSON {
 			CreateTime:  rfc3339(st.CreateTime),
 			UpdateTime:  rfc3339(st.UpdateTime),
 			EndTime:     rfc3339(st.EndTime),
+			BatchStats:  st.Stats,
 		},
 		Done: terminalBatchState(st.State),
 	}

@@ -203,12 +203,13 @@ func TestBatchFailedErrorDetail(t *testing.T) {
 		}
 	}
 
-	// Other states need no second call.
+	// A SUCCEEDED batch gets the raw GET too (for its statistics, see
+	// TestBatchStats), never an error.
 	if ev := h.fetch(t, opname.KindBatch, "batches/s"); ev.Error != nil {
 		t.Errorf("succeeded batch has error %+v", ev.Error)
 	}
-	if n := h.fake.Calls("/v1beta/batches/s"); n != 1 {
-		t.Errorf("succeeded batch: %d calls, want 1", n)
+	if n := h.fake.Calls("/v1beta/batches/s"); n != 2 {
+		t.Errorf("succeeded batch: %d calls, want 2", n)
 	}
 }
 
@@ -1053,5 +1054,44 @@ func TestInteractionErrorShapes(t *testing.T) {
 				t.Errorf("event %+v (error %+v), want FAILED with %+v", ev, ev.Error, c.want)
 			}
 		})
+	}
+}
+
+// TestBatchStats: Gemini's batchStats (int64 as strings; proto3 JSON omits
+// zeros), which the SDK drops in Gemini mode, reach the event's output as
+// integers for every terminal batch, read with one raw GET. A running
+// batch costs no extra call and carries none (its counts would be stale
+// by the time it settles).
+func TestBatchStats(t *testing.T) {
+	h := newHarness(t)
+	stats := &fakegemini.BatchStats{RequestCount: "10", SuccessfulRequestCount: "7", FailedRequestCount: "3"}
+	h.fake.SetBatch("partial", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/o", Stats: stats})
+	h.fake.SetBatch("failed", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "bad",
+		Stats: &fakegemini.BatchStats{RequestCount: "4", FailedRequestCount: "4"}})
+	h.fake.SetBatch("running", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: t0,
+		Stats: &fakegemini.BatchStats{RequestCount: "10", SuccessfulRequestCount: "2", PendingRequestCount: "8"}})
+	h.fake.SetBatch("nostats", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/n"})
+
+	ev := h.fetch(t, opname.KindBatch, "batches/partial")
+	want := map[string]any{"request_count": int64(10), "successful_request_count": int64(7), "failed_request_count": int64(3), "pending_request_count": int64(0)}
+	if ev.State != lifecycle.Succeeded || !reflect.DeepEqual(ev.Output["batch_stats"], want) || ev.Output["responses_file"] != "files/o" || ev.Error != nil {
+		t.Errorf("partially failed batch: %+v, want batch_stats %v", ev.Output, want)
+	}
+	if n := h.fake.Calls("/v1beta/batches/partial"); n != 2 {
+		t.Errorf("terminal batch: %d calls, want the SDK GET and one raw GET", n)
+	}
+	ev = h.fetch(t, opname.KindBatch, "batches/failed")
+	want = map[string]any{"request_count": int64(4), "successful_request_count": int64(0), "failed_request_count": int64(4), "pending_request_count": int64(0)}
+	if ev.State != lifecycle.Failed || !reflect.DeepEqual(ev.Output["batch_stats"], want) || ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 3, Message: "bad"}) {
+		t.Errorf("failed batch: output %+v error %+v", ev.Output, ev.Error)
+	}
+	if n := h.fake.Calls("/v1beta/batches/failed"); n != 2 {
+		t.Errorf("failed batch: %d calls, want 2 (error and statistics from one raw GET)", n)
+	}
+	if ev := h.fetch(t, opname.KindBatch, "batches/running"); ev.Output["batch_stats"] != nil || h.fake.Calls("/v1beta/batches/running") != 1 {
+		t.Errorf("running batch: output %v, %d calls", ev.Output, h.fake.Calls("/v1beta/batches/running"))
+	}
+	if ev := h.fetch(t, opname.KindBatch, "batches/nostats"); ev.Output["batch_stats"] != nil || ev.Output["responses_file"] != "files/n" {
+		t.Errorf("batch without statistics: output %v", ev.Output)
 	}
 }
