@@ -1,6 +1,7 @@
 package fakegemini
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -33,6 +34,18 @@ type BatchState struct {
 	// Done overrides the Operation's done flag; nil derives it from State
 	// (SUCCEEDED, FAILED, CANCELLED and EXPIRED are done).
 	Done *bool
+	// Stats, when set, is sent as metadata.batchStats (the SDK drops it in
+	// Gemini mode; only a raw GET sees it).
+	Stats *BatchStats
+}
+
+// BatchStats is metadata.batchStats. The API encodes the int64 counts as
+// strings and, like any proto3 JSON, omits zeros: "" omits a field.
+type BatchStats struct {
+	RequestCount           string `json:"requestCount,omitempty"`
+	SuccessfulRequestCount string `json:"successfulRequestCount,omitempty"`
+	FailedRequestCount     string `json:"failedRequestCount,omitempty"`
+	PendingRequestCount    string `json:"pendingRequestCount,omitempty"`
 }
 
 // VideoState scripts GET /v1beta/models/{m}/operations/{id}, a
@@ -42,6 +55,9 @@ type VideoState struct {
 	// ErrorCode/ErrorMessage fill "error" (a google.rpc.Status).
 	ErrorCode    int
 	ErrorMessage string
+	// Error, when non-nil, is sent verbatim as "error" instead, to model
+	// statuses with fields missing or added ({}, a status name, details).
+	Error map[string]any
 	// VideoURIs become response.generateVideoResponse.generatedSamples[].video.uri;
 	// the response is sent only when Done and no error is set.
 	VideoURIs               []string
@@ -52,7 +68,8 @@ type VideoState struct {
 // InteractionState scripts GET /v1beta/interactions/{id}, which answers in
 // snake_case.
 type InteractionState struct {
-	// Status is sent verbatim, e.g. "in_progress", "completed".
+	// Status is sent verbatim, e.g. "in_progress", "completed", or the end
+	// states that have no webhook event: "incomplete", "budget_exceeded".
 	Status  string
 	Created time.Time // zero omits "created"
 	Updated time.Time // zero omits "updated"
@@ -74,6 +91,10 @@ func (s *Server) SetBatch(id string, st BatchState) {
 	defer s.mu.Unlock()
 	if _, ok := s.batches[id]; !ok {
 		s.batchOrder = append(s.batchOrder, id)
+	}
+	if st.Stats != nil {
+		c := *st.Stats
+		st.Stats = &c
 	}
 	s.batches[id] = st
 }
@@ -100,6 +121,7 @@ func (s *Server) SetVideo(model, id string, st VideoState) {
 	defer s.mu.Unlock()
 	st.VideoURIs = append([]string(nil), st.VideoURIs...)
 	st.RAIMediaFilteredReasons = append([]string(nil), st.RAIMediaFilteredReasons...)
+	st.Error = maps.Clone(st.Error)
 	s.videos[videoKey(model, id)] = st
 }
 
@@ -152,6 +174,7 @@ type batchMetadataJSON struct {
 	UpdateTime  string           `json:"updateTime,omitempty"`
 	EndTime     string           `json:"endTime,omitempty"`
 	Output      *batchOutputJSON `json:"output,omitempty"`
+	BatchStats  *BatchStats      `json:"batchStats,omitempty"`
 }
 
 type batchJSON struct {
@@ -175,6 +198,7 @@ func batchBody(id string, st BatchState) batchJSON {
 			CreateTime:  rfc3339(st.CreateTime),
 			UpdateTime:  rfc3339(st.UpdateTime),
 			EndTime:     rfc3339(st.EndTime),
+			BatchStats:  st.Stats,
 		},
 		Done: terminalBatchState(st.State),
 	}
@@ -279,7 +303,7 @@ func (s *Server) listBatches(q url.Values) response {
 type videoJSON struct {
 	Name     string         `json:"name"`
 	Done     bool           `json:"done,omitempty"`
-	Error    *rpcStatusJSON `json:"error,omitempty"`
+	Error    any            `json:"error,omitempty"`
 	Response map[string]any `json:"response,omitempty"`
 }
 
@@ -290,6 +314,8 @@ func (s *Server) getVideo(model, id string) response {
 	}
 	v := videoJSON{Name: "models/" + model + "/operations/" + id, Done: st.Done}
 	switch {
+	case st.Error != nil:
+		v.Error = st.Error
 	case st.ErrorCode != 0 || st.ErrorMessage != "":
 		v.Error = &rpcStatusJSON{Code: st.ErrorCode, Message: st.ErrorMessage}
 	case st.Done:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"google.golang.org/genai"
 
@@ -28,7 +30,7 @@ func (f *Fetcher) fetchBatch(ctx context.Context, name string) (ingest.Event, er
 		return ingest.Event{}, err
 	}
 	ev := batchEvent(job, name)
-	if err := f.addBatchError(ctx, &ev); err != nil {
+	if err := f.addBatchDetail(ctx, &ev, true); err != nil {
 		return ingest.Event{}, err
 	}
 	return ev, nil
@@ -38,10 +40,11 @@ func (f *Fetcher) fetchBatch(ctx context.Context, name string) (ingest.Event, er
 // the reducer then treats the event as older than anything stored.
 func batchEvent(job *genai.BatchJob, fallbackName string) ingest.Event {
 	ev := ingest.Event{
-		Name:   job.Name,
-		Kind:   opname.KindBatch,
-		State:  batchState(job.State),
-		Source: ingest.SourceReconcile,
+		Name:         job.Name,
+		Kind:         opname.KindBatch,
+		State:        batchState(job.State),
+		GeminiStatus: string(job.State),
+		Source:       ingest.SourceReconcile,
 	}
 	if ev.Name == "" {
 		ev.Name = fallbackName
@@ -90,53 +93,76 @@ func batchState(s genai.JobState) lifecycle.State {
 	}
 }
 
-// addBatchError fills ev.Error for a FAILED batch. In Gemini mode the SDK
-// never maps the Operation's "error" into BatchJob.Error, so it is read with
-// one raw GET of the same resource.
+// addBatchDetail fills what the SDK drops in Gemini mode for a terminal
+// batch, read with one raw GET of the same resource: the Operation's
+// "error" (ev.Error, FAILED only) and metadata.batchStats
+// (ev.Output["batch_stats"], any terminal state: a SUCCEEDED batch can hold
+// failed requests). A running batch gets no extra call: its counts would
+// be stale by the time it settles, and the first stored output is kept.
+// A listing (terminalToo false) reads the detail of FAILED jobs only: it
+// runs every pass over the same recent jobs, and one GET per listed
+// SUCCEEDED job each pass would cost far more than the statistics of a
+// rare adopted orphan are worth.
 //
-// The detail is best effort: Gemini already said FAILED, and withholding
-// that state because the second GET failed would leave the operation
+// The detail is best effort: Gemini already said the state, and
+// withholding it because the second GET failed would leave the operation
 // pending for as long as the GET keeps failing (and a listing page would
 // lose every job on it). So a GET that fails for good, or still fails when
-// the retries run out, leaves ev.Error nil and is logged. Only the end of
-// the caller's context is returned: nothing will apply this answer then,
-// and the next check can still read the detail.
-func (f *Fetcher) addBatchError(ctx context.Context, ev *ingest.Event) error {
-	if ev.State != lifecycle.Failed {
+// the retries run out, leaves the event without the detail and is logged.
+// Only the end of the caller's context is returned: nothing will apply
+// this answer then, and the next check can still read the detail.
+func (f *Fetcher) addBatchDetail(ctx context.Context, ev *ingest.Event, terminalToo bool) error {
+	if ev.State != lifecycle.Failed && (!terminalToo || !ev.State.Terminal()) {
 		return nil
 	}
-	info, err := f.operationError(ctx, ev.Name)
+	d, err := f.operationDetail(ctx, ev.Name)
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
-		f.log.WarnContext(ctx, "gemini: FAILED batch without its error detail: the detail GET failed",
-			"operation", ev.Name, "error", scrub(err, f.apiKey).Error())
+		msg := "gemini: batch without its statistics: the detail GET failed"
+		if ev.State == lifecycle.Failed {
+			msg = "gemini: FAILED batch without its error detail: the detail GET failed"
+		}
+		f.log.WarnContext(ctx, msg, "operation", ev.Name, "error", scrub(err, f.apiKey).Error())
 		return nil
 	}
-	ev.Error = info
+	if ev.State == lifecycle.Failed {
+		ev.Error = d.err
+	}
+	if d.stats != nil {
+		if ev.Output == nil {
+			ev.Output = map[string]any{}
+		}
+		ev.Output["batch_stats"] = d.stats
+	}
 	return nil
 }
 
-// operationError returns the google.rpc.Status "error" of the Operation
-// behind name, or nil when it has none.
-func (f *Fetcher) operationError(ctx context.Context, name string) (*ingest.ErrorInfo, error) {
-	var info *ingest.ErrorInfo
+// operationDetail is what the raw GET reads.
+type operationDetail struct {
+	err   *ingest.ErrorInfo // the Operation's google.rpc.Status, or nil
+	stats map[string]any    // metadata.batchStats as integers, or nil
+}
+
+// operationDetail reads the detail of the Operation behind name.
+func (f *Fetcher) operationDetail(ctx context.Context, name string) (operationDetail, error) {
+	var d operationDetail
 	err := f.call(ctx, name, func(ctx context.Context) (err error) {
-		info, err = f.rawOperationError(ctx, name)
+		d, err = f.rawOperationDetail(ctx, name)
 		if err != nil {
 			return fmt.Errorf("raw GET for the error detail: %w", err)
 		}
 		return nil
 	})
-	return info, err
+	return d, err
 }
 
-// rawOperationError is one GET of {BaseURL}/{version}/{name}.
-func (f *Fetcher) rawOperationError(ctx context.Context, name string) (*ingest.ErrorInfo, error) {
+// rawOperationDetail is one GET of {BaseURL}/{version}/{name}.
+func (f *Fetcher) rawOperationDetail(ctx context.Context, name string) (operationDetail, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.apiRoot.JoinPath(name).String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
+		return operationDetail{}, fmt.Errorf("build request: %w", err)
 	}
 	for k, v := range f.headers {
 		req.Header[k] = append([]string(nil), v...)
@@ -145,27 +171,60 @@ func (f *Fetcher) rawOperationError(ctx context.Context, name string) (*ingest.E
 	req.Header.Set("x-goog-api-key", f.apiKey)
 	resp, err := f.raw.Do(req)
 	if err != nil {
-		return nil, err
+		return operationDetail{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxOperationBody))
 	if err != nil {
-		return nil, fmt.Errorf("read operation: %w", err)
+		return operationDetail{}, fmt.Errorf("read operation: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, newHTTPError(resp.StatusCode, body)
+		return operationDetail{}, newHTTPError(resp.StatusCode, body)
 	}
 	var op struct {
-		Error *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
+		Error    map[string]any `json:"error"`
+		Metadata struct {
+			BatchStats map[string]json.RawMessage `json:"batchStats"`
+		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(body, &op); err != nil {
-		return nil, fmt.Errorf("decode operation: %w", err)
+		return operationDetail{}, fmt.Errorf("decode operation: %w", err)
 	}
-	if op.Error == nil {
-		return nil, nil
+	var d operationDetail
+	if op.Error != nil {
+		d.err = rpcError(op.Error)
 	}
-	return &ingest.ErrorInfo{Code: op.Error.Code, Message: op.Error.Message}, nil
+	if op.Metadata.BatchStats != nil {
+		if d.stats, err = batchStats(op.Metadata.BatchStats); err != nil {
+			return operationDetail{}, fmt.Errorf("decode metadata.batchStats: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// batchStatsFields maps GenerateContentBatch.batchStats to the results
+// message's output.batch_stats.
+var batchStatsFields = [...][2]string{
+	{"requestCount", "request_count"},
+	{"successfulRequestCount", "successful_request_count"},
+	{"failedRequestCount", "failed_request_count"},
+	{"pendingRequestCount", "pending_request_count"},
+}
+
+// batchStats reads the counts: int64 encoded as strings (numbers are
+// accepted too); a missing count is 0, which proto3 JSON omits.
+func batchStats(raw map[string]json.RawMessage) (map[string]any, error) {
+	out := make(map[string]any, len(batchStatsFields))
+	for _, f := range batchStatsFields {
+		var n int64
+		if v, ok := raw[f[0]]; ok && string(v) != "null" {
+			s := strings.Trim(string(v), `"`)
+			var err error
+			if n, err = strconv.ParseInt(s, 10, 64); err != nil || n < 0 {
+				return nil, fmt.Errorf("%s is not a count: %s", f[0], v)
+			}
+		}
+		out[f[1]] = n
+	}
+	return out, nil
 }

@@ -246,9 +246,11 @@ func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (
 // ListBatches returns one page of the project's batch jobs as events, for
 // adopting operations lrosink never registered. pageSize 0 lets the server
 // choose; the returned token is "" on the last page. FAILED jobs are
-// enriched with their error like Fetch does (one raw GET each), because the
-// event that settles an operation is the only chance to record why; a job
-// whose detail cannot be read is returned without it, as Fetch does.
+// enriched with their error (and statistics) like Fetch does (one raw GET
+// each), because the event that settles an operation is the only chance to
+// record why; a job whose detail cannot be read is returned without it, as
+// Fetch does. Other terminal jobs are not: a listing runs every pass, and
+// one GET per listed job would cost a call per job per pass.
 func (f *Fetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error) {
 	evs, next, err := f.listBatches(ctx, pageSize, pageToken)
 	return evs, next, scrub(err, f.apiKey)
@@ -274,7 +276,7 @@ func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken strin
 			return nil, "", fmt.Errorf("gemini: list batches: item %d has no name", i)
 		}
 		ev := batchEvent(job, "")
-		if err := f.addBatchError(ctx, &ev); err != nil {
+		if err := f.addBatchDetail(ctx, &ev, false); err != nil {
 			return nil, "", err
 		}
 		evs = append(evs, ev)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -137,6 +138,15 @@ func TestBatchStates(t *testing.T) {
 			if ev.State.Known() != c.want.Known() {
 				t.Errorf("Known() = %v", ev.State.Known())
 			}
+			// The raw status is the job state as the SDK reports it: it
+			// translates the BATCH_STATE_* it knows and passes others on.
+			want := strings.Replace(c.raw, "BATCH_STATE_", "JOB_STATE_", 1)
+			if c.raw == "BATCH_STATE_SOMETHING_NEW" {
+				want = c.raw
+			}
+			if ev.GeminiStatus != want {
+				t.Errorf("gemini status %q, want %q", ev.GeminiStatus, want)
+			}
 			if !ev.UpdateTime.Equal(upd) {
 				t.Errorf("update time %v, want %v", ev.UpdateTime, upd)
 			}
@@ -193,12 +203,13 @@ func TestBatchFailedErrorDetail(t *testing.T) {
 		}
 	}
 
-	// Other states need no second call.
+	// A SUCCEEDED batch gets the raw GET too (for its statistics, see
+	// TestBatchStats), never an error.
 	if ev := h.fetch(t, opname.KindBatch, "batches/s"); ev.Error != nil {
 		t.Errorf("succeeded batch has error %+v", ev.Error)
 	}
-	if n := h.fake.Calls("/v1beta/batches/s"); n != 1 {
-		t.Errorf("succeeded batch: %d calls, want 1", n)
+	if n := h.fake.Calls("/v1beta/batches/s"); n != 2 {
+		t.Errorf("succeeded batch: %d calls, want 2", n)
 	}
 }
 
@@ -340,12 +351,12 @@ func TestVideoStates(t *testing.T) {
 
 	ev := h.fetch(t, opname.KindVideo, "models/veo-3/operations/run")
 	checkCommon(t, ev, opname.KindVideo, "models/veo-3/operations/run")
-	if ev.State != lifecycle.Running || ev.Output != nil || ev.Error != nil {
+	if ev.State != lifecycle.Running || ev.Output != nil || ev.Error != nil || ev.GeminiStatus != "not_done" {
 		t.Errorf("running = %+v", ev)
 	}
 
 	ev = h.fetch(t, opname.KindVideo, "models/veo-3/operations/ok")
-	if ev.State != lifecycle.Succeeded || !slices.Equal(ev.Output["video_uris"].([]string), []string{"https://v/1", "https://v/2"}) {
+	if ev.State != lifecycle.Succeeded || ev.GeminiStatus != "done" || !slices.Equal(ev.Output["video_uris"].([]string), []string{"https://v/1", "https://v/2"}) {
 		t.Errorf("succeeded = %+v", ev)
 	}
 
@@ -377,9 +388,9 @@ func TestInteractionStates(t *testing.T) {
 		{"completed", lifecycle.Succeeded},
 		{"failed", lifecycle.Failed},
 		{"cancelled", lifecycle.Cancelled},
-		{"incomplete", "interaction:incomplete"},
-		{"budget_exceeded", "interaction:budget_exceeded"},
-		{"requires_continuation", "interaction:requires_continuation"},
+		{"incomplete", lifecycle.Incomplete},
+		{"budget_exceeded", lifecycle.Incomplete},
+		{"requires_continuation", lifecycle.Running},
 		{"brand_new", "interaction:brand_new"},
 	}
 	for i, c := range cases {
@@ -391,6 +402,9 @@ func TestInteractionStates(t *testing.T) {
 			checkCommon(t, ev, opname.KindInteraction, "interactions/"+id)
 			if ev.State != c.want || ev.State.Known() != c.want.Known() {
 				t.Errorf("state %q, want %q", ev.State, c.want)
+			}
+			if ev.GeminiStatus != c.status {
+				t.Errorf("gemini status %q, want %q", ev.GeminiStatus, c.status)
 			}
 			if !ev.UpdateTime.Equal(upd) {
 				t.Errorf("update time %v, want %v", ev.UpdateTime, upd)
@@ -974,5 +988,110 @@ func TestConcurrentFetch(t *testing.T) {
 	wg.Wait()
 	if n := h.fake.TotalCalls(); n != 12 {
 		t.Errorf("%d calls, want 12", n)
+	}
+}
+
+// TestVideoErrorShapes: a Veo operation that carries an error is FAILED
+// with the error's code and message whatever fields the google.rpc.Status
+// has or lacks; never SUCCEEDED.
+func TestVideoErrorShapes(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name string
+		done bool
+		err  map[string]any
+		want ingest.ErrorInfo
+	}{
+		{"code and message", true, map[string]any{"code": 3, "message": "prompt rejected"}, ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}},
+		{"with status and details", true, map[string]any{"code": 8, "message": "quota", "status": "RESOURCE_EXHAUSTED", "details": []any{map[string]any{"@type": "x"}}},
+			ingest.ErrorInfo{Code: 8, Message: "quota"}},
+		{"status name only", true, map[string]any{"status": "INVALID_ARGUMENT", "message": "bad prompt"}, ingest.ErrorInfo{Message: "INVALID_ARGUMENT: bad prompt"}},
+		{"code as numeric string", true, map[string]any{"code": "13", "message": "internal"}, ingest.ErrorInfo{Code: 13, Message: "internal"}},
+		{"code as name", true, map[string]any{"code": "INTERNAL"}, ingest.ErrorInfo{Message: "INTERNAL"}},
+		{"message only", true, map[string]any{"message": "safety"}, ingest.ErrorInfo{Message: "safety"}},
+		{"code only", true, map[string]any{"code": 13}, ingest.ErrorInfo{Code: 13}},
+		{"empty error", true, map[string]any{}, ingest.ErrorInfo{}},
+		{"error without done", false, map[string]any{"code": 3, "message": "m"}, ingest.ErrorInfo{Code: 3, Message: "m"}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("e%d", i)
+			h.fake.SetVideo("veo-3", id, fakegemini.VideoState{Done: c.done, Error: c.err, VideoURIs: []string{"https://v/never"}})
+			ev := h.fetch(t, opname.KindVideo, "models/veo-3/operations/"+id)
+			if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != c.want || ev.Output != nil {
+				t.Errorf("event %+v (error %+v), want FAILED with %+v", ev, ev.Error, c.want)
+			}
+		})
+	}
+}
+
+// TestInteractionErrorShapes: a failed interaction gives the first error's
+// code and message, with a non-numeric code kept in front of the message;
+// a failed interaction without errors is FAILED without detail.
+func TestInteractionErrorShapes(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name  string
+		state fakegemini.InteractionState
+		want  *ingest.ErrorInfo
+	}{
+		{"numeric code", fakegemini.InteractionState{ErrorCode: "429", ErrorMessage: "quota"}, &ingest.ErrorInfo{Code: 429, Message: "quota"}},
+		{"named code", fakegemini.InteractionState{ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: "quota"}, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}},
+		{"named code only", fakegemini.InteractionState{ErrorCode: "RESOURCE_EXHAUSTED"}, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED"}},
+		{"URI code", fakegemini.InteractionState{ErrorCode: "https://ai.google.dev/errors/tool", ErrorMessage: "tool crashed"},
+			&ingest.ErrorInfo{Message: "https://ai.google.dev/errors/tool: tool crashed"}},
+		{"message only", fakegemini.InteractionState{ErrorMessage: "tool crashed"}, &ingest.ErrorInfo{Message: "tool crashed"}},
+		{"no errors", fakegemini.InteractionState{}, nil},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("f%d", i)
+			st := c.state
+			st.Status, st.Updated = "failed", t0
+			h.fake.SetInteraction(id, st)
+			ev := h.fetch(t, opname.KindInteraction, "interactions/"+id)
+			if ev.State != lifecycle.Failed || !reflect.DeepEqual(ev.Error, c.want) || ev.GeminiStatus != "failed" {
+				t.Errorf("event %+v (error %+v), want FAILED with %+v", ev, ev.Error, c.want)
+			}
+		})
+	}
+}
+
+// TestBatchStats: Gemini's batchStats (int64 as strings; proto3 JSON omits
+// zeros), which the SDK drops in Gemini mode, reach the event's output as
+// integers for every terminal batch, read with one raw GET. A running
+// batch costs no extra call and carries none (its counts would be stale
+// by the time it settles).
+func TestBatchStats(t *testing.T) {
+	h := newHarness(t)
+	stats := &fakegemini.BatchStats{RequestCount: "10", SuccessfulRequestCount: "7", FailedRequestCount: "3"}
+	h.fake.SetBatch("partial", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/o", Stats: stats})
+	h.fake.SetBatch("failed", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "bad",
+		Stats: &fakegemini.BatchStats{RequestCount: "4", FailedRequestCount: "4"}})
+	h.fake.SetBatch("running", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: t0,
+		Stats: &fakegemini.BatchStats{RequestCount: "10", SuccessfulRequestCount: "2", PendingRequestCount: "8"}})
+	h.fake.SetBatch("nostats", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/n"})
+
+	ev := h.fetch(t, opname.KindBatch, "batches/partial")
+	want := map[string]any{"request_count": int64(10), "successful_request_count": int64(7), "failed_request_count": int64(3), "pending_request_count": int64(0)}
+	if ev.State != lifecycle.Succeeded || !reflect.DeepEqual(ev.Output["batch_stats"], want) || ev.Output["responses_file"] != "files/o" || ev.Error != nil {
+		t.Errorf("partially failed batch: %+v, want batch_stats %v", ev.Output, want)
+	}
+	if n := h.fake.Calls("/v1beta/batches/partial"); n != 2 {
+		t.Errorf("terminal batch: %d calls, want the SDK GET and one raw GET", n)
+	}
+	ev = h.fetch(t, opname.KindBatch, "batches/failed")
+	want = map[string]any{"request_count": int64(4), "successful_request_count": int64(0), "failed_request_count": int64(4), "pending_request_count": int64(0)}
+	if ev.State != lifecycle.Failed || !reflect.DeepEqual(ev.Output["batch_stats"], want) || ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 3, Message: "bad"}) {
+		t.Errorf("failed batch: output %+v error %+v", ev.Output, ev.Error)
+	}
+	if n := h.fake.Calls("/v1beta/batches/failed"); n != 2 {
+		t.Errorf("failed batch: %d calls, want 2 (error and statistics from one raw GET)", n)
+	}
+	if ev := h.fetch(t, opname.KindBatch, "batches/running"); ev.Output["batch_stats"] != nil || h.fake.Calls("/v1beta/batches/running") != 1 {
+		t.Errorf("running batch: output %v, %d calls", ev.Output, h.fake.Calls("/v1beta/batches/running"))
+	}
+	if ev := h.fetch(t, opname.KindBatch, "batches/nostats"); ev.Output["batch_stats"] != nil || ev.Output["responses_file"] != "files/n" {
+		t.Errorf("batch without statistics: output %v", ev.Output)
 	}
 }

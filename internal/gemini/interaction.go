@@ -3,7 +3,6 @@ package gemini
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -51,10 +50,11 @@ func (f *Fetcher) fetchInteraction(ctx context.Context, name string) (ingest.Eve
 // still worth recording.
 func interactionEvent(it *interactions.Interaction, fallbackName string) ingest.Event {
 	ev := ingest.Event{
-		Name:   fallbackName,
-		Kind:   opname.KindInteraction,
-		State:  interactionState(it.Status),
-		Source: ingest.SourceReconcile,
+		Name:         fallbackName,
+		Kind:         opname.KindInteraction,
+		State:        interactionState(it.Status),
+		GeminiStatus: string(it.Status),
+		Source:       ingest.SourceReconcile,
 	}
 	if it.ID != nil && *it.ID != "" {
 		ev.Name = "interactions/" + *it.ID
@@ -77,7 +77,9 @@ func interactionState(s interactions.InteractionStatus) lifecycle.State {
 	switch s {
 	case interactions.InteractionStatusQueued:
 		return lifecycle.Pending
-	case interactions.InteractionStatusInProgress:
+	case interactions.InteractionStatusInProgress, interactions.InteractionStatusRequiresContinuation:
+		// requires_continuation is a pause a background interaction
+		// continues server-side: still running.
 		return lifecycle.Running
 	case interactions.InteractionStatusRequiresAction:
 		return lifecycle.RequiresAction
@@ -87,8 +89,12 @@ func interactionState(s interactions.InteractionStatus) lifecycle.State {
 		return lifecycle.Failed
 	case interactions.InteractionStatusCancelled:
 		return lifecycle.Cancelled
+	case interactions.InteractionStatusIncomplete, interactions.InteractionStatusBudgetExceeded:
+		// Ended without finishing (max_output_tokens, budget). No webhook
+		// event exists for these: only this fetch ever sees them.
+		return lifecycle.Incomplete
 	default:
-		// incomplete, budget_exceeded, requires_continuation, new values.
+		// New values: never a guessed state.
 		return lifecycle.State(unknownInteractionPrefix + string(s))
 	}
 }
@@ -104,11 +110,8 @@ func interactionError(e interactions.Error) *ingest.ErrorInfo {
 	if e.Message != nil {
 		msg = *e.Message
 	}
-	if n, err := strconv.Atoi(code); err == nil {
+	if n, err := strconv.Atoi(strings.TrimSpace(code)); err == nil {
 		return &ingest.ErrorInfo{Code: n, Message: msg}
 	}
-	if code != "" {
-		msg = fmt.Sprintf("%s: %s", code, msg)
-	}
-	return &ingest.ErrorInfo{Message: msg}
+	return &ingest.ErrorInfo{Message: prefixed(code, msg)}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"strconv"
+	"strings"
 
 	"google.golang.org/genai"
 
@@ -31,21 +33,27 @@ func (f *Fetcher) fetchVideo(ctx context.Context, name string) (ingest.Event, er
 // RUNNING → terminal is what settles it. There is no PENDING: an operation
 // not done is RUNNING.
 //
-// done with an error is FAILED, whatever its google.rpc code; done without
-// one is SUCCEEDED, because a done Operation has exactly one of error and
-// response (a response may list no videos when all were RAI-filtered).
+// An error is FAILED, whatever its google.rpc code and whichever of its
+// fields are missing, even when done is missing too (an Operation with an
+// error is over). done without one is SUCCEEDED, because a done Operation
+// has exactly one of error and response (a response may list no videos when
+// all were RAI-filtered).
 func videoEvent(op *genai.GenerateVideosOperation, fallbackName string) ingest.Event {
 	ev := ingest.Event{Name: op.Name, Kind: opname.KindVideo, Source: ingest.SourceReconcile}
 	if ev.Name == "" {
 		ev.Name = fallbackName
 	}
+	// An Operation has no status string, only its done flag.
+	ev.GeminiStatus = "not_done"
+	if op.Done {
+		ev.GeminiStatus = "done"
+	}
 	switch {
-	case !op.Done:
-		ev.State = lifecycle.Running
 	case op.Error != nil:
 		ev.State = lifecycle.Failed
-		ev.Error = &ingest.ErrorInfo{Code: mapInt(op.Error["code"])}
-		ev.Error.Message, _ = op.Error["message"].(string)
+		ev.Error = rpcError(op.Error)
+	case !op.Done:
+		ev.State = lifecycle.Running
 	default:
 		ev.State = lifecycle.Succeeded
 		uris := []string{}
@@ -67,6 +75,34 @@ func videoEvent(op *genai.GenerateVideosOperation, fallbackName string) ingest.E
 		ev.Output = out
 	}
 	return ev
+}
+
+// rpcError reads a google.rpc.Status decoded into a map. The code may come
+// as a number, a numeric string or a name ("INVALID_ARGUMENT"); a name, or
+// the REST form's "status" when there is no code, goes in front of the
+// message, because ErrorInfo's code is a number.
+func rpcError(m map[string]any) *ingest.ErrorInfo {
+	msg, _ := m["message"].(string)
+	code := mapInt(m["code"])
+	name, _ := m["code"].(string)
+	if n, err := strconv.Atoi(strings.TrimSpace(name)); err == nil {
+		code, name = n, ""
+	}
+	if code == 0 && name == "" {
+		name, _ = m["status"].(string)
+	}
+	return &ingest.ErrorInfo{Code: code, Message: prefixed(name, msg)}
+}
+
+// prefixed puts a non-numeric error code in front of the message.
+func prefixed(name, msg string) string {
+	switch {
+	case name == "":
+		return msg
+	case msg == "":
+		return name
+	}
+	return name + ": " + msg
 }
 
 // mapInt reads a JSON number out of a decoded map.

@@ -75,7 +75,7 @@ func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Ev
 		case err != nil:
 			return Result{Operation: name.Canonical}, fmt.Errorf("%w: %s: %w", ErrNotConfirmed, name.Canonical, err)
 		}
-		ev := Event{Name: got.Name, Kind: name.Kind, State: got.State, UpdateTime: got.UpdateTime,
+		ev := Event{Name: got.Name, Kind: name.Kind, State: got.State, GeminiStatus: got.GeminiStatus, UpdateTime: got.UpdateTime,
 			Source: hint.Source, DeliveryID: hint.DeliveryID,
 			Output: got.Output, Error: got.Error, UserMetadata: got.UserMetadata,
 			delivered: hint.State, confirmedBy: confirmedByGemini}

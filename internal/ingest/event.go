@@ -29,10 +29,15 @@ type Event struct {
 	Name string
 	// Kind is a hint for bare ids (e.g. "batch" for a batch.* webhook event);
 	// KindUnknown when the name carries its own prefix.
-	Kind       opname.Kind
-	State      lifecycle.State
-	UpdateTime time.Time
-	Source     Source
+	Kind  opname.Kind
+	State lifecycle.State
+	// GeminiStatus is the provider's raw status string behind State: the
+	// webhook event type, the batch job state, the interaction status, or
+	// "done"/"not_done" for a Veo operation read from the API. Empty when
+	// the source has none (a registration).
+	GeminiStatus string
+	UpdateTime   time.Time
+	Source       Source
 	// DeliveryID is the webhook-id of a delivery, for logs only.
 	DeliveryID string
 	// Output is what the operation produced (file URIs, video URIs, ...).

@@ -421,6 +421,11 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Even
 func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name, ev Event, dec lifecycle.Decision, now time.Time) (Result, error) {
 	next := op
 	next.State, next.UpdateTime = dec.Next.State, dec.Next.UpdateTime
+	if ev.GeminiStatus != "" {
+		// What Gemini said with the state applied; a source without one (a
+		// registration) leaves the last observed status.
+		next.GeminiStatus = ledger.Truncate(ev.GeminiStatus, ledger.MaxGeminiStatusBytes)
+	}
 	next.History = appendBounded(op.History, entry(now, ev, dec), ledger.MaxHistory)
 	if dec.FirstSighting {
 		next.Name, next.APIName, next.Kind = name.Canonical, name.APIName, name.Kind
@@ -611,7 +616,7 @@ func commitErr(name opname.Name, err error) error {
 
 func message(op ledger.Operation, key string) results.Message {
 	return results.Message{
-		Operation: op.Name, Kind: string(op.Kind), State: string(op.State),
+		Operation: op.Name, Kind: string(op.Kind), State: string(op.State), GeminiStatus: results.RawStatus(op.GeminiStatus),
 		UpdateTime: lifecycle.ServerTime(op.UpdateTime), SettledBy: op.SettledBy, SettledAt: op.SettledAt,
 		IdempotencyKey: key, Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata,
 	}

@@ -59,6 +59,9 @@ const (
 	MaxErrorMessageBytes = 8 << 10
 	// MaxDeliveryIDBytes bounds the delivery id kept in history (truncated).
 	MaxDeliveryIDBytes = 128
+	// MaxGeminiStatusBytes bounds the kept raw Gemini status (truncated);
+	// real ones are short words such as "budget_exceeded".
+	MaxGeminiStatusBytes = 128
 )
 
 // EncodeJSON is the one encoding of free-form values in the ledger (user
@@ -176,10 +179,14 @@ type Operation struct {
 	Kind    opname.Kind
 	State   lifecycle.State
 	// UpdateTime is the server time of State.
-	UpdateTime  time.Time
-	SubmittedAt time.Time
-	SettledAt   time.Time
-	SettledBy   string
+	UpdateTime time.Time
+	// GeminiStatus is the provider's raw status string as last applied
+	// ("budget_exceeded", "JOB_STATE_SUCCEEDED", "video.generated"...), so
+	// consumers can tell what Gemini said behind lrosink's State.
+	GeminiStatus string
+	SubmittedAt  time.Time
+	SettledAt    time.Time
+	SettledBy    string
 	// NextCheckAt is when the reconciler should next ask Gemini; zero once
 	// settled (so the pending query never sees settled operations).
 	NextCheckAt time.Time

@@ -21,11 +21,15 @@ const (
 	Failed         State = "FAILED"
 	Cancelled      State = "CANCELLED"
 	Expired        State = "EXPIRED"
+	// Incomplete: the operation ended without finishing its work (an
+	// interaction that stopped at max_output_tokens, or ran out of budget).
+	// Terminal like the others: Gemini will not resume it.
+	Incomplete State = "INCOMPLETE"
 )
 
 // States lists every known state, in rank order.
 func States() []State {
-	return []State{Pending, Running, RequiresAction, Succeeded, Failed, Cancelled, Expired}
+	return []State{Pending, Running, RequiresAction, Succeeded, Failed, Cancelled, Expired, Incomplete}
 }
 
 // Rank orders states by progress: PENDING 0, RUNNING and REQUIRES_ACTION 1,
@@ -36,7 +40,7 @@ func (s State) Rank() int {
 		return 0
 	case Running, RequiresAction:
 		return 1
-	case Succeeded, Failed, Cancelled, Expired:
+	case Succeeded, Failed, Cancelled, Expired, Incomplete:
 		return 2
 	default:
 		return -1

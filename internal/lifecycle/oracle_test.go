@@ -24,10 +24,11 @@ var oracleRank = map[lifecycle.State]int{
 	"FAILED":          2,
 	"CANCELLED":       2,
 	"EXPIRED":         2,
+	"INCOMPLETE":      2,
 }
 
 // knownStates is the list of known states, spelled as literals.
-var knownStates = []lifecycle.State{"PENDING", "RUNNING", "REQUIRES_ACTION", "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"}
+var knownStates = []lifecycle.State{"PENDING", "RUNNING", "REQUIRES_ACTION", "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "INCOMPLETE"}
 
 // unknownEventStates are event states the reducer must ignore.
 var unknownEventStates = []lifecycle.State{"JOB_STATE_PAUSED", ""}

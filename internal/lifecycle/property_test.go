@@ -17,7 +17,7 @@ const (
 	propSeed uint64 = 0x5eed_11fe
 )
 
-var terminals = []lifecycle.State{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"}
+var terminals = []lifecycle.State{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "INCOMPLETE"}
 
 var zones = []*time.Location{time.UTC, cest, time.FixedZone("PST", -8*3600), time.FixedZone("IST", 5*3600+1800)}
 

@@ -47,6 +47,14 @@ func seedRows() []row {
 		droppedRow("late RUNNING after SUCCEEDED", cur("SUCCEEDED", ts(5)), ev("RUNNING", ts(3)), "regress-from-terminal"),
 		droppedRow("newer RUNNING after SUCCEEDED", cur("SUCCEEDED", ts(5)), ev("RUNNING", ts(9)), "regress-from-terminal"),
 		droppedRow("PENDING after EXPIRED", cur("EXPIRED", ts(5)), ev("PENDING", ts(9)), "regress-from-terminal"),
+		droppedRow("newer RUNNING after INCOMPLETE", cur("INCOMPLETE", ts(5)), ev("RUNNING", ts(9)), "regress-from-terminal"),
+		droppedRow("SUCCEEDED after INCOMPLETE", cur("INCOMPLETE", ts(5)), ev("SUCCEEDED", ts(6)), "terminal-conflict"),
+		droppedRow("INCOMPLETE after SUCCEEDED", cur("SUCCEEDED", ts(5)), ev("INCOMPLETE", ts(6)), "terminal-conflict"),
+		droppedRow("INCOMPLETE again, newer", cur("INCOMPLETE", ts(5)), ev("INCOMPLETE", ts(9)), "duplicate"),
+		{name: "INCOMPLETE after REQUIRES_ACTION, older time", cur: cur("REQUIRES_ACTION", ts(5)), ev: ev("INCOMPLETE", ts(1)), seed: true,
+			want: want{applied: true, reason: "higher-rank", next: cur("INCOMPLETE", ts(1)), entersTerminal: true}},
+		{name: "first sighting of INCOMPLETE", cur: lifecycle.Current{}, ev: ev("INCOMPLETE", ts(5)), seed: true,
+			want: want{applied: true, reason: "first-sighting", next: cur("INCOMPLETE", ts(5)), firstSighting: true, entersTerminal: true}},
 		droppedRow("FAILED after SUCCEEDED", cur("SUCCEEDED", ts(5)), ev("FAILED", ts(6)), "terminal-conflict"),
 		droppedRow("older CANCELLED after FAILED", cur("FAILED", ts(5)), ev("CANCELLED", ts(1)), "terminal-conflict"),
 		droppedRow("SUCCEEDED again, newer", cur("SUCCEEDED", ts(5)), ev("SUCCEEDED", ts(9)), "duplicate"),
@@ -173,7 +181,7 @@ func crossRows() []row {
 func TestApplyDecisionTable(t *testing.T) {
 	seeds := seedRows()
 	cross := crossRows()
-	if want := 9*7 + 8*3*9*7; len(cross) != want {
+	if want := 10*7 + 9*3*10*7; len(cross) != want {
 		t.Fatalf("cross product has %d rows, want %d", len(cross), want)
 	}
 	rows := append(seeds, cross...)
@@ -275,6 +283,8 @@ func TestRegressedTable(t *testing.T) {
 		{cur("RUNNING", ts(2)), cur("RUNNING", ts(2).Add(500).In(cest)), false},
 		{cur("RUNNING", ts(2)), cur("SUCCEEDED", ts(0)), false},
 		{cur("SUCCEEDED", ts(2)), cur("FAILED", ts(3)), true},
+		{cur("INCOMPLETE", ts(2)), cur("SUCCEEDED", ts(3)), true},
+		{cur("RUNNING", ts(2)), cur("INCOMPLETE", ts(0)), false},
 		{cur("SUCCEEDED", ts(2)), cur("RUNNING", ts(3)), true},
 		{cur("SUCCEEDED", ts(2)), cur("SUCCEEDED", ts(2)), false},
 		{cur("RUNNING", ts(2)), cur("JOB_STATE_PAUSED", ts(3)), true},

@@ -17,9 +17,12 @@ type ErrorInfo struct {
 // Message is the results message. Its JSON form is the message data; the
 // attributes and ordering key are derived from it.
 type Message struct {
-	Operation      string         `json:"operation"`
-	Kind           string         `json:"kind"`
-	State          string         `json:"state"`
+	Operation string `json:"operation"`
+	Kind      string `json:"kind"`
+	State     string `json:"state"`
+	// GeminiStatus is Gemini's raw status string behind State (see
+	// RawStatus).
+	GeminiStatus   RawStatus      `json:"gemini_status"`
 	UpdateTime     time.Time      `json:"update_time"`
 	SettledBy      string         `json:"settled_by"`
 	SettledAt      time.Time      `json:"settled_at"`
@@ -29,6 +32,20 @@ type Message struct {
 	UserMetadata   map[string]any `json:"user_metadata"`
 	// ReplayID is set only on deliberate replays; it travels as an attribute.
 	ReplayID string `json:"-"`
+}
+
+// RawStatus is the provider's raw status string as last observed, e.g.
+// "budget_exceeded", "JOB_STATE_SUCCEEDED" or a webhook event type such as
+// "video.generated". Empty encodes as null: a message fixed before lrosink
+// recorded the status (a claim written by an older version) has none.
+type RawStatus string
+
+// MarshalJSON encodes an empty status as null.
+func (s RawStatus) MarshalJSON() ([]byte, error) {
+	if s == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(s))
 }
 
 // Data returns the message data: the JSON object of CONTRACT.md §6. Output is

@@ -148,6 +148,7 @@ func TestFixturesHMAC(t *testing.T) {
 			}
 			seen[d.Name] = true
 			var env struct {
+				Type string `json:"type"`
 				Data struct {
 					ID string `json:"id"`
 				} `json:"data"`
@@ -156,7 +157,7 @@ func TestFixturesHMAC(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := ingest.Event{
-				Name: env.Data.ID, Kind: e.kind, State: e.state, UpdateTime: e.time,
+				Name: env.Data.ID, Kind: e.kind, State: e.state, GeminiStatus: env.Type, UpdateTime: e.time,
 				Source: ingest.SourceWebhook, DeliveryID: d.ID, Output: e.out, Error: e.err, UserMetadata: e.meta,
 			}
 			if !eventsEqual(ev, want) {
@@ -301,7 +302,7 @@ func TestFixturesJWT(t *testing.T) {
 			t.Fatalf("Parse: %v", err)
 		}
 		want := ingest.Event{
-			Name: "batch_jwt", Kind: opname.KindBatch, State: lifecycle.Succeeded,
+			Name: "batch_jwt", Kind: opname.KindBatch, State: lifecycle.Succeeded, GeminiStatus: "batch.succeeded",
 			UpdateTime: time.Date(2026, 1, 22, 14, 0, 0, 0, time.UTC), Source: ingest.SourceWebhook,
 			DeliveryID: "msg_dyn_2", Output: map[string]any{"output_file_uri": "files/jwt-out"},
 			UserMetadata: map[string]any{"job": "jwt"},

@@ -19,6 +19,8 @@ func FuzzParse(f *testing.F) {
 		`{"type":"batch.succeeded","version":"v1","timestamp":"2026-01-22T12:00:00Z","data":{"id":"batch_123456","output_file_uri":"gs://b/r.jsonl"}}`,
 		`{"type":"batch.failed","data":{"id":"batches/x","error_code":3,"error_message":"bad"}}`,
 		`{"type":"video.generated","data":{"id":"models/veo/operations/x","video_uri":"gs://v","error_code":"INTERNAL"}}`,
+		`{"type":"video.generated","data":{"id":"operations/x","error":{"code":3,"message":"m","status":"INVALID_ARGUMENT"}}}`,
+		`{"type":"interaction.failed","data":{"id":"i","errors":[{"code":"429","message":"q"}],"error":"s"}}`,
 		`{"type":"interaction.requires_action","data":{"id":"v1_abc","user_metadata":{"a":1}},"user_metadata":{"b":[1,2]}}`,
 		`{"type":"x.y","data":{}}`, `[]`, `{}`, `{"type":1}`, `{"type":"batch.succeeded","data":{"id":7}}`, "\xff",
 	} {

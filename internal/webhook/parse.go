@@ -63,8 +63,8 @@ func eventType(t string) (lifecycle.State, opname.Kind, bool) {
 // Parse turns a verified delivery body into an ingest event. The envelope is
 //
 //	{"type", "version", "timestamp", "data": {"id", "output_file_uri",
-//	 "error_code", "error_message", "file_name", "video_uri",
-//	 "user_metadata"}, "user_metadata"}
+//	 "error_code", "error_message", "error", "errors", "file_name",
+//	 "video_uri", "user_metadata"}, "user_metadata"}
 //
 // and unknown fields are ignored. Errors: *BadEnvelopeError for a body
 // that is not an envelope, ErrUnknownType (wrapped) for an envelope whose
@@ -146,11 +146,13 @@ func Parse(body []byte, v Verified) (ingest.Event, error) {
 
 	ev := ingest.Event{
 		// Exactly as given: opname normalises later, in one place.
-		Name:       id,
-		Kind:       kind,
-		State:      state,
-		Source:     ingest.SourceWebhook,
-		DeliveryID: v.ID,
+		Name:  id,
+		Kind:  kind,
+		State: state,
+		// The event type is what Gemini said (contract: gemini_status).
+		GeminiStatus: typ,
+		Source:       ingest.SourceWebhook,
+		DeliveryID:   v.ID,
 	}
 	// A missing or unparsable time stays zero, which lifecycle treats as
 	// 1970-01-01 so the event loses every tie.
@@ -169,7 +171,8 @@ func Parse(body []byte, v Verified) (ingest.Event, error) {
 			ev.Output[k] = s
 		}
 	}
-	ev.Error = errorInfo(data)
+	msg, _, _ := stringField(data, "error_message")
+	ev.Error = failure(data["error_code"], msg, data["error"], data["errors"])
 	if kind == opname.KindVideo && ev.Error != nil {
 		ev.State = lifecycle.Failed
 	}
@@ -177,9 +180,58 @@ func Parse(body []byte, v Verified) (ingest.Event, error) {
 	return ev, nil
 }
 
-func errorInfo(data map[string]json.RawMessage) *ingest.ErrorInfo {
-	msg, _, _ := stringField(data, "error_message")
-	return errorFrom(data["error_code"], msg)
+// failure reads an operation's failure from data, in whichever form it
+// came: the documented error_code/error_message; else an "error" object
+// (a google.rpc.Status: code, message, status) or string; else the first
+// entry of an "errors" list (the Interactions API's shape). The first form
+// that is there wins. A video.generated event that carries any of them is
+// FAILED: the event type alone does not say whether the video was made.
+//
+// An error object counts even when its fields are missing ({} or a code
+// alone): a sender puts one there only for a failure, and reading it as
+// success would publish a failed operation as SUCCEEDED. The flat fields
+// keep their rule: error_code 0 alone is gRPC OK, not an error.
+func failure(flatCode json.RawMessage, flatMsg string, object, list json.RawMessage) *ingest.ErrorInfo {
+	if e := errorFrom(flatCode, flatMsg); e != nil {
+		return e
+	}
+	if e := errorValue(object); e != nil {
+		return e
+	}
+	var entries []json.RawMessage
+	if bytes.HasPrefix(bytes.TrimSpace(list), []byte("[")) && json.Unmarshal(list, &entries) == nil && len(entries) > 0 {
+		return errorValue(entries[0])
+	}
+	return nil
+}
+
+// errorValue reads an error object or a bare error string; nil for
+// anything else (null, "", numbers).
+func errorValue(raw json.RawMessage) *ingest.ErrorInfo {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0:
+		return nil
+	case raw[0] == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil || s == "" {
+			return nil
+		}
+		return &ingest.ErrorInfo{Message: s}
+	case raw[0] != '{':
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	msg, _, _ := stringField(obj, "message")
+	code, name := errorCode(obj["code"])
+	if code == 0 && name == "" {
+		// google.rpc.Status in REST form names the code in "status".
+		name, _, _ = stringField(obj, "status")
+	}
+	return &ingest.ErrorInfo{Code: code, Message: prefixed(name, msg)}
 }
 
 func errorFrom(rawCode json.RawMessage, msg string) *ingest.ErrorInfo {
@@ -187,14 +239,19 @@ func errorFrom(rawCode json.RawMessage, msg string) *ingest.ErrorInfo {
 	if code == 0 && name == "" && msg == "" {
 		return nil
 	}
-	if name != "" {
-		if msg != "" {
-			msg = name + ": " + msg
-		} else {
-			msg = name
-		}
+	return &ingest.ErrorInfo{Code: code, Message: prefixed(name, msg)}
+}
+
+// prefixed puts a non-numeric code's name in front of the message, so it is
+// not lost (ErrorInfo's code is a number).
+func prefixed(name, msg string) string {
+	switch {
+	case name == "":
+		return msg
+	case msg == "":
+		return name
 	}
-	return &ingest.ErrorInfo{Code: code, Message: msg}
+	return name + ": " + msg
 }
 
 // errorCode returns a numeric code, or a non-numeric code's text.
@@ -281,6 +338,8 @@ type fastData struct {
 	VideoURI      string          `json:"video_uri"`
 	ErrorCode     json.RawMessage `json:"error_code"`
 	ErrorMessage  string          `json:"error_message"`
+	Error         json.RawMessage `json:"error"`
+	Errors        json.RawMessage `json:"errors"`
 	UserMetadata  json.RawMessage `json:"user_metadata"`
 }
 
@@ -294,7 +353,7 @@ func parseFast(raw []byte, v Verified) (ingest.Event, bool) {
 		return ingest.Event{}, false
 	}
 	d := env.Data
-	ev := ingest.Event{Name: d.ID, Kind: kind, State: state, Source: ingest.SourceWebhook, DeliveryID: v.ID}
+	ev := ingest.Event{Name: d.ID, Kind: kind, State: state, GeminiStatus: env.Type, Source: ingest.SourceWebhook, DeliveryID: v.ID}
 	var ts string
 	if json.Unmarshal(env.Timestamp, &ts) == nil {
 		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
@@ -309,7 +368,7 @@ func parseFast(raw []byte, v Verified) (ingest.Event, bool) {
 			ev.Output[kv[0]] = kv[1]
 		}
 	}
-	ev.Error = errorFrom(d.ErrorCode, d.ErrorMessage)
+	ev.Error = failure(d.ErrorCode, d.ErrorMessage, d.Error, d.Errors)
 	if kind == opname.KindVideo && ev.Error != nil {
 		ev.State = lifecycle.Failed
 	}

@@ -241,7 +241,7 @@ func TestParseJWTClaimsEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := ingest.Event{Name: "int_1", Kind: opname.KindInteraction, State: lifecycle.RequiresAction,
+	want := ingest.Event{Name: "int_1", Kind: opname.KindInteraction, State: lifecycle.RequiresAction, GeminiStatus: "interaction.requires_action",
 		UpdateTime: time.Date(2026, 1, 22, 12, 0, 0, 0, time.UTC), Source: ingest.SourceWebhook,
 		DeliveryID: "msg_j", UserMetadata: map[string]any{"k": "v"}}
 	if !eventsEqual(ev, want) {
@@ -274,5 +274,73 @@ func TestParseKeysAreCaseInsensitive(t *testing.T) {
 	ev, err := Parse([]byte(`{"Type":"batch.succeeded","DATA":{"Id":"b"}}`), Verified{ID: "m"})
 	if err != nil || ev.Name != "b" || ev.State != lifecycle.Succeeded {
 		t.Fatalf("Parse = %+v, %v", ev, err)
+	}
+}
+
+// TestParseErrorShapes: every shape a failure may come in (the documented
+// error_code/error_message, an error object {code, message} as a
+// google.rpc.Status, a status name, an errors list, a bare string, missing
+// fields) gives the error's code and message, and a video.generated that
+// carries any of them is FAILED, never SUCCEEDED. Each body is parsed twice:
+// as sent (the fast decoder) and with a field of the wrong type added, which
+// sends it through the map decoder; both must agree.
+func TestParseErrorShapes(t *testing.T) {
+	type want struct {
+		failed bool
+		err    *ingest.ErrorInfo
+	}
+	shapes := []struct {
+		name string
+		data string // data fields after the id
+		want want
+	}{
+		{"error object", `"error":{"code":3,"message":"prompt rejected"}`, want{true, &ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}}},
+		{"error object with status", `"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}`, want{true, &ingest.ErrorInfo{Code: 429, Message: "quota"}}},
+		{"error object, status name only", `"error":{"status":"RESOURCE_EXHAUSTED","message":"quota"}`, want{true, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}}},
+		{"error object, code as name", `"error":{"code":"INVALID_ARGUMENT","message":"bad"}`, want{true, &ingest.ErrorInfo{Message: "INVALID_ARGUMENT: bad"}}},
+		{"error object, code as numeric string", `"error":{"code":"13","message":"internal"}`, want{true, &ingest.ErrorInfo{Code: 13, Message: "internal"}}},
+		{"error object, message only", `"error":{"message":"safety filter"}`, want{true, &ingest.ErrorInfo{Message: "safety filter"}}},
+		{"error object, code only", `"error":{"code":13}`, want{true, &ingest.ErrorInfo{Code: 13}}},
+		{"error object, empty", `"error":{}`, want{true, &ingest.ErrorInfo{}}},
+		{"error object with details", `"error":{"code":3,"message":"m","details":[{"@type":"x"}]}`, want{true, &ingest.ErrorInfo{Code: 3, Message: "m"}}},
+		{"error as a string", `"error":"generation failed"`, want{true, &ingest.ErrorInfo{Message: "generation failed"}}},
+		{"errors list", `"errors":[{"code":"429","message":"quota"},{"code":"500","message":"later"}]`, want{true, &ingest.ErrorInfo{Code: 429, Message: "quota"}}},
+		{"flat fields", `"error_code":3,"error_message":"prompt rejected"`, want{true, &ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}}},
+		{"flat message only", `"error_message":"blocked"`, want{true, &ingest.ErrorInfo{Message: "blocked"}}},
+		{"flat code only", `"error_code":"RESOURCE_EXHAUSTED"`, want{true, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED"}}},
+		{"flat fields win over the object", `"error_code":3,"error_message":"flat","error":{"code":9,"message":"object"}`, want{true, &ingest.ErrorInfo{Code: 3, Message: "flat"}}},
+		{"object when the flat fields are empty", `"error_code":null,"error_message":"","error":{"code":9,"message":"object"}`, want{true, &ingest.ErrorInfo{Code: 9, Message: "object"}}},
+		{"no error", `"video_uri":"gs://v/1"`, want{false, nil}},
+		{"error null", `"error":null,"errors":null`, want{false, nil}},
+		{"errors empty", `"errors":[]`, want{false, nil}},
+		{"flat code 0 alone is gRPC OK", `"error_code":0`, want{false, nil}},
+		{"empty error string", `"error":""`, want{false, nil}},
+	}
+	forceSlow := func(body string) string { return strings.Replace(body, `"data":{`, `"data":{"file_name":42,`, 1) }
+	for _, typ := range []string{"video.generated", "interaction.failed", "batch.failed"} {
+		for _, c := range shapes {
+			body := `{"type":"` + typ + `","timestamp":"2026-01-22T12:00:00Z","data":{"id":"x1",` + c.data + `}}`
+			for path, b := range map[string]string{"fast": body, "map": forceSlow(body)} {
+				t.Run(typ+"/"+c.name+"/"+path, func(t *testing.T) {
+					ev, err := Parse([]byte(b), hmacDelivery)
+					if err != nil {
+						t.Fatalf("Parse(%s): %v", b, err)
+					}
+					wantState := lifecycle.Failed
+					if typ == "video.generated" && !c.want.failed {
+						wantState = lifecycle.Succeeded
+					}
+					if ev.State != wantState {
+						t.Errorf("state %s, want %s", ev.State, wantState)
+					}
+					if !reflect.DeepEqual(ev.Error, c.want.err) {
+						t.Errorf("error %+v, want %+v", ev.Error, c.want.err)
+					}
+					if ev.GeminiStatus != typ {
+						t.Errorf("gemini status %q, want the event type %q", ev.GeminiStatus, typ)
+					}
+				})
+			}
+		}
 	}
 }

@@ -70,16 +70,19 @@ func (s *Store) claim(id string) *firestore.DocumentRef { return s.client.Collec
 // deployment (indexes, TTL policies, log queries): change them only with a
 // migration.
 type opDoc struct {
-	Name        string     `firestore:"name"`
-	APIName     string     `firestore:"api_name"`
-	Kind        string     `firestore:"kind"`
-	State       string     `firestore:"state"`
-	UpdateTime  time.Time  `firestore:"update_time"`
-	Version     int64      `firestore:"version"`
-	SubmittedAt time.Time  `firestore:"submitted_at"`
-	SettledAt   *time.Time `firestore:"settled_at"`
-	SettledBy   string     `firestore:"settled_by"`
-	NextCheckAt *time.Time `firestore:"next_check_at,omitempty"`
+	Name    string `firestore:"name"`
+	APIName string `firestore:"api_name"`
+	Kind    string `firestore:"kind"`
+	State   string `firestore:"state"`
+	// GeminiStatus is absent from documents written before it existed,
+	// which reads as "".
+	GeminiStatus string     `firestore:"gemini_status"`
+	UpdateTime   time.Time  `firestore:"update_time"`
+	Version      int64      `firestore:"version"`
+	SubmittedAt  time.Time  `firestore:"submitted_at"`
+	SettledAt    *time.Time `firestore:"settled_at"`
+	SettledBy    string     `firestore:"settled_by"`
+	NextCheckAt  *time.Time `firestore:"next_check_at,omitempty"`
 	// PendingSince is the submission time while the operation is pending and
 	// absent once settled: the stuck query is a single-field range on it.
 	PendingSince *time.Time `firestore:"pending_since,omitempty"`
@@ -230,7 +233,7 @@ func toOpDoc(o ledger.Operation, version int64) (opDoc, error) {
 		return opDoc{}, err
 	}
 	d := opDoc{
-		Name: o.Name, APIName: o.APIName, Kind: string(o.Kind), State: string(o.State),
+		Name: o.Name, APIName: o.APIName, Kind: string(o.Kind), State: string(o.State), GeminiStatus: o.GeminiStatus,
 		UpdateTime: lifecycle.ServerTime(o.UpdateTime), Version: version,
 		SubmittedAt: o.SubmittedAt, SettledAt: ptr(o.SettledAt), SettledBy: o.SettledBy,
 		NextCheckAt: ptr(o.NextCheckAt), PendingSince: pendingSince(o), Checks: o.Checks, LastCheck: o.LastCheck, LastCheckAt: ptr(o.LastCheckAt),
@@ -251,7 +254,7 @@ func toOpDoc(o ledger.Operation, version int64) (opDoc, error) {
 func (d opDoc) updates() []firestore.Update {
 	return []firestore.Update{
 		{Path: "name", Value: d.Name}, {Path: "api_name", Value: d.APIName}, {Path: "kind", Value: d.Kind},
-		{Path: "state", Value: d.State}, {Path: "update_time", Value: d.UpdateTime}, {Path: "version", Value: d.Version},
+		{Path: "state", Value: d.State}, {Path: "gemini_status", Value: d.GeminiStatus}, {Path: "update_time", Value: d.UpdateTime}, {Path: "version", Value: d.Version},
 		{Path: "submitted_at", Value: d.SubmittedAt}, {Path: "settled_at", Value: d.SettledAt}, {Path: "settled_by", Value: d.SettledBy},
 		{Path: "next_check_at", Value: orDelete(d.NextCheckAt)}, {Path: "pending_since", Value: orDelete(d.PendingSince)},
 		{Path: "checks", Value: d.Checks},
@@ -278,7 +281,7 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 	}
 	o := ledger.Operation{
 		ID: id, Rev: ledger.Revision{Version: d.Version, Stamp: snap.UpdateTime},
-		Name: d.Name, APIName: d.APIName, Kind: opname.Kind(d.Kind), State: lifecycle.State(d.State),
+		Name: d.Name, APIName: d.APIName, Kind: opname.Kind(d.Kind), State: lifecycle.State(d.State), GeminiStatus: d.GeminiStatus,
 		UpdateTime: d.UpdateTime.UTC(), SubmittedAt: d.SubmittedAt.UTC(), SettledAt: val(d.SettledAt), SettledBy: d.SettledBy,
 		NextCheckAt: val(d.NextCheckAt), Checks: d.Checks, LastCheck: d.LastCheck, LastCheckAt: val(d.LastCheckAt),
 		History: fromHistory(d.History), Conflicts: fromHistory(d.Conflicts),

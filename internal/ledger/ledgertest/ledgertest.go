@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"FreeFormValuesRoundTrip":     testFreeForm,
 		"MaximalOperationCommits":     testMaximal,
 		"SeizeAndReleaseExtendExpiry": testExpiry,
+		"GeminiStatusRoundTrips":      testGeminiStatus,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -83,7 +84,7 @@ func Claim(id, holder string, leaseUntil time.Time) *ledger.Claim {
 	return &ledger.Claim{
 		ID: id, Key: "gemini:batches/" + id, Operation: "batches/" + id, Status: ledger.ClaimHeld, Holder: holder,
 		LeaseUntil: leaseUntil, Attempts: 1, CreatedAt: t0, UpdatedAt: t0, ExpireAt: t0.Add(30 * 24 * time.Hour),
-		Message: results.Message{Operation: "batches/" + id, Kind: "batch", State: "SUCCEEDED", UpdateTime: t0,
+		Message: results.Message{Operation: "batches/" + id, Kind: "batch", State: "SUCCEEDED", GeminiStatus: "batch.succeeded", UpdateTime: t0,
 			SettledBy: "webhook", SettledAt: t0, IdempotencyKey: "gemini:batches/" + id,
 			Output: map[string]any{"output_file_uri": "gs://b/r.jsonl"}},
 	}
@@ -649,7 +650,8 @@ func MaximalOperation(holder string, leaseUntil time.Time) (ledger.Operation, *l
 	op := ledger.Operation{
 		ID: id, Name: long("operations/", 1024), APIName: long("models/", 1024), Kind: "video",
 		State: lifecycle.Succeeded, UpdateTime: t0, SubmittedAt: t0.Add(-time.Hour), SettledAt: t0, SettledBy: "reconcile",
-		Checks: 99, LastCheck: "gemini-unavailable", LastCheckAt: t0,
+		GeminiStatus: strings.Repeat("s", ledger.MaxGeminiStatusBytes),
+		Checks:       99, LastCheck: "gemini-unavailable", LastCheckAt: t0,
 		UserMetadata: sized(HardMetadata(), "pad", ledger.MaxMetadataBytes),
 		Output:       sized(map[string]any{"video_uris": []any{"gs://v/1"}}, "output_text", ledger.MaxOutputBytes),
 		Error:        &results.ErrorInfo{Code: 13, Message: strings.Repeat("\x01", ledger.MaxErrorMessageBytes)},
@@ -670,7 +672,7 @@ func MaximalOperation(holder string, leaseUntil time.Time) (ledger.Operation, *l
 	return op, &ledger.Claim{
 		ID: id, Key: key, Operation: op.Name, Status: ledger.ClaimHeld, Holder: holder,
 		LeaseUntil: leaseUntil, Attempts: 1, CreatedAt: t0, UpdatedAt: t0, ExpireAt: t0.Add(30 * 24 * time.Hour),
-		Message: results.Message{Operation: op.Name, Kind: "video", State: string(op.State), UpdateTime: t0,
+		Message: results.Message{Operation: op.Name, Kind: "video", State: string(op.State), GeminiStatus: results.RawStatus(op.GeminiStatus), UpdateTime: t0,
 			SettledBy: op.SettledBy, SettledAt: t0, IdempotencyKey: key, Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata},
 	}
 }
@@ -700,7 +702,7 @@ func testMaximal(t *testing.T, s ledger.Ledger) {
 	read.Checks++
 	mustCommit(t, s, read, nil)
 	read = mustGet(t, s, op.ID)
-	if read.Name != op.Name || read.APIName != op.APIName || read.Checks != op.Checks+1 || read.Error == nil || *read.Error != *op.Error ||
+	if read.Name != op.Name || read.APIName != op.APIName || read.GeminiStatus != op.GeminiStatus || read.Checks != op.Checks+1 || read.Error == nil || *read.Error != *op.Error ||
 		!reflect.DeepEqual(read.History, op.History) || !reflect.DeepEqual(read.Conflicts, op.Conflicts) ||
 		!reflect.DeepEqual(read.Replays, op.Replays) || read.Effect.Status != ledger.ClaimReleased {
 		t.Errorf("maximal operation changed in the store")
@@ -751,5 +753,62 @@ func testExpiry(t *testing.T, s ledger.Ledger) {
 	}
 	if c, _ = s.GetClaim(ctx(t), "e1"); c.Status != ledger.ClaimDone || !c.ExpireAt.Equal(later.Add(31*24*time.Hour)) {
 		t.Fatalf("after DONE: %s, expires %v", c.Status, c.ExpireAt)
+	}
+}
+
+// testGeminiStatus: the raw Gemini status is kept on the operation through
+// every write (a commit, a schedule check, a mirror change), and a claim's
+// message keeps it verbatim, as it keeps a null one (a message settled
+// before the status was recorded).
+func testGeminiStatus(t *testing.T, s ledger.Ledger) {
+	op := Op("g1")
+	op.State, op.GeminiStatus = lifecycle.Running, "requires_continuation"
+	mustCommit(t, s, op, nil)
+	got := mustGet(t, s, "g1")
+	if got.GeminiStatus != "requires_continuation" {
+		t.Fatalf("after create: gemini status %q", got.GeminiStatus)
+	}
+	if _, err := s.ScheduleCheck(ctx(t), got, t0.Add(time.Hour), "not-found", t0); err != nil {
+		t.Fatal(err)
+	}
+	got = mustGet(t, s, "g1")
+	if got.GeminiStatus != "requires_continuation" {
+		t.Fatalf("after schedule check: gemini status %q", got.GeminiStatus)
+	}
+	next := terminal(got, t0.Add(time.Minute))
+	next.State, next.GeminiStatus = lifecycle.Incomplete, "budget_exceeded"
+	c := Claim("g1", "h1", t0.Add(time.Minute))
+	c.Message.State, c.Message.GeminiStatus = string(lifecycle.Incomplete), "budget_exceeded"
+	_, lease := mustCommit(t, s, next, c)
+	if err := s.ReleaseClaim(ctx(t), *lease, far, t0); err != nil {
+		t.Fatal(err)
+	}
+	got = mustGet(t, s, "g1")
+	if got.GeminiStatus != "budget_exceeded" || got.State != lifecycle.Incomplete || got.Effect.Status != ledger.ClaimReleased {
+		t.Fatalf("after settle and release: state %s gemini status %q effect %s", got.State, got.GeminiStatus, got.Effect.Status)
+	}
+	claim, err := s.GetClaim(ctx(t), "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim.Message.GeminiStatus != "budget_exceeded" || claim.Message.State != "INCOMPLETE" {
+		t.Fatalf("claim message gemini status %q state %s", claim.Message.GeminiStatus, claim.Message.State)
+	}
+
+	// A claim written without a status reads back without one: data null.
+	mustCommit(t, s, Op("g2"), nil)
+	legacy := Claim("g2", "h1", t0.Add(time.Minute))
+	legacy.Message.GeminiStatus = ""
+	mustCommit(t, s, terminal(mustGet(t, s, "g2"), t0.Add(time.Minute)), legacy)
+	claim, err = s.GetClaim(ctx(t), "g2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := claim.Message.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"gemini_status":null`) {
+		t.Fatalf("legacy claim message data %s, want gemini_status null", data)
 	}
 }

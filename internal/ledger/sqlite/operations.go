@@ -14,7 +14,7 @@ import (
 
 // opColumns are the columns an operation is read from, in scanOperation's
 // order; pending_since is derived on write and never read back.
-const opColumns = `id, name, api_name, kind, state, update_time, version, submitted_at, settled_at, settled_by,
+const opColumns = `id, name, api_name, kind, state, gemini_status, update_time, version, submitted_at, settled_at, settled_by,
 	next_check_at, checks, last_check, last_check_at, history, conflicts, user_metadata, output, error,
 	effect_status, effect_lease_until, replays, stuck_alerted_at`
 
@@ -24,16 +24,16 @@ const (
 
 	// ON CONFLICT DO NOTHING turns "already exists" into zero rows changed,
 	// which is ErrConflict, without parsing driver error codes.
-	sqlInsertOperation = `INSERT INTO operations (id, name, api_name, kind, state, update_time, version,
+	sqlInsertOperation = `INSERT INTO operations (id, name, api_name, kind, state, gemini_status, update_time, version,
 	submitted_at, settled_at, settled_by, next_check_at, pending_since, checks, last_check, last_check_at,
 	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at)
-VALUES (:id, :name, :api_name, :kind, :state, :update_time, :version,
+VALUES (:id, :name, :api_name, :kind, :state, :gemini_status, :update_time, :version,
 	:submitted_at, :settled_at, :settled_by, :next_check_at, :pending_since, :checks, :last_check, :last_check_at,
 	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays, :stuck_alerted_at)
 ON CONFLICT (id) DO NOTHING`
 
 	sqlUpdateOperation = `UPDATE operations SET name = :name, api_name = :api_name, kind = :kind, state = :state,
-	update_time = :update_time, version = :version, submitted_at = :submitted_at, settled_at = :settled_at,
+	gemini_status = :gemini_status, update_time = :update_time, version = :version, submitted_at = :submitted_at, settled_at = :settled_at,
 	settled_by = :settled_by, next_check_at = :next_check_at, pending_since = :pending_since, checks = :checks,
 	last_check = :last_check, last_check_at = :last_check_at, history = :history, conflicts = :conflicts,
 	user_metadata = :user_metadata, output = :output, error = :error, effect_status = :effect_status,
@@ -70,7 +70,7 @@ func opArgs(o ledger.Operation, version int64) ([]any, error) {
 	}
 	args := []any{
 		sql.Named("id", o.ID), sql.Named("name", o.Name), sql.Named("api_name", o.APIName),
-		sql.Named("kind", string(o.Kind)), sql.Named("state", string(o.State)),
+		sql.Named("kind", string(o.Kind)), sql.Named("state", string(o.State)), sql.Named("gemini_status", o.GeminiStatus),
 		sql.Named("update_time", micros(lifecycle.ServerTime(o.UpdateTime))), sql.Named("version", version),
 		sql.Named("submitted_at", micros(o.SubmittedAt)), sql.Named("settled_at", nullMicros(o.SettledAt)),
 		sql.Named("settled_by", o.SettledBy), sql.Named("next_check_at", nullMicros(o.NextCheckAt)),
@@ -108,7 +108,7 @@ func scanOperation(sc scanner) (ledger.Operation, error) {
 		stuckAlertedAt                                       sql.NullInt64
 		history, conflicts, userMetadata, output, errj, reps sql.NullString
 	)
-	if err := sc.Scan(&o.ID, &o.Name, &o.APIName, &kind, &state, &updateTime, &o.Rev.Version, &submittedAt,
+	if err := sc.Scan(&o.ID, &o.Name, &o.APIName, &kind, &state, &o.GeminiStatus, &updateTime, &o.Rev.Version, &submittedAt,
 		&settledAt, &o.SettledBy, &nextCheckAt, &o.Checks, &o.LastCheck, &lastCheckAt, &history, &conflicts,
 		&userMetadata, &output, &errj, &effect, &effectLease, &reps, &stuckAlertedAt); err != nil {
 		return ledger.Operation{}, err

@@ -116,6 +116,10 @@ CREATE INDEX IF NOT EXISTS claims_due_at ON claims (due_at, id) WHERE due_at IS 
 `, `
 -- When the reconciler last raised the stuck alert (paces its repetitions).
 ALTER TABLE operations ADD COLUMN stuck_alerted_at INTEGER;
+`, `
+-- Gemini's raw status string behind state (CONTRACT.md §6: gemini_status);
+-- operations written before it have none.
+ALTER TABLE operations ADD COLUMN gemini_status TEXT NOT NULL DEFAULT '';
 `}
 }
 

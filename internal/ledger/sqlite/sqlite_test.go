@@ -472,16 +472,16 @@ func TestPragmas(t *testing.T) {
 	}
 }
 
-// TestMigratesVersion1: a database written by a binary at schema version 1
-// (no stuck_alerted_at) opens, keeps its operations and records alerts.
-func TestMigratesVersion1(t *testing.T) {
+// TestMigratesStuckAlertedAt: a database written by a binary at schema
+// version 1 (no stuck_alerted_at, no gemini_status) opens, keeps its operations and records alerts.
+func TestMigratesStuckAlertedAt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
 	ctx := testCtx(t)
 	s := openAt(t, path)
 	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("m1"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.writer.ExecContext(ctx, `ALTER TABLE operations DROP COLUMN stuck_alerted_at; UPDATE schema_version SET version = 1`); err != nil {
+	if _, err := s.writer.ExecContext(ctx, `ALTER TABLE operations DROP COLUMN stuck_alerted_at; ALTER TABLE operations DROP COLUMN gemini_status; UPDATE schema_version SET version = 1`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -583,4 +583,51 @@ func BenchmarkCommit(b *testing.B) {
 		commits += 4
 	}
 	b.ReportMetric(float64(commits)/b.Elapsed().Seconds(), "commits/s")
+}
+
+// TestMigratesVersion1: a database written by a version-1 binary (no
+// gemini_status column) is migrated on Open; its operations read back with
+// no status and take one on the next commit.
+func TestMigratesVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	ctx := testCtx(t)
+	db, err := openPool(ctx, dsn(path, false), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		migrations()[0],
+		`CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL) STRICT`,
+		`INSERT INTO schema_version (id, version) VALUES (1, 1)`,
+		`INSERT INTO operations (id, name, api_name, kind, state, update_time, version, submitted_at, settled_by,
+			next_check_at, pending_since, checks, last_check, effect_status)
+		 VALUES ('old', 'interactions/i1', 'interactions/i1', 'interaction', 'RUNNING', 0, 1, 0, '', 0, 0, 0, '', '')`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("build a version-1 database: %v", err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openAt(t, path)
+	op, err := s.GetOperation(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.State != lifecycle.Running || op.GeminiStatus != "" {
+		t.Fatalf("migrated operation: state %s gemini status %q", op.State, op.GeminiStatus)
+	}
+	op.GeminiStatus = "requires_continuation"
+	if _, _, err := s.CommitOperation(ctx, op, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetOperation(ctx, "old"); err != nil || got.GeminiStatus != "requires_continuation" {
+		t.Fatalf("after commit: %q, %v", got.GeminiStatus, err)
+	}
+	var v int
+	if err := s.reader.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("schema version %d, %v", v, err)
+	}
 }

@@ -13,7 +13,7 @@ func valid() results.Message {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 123456000, time.UTC)
 	return results.Message{Operation: "batches/b1", Kind: "batch", State: "SUCCEEDED", UpdateTime: t0,
 		SettledBy: "webhook", SettledAt: t0, IdempotencyKey: "gemini:batches/b1",
-		Output: map[string]any{"output_file_uri": "gs://b/r.jsonl"}}
+		GeminiStatus: "batch.succeeded", Output: map[string]any{"output_file_uri": "gs://b/r.jsonl"}}
 }
 
 // Any message of any kind, state and source that the door can build
@@ -27,16 +27,20 @@ func TestEveryShapeTheDoorBuildsValidates(t *testing.T) {
 		m.Kind = k
 		m.Operation = kinds[k] + "op" + string(rune('a'+i%26))
 		m.IdempotencyKey = "gemini:" + m.Operation
-		m.State = []string{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"}[rng.IntN(4)]
+		m.State = []string{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "INCOMPLETE"}[rng.IntN(5)]
+		m.GeminiStatus = []results.RawStatus{"", "budget_exceeded", "JOB_STATE_SUCCEEDED", "video.generated", "done"}[rng.IntN(5)]
 		m.SettledBy = []string{"webhook", "reconcile"}[rng.IntN(2)]
 		if rng.IntN(2) == 0 {
 			m.UpdateTime = time.Unix(0, 0)
 		}
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
 		case 0:
 			m.Output = nil
 		case 1:
 			m.Output = map[string]any{"nested": []any{[]any{1.5, "x"}, map[string]any{"__name__": nil}}}
+		case 2:
+			m.Output = map[string]any{"responses_file": "files/r", "batch_stats": map[string]any{"request_count": int64(10),
+				"successful_request_count": int64(7), "failed_request_count": int64(3), "pending_request_count": int64(0)}}
 		}
 		if rng.IntN(2) == 0 {
 			m.Error = &results.ErrorInfo{Code: rng.IntN(20), Message: "boom"}
@@ -68,15 +72,23 @@ func TestSchemaRejectsWhatIsNotAResultsMessage(t *testing.T) {
 	}
 	s := string(base)
 	for name, bad := range map[string]string{
-		"non-terminal state":    strings.Replace(s, `"SUCCEEDED"`, `"RUNNING"`, 1),
-		"unknown kind":          strings.Replace(s, `"kind":"batch"`, `"kind":"job"`, 1),
-		"settled by register":   strings.Replace(s, `"webhook"`, `"register"`, 1),
-		"key without prefix":    strings.Replace(s, `"gemini:batches/b1"`, `"batches/b1"`, 1),
-		"not a date-time":       strings.Replace(s, `"2026-11-23T10:00:00.123456Z"`, `"yesterday"`, 1),
-		"output null":           strings.Replace(s, `"output":{"output_file_uri":"gs://b/r.jsonl"}`, `"output":null`, 1),
-		"error without code":    strings.Replace(s, `"error":null`, `"error":{"message":"x"}`, 1),
-		"undocumented field":    strings.Replace(s, `{`, `{"extra":1,`, 1),
-		"missing user_metadata": strings.Replace(s, `,"user_metadata":null`, ``, 1),
+		"non-terminal state":     strings.Replace(s, `"SUCCEEDED"`, `"RUNNING"`, 1),
+		"unknown kind":           strings.Replace(s, `"kind":"batch"`, `"kind":"job"`, 1),
+		"settled by register":    strings.Replace(s, `"webhook"`, `"register"`, 1),
+		"key without prefix":     strings.Replace(s, `"gemini:batches/b1"`, `"batches/b1"`, 1),
+		"not a date-time":        strings.Replace(s, `"2026-11-23T10:00:00.123456Z"`, `"yesterday"`, 1),
+		"output null":            strings.Replace(s, `"output":{"output_file_uri":"gs://b/r.jsonl"}`, `"output":null`, 1),
+		"error without code":     strings.Replace(s, `"error":null`, `"error":{"message":"x"}`, 1),
+		"undocumented field":     strings.Replace(s, `{`, `{"extra":1,`, 1),
+		"missing user_metadata":  strings.Replace(s, `,"user_metadata":null`, ``, 1),
+		"missing gemini_status":  strings.Replace(s, `"gemini_status":"batch.succeeded",`, ``, 1),
+		"empty gemini_status":    strings.Replace(s, `"gemini_status":"batch.succeeded"`, `"gemini_status":""`, 1),
+		"numeric gemini_status":  strings.Replace(s, `"gemini_status":"batch.succeeded"`, `"gemini_status":3`, 1),
+		"unknown state":          strings.Replace(s, `"SUCCEEDED"`, `"PARTIALLY_SUCCEEDED"`, 1),
+		"batch_stats as strings": strings.Replace(s, `"output":{`, `"output":{"batch_stats":{"request_count":"10","successful_request_count":"10","failed_request_count":"0","pending_request_count":"0"},`, 1),
+		"batch_stats incomplete": strings.Replace(s, `"output":{`, `"output":{"batch_stats":{"request_count":10},`, 1),
+		"batch_stats negative":   strings.Replace(s, `"output":{`, `"output":{"batch_stats":{"request_count":-1,"successful_request_count":0,"failed_request_count":0,"pending_request_count":0},`, 1),
+		"batch_stats extra":      strings.Replace(s, `"output":{`, `"output":{"batch_stats":{"request_count":1,"successful_request_count":1,"failed_request_count":0,"pending_request_count":0,"x":1},`, 1),
 	} {
 		if bad == s {
 			t.Fatalf("%s: the replacement did not apply to %s", name, s)
