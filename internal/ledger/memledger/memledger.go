@@ -23,8 +23,10 @@
 // (numbers float64, arrays []any); times are kept in UTC at microsecond
 // precision, as the other stores keep them.
 //
-// One mutex serializes every call: the store is for tests, where clarity
-// beats throughput.
+// It tallies reads, writes and commits as the Firestore adapter does, so a
+// test that asserts what a path costs, or that nothing was written, means
+// the same on either store. One mutex serializes every call: the store is
+// for tests, where clarity beats throughput.
 package memledger
 
 import (
@@ -34,6 +36,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -46,6 +49,7 @@ type Store struct {
 	mu     sync.Mutex
 	ops    map[string]storedOp
 	claims map[string]storedClaim
+	counts Counts
 }
 
 var _ ledger.Ledger = (*Store)(nil)
@@ -54,6 +58,21 @@ var _ ledger.Ledger = (*Store)(nil)
 func New() *Store {
 	return &Store{ops: map[string]storedOp{}, claims: map[string]storedClaim{}}
 }
+
+// Counts tallies what the Firestore adapter would bill: a read per document
+// read (a query costs at least one), a write per document written by a
+// commit that succeeded, and a commit per commit attempted.
+type Counts struct {
+	Reads, Writes, Commits atomic.Int64
+}
+
+// Snapshot returns the current tallies.
+func (c *Counts) Snapshot() (reads, writes, commits int64) {
+	return c.Reads.Load(), c.Writes.Load(), c.Commits.Load()
+}
+
+// Counts returns the store's tallies.
+func (s *Store) Counts() *Counts { return &s.counts }
 
 // storedOp is an operation as kept: its free-form maps as JSON text, and no
 // slice or pointer shared with any caller.
@@ -207,6 +226,7 @@ func (s *Store) lock(ctx context.Context, what string) error {
 
 // GetOperation implements ledger.Store.
 func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
+	s.counts.Reads.Add(1)
 	if err := s.lock(ctx, "get operation "+id); err != nil {
 		return ledger.Operation{}, err
 	}
@@ -220,6 +240,7 @@ func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, 
 
 // GetClaim implements ledger.Store.
 func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
+	s.counts.Reads.Add(1)
 	if err := s.lock(ctx, "get claim "+id); err != nil {
 		return ledger.Claim{}, err
 	}
@@ -246,6 +267,7 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 			return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w", what, err)
 		}
 	}
+	s.counts.Commits.Add(1)
 	if err := s.lock(ctx, what); err != nil {
 		return ledger.Revision{}, nil, err
 	}
@@ -265,11 +287,13 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 		}
 	}
 	s.ops[op.ID] = so
+	s.counts.Writes.Add(1)
 	rev := ledger.Revision{Version: version}
 	if claim == nil {
 		return rev, nil, nil
 	}
 	s.claims[claim.ID] = sc
+	s.counts.Writes.Add(1)
 	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: sc.c.Rev}, nil
 }
 
@@ -304,6 +328,7 @@ func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now 
 // versions. A claim that changed or is missing, or whose operation is
 // missing, is ErrFenced (as both other adapters answer).
 func (s *Store) updateClaim(ctx context.Context, what, id string, rev ledger.Revision, mirror ledger.EffectMirror, change func(*ledger.Claim)) error {
+	s.counts.Commits.Add(1)
 	if err := s.lock(ctx, what); err != nil {
 		return err
 	}
@@ -321,6 +346,7 @@ func (s *Store) updateClaim(ctx context.Context, what, id string, rev ledger.Rev
 	so.op.Rev.Version++
 	so.op.Effect = ledger.EffectMirror{Status: mirror.Status, LeaseUntil: storedTime(mirror.LeaseUntil)}
 	s.claims[id], s.ops[id] = sc, so
+	s.counts.Writes.Add(2)
 	return nil
 }
 
@@ -342,6 +368,7 @@ func (s *Store) fencedClaim(what, id string, rev ledger.Revision) (storedClaim, 
 // DONE. The operation's mirror is not touched (the port saves that write).
 func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
 	what := "complete claim " + l.ID
+	s.counts.Commits.Add(1)
 	if err := s.lock(ctx, what); err != nil {
 		return err
 	}
@@ -353,12 +380,14 @@ func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time
 	sc.c.Rev.Version++
 	sc.c.Status, sc.c.DoneAt, sc.c.UpdatedAt = ledger.ClaimDone, storedTime(now), storedTime(now)
 	s.claims[l.ID] = sc
+	s.counts.Writes.Add(1)
 	return nil
 }
 
 // ScheduleCheck implements ledger.Queries.
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
 	what := "schedule check " + op.ID
+	s.counts.Commits.Add(1)
 	if err := s.lock(ctx, what); err != nil {
 		return ledger.Revision{}, err
 	}
@@ -371,6 +400,7 @@ func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next tim
 	so.op.NextCheckAt, so.op.Checks = storedTime(next), op.Checks+1
 	so.op.LastCheck, so.op.LastCheckAt = note, storedTime(now)
 	s.ops[op.ID] = so
+	s.counts.Writes.Add(1)
 	return so.op.Rev, nil
 }
 
@@ -392,6 +422,7 @@ func (s *Store) selectOps(ctx context.Context, what string, limit int, keep func
 		}
 	}
 	slices.SortFunc(hits, func(a, b storedOp) int { return order(a.op, b.op) })
+	s.counts.Reads.Add(int64(max(1, min(limit, len(hits)))))
 	out := make([]ledger.Operation, 0, min(limit, len(hits)))
 	for _, so := range hits[:min(limit, len(hits))] {
 		o, err := so.operation()
@@ -455,6 +486,7 @@ func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledg
 	slices.SortFunc(hits, func(a, b storedClaim) int {
 		return cmp.Or(a.c.LeaseUntil.Compare(b.c.LeaseUntil), cmp.Compare(a.c.ID, b.c.ID))
 	})
+	s.counts.Reads.Add(int64(max(1, min(limit, len(hits)))))
 	out := make([]ledger.Claim, 0, min(limit, len(hits)))
 	for _, sc := range hits[:min(limit, len(hits))] {
 		c, err := sc.claim()

@@ -266,3 +266,39 @@ func TestCancelledContext(t *testing.T) {
 		t.Fatalf("the cancelled commit wrote: %v", err)
 	}
 }
+
+// TestCountsFollowFirestoreBilling: the tallies count as the Firestore
+// adapter's do (a read per document read, a query at least one; a write per
+// document written; a commit per commit attempt), so a test that asserts
+// "nothing was written" means the same on either store.
+func TestCountsFollowFirestoreBilling(t *testing.T) {
+	s := New()
+	step := func(what string, want [3]int64, f func()) {
+		t.Helper()
+		r0, w0, c0 := s.Counts().Snapshot()
+		f()
+		r1, w1, c1 := s.Counts().Snapshot()
+		if got := [3]int64{r1 - r0, w1 - w0, c1 - c0}; got != want {
+			t.Errorf("%s: reads/writes/commits %v, want %v", what, got, want)
+		}
+	}
+	step("get a missing operation", [3]int64{1, 0, 0}, func() { _, _ = s.GetOperation(t.Context(), "n1") })
+	step("empty query", [3]int64{1, 0, 0}, func() { _, _ = s.DueOperations(t.Context(), t0, ledger.DueCursor{}, 10) })
+	var lease *ledger.Lease
+	step("settle (create, read, commit with claim, read)", [3]int64{2, 3, 2}, func() { _, lease = settle(t, s, "n1", "h1", t0) })
+	step("stale commit", [3]int64{0, 0, 1}, func() { _, _, _ = s.CommitOperation(t.Context(), ledgertest.Op("n1"), nil) })
+	step("release", [3]int64{0, 2, 1}, func() { _ = s.ReleaseClaim(t.Context(), *lease, far, t0) })
+	step("complete fenced out", [3]int64{0, 0, 1}, func() { _ = s.CompleteClaim(t.Context(), *lease, t0) })
+	step("one due claim read", [3]int64{1, 0, 0}, func() { _, _ = s.DueClaims(t.Context(), t0.Add(time.Hour), 10) })
+	step("create", [3]int64{0, 1, 1}, func() { _, _, _ = s.CommitOperation(t.Context(), ledgertest.Op("n2"), nil) })
+	step("list two", [3]int64{2, 0, 0}, func() { _, _ = s.ListOperations(t.Context(), "", 10) })
+	n2, err := s.GetOperation(t.Context(), "n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("schedule a check", [3]int64{0, 1, 1}, func() {
+		if _, err := s.ScheduleCheck(t.Context(), n2, t0, "x", t0); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
