@@ -21,12 +21,12 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
-	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
@@ -37,9 +37,9 @@ type countingSink struct{ n atomic.Int64 }
 
 func (c *countingSink) Publish(context.Context, results.Message) error { c.n.Add(1); return nil }
 
-// rig is a Webhook function over the Firestore emulator with a JWKS server.
+// rig is a Webhook function over a memory ledger with a JWKS server.
 type rig struct {
-	store   *fsledger.Store
+	store   *memledger.Store
 	sink    *countingSink
 	srv     *httptest.Server
 	secret  string
@@ -56,8 +56,7 @@ func newRig(t *testing.T, verifierCfg func(*webhook.Config)) *rig {
 // door and the handler.
 func newRigWith(t *testing.T, verifierCfg func(*webhook.Config), doorCfg func(*ingest.Config), log *slog.Logger) *rig {
 	t.Helper()
-	fs, _ := emutest.Firestore(t)
-	r := &rig{store: fsledger.New(fs, nil), sink: &countingSink{}, secret: webhooktest.NewSecret()}
+	r := &rig{store: testutil.MemLedger(t), sink: &countingSink{}, secret: webhooktest.NewSecret()}
 	var err error
 	if r.key, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 		t.Fatal(err)
@@ -335,8 +334,7 @@ func TestNoSecretsConfigured(t *testing.T) {
 // invalid input, 405 for other methods; invalid input stores nothing.
 func TestRegister(t *testing.T) {
 	t.Parallel()
-	fs, _ := emutest.Firestore(t)
-	store := fsledger.New(fs, nil)
+	store := testutil.MemLedger(t)
 	door, err := ingest.New(ingest.Config{Store: store, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

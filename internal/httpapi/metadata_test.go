@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 // hardMetadataJSON is metadata a Firestore map cannot hold (arrays inside
@@ -58,8 +57,7 @@ func TestWebhookNeverFailsForMetadata(t *testing.T) {
 // short that encode long).
 func TestRegisterMetadata(t *testing.T) {
 	t.Parallel()
-	fs, _ := emutest.Firestore(t)
-	store := fsledger.New(fs, nil)
+	store := testutil.MemLedger(t)
 	door, err := ingest.New(ingest.Config{Store: store, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 type cost struct{ reads, writes, commits int64 }
@@ -26,8 +27,7 @@ func measure(t testing.TB, s *fsledger.Store, f func()) cost {
 }
 
 func costDoor(t testing.TB) (*ingest.Door, *fsledger.Store, *clock) {
-	fs, _ := emutest.Firestore(t)
-	s := fsledger.New(fs, nil)
+	s := testutil.FirestoreLedger(t)
 	c := newClock()
 	d, err := ingest.New(ingest.Config{Store: s, Sink: &countingSink{}, Log: logging.Discard(), Now: c.Now})
 	if err != nil {

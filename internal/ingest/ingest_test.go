@@ -14,20 +14,17 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
-	"github.com/lrosink/lrosink/internal/sink"
 )
 
 // clock is a test clock: time moves only when the test says so.
@@ -50,34 +47,19 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// env is one isolated world: a Firestore project, a Pub/Sub topic with a
-// subscription that sees everything published, and a clock.
+// env is one isolated world: a memory ledger, a results sink that keeps
+// everything published, and a clock. (The Pub/Sub sink's own attributes and
+// ordering key are tested in internal/sink, on the emulator.)
 type env struct {
 	t       *testing.T
-	store   *fsledger.Store
-	ps      *pubsub.Client
-	topic   string
-	sub     string
-	results *sink.PubSub
+	store   *memledger.Store
+	results *testutil.Recorder
 	clock   *clock
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	fs, _ := emutest.Firestore(t)
-	ps, project := emutest.PubSub(t)
-	ctx := context.Background()
-	e := &env{t: t, store: fsledger.New(fs, nil), ps: ps, clock: newClock(),
-		topic: "projects/" + project + "/topics/results", sub: "projects/" + project + "/subscriptions/all"}
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: e.topic}); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: e.sub, Topic: e.topic, AckDeadlineSeconds: 60}); err != nil {
-		t.Fatalf("create subscription: %v", err)
-	}
-	e.results = sink.NewPubSub(ps, e.topic)
-	t.Cleanup(func() { _ = e.results.Close() })
-	return e
+	return &env{t: t, store: testutil.MemLedger(t), results: &testutil.Recorder{}, clock: newClock()}
 }
 
 func (e *env) door(s ingest.Sink) *ingest.Door {
@@ -93,48 +75,10 @@ func (e *env) door(s ingest.Sink) *ingest.Door {
 	return d
 }
 
-// received pulls everything published so far. It publishes a sentinel after
-// the test's own messages (all acknowledged by the server before), reads until
-// the sentinel arrives, then drains briefly for stragglers.
+// received returns everything published so far, in publish order.
 func (e *env) received() []results.Message {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	pub := e.ps.Publisher(e.topic)
-	defer pub.Stop()
-	if _, err := pub.Publish(ctx, &pubsub.Message{Data: []byte(`{}`), Attributes: map[string]string{"sentinel": "1"}}).Get(ctx); err != nil {
-		e.t.Fatalf("publish sentinel: %v", err)
-	}
-	var mu sync.Mutex
-	var got []results.Message
-	rctx, rcancel := context.WithCancel(ctx)
-	defer rcancel()
-	err := e.ps.Subscriber(e.sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
-		m.Ack()
-		if m.Attributes["sentinel"] == "1" {
-			time.AfterFunc(500*time.Millisecond, rcancel)
-			return
-		}
-		var r results.Message
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			e.t.Errorf("message is not a results message: %s", m.Data)
-			return
-		}
-		if m.Attributes["idempotency_key"] != r.IdempotencyKey || m.Attributes["operation"] != r.Operation ||
-			m.Attributes["state"] != r.State || m.OrderingKey != r.Operation {
-			e.t.Errorf("attributes %v / ordering key %q do not match data %s", m.Attributes, m.OrderingKey, m.Data)
-		}
-		mu.Lock()
-		got = append(got, r)
-		mu.Unlock()
-	})
-	if err != nil {
-		e.t.Fatalf("receive: %v", err)
-	}
-	if ctx.Err() != nil {
-		e.t.Fatal("the sentinel never arrived")
-	}
-	return got
+	return e.results.All()
 }
 
 func perKey(msgs []results.Message) map[string]int {
@@ -532,9 +476,8 @@ func TestBurstIsCoalesced(t *testing.T) {
 // log-based metrics count.
 func TestEveryDecisionLogsOneLine(t *testing.T) {
 	t.Parallel()
-	fs, _ := emutest.Firestore(t)
 	var buf syncBuffer
-	d, err := ingest.New(ingest.Config{Store: fsledger.New(fs, nil), Sink: &countingSink{}, Log: logging.New(&buf, slog.LevelInfo, "p"), Now: newClock().Now})
+	d, err := ingest.New(ingest.Config{Store: testutil.MemLedger(t), Sink: &countingSink{}, Log: logging.New(&buf, slog.LevelInfo, "p"), Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
@@ -31,10 +30,9 @@ func (c *crashOnce) At(_ context.Context, p ingest.FaultPoint, _ string) error {
 	return err
 }
 
-func recordingDoor(t *testing.T, faults ingest.Faults) (*ingest.Door, *fsledger.Store, *testutil.Recorder, *clock) {
+func recordingDoor(t *testing.T, faults ingest.Faults) (*ingest.Door, *memledger.Store, *testutil.Recorder, *clock) {
 	t.Helper()
-	fs, _ := emutest.Firestore(t)
-	s, rec, c := fsledger.New(fs, nil), &testutil.Recorder{}, newClock()
+	s, rec, c := testutil.MemLedger(t), &testutil.Recorder{}, newClock()
 	d, err := ingest.New(ingest.Config{Store: s, Sink: rec, Log: logging.Discard(), Now: c.Now, Lease: 10 * time.Minute, Faults: faults})
 	if err != nil {
 		t.Fatal(err)

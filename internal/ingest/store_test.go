@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
@@ -33,7 +32,7 @@ type testStore struct {
 func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 	t.Run("firestore", func(t *testing.T) {
 		t.Parallel()
-		c, _ := emutest.Firestore(t)
+		c := testutil.Firestore(t)
 		f(t, testStore{Store: fsledger.New(c, nil), deleteClaim: func(t *testing.T, id string) {
 			if _, err := c.Collection(fsledger.Claims).Doc(id).Delete(context.Background()); err != nil {
 				t.Fatalf("delete claim: %v", err)

@@ -5,17 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -52,19 +48,9 @@ func (l *poisonLedger) ScheduleCheck(ctx context.Context, op ledger.Operation, n
 
 // stores runs f on each ledger adapter: paging is store-dependent.
 func stores(t *testing.T, f func(t *testing.T, store ledger.Ledger)) {
-	t.Run("sqlite", func(t *testing.T) {
+	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
 		t.Parallel()
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "poison.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
 		f(t, s)
-	})
-	t.Run("firestore", func(t *testing.T) {
-		t.Parallel()
-		fs, _ := emutest.Firestore(t)
-		f(t, fsledger.New(fs, nil))
 	})
 }
 

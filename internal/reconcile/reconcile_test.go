@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -38,7 +38,7 @@ func (c *clock) Advance(d time.Duration) {
 
 type world struct {
 	t      testing.TB
-	store  *fsledger.Store
+	store  *memledger.Store
 	door   *ingest.Door
 	fake   *fakegemini.Server
 	rec    *reconcile.Reconciler
@@ -50,8 +50,7 @@ type world struct {
 
 func newWorld(t testing.TB, adopt int) *world {
 	t.Helper()
-	fs, _ := emutest.Firestore(t)
-	w := &world{t: t, store: fsledger.New(fs, nil), sink: &testutil.Recorder{}, logs: &testutil.SyncBuffer{},
+	w := &world{t: t, store: testutil.MemLedger(t), sink: &testutil.Recorder{}, logs: &testutil.SyncBuffer{},
 		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, fake: fakegemini.New()}
 	log := logging.New(w.logs, slog.LevelInfo, "")
 	var err error

@@ -1,0 +1,520 @@
+// Package memledger is an in-memory adapter of the ledger port, for tests
+// about logic (the door, the reconciler, the HTTP layer) that should not
+// need the Firestore emulator. It passes the same conformance suite
+// (ledgertest) as the Firestore and SQLite adapters and keeps their
+// semantics:
+//
+//   - every operation write is fenced on the revision read (ErrConflict),
+//     a create only succeeds if the operation is absent, and a claim is
+//     created in the same atomic commit, only if absent;
+//   - every claim write is fenced on the claim's own revision (ErrFenced),
+//     and a seize or release mirrors the claim on its operation, atomically;
+//   - queries answer in the adapters' orders, bounded by their limit.
+//
+// Revision.Version counts every write to a document, as the SQLite adapter
+// counts it (the effect mirror written by a seize or release bumps the
+// operation's version; a claim's version grows with each of its writes);
+// Revision.Stamp stays zero.
+//
+// Values are copied on the way in and out, so neither a writer nor a reader
+// shares memory with the store. Free-form values (user metadata, output, the
+// claim's message) are kept as their ledger.EncodeJSON text, as both other
+// adapters keep them, so they read back in the same normalized form
+// (numbers float64, arrays []any); times are kept in UTC at microsecond
+// precision, as the other stores keep them.
+//
+// It tallies reads, writes and commits as the Firestore adapter does, so a
+// test that asserts what a path costs, or that nothing was written, means
+// the same on either store. One mutex serializes every call: the store is
+// for tests, where clarity beats throughput.
+package memledger
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// Store is the in-memory ledger. It is safe for concurrent use.
+type Store struct {
+	mu     sync.Mutex
+	ops    map[string]storedOp
+	claims map[string]storedClaim
+	counts Counts
+}
+
+var _ ledger.Ledger = (*Store)(nil)
+
+// New returns an empty ledger.
+func New() *Store {
+	return &Store{ops: map[string]storedOp{}, claims: map[string]storedClaim{}}
+}
+
+// Counts tallies what the Firestore adapter would bill: a read per document
+// read (a query costs at least one), a write per document written by a
+// commit that succeeded, and a commit per commit attempted.
+type Counts struct {
+	Reads, Writes, Commits atomic.Int64
+}
+
+// Snapshot returns the current tallies.
+func (c *Counts) Snapshot() (reads, writes, commits int64) {
+	return c.Reads.Load(), c.Writes.Load(), c.Commits.Load()
+}
+
+// Counts returns the store's tallies.
+func (s *Store) Counts() *Counts { return &s.counts }
+
+// storedOp is an operation as kept: its free-form maps as JSON text, and no
+// slice or pointer shared with any caller.
+type storedOp struct {
+	op           ledger.Operation // UserMetadata and Output are nil here
+	meta, output []byte           // nil when absent
+}
+
+// storedClaim is a claim as kept, its message as JSON text.
+type storedClaim struct {
+	c   ledger.Claim // Message is zero here
+	msg []byte
+}
+
+// storedTime is a time as the other stores keep it: UTC, microseconds; the
+// zero time (meaning "absent") stays zero.
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func copyHistory(h []ledger.HistoryEntry) []ledger.HistoryEntry {
+	if h == nil {
+		return nil
+	}
+	out := make([]ledger.HistoryEntry, len(h))
+	for i, e := range h {
+		e.At, e.UpdateTime = storedTime(e.At), storedTime(e.UpdateTime)
+		out[i] = e
+	}
+	return out
+}
+
+func copyReplays(r []ledger.Replay) []ledger.Replay {
+	if r == nil {
+		return nil
+	}
+	out := make([]ledger.Replay, len(r))
+	for i, e := range r {
+		e.At = storedTime(e.At)
+		out[i] = e
+	}
+	return out
+}
+
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// encodeMap is m as kept: its JSON text, or nil when m is nil.
+func encodeMap(what string, m map[string]any) ([]byte, error) {
+	if m == nil {
+		return nil, nil
+	}
+	b, err := ledger.EncodeJSON(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", what, err)
+	}
+	return b, nil
+}
+
+func decodeMap(what string, b []byte) (map[string]any, error) {
+	if b == nil {
+		return nil, nil
+	}
+	m, err := ledger.DecodeMap(b)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", what, err)
+	}
+	return m, nil
+}
+
+// keepOp returns o as kept at version: copied and normalized.
+func keepOp(o ledger.Operation, version int64) (storedOp, error) {
+	meta, err := encodeMap("user_metadata", o.UserMetadata)
+	if err != nil {
+		return storedOp{}, err
+	}
+	output, err := encodeMap("output", o.Output)
+	if err != nil {
+		return storedOp{}, err
+	}
+	o.Rev = ledger.Revision{Version: version}
+	o.UpdateTime = lifecycle.ServerTime(o.UpdateTime)
+	o.SubmittedAt, o.SettledAt = storedTime(o.SubmittedAt), storedTime(o.SettledAt)
+	o.NextCheckAt, o.LastCheckAt = storedTime(o.NextCheckAt), storedTime(o.LastCheckAt)
+	o.History, o.Conflicts, o.Replays = copyHistory(o.History), copyHistory(o.Conflicts), copyReplays(o.Replays)
+	o.UserMetadata, o.Output, o.Error = nil, nil, copyPtr(o.Error)
+	o.Effect.LeaseUntil = storedTime(o.Effect.LeaseUntil)
+	o.StuckAlertedAt = storedTime(o.StuckAlertedAt)
+	return storedOp{op: o, meta: meta, output: output}, nil
+}
+
+// operation returns a copy of the kept operation for a caller.
+func (s storedOp) operation() (ledger.Operation, error) {
+	o := s.op
+	var err error
+	if o.UserMetadata, err = decodeMap("user_metadata", s.meta); err != nil {
+		return ledger.Operation{}, fmt.Errorf("memledger: operation %s: %w", o.ID, err)
+	}
+	if o.Output, err = decodeMap("output", s.output); err != nil {
+		return ledger.Operation{}, fmt.Errorf("memledger: operation %s: %w", o.ID, err)
+	}
+	o.History, o.Conflicts, o.Replays = copyHistory(o.History), copyHistory(o.Conflicts), copyReplays(o.Replays)
+	o.Error = copyPtr(o.Error)
+	return o, nil
+}
+
+// keepClaim returns c as kept at version 1: copied and normalized.
+func keepClaim(c ledger.Claim) (storedClaim, error) {
+	msg, err := ledger.EncodeJSON(c.Message)
+	if err != nil {
+		return storedClaim{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
+	}
+	c.Rev = ledger.Revision{Version: 1}
+	c.LeaseUntil, c.CreatedAt, c.UpdatedAt = storedTime(c.LeaseUntil), storedTime(c.CreatedAt), storedTime(c.UpdatedAt)
+	c.DoneAt, c.ExpireAt = storedTime(c.DoneAt), storedTime(c.ExpireAt)
+	c.Message = results.Message{}
+	return storedClaim{c: c, msg: msg}, nil
+}
+
+// claim returns a copy of the kept claim for a caller.
+func (s storedClaim) claim() (ledger.Claim, error) {
+	c := s.c
+	if err := json.Unmarshal(s.msg, &c.Message); err != nil {
+		return ledger.Claim{}, fmt.Errorf("memledger: decode claim message %s: %w", c.ID, err)
+	}
+	return c, nil
+}
+
+// due reports whether the claim's side effect is owed at now: not DONE and
+// its lease ended (or it was released, which ends the lease) by then.
+func (s storedClaim) due(now time.Time) bool {
+	return s.c.Status != ledger.ClaimDone && !s.c.LeaseUntil.IsZero() && !s.c.LeaseUntil.After(now)
+}
+
+// lock takes the store's lock unless ctx is done: a done context is
+// reported as such, never as a fencing error.
+func (s *Store) lock(ctx context.Context, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memledger: %s: %w", what, err)
+	}
+	s.mu.Lock()
+	return nil
+}
+
+// GetOperation implements ledger.Store.
+func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
+	s.counts.Reads.Add(1)
+	if err := s.lock(ctx, "get operation "+id); err != nil {
+		return ledger.Operation{}, err
+	}
+	defer s.mu.Unlock()
+	so, ok := s.ops[id]
+	if !ok {
+		return ledger.Operation{}, fmt.Errorf("memledger: get operation %s: %w", id, ledger.ErrNotFound)
+	}
+	return so.operation()
+}
+
+// GetClaim implements ledger.Store.
+func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
+	s.counts.Reads.Add(1)
+	if err := s.lock(ctx, "get claim "+id); err != nil {
+		return ledger.Claim{}, err
+	}
+	defer s.mu.Unlock()
+	sc, ok := s.claims[id]
+	if !ok {
+		return ledger.Claim{}, fmt.Errorf("memledger: get claim %s: %w", id, ledger.ErrNotFound)
+	}
+	return sc.claim()
+}
+
+// CommitOperation implements ledger.Store: everything is checked before
+// anything is written, so a failed commit changes nothing.
+func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
+	what := "commit operation " + op.ID
+	version := op.Rev.Version + 1
+	so, err := keepOp(op, version)
+	if err != nil {
+		return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w", what, err)
+	}
+	var sc storedClaim
+	if claim != nil {
+		if sc, err = keepClaim(*claim); err != nil {
+			return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w", what, err)
+		}
+	}
+	s.counts.Commits.Add(1)
+	if err := s.lock(ctx, what); err != nil {
+		return ledger.Revision{}, nil, err
+	}
+	defer s.mu.Unlock()
+	cur, exists := s.ops[op.ID]
+	switch {
+	case op.Rev.Exists() && !exists:
+		return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w (operation is gone)", what, ledger.ErrConflict)
+	case op.Rev.Exists() && cur.op.Rev.Version != op.Rev.Version:
+		return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w (version %d, read %d)", what, ledger.ErrConflict, cur.op.Rev.Version, op.Rev.Version)
+	case !op.Rev.Exists() && exists:
+		return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w (operation exists)", what, ledger.ErrConflict)
+	}
+	if claim != nil {
+		if _, taken := s.claims[claim.ID]; taken {
+			return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w (claim %s exists)", what, ledger.ErrConflict, claim.ID)
+		}
+	}
+	s.ops[op.ID] = so
+	s.counts.Writes.Add(1)
+	rev := ledger.Revision{Version: version}
+	if claim == nil {
+		return rev, nil, nil
+	}
+	s.claims[claim.ID] = sc
+	s.counts.Writes.Add(1)
+	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: sc.c.Rev}, nil
+}
+
+// SeizeClaim implements ledger.Store: fenced on the claim's version read with
+// c, and mirrored on the operation.
+func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
+	var rev ledger.Revision
+	err := s.updateClaim(ctx, "seize claim "+c.ID, c.ID, c.Rev, ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil},
+		func(k *ledger.Claim) {
+			k.Status, k.Holder, k.LeaseUntil, k.Attempts = ledger.ClaimHeld, holder, storedTime(leaseUntil), c.Attempts+1
+			k.UpdatedAt, k.ExpireAt = storedTime(now), storedTime(expireAt)
+			rev = k.Rev
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: rev}, nil
+}
+
+// ReleaseClaim implements ledger.Store: the claim is due at once (its lease
+// ends now) and its expiry is extended.
+func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error {
+	return s.updateClaim(ctx, "release claim "+l.ID, l.ID, l.Rev, ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: now},
+		func(k *ledger.Claim) {
+			k.Status, k.Holder, k.LeaseUntil = ledger.ClaimReleased, "", storedTime(now)
+			k.UpdatedAt, k.ExpireAt = storedTime(now), storedTime(expireAt)
+		})
+}
+
+// updateClaim applies change to the claim id if it is still at rev, and
+// mirrors it on the operation of the same id, atomically, bumping both
+// versions. A claim that changed or is missing, or whose operation is
+// missing, is ErrFenced (as both other adapters answer).
+func (s *Store) updateClaim(ctx context.Context, what, id string, rev ledger.Revision, mirror ledger.EffectMirror, change func(*ledger.Claim)) error {
+	s.counts.Commits.Add(1)
+	if err := s.lock(ctx, what); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	sc, err := s.fencedClaim(what, id, rev)
+	if err != nil {
+		return err
+	}
+	so, ok := s.ops[id]
+	if !ok {
+		return fmt.Errorf("memledger: %s: %w (operation is gone)", what, ledger.ErrFenced)
+	}
+	sc.c.Rev.Version++
+	change(&sc.c)
+	so.op.Rev.Version++
+	so.op.Effect = ledger.EffectMirror{Status: mirror.Status, LeaseUntil: storedTime(mirror.LeaseUntil)}
+	s.claims[id], s.ops[id] = sc, so
+	s.counts.Writes.Add(2)
+	return nil
+}
+
+// fencedClaim returns the kept claim id if it is still at rev; the caller
+// holds the lock.
+func (s *Store) fencedClaim(what, id string, rev ledger.Revision) (storedClaim, error) {
+	sc, ok := s.claims[id]
+	if !ok {
+		return storedClaim{}, fmt.Errorf("memledger: %s: %w (no claim)", what, ledger.ErrFenced)
+	}
+	if sc.c.Rev.Version != rev.Version {
+		return storedClaim{}, fmt.Errorf("memledger: %s: %w (version %d, held %d)", what, ledger.ErrFenced, sc.c.Rev.Version, rev.Version)
+	}
+	return sc, nil
+}
+
+// CompleteClaim implements ledger.Store: fenced on the lease's version, so
+// a holder whose lease was seized or released can never mark the claim
+// DONE. The operation's mirror is not touched (the port saves that write).
+func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
+	what := "complete claim " + l.ID
+	s.counts.Commits.Add(1)
+	if err := s.lock(ctx, what); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	sc, err := s.fencedClaim(what, l.ID, l.Rev)
+	if err != nil {
+		return err
+	}
+	sc.c.Rev.Version++
+	sc.c.Status, sc.c.DoneAt, sc.c.UpdatedAt = ledger.ClaimDone, storedTime(now), storedTime(now)
+	s.claims[l.ID] = sc
+	s.counts.Writes.Add(1)
+	return nil
+}
+
+// ScheduleCheck implements ledger.Queries.
+func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
+	what := "schedule check " + op.ID
+	s.counts.Commits.Add(1)
+	if err := s.lock(ctx, what); err != nil {
+		return ledger.Revision{}, err
+	}
+	defer s.mu.Unlock()
+	so, ok := s.ops[op.ID]
+	if !ok || so.op.Rev.Version != op.Rev.Version {
+		return ledger.Revision{}, fmt.Errorf("memledger: %s: %w", what, ledger.ErrConflict)
+	}
+	so.op.Rev.Version++
+	so.op.NextCheckAt, so.op.Checks = storedTime(next), op.Checks+1
+	so.op.LastCheck, so.op.LastCheckAt = note, storedTime(now)
+	s.ops[op.ID] = so
+	s.counts.Writes.Add(1)
+	return so.op.Rev, nil
+}
+
+// RecordStuckAlert sets StuckAlertedAt and bumps the version, fenced on
+// op's version like every write.
+func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
+	what := "record stuck alert " + op.ID
+	s.counts.Commits.Add(1)
+	if err := s.lock(ctx, what); err != nil {
+		return ledger.Revision{}, err
+	}
+	defer s.mu.Unlock()
+	so, ok := s.ops[op.ID]
+	if !ok || so.op.Rev.Version != op.Rev.Version {
+		return ledger.Revision{}, fmt.Errorf("memledger: %s: %w", what, ledger.ErrConflict)
+	}
+	so.op.Rev.Version++
+	so.op.StuckAlertedAt = storedTime(at)
+	s.ops[op.ID] = so
+	s.counts.Writes.Add(1)
+	return so.op.Rev, nil
+}
+
+// selectOps returns copies of up to limit kept operations that match keep,
+// in order.
+func (s *Store) selectOps(ctx context.Context, what string, limit int, keep func(ledger.Operation) bool, order func(a, b ledger.Operation) int) ([]ledger.Operation, error) {
+	// A limit of 0 or less reads nothing, as the SQL adapter answers it.
+	if limit <= 0 {
+		return nil, nil
+	}
+	if err := s.lock(ctx, what); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var hits []storedOp
+	for _, so := range s.ops {
+		if keep(so.op) {
+			hits = append(hits, so)
+		}
+	}
+	slices.SortFunc(hits, func(a, b storedOp) int { return order(a.op, b.op) })
+	s.counts.Reads.Add(int64(max(1, min(limit, len(hits)))))
+	out := make([]ledger.Operation, 0, min(limit, len(hits)))
+	for _, so := range hits[:min(limit, len(hits))] {
+		o, err := so.operation()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// DueOperations implements ledger.Queries: pending operations (settled ones
+// have no next check) due by now, strictly after the cursor in
+// (NextCheckAt, ID) order.
+func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
+	byDue := func(a, b ledger.Operation) int {
+		return cmp.Or(a.NextCheckAt.Compare(b.NextCheckAt), cmp.Compare(a.ID, b.ID))
+	}
+	cursor := ledger.Operation{NextCheckAt: after.NextCheckAt, ID: after.ID}
+	return s.selectOps(ctx, "due operations", limit, func(o ledger.Operation) bool {
+		return !o.NextCheckAt.IsZero() && !o.NextCheckAt.After(now) && byDue(o, cursor) > 0
+	}, byDue)
+}
+
+// StuckOperations implements ledger.Queries: operations not yet terminal,
+// submitted at or before cutoff, oldest first (ties by id).
+func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
+	return s.selectOps(ctx, "stuck operations", limit, func(o ledger.Operation) bool {
+		return !o.State.Terminal() && !o.SubmittedAt.IsZero() && !o.SubmittedAt.After(cutoff)
+	}, func(a, b ledger.Operation) int {
+		return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// ListOperations implements ledger.Queries: newest submission first (ties
+// by id, descending), optionally only those in state.
+func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]ledger.Operation, error) {
+	return s.selectOps(ctx, "list operations", limit, func(o ledger.Operation) bool {
+		return state == "" || o.State == state
+	}, func(a, b ledger.Operation) int {
+		return cmp.Or(b.SubmittedAt.Compare(a.SubmittedAt), cmp.Compare(b.ID, a.ID))
+	})
+}
+
+// DueClaims implements ledger.Queries: claims not DONE whose lease ended (or
+// that were released) by now, earliest first (ties by id).
+func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	if err := s.lock(ctx, "due claims"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var hits []storedClaim
+	for _, sc := range s.claims {
+		if sc.due(now) {
+			hits = append(hits, sc)
+		}
+	}
+	slices.SortFunc(hits, func(a, b storedClaim) int {
+		return cmp.Or(a.c.LeaseUntil.Compare(b.c.LeaseUntil), cmp.Compare(a.c.ID, b.c.ID))
+	})
+	s.counts.Reads.Add(int64(max(1, min(limit, len(hits)))))
+	out := make([]ledger.Claim, 0, min(limit, len(hits)))
+	for _, sc := range hits[:min(limit, len(hits))] {
+		c, err := sc.claim()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
