@@ -59,10 +59,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 type plan int
 
 const (
-	planNone plan = iota
-	planKill      // the process dies mid-handler
-	planFail      // the handler returns an error
-	planFreeze    // the run stalls after the handler, before DONE, past its lease
+	planNone   plan = iota
+	planKill        // the process dies mid-handler
+	planFail        // the handler returns an error
+	planFreeze      // the run stalls after the handler, before DONE, past its lease
 )
 
 // delivery is one delivery of one message to one process.
