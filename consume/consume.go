@@ -135,7 +135,10 @@ type Consumer struct {
 	// seize it (DefaultLease if zero). The handler's context ends when the
 	// lease does, so that a slow run stops before another may start: set
 	// it well above the handler's longest run and the clock skew between
-	// consumers.
+	// consumers. A delivery that finds a live lease is nacked (Busy) and
+	// counts towards a dead-letter policy's attempts: keep Lease well
+	// below the retry backoff summed over them (the Terraform
+	// subscription's 10 attempts back off over about 40 minutes).
 	Lease time.Duration
 	// Retention is how long a record is kept (its ExpireAt);
 	// DefaultRetention if zero. Keep it far beyond how late a duplicate
