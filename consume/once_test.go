@@ -341,7 +341,7 @@ func (s *scenario) run(messages []consume.Message, keys []string) []string {
 	return v
 }
 
-// scenarioMessages returns the 200 messages and their dedupe keys: 180
+// buildMessages returns the 200 messages and their dedupe keys: 180
 // operations and 20 replays of the first 20 of them.
 func buildMessages(t *testing.T) ([]consume.Message, []string) {
 	t.Helper()
