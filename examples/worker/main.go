@@ -1,26 +1,24 @@
-// Command worker is an example consumer of lrosink's results: it pulls the
-// results subscription (terraform output results_subscription) and runs a
-// processing function at most once per operation.
+// Command worker is an example downstream consumer of lrosink's results,
+// built on package consume: it runs a processing function effectively once
+// per operation (per idempotency_key, and once more per deliberate replay).
 //
-// Why both exactly-once delivery and a dedupe store: exactly-once delivery
-// (pull subscriptions only) stops Pub/Sub from redelivering a message whose
-// ack succeeded, but lrosink can publish the same result twice (a crash
-// after the publish and before its DONE commit), and those are two messages
-// with two message IDs. Both carry the same idempotency_key attribute, so
-// the worker claims that key in Firestore (collection "processed", one
-// document per key, Create = atomic claim) BEFORE running the handler:
-//
-//	redelivery / duplicate publish / concurrent copy -> Create fails AlreadyExists -> ack, skip
-//	crash after the claim                            -> key stays claimed: at most once, never twice
-//	handler returns Retryable(err) (no side effect)  -> claim deleted, nack: redelivered and retried
+// Each key is claimed in a store with a lease and a fencing token, the
+// handler runs, and DONE is committed only if the claim is still this run's.
+// A crash mid-handler leaves the claim to be seized after its lease (-lease)
+// and the handler to run again; a handler error releases the key and nacks
+// the message for redelivery. See the consume package documentation.
 //
 // Usage:
 //
-//	go run ./examples/worker -project my-project -subscription lrosink-results-worker
+//	# production: the results subscription (terraform output results_subscription), keys in Firestore
+//	go run ./examples/worker -subscription projects/P/subscriptions/lrosink-results-worker
+//	# local development against `lrosink serve` (LROSINK_RESULTS=stdout, or file:PATH)
+//	lrosink serve | go run ./examples/worker -lines - -store sqlite:worker.db
+//	go run ./examples/worker -lines results.jsonl -store sqlite:worker.db
 //
-// The account running it needs roles/pubsub.subscriber on the subscription
-// (terraform variable results_subscribers) and roles/datastore.user on the
-// Firestore project holding the "processed" collection.
+// On Google Cloud the account needs roles/pubsub.subscriber on the
+// subscription (terraform variable results_subscribers) and
+// roles/datastore.user on the Firestore project of the store.
 package main
 
 import (
@@ -29,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -37,89 +36,112 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/lrosink/lrosink/consume"
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	var (
-		project      = flag.String("project", os.Getenv("GOOGLE_CLOUD_PROJECT"), "project of the results subscription (default $GOOGLE_CLOUD_PROJECT)")
-		subscription = flag.String("subscription", "", "results subscription: ID or projects/P/subscriptions/S (required)")
-		fsProject    = flag.String("firestore-project", "", "project of the Firestore database holding processed keys (default -project)")
-		database     = flag.String("database", "(default)", "Firestore database of the processed keys")
-		collection   = flag.String("collection", "processed", "Firestore collection of the processed keys")
-		outstanding  = flag.Int("max-outstanding", 10, "messages processed concurrently")
-	)
-	flag.Parse()
-	if *subscription == "" {
-		return errors.New("-subscription is required")
+// process is the example's work: one JSON line per result on stdout.
+// Replace it with the real work; make its side effects idempotent on d.Key
+// (a run cut off before its DONE commit runs again).
+func process(out io.Writer) consume.Handler {
+	enc := json.NewEncoder(out)
+	return func(_ context.Context, d consume.Delivery) error {
+		r := d.Result
+		return enc.Encode(map[string]any{"operation": r.Operation, "state": r.State, "kind": r.Kind,
+			"settled_by": r.SettledBy, "replay_id": d.ReplayID, "output": r.Output, "error": r.Error})
 	}
-	if *project == "" {
-		if p, ok := projectOf(*subscription); ok {
-			*project = p
-		} else {
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sub := fs.String("subscription", "", "results subscription projects/P/subscriptions/S (or an ID with -project)")
+	lines := fs.String("lines", "", "read results lines instead: - for stdin, or a file to follow (LROSINK_RESULTS=file:PATH)")
+	project := fs.String("project", os.Getenv("GOOGLE_CLOUD_PROJECT"), "project of the subscription and of Firestore")
+	storeSpec := fs.String("store", "firestore:processed", "where keys are claimed: firestore:COLLECTION or sqlite:PATH")
+	lease := fs.Duration("lease", consume.DefaultLease, "claim lease: longer than the longest processing")
+	outstanding := fs.Int("max-outstanding", 10, "Pub/Sub messages processed concurrently")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if (*sub == "") == (*lines == "") {
+		return errors.New("give exactly one of -subscription and -lines")
+	}
+	if p, ok := projectOf(*sub); ok && *project == "" {
+		*project = p
+	}
+
+	store, closeStore, err := openStore(ctx, *storeSpec, *project)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	var src consume.Source
+	switch {
+	case *lines == "-":
+		src = consume.Lines(stdin)
+	case *lines != "":
+		src = consume.TailFile(*lines)
+	default:
+		if *project == "" {
 			return errors.New("-project is required (or GOOGLE_CLOUD_PROJECT, or a full subscription name)")
 		}
-	}
-	if *fsProject == "" {
-		*fsProject = *project
+		ps, err := pubsub.NewClient(ctx, *project)
+		if err != nil {
+			return fmt.Errorf("pubsub: %w", err)
+		}
+		defer ps.Close()
+		s := ps.Subscriber(*sub)
+		s.ReceiveSettings.MaxOutstandingMessages = *outstanding
+		src = consume.PubSub(s)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-
-	fs, err := firestore.NewClientWithDatabase(ctx, *fsProject, *database)
-	if err != nil {
-		return fmt.Errorf("firestore: %w", err)
-	}
-	defer fs.Close()
-	ps, err := pubsub.NewClient(ctx, *project)
-	if err != nil {
-		return fmt.Errorf("pubsub: %w", err)
-	}
-	defer ps.Close()
-
-	sub := ps.Subscriber(*subscription)
-	sub.ReceiveSettings.MaxOutstandingMessages = *outstanding
-
-	w := &Worker{
-		Dedupe: &FirestoreDeduper{Client: fs, Collection: *collection},
-		Handle: printResult,
-		OnOutcome: func(o Outcome) {
-			attrs := []any{"outcome", string(o.Kind), "key", o.Key, "message_id", o.MessageID}
-			if o.Err != nil {
-				attrs = append(attrs, "error", o.Err.Error())
-			}
-			if o.AckErr != nil {
-				attrs = append(attrs, "ack_error", o.AckErr.Error())
-			}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	c := &consume.Consumer{Store: store, Handler: process(stdout), Lease: *lease,
+		OnOutcome: func(o consume.Outcome) {
+			attrs := []any{"outcome", string(o.Kind), "key", o.Key, "message_id", o.MessageID, "attempt", o.Attempt}
 			level := slog.LevelInfo
-			if o.Kind == Failed || o.Kind == Invalid || o.AckErr != nil {
-				level = slog.LevelWarn
+			if o.Err != nil {
+				attrs, level = append(attrs, "error", o.Err.Error()), slog.LevelWarn
 			}
 			log.Log(context.Background(), level, "result delivery", attrs...)
-		},
-	}
-	log.Info("receiving", "subscription", sub.String())
-	if err := w.Run(ctx, sub); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("receive: %w", err)
+		}}
+	if err := c.Run(ctx, src); err != nil && ctx.Err() == nil {
+		return err
 	}
 	return nil
 }
 
-// printResult is the example's processing: one JSON line per result on
-// stdout. Replace it with the real work (it runs at most once per key).
-func printResult(_ context.Context, r Result, m Meta) error {
-	return json.NewEncoder(os.Stdout).Encode(map[string]any{
-		"operation": r.Operation, "state": r.State, "kind": r.Kind,
-		"settled_by": r.SettledBy, "replay_id": m.ReplayID, "error": r.Error,
-	})
+func openStore(ctx context.Context, spec, project string) (consume.Store, func(), error) {
+	kind, arg, _ := strings.Cut(spec, ":")
+	switch {
+	case kind == "sqlite" && arg != "":
+		s, err := consume.OpenSQLite(ctx, arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close() }, nil
+	case kind == "firestore" && arg != "":
+		if project == "" {
+			return nil, nil, errors.New("-store firestore needs -project (or GOOGLE_CLOUD_PROJECT)")
+		}
+		c, err := firestore.NewClient(ctx, project)
+		if err != nil {
+			return nil, nil, fmt.Errorf("firestore: %w", err)
+		}
+		return consume.NewFirestoreStore(c, arg), func() { _ = c.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("-store %q: want firestore:COLLECTION or sqlite:PATH", spec)
 }
 
 // projectOf extracts P from projects/P/subscriptions/S.

@@ -75,8 +75,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || o.Ops <= 0 {
+	if fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "lrosink simulate: unexpected arguments; see --help")
+		return 2
+	}
+	if err := validate(o); err != nil {
+		fmt.Fprintln(stderr, "lrosink simulate:", err)
 		return 2
 	}
 	if !*quiet && !*asJSON {
@@ -152,4 +156,29 @@ func openBackend(ctx context.Context, store, results string, stdout io.Writer, g
 		b.Name += "+" + scheme
 	}
 	return b, closeAll, nil
+}
+
+// validate checks the flags Run would otherwise take at face value: a chance
+// of 1 or more makes the extra-copy loop (--dup) or the fault plans never
+// end, and a non-positive count or span has nothing to simulate.
+func validate(o Options) error {
+	if o.Ops < 1 {
+		return fmt.Errorf("--ops %d: want at least 1", o.Ops)
+	}
+	for _, p := range []struct {
+		flag string
+		v    float64
+	}{
+		{"--dup", o.Dup}, {"--reorder", o.Reorder}, {"--drop", o.Drop}, {"--crash", o.Crash},
+		{"--ledger-errors", o.LedgerErrors}, {"--publish-errors", o.PublishErrors},
+		{"--slow-effects", o.SlowEffects}, {"--unstorable-metadata", o.UnstorableMetadata}, {"--poison", o.Poison},
+	} {
+		if !(p.v >= 0 && p.v < 1) { // also refuses NaN
+			return fmt.Errorf("%s %v: want a probability in [0, 1)", p.flag, p.v)
+		}
+	}
+	if o.Horizon <= 0 {
+		return fmt.Errorf("--horizon %v: want a positive duration", o.Horizon)
+	}
+	return nil
 }

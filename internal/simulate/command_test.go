@@ -37,3 +37,41 @@ func TestCommand(t *testing.T) {
 		t.Errorf("bad store: exit %d, want 1", code)
 	}
 }
+
+// Out-of-range flags are refused before anything runs: exit 2 and one line
+// naming the flag. `--dup 5` used to loop (each extra copy has chance 5)
+// until the machine ran out of memory.
+func TestCommandValidatesFlags(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) string { return "" }
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--dup", "5"}, "--dup"},
+		{[]string{"--dup", "1"}, "--dup"},
+		{[]string{"--dup", "NaN"}, "--dup"},
+		{[]string{"--reorder", "-0.1"}, "--reorder"},
+		{[]string{"--drop", "1.5"}, "--drop"},
+		{[]string{"--crash", "2"}, "--crash"},
+		{[]string{"--ledger-errors", "1"}, "--ledger-errors"},
+		{[]string{"--publish-errors", "7"}, "--publish-errors"},
+		{[]string{"--slow-effects", "-1"}, "--slow-effects"},
+		{[]string{"--unstorable-metadata", "3"}, "--unstorable-metadata"},
+		{[]string{"--poison", "1"}, "--poison"},
+		{[]string{"--ops", "0"}, "--ops"},
+		{[]string{"--ops", "-3"}, "--ops"},
+		{[]string{"--horizon", "0s"}, "--horizon"},
+		{[]string{"--horizon", "-1h"}, "--horizon"},
+	} {
+		var out, errb bytes.Buffer
+		code := simulate.Command(context.Background(), append(tc.args, "--quiet"), &out, &errb, getenv)
+		msg := strings.TrimSpace(errb.String())
+		if code != 2 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, tc.flag) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line naming %s", tc.args, code, msg, tc.flag)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v: ran anyway: %s", tc.args, out.String())
+		}
+	}
+}
