@@ -1,5 +1,6 @@
 // Package functions registers lrosink's Cloud Run functions with
-// functions-framework-go: Webhook, Register and Reconcile. The handlers are
+// functions-framework-go: Webhook, Register and Reconcile (and metrics, GET
+// /metrics when every function is served). The handlers are
 // thin; the App behind them is built on first use from the environment
 // (CONTRACT.md §2), because functions-framework registers in init() before any
 // configuration could be passed in. cmd/server validates the same
@@ -27,6 +28,10 @@ func init() {
 	functions.HTTP("Webhook", l.serve(func(a *app.App) http.Handler { return a.Webhook() }))
 	functions.HTTP("Register", l.serve(func(a *app.App) http.Handler { return a.Register() }))
 	functions.HTTP("Reconcile", l.serve(func(a *app.App) http.Handler { return a.Reconcile() }))
+	// Served at /metrics when cmd/server runs every function (no
+	// FUNCTION_TARGET); a Cloud Run service serving one function never
+	// exposes it.
+	functions.HTTP("metrics", l.serve(func(a *app.App) http.Handler { return a.Metrics.Handler() }))
 }
 
 // lazy builds the App once; a failed build is retried on the next request
