@@ -71,7 +71,7 @@ func commands() map[string]command {
 		"replay":    {"publish an operation's completion again, with a new replay_id", runReplay},
 		"send":      {"sign and send one webhook delivery (to a local serve by default); print the answer", runSend},
 		"simulate":  {"fault-injection run against a built-in fake Gemini; prints the invariant report", delegate(simulate.Command)},
-		"webhooks":  {"manage the Gemini project webhook: create, list, rotate, ping", delegate(webhooksadmin.Command)},
+		"webhooks":  {"manage the Gemini project webhook: create, list, rotate, ping, delete", delegate(webhooksadmin.Command)},
 		"version":   {"print the version and VCS revision of this binary", runVersion},
 	}
 }
