@@ -1,5 +1,6 @@
 // Package functions registers lrosink's Cloud Run functions with
-// functions-framework-go: Webhook, Register and Reconcile, served by one
+// functions-framework-go: Webhook, Register and Reconcile (and metrics: GET /metrics when every function
+// is served), served by one
 // App that the caller has already built. cmd/server builds the App from the
 // environment before it registers and listens, so a bad deployment exits
 // at start-up with one line naming the variable instead of answering
@@ -21,4 +22,8 @@ func Register(a *app.App) {
 	functions.HTTP("Webhook", a.Webhook().ServeHTTP)
 	functions.HTTP("Register", a.Register().ServeHTTP)
 	functions.HTTP("Reconcile", a.Reconcile().ServeHTTP)
+	// Served at /metrics when cmd/server runs every function (no
+	// FUNCTION_TARGET); a Cloud Run service serving one function never
+	// exposes it, and it is not a FUNCTION_TARGET (Names).
+	functions.HTTP("metrics", a.Metrics.Handler().ServeHTTP)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/metrics"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/sink"
 	"github.com/lrosink/lrosink/internal/webhook"
@@ -34,7 +35,9 @@ type App struct {
 	Verifier *webhook.Verifier
 	// Reconciler polls Gemini only when GEMINI_API_KEY is set.
 	Reconciler *reconcile.Reconciler
-	closers    []func() error
+	// Metrics is this App's own Prometheus registry (GET /metrics).
+	Metrics *metrics.Metrics
+	closers []func() error
 }
 
 // Options are the parts an entry point may supply instead of the defaults.
@@ -58,7 +61,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	a := &App{Config: cfg, Log: log}
+	a := &App{Config: cfg, Log: log, Metrics: metrics.New()}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -88,15 +91,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	a.Results, a.closers = s, append(a.closers, closeSink)
 	// One Gemini fetcher serves the reconciler and the door, which confirms
 	// dynamic-webhook (JWT) terminals with it; without a key neither polls.
-	dc := ingest.Config{Store: a.Ledger, Sink: a.Results, Log: log, Now: o.Now,
-		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults}
-	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50}
+	dc := ingest.Config{Store: a.Ledger, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
+		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
+	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
+		Observer: a.Metrics}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("GEMINI_API_KEY / GOOGLE_GEMINI_BASE_URL: %w", err)
 		}
-		dc.Confirmer, rc.Gemini = f, f
+		g := a.Metrics.Gemini(f)
+		dc.Confirmer, rc.Gemini = g, g
 	}
 	if a.Door, err = ingest.New(dc); err != nil {
 		return nil, err
@@ -141,7 +146,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 
 // Webhook is the Webhook function's handler.
 func (a *App) Webhook() http.Handler {
-	return logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody, httpapi.WithDeadline(a.Config.WebhookDeadline)))
+	return a.Metrics.Webhook(logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody, httpapi.WithDeadline(a.Config.WebhookDeadline))))
 }
 
 // Register is the Register function's handler; with LROSINK_ADMIN_TOKEN
@@ -156,12 +161,13 @@ func (a *App) Reconcile() http.Handler {
 }
 
 // Mux serves every function at its own path, as cmd/server does without
-// FUNCTION_TARGET, plus GET /healthz.
+// FUNCTION_TARGET, plus GET /healthz and GET /metrics.
 func (a *App) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/Webhook", a.Webhook())
 	mux.Handle("/Register", a.Register())
 	mux.Handle("/Reconcile", a.Reconcile())
+	mux.Handle("GET /metrics", a.Metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")

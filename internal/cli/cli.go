@@ -64,13 +64,15 @@ type command struct {
 // commands is the dispatch table; the usage lists it in name order.
 func commands() map[string]command {
 	return map[string]command{
-		"serve":    {"run every function on one HTTP server (SQLite ledger, results on stdout)", runServe},
-		"register": {"put an operation in the ledger as PENDING", runRegister},
-		"ops":      {"inspect the ledger: ops list, ops show NAME", runOps},
-		"replay":   {"publish an operation's completion again, with a new replay_id", runReplay},
-		"simulate": {"fault-injection run against a built-in fake Gemini; prints the invariant report", delegate(simulate.Command)},
-		"webhooks": {"manage the Gemini project webhook: create, list, rotate, ping", delegate(webhooksadmin.Command)},
-		"version":  {"print the version and VCS revision of this binary", runVersion},
+		"serve":     {"run every function on one HTTP server (SQLite ledger, results on stdout)", runServe},
+		"reconcile": {"run one reconcile pass against the configured ledger; print its summary", runReconcile},
+		"register":  {"put an operation in the ledger as PENDING", runRegister},
+		"ops":       {"inspect the ledger: ops list, ops show NAME", runOps},
+		"replay":    {"publish an operation's completion again, with a new replay_id", runReplay},
+		"send":      {"sign and send one webhook delivery (to a local serve by default); print the answer", runSend},
+		"simulate":  {"fault-injection run against a built-in fake Gemini; prints the invariant report", delegate(simulate.Command)},
+		"webhooks":  {"manage the Gemini project webhook: create, list, rotate, ping, delete", delegate(webhooksadmin.Command)},
+		"version":   {"print the version and VCS revision of this binary", runVersion},
 	}
 }
 

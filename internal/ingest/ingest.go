@@ -61,6 +61,9 @@ const (
 	OutcomeDuplicate  Outcome = "duplicate"
 	OutcomeConflict   Outcome = "conflict-recorded"
 	OutcomeInProgress Outcome = "in-progress-elsewhere"
+	// OutcomeRejected is only logged and observed: the event's name is
+	// invalid, and Ingest returns an InvalidError.
+	OutcomeRejected Outcome = "rejected"
 )
 
 // Result describes one ingest.
@@ -125,6 +128,22 @@ type Config struct {
 	// Confirmer asks the Gemini API for an operation's state, to confirm
 	// terminal hints (see Event.Hint); nil when no API key is configured.
 	Confirmer Confirmer
+	// Observer is told every decision the door logs (metrics); nil is a
+	// no-op.
+	Observer Observer
+}
+
+// Observer is told each decision the door logs as "ingest decision", with
+// the same outcome, reason and error, once per piece of work (a coalesced
+// burst is one decision).
+type Observer interface {
+	ObserveDecision(source Source, res Result, err error)
+}
+
+func (d *Door) observe(source Source, res Result, err error) {
+	if d.cfg.Observer != nil {
+		d.cfg.Observer.ObserveDecision(source, res, err)
+	}
 }
 
 // FaultPoint names a crash boundary of the door.
@@ -215,6 +234,7 @@ func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
 	if err != nil {
 		d.cfg.Log.WarnContext(ctx, "ingest decision", "outcome", "rejected", "reason", "invalid-name",
 			"source", string(ev.Source), "delivery_id", ev.DeliveryID, "error", err.Error())
+		d.observe(ev.Source, Result{Outcome: OutcomeRejected, Reason: "invalid-name"}, nil)
 		return Result{}, &InvalidError{Err: err}
 	}
 	id, err := opname.DocID(name.Key())
@@ -586,6 +606,7 @@ func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message,
 }
 
 func (d *Door) log(ctx context.Context, ev Event, res Result, err error, start time.Time) {
+	d.observe(ev.Source, res, err)
 	attrs := []any{
 		"operation", res.Operation, "outcome", string(res.Outcome), "reason", res.Reason,
 		"state", string(res.State), "event_state", string(ev.State), "source", string(ev.Source),

@@ -68,6 +68,15 @@ type Config struct {
 	Webhooks WebhookLister
 	// WebhookCheckEvery paces the webhook read (DefaultWebhookCheckEvery).
 	WebhookCheckEvery time.Duration
+	// Observer is told each pass's summary and error (metrics); nil is a
+	// no-op.
+	Observer Observer
+}
+
+// Observer is told the outcome of every pass, failed ones too (with what
+// the pass did before it failed).
+type Observer interface {
+	ObservePass(s Summary, err error)
 }
 
 // Summary is the pass's answer (CONTRACT.md §4).
@@ -155,7 +164,10 @@ func (t *tally) add(f func(*Summary)) {
 // Pass runs one bounded pass. It returns an error only when the ledger
 // cannot be queried at all; per-operation failures are counted in Errors.
 // It stops early, with what it did so far, when ctx is about to expire.
-func (r *Reconciler) Pass(ctx context.Context) (Summary, error) {
+func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
+	if r.cfg.Observer != nil {
+		defer func() { r.cfg.Observer.ObservePass(s, err) }()
+	}
 	var t tally
 	now := r.cfg.Now()
 	if err := r.retryClaims(ctx, now, &t); err != nil {

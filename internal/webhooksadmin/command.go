@@ -1,7 +1,7 @@
 // Package webhooksadmin is `lrosink webhooks`: it registers and maintains
 // lrosink's static webhook with Gemini through the genai SDK's Webhooks
 // management API (GEMINI.md §5): create, list, rotate the signing secret,
-// ping.
+// ping, delete.
 //
 // The signing secret is the one thing here that must never leak and never
 // get lost: Gemini shows it exactly once. It goes either to Secret Manager
@@ -96,6 +96,7 @@ func subcommands() map[string]subcommand {
 		"list":   {"list the project's webhooks (all pages)", runList},
 		"rotate": {"issue a new signing secret for a webhook", runRotate},
 		"ping":   {"ask Gemini to send a test event to a webhook", runPing},
+		"delete": {"delete a webhook (Gemini stops sending to it)", runDelete},
 	}
 }
 
@@ -120,6 +121,7 @@ Examples:
   lrosink webhooks list
   lrosink webhooks rotate wh_123 --secret projects/P/secrets/lrosink-webhook-secrets
   lrosink webhooks ping wh_123
+  lrosink webhooks delete wh_123
 
 Run 'lrosink webhooks SUBCOMMAND --help' for a subcommand's usage.
 `)

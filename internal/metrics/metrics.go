@@ -1,0 +1,244 @@
+// Package metrics exposes lrosink's Prometheus metrics (GET /metrics). Each
+// App owns one Metrics with its own registry, never the global default one,
+// so two Apps in one process (tests, the simulator) never share counts.
+//
+// The parts report through small interfaces defined where they are
+// consumed: the ingest door's ingest.Observer, the reconciler's
+// reconcile.Observer; the results sink, the Gemini fetcher and the webhook
+// handler are wrapped here. The Cloud Logging log-based metrics (Terraform)
+// are unaffected: they count the same log lines as before.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// Metrics holds one App's collectors and their registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	decisions       *prometheus.CounterVec
+	webhookRequests *prometheus.CounterVec
+	webhookDuration prometheus.Histogram
+	publishFailures prometheus.Counter
+	reconcilePasses *prometheus.CounterVec
+	geminiCalls     *prometheus.CounterVec
+	pending         prometheus.Gauge
+	stuck           prometheus.Gauge
+}
+
+// New makes the collectors and registers them, with the Go runtime and
+// process collectors, on a new registry.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lrosink_ingest_decisions_total",
+			Help: `Decisions of the ingest door, as logged in "ingest decision" lines (outcome "error" when it failed).`,
+		}, []string{"outcome", "reason", "source"}),
+		webhookRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lrosink_webhook_requests_total",
+			Help: "Requests to the Webhook function by HTTP status answered.",
+		}, []string{"status"}),
+		webhookDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lrosink_webhook_duration_seconds",
+			Help:    "Time the Webhook function took to answer.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lrosink_publish_failures_total",
+			Help: "Results messages the sink did not accept (the claim is released and retried).",
+		}),
+		reconcilePasses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lrosink_reconcile_passes_total",
+			Help: `Reconcile passes by result: "ok", or "error" when the ledger could not be queried.`,
+		}, []string{"result"}),
+		geminiCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lrosink_gemini_calls_total",
+			Help: `Gemini API fetches by kind (batch, video, interaction, batch-list) and result (ok, not-found, unavailable, error).`,
+		}, []string{"kind", "result"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lrosink_operations_pending",
+			Help: "Operations the last successful reconcile pass checked with Gemini and left pending (its still_pending).",
+		}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lrosink_operations_stuck",
+			Help: "Operations pending longer than LROSINK_STUCK_AFTER at the last successful reconcile pass (its stuck).",
+		}),
+	}
+	m.reg.MustRegister(m.decisions, m.webhookRequests, m.webhookDuration, m.publishFailures,
+		m.reconcilePasses, m.geminiCalls, m.pending, m.stuck,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is where the collectors are registered (for tests and for an
+// entry point that adds its own).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// ObserveDecision implements ingest.Observer.
+func (m *Metrics) ObserveDecision(source ingest.Source, res ingest.Result, err error) {
+	outcome, reason := string(res.Outcome), res.Reason
+	if err != nil {
+		outcome, reason = "error", errorReason(err)
+	}
+	m.decisions.WithLabelValues(outcome, reason, string(source)).Inc()
+}
+
+// errorReason classifies a door error as the Webhook function's answer
+// does, so the label set stays small whatever the error says.
+func errorReason(err error) string {
+	var invalid *ingest.InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		return "invalid-name"
+	case errors.Is(err, ingest.ErrClaimMissing):
+		return "claim-missing"
+	case errors.Is(err, ingest.ErrNotConfirmed):
+		return "not-confirmed"
+	case errors.Is(err, ingest.ErrSideEffect):
+		return "side-effect-failed"
+	case errors.Is(err, ingest.ErrCrashed):
+		return "crashed"
+	default:
+		return "ledger-unavailable"
+	}
+}
+
+// ObservePass implements reconcile.Observer. The gauges are set only from
+// a pass that completed: a failed pass's summary is partial.
+func (m *Metrics) ObservePass(s reconcile.Summary, err error) {
+	if err != nil {
+		m.reconcilePasses.WithLabelValues("error").Inc()
+		return
+	}
+	m.reconcilePasses.WithLabelValues("ok").Inc()
+	m.pending.Set(float64(s.StillPending))
+	m.stuck.Set(float64(s.Stuck))
+}
+
+// Publisher is the results sink as the ingest door uses it.
+type Publisher interface {
+	Publish(ctx context.Context, msg results.Message) error
+}
+
+// Sink counts the publishes p refuses.
+func (m *Metrics) Sink(p Publisher) Publisher {
+	return &countingSink{p: p, failures: m.publishFailures}
+}
+
+type countingSink struct {
+	p        Publisher
+	failures prometheus.Counter
+}
+
+func (s *countingSink) Publish(ctx context.Context, msg results.Message) error {
+	err := s.p.Publish(ctx, msg)
+	if err != nil {
+		s.failures.Inc()
+	}
+	return err
+}
+
+// Gemini counts the fetches f makes; the result serves both the reconciler
+// and the door's confirmations.
+func (m *Metrics) Gemini(f reconcile.Fetcher) reconcile.Fetcher {
+	return &countingFetcher{f: f, calls: m.geminiCalls}
+}
+
+type countingFetcher struct {
+	f     reconcile.Fetcher
+	calls *prometheus.CounterVec
+}
+
+func (c *countingFetcher) Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error) {
+	ev, err := c.f.Fetch(ctx, kind, apiName)
+	k := string(kind)
+	if k == "" {
+		k = "unknown"
+	}
+	c.calls.WithLabelValues(k, callResult(err)).Inc()
+	return ev, err
+}
+
+func (c *countingFetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error) {
+	evs, next, err := c.f.ListBatches(ctx, pageSize, pageToken)
+	c.calls.WithLabelValues("batch-list", callResult(err)).Inc()
+	return evs, next, err
+}
+
+func callResult(err error) string {
+	var transient *gemini.TransientError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, gemini.ErrNotFound):
+		return "not-found"
+	case errors.As(err, &transient):
+		return "unavailable"
+	default:
+		return "error"
+	}
+}
+
+// Webhook counts next's answers by status and times them. Wrap it outside
+// everything that may answer (deadline, logging), so every answer counts.
+func (m *Metrics) Webhook(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		m.webhookDuration.Observe(time.Since(start).Seconds())
+		m.webhookRequests.WithLabelValues(strconv.Itoa(rec.status())).Inc()
+	})
+}
+
+// statusRecorder remembers the status a handler answered.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// status is what the client saw: 200 when the handler wrote nothing.
+func (s *statusRecorder) status() int {
+	if s.code == 0 {
+		return http.StatusOK
+	}
+	return s.code
+}

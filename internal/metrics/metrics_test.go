@@ -1,0 +1,165 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/metrics"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+type publisher struct{ err error }
+
+func (p publisher) Publish(context.Context, results.Message) error { return p.err }
+
+// TestPublishFailuresCounted: only refused publishes count.
+func TestPublishFailuresCounted(t *testing.T) {
+	m := metrics.New()
+	ok, bad := m.Sink(publisher{}), m.Sink(publisher{err: errors.New("topic gone")})
+	_ = ok.Publish(context.Background(), results.Message{})
+	if err := bad.Publish(context.Background(), results.Message{}); err == nil {
+		t.Fatal("the wrapper swallowed the error")
+	}
+	_ = bad.Publish(context.Background(), results.Message{})
+	if n, err := testutil.GatherAndCount(m.Registry(), "lrosink_publish_failures_total"); err != nil || n != 1 {
+		t.Fatalf("%d series, %v", n, err)
+	}
+	if got := gathered(t, m, "lrosink_publish_failures_total"); got != 2 {
+		t.Fatalf("publish failures %v, want 2", got)
+	}
+}
+
+// TestDecisionErrorsHaveBoundedReasons: a failed decision counts as outcome
+// "error" with a reason class, never the error text.
+func TestDecisionErrorsHaveBoundedReasons(t *testing.T) {
+	m := metrics.New()
+	m.ObserveDecision(ingest.SourceWebhook, ingest.Result{Outcome: ingest.OutcomeCompleted, Reason: "first-sighting"},
+		fmt.Errorf("%w: publish batches/x: %w", ingest.ErrSideEffect, errors.New("boom")))
+	m.ObserveDecision(ingest.SourceReconcile, ingest.Result{}, fmt.Errorf("%w: read: eof", ingest.ErrUnavailable))
+	m.ObserveDecision(ingest.SourceWebhook, ingest.Result{Outcome: ingest.OutcomeDuplicate, Reason: "duplicate"}, nil)
+	want := `
+# HELP lrosink_ingest_decisions_total Decisions of the ingest door, as logged in "ingest decision" lines (outcome "error" when it failed).
+# TYPE lrosink_ingest_decisions_total counter
+lrosink_ingest_decisions_total{outcome="duplicate",reason="duplicate",source="webhook"} 1
+lrosink_ingest_decisions_total{outcome="error",reason="ledger-unavailable",source="reconcile"} 1
+lrosink_ingest_decisions_total{outcome="error",reason="side-effect-failed",source="webhook"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "lrosink_ingest_decisions_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFailedPassLeavesGauges: a failed pass counts as "error" and does not
+// overwrite the gauges with its partial summary.
+func TestFailedPassLeavesGauges(t *testing.T) {
+	m := metrics.New()
+	m.ObservePass(reconcile.Summary{StillPending: 4, Stuck: 2}, nil)
+	m.ObservePass(reconcile.Summary{}, errors.New("reconcile: due operations: unavailable"))
+	for name, want := range map[string]float64{"lrosink_operations_pending": 4, "lrosink_operations_stuck": 2} {
+		if got := gathered(t, m, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	want := `
+# HELP lrosink_reconcile_passes_total Reconcile passes by result: "ok", or "error" when the ledger could not be queried.
+# TYPE lrosink_reconcile_passes_total counter
+lrosink_reconcile_passes_total{result="error"} 1
+lrosink_reconcile_passes_total{result="ok"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "lrosink_reconcile_passes_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type fetcher struct{ err error }
+
+func (f fetcher) Fetch(context.Context, opname.Kind, string) (ingest.Event, error) {
+	return ingest.Event{}, f.err
+}
+
+func (f fetcher) ListBatches(context.Context, int, string) ([]ingest.Event, string, error) {
+	return nil, "", f.err
+}
+
+// TestGeminiCallsByResult: each fetch counts once by kind and result class.
+func TestGeminiCallsByResult(t *testing.T) {
+	m := metrics.New()
+	ctx := context.Background()
+	_, _ = m.Gemini(fetcher{}).Fetch(ctx, opname.KindVideo, "models/veo/operations/x")
+	_, _ = m.Gemini(fetcher{err: fmt.Errorf("get: %w", gemini.ErrNotFound)}).Fetch(ctx, opname.KindBatch, "batches/x")
+	_, _ = m.Gemini(fetcher{err: &gemini.TransientError{Err: errors.New("503")}}).Fetch(ctx, opname.KindInteraction, "interactions/x")
+	_, _, _ = m.Gemini(fetcher{err: errors.New("401")}).ListBatches(ctx, 10, "")
+	want := `
+# HELP lrosink_gemini_calls_total Gemini API fetches by kind (batch, video, interaction, batch-list) and result (ok, not-found, unavailable, error).
+# TYPE lrosink_gemini_calls_total counter
+lrosink_gemini_calls_total{kind="batch",result="not-found"} 1
+lrosink_gemini_calls_total{kind="batch-list",result="error"} 1
+lrosink_gemini_calls_total{kind="interaction",result="unavailable"} 1
+lrosink_gemini_calls_total{kind="video",result="ok"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "lrosink_gemini_calls_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWebhookStatus: the status the client saw, 200 when nothing was
+// written explicitly.
+func TestWebhookStatus(t *testing.T) {
+	m := metrics.New()
+	for _, h := range []http.HandlerFunc{
+		func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+		func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) },
+		func(http.ResponseWriter, *http.Request) {},
+	} {
+		m.Webhook(h).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/Webhook", nil))
+	}
+	want := `
+# HELP lrosink_webhook_requests_total Requests to the Webhook function by HTTP status answered.
+# TYPE lrosink_webhook_requests_total counter
+lrosink_webhook_requests_total{status="200"} 2
+lrosink_webhook_requests_total{status="503"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "lrosink_webhook_requests_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRegistriesAreSeparate: two Metrics never share counts.
+func TestRegistriesAreSeparate(t *testing.T) {
+	a, b := metrics.New(), metrics.New()
+	_ = a.Sink(publisher{err: errors.New("x")}).Publish(context.Background(), results.Message{})
+	if got := gathered(t, b, "lrosink_publish_failures_total"); got != 0 {
+		t.Fatalf("the second registry counted %v", got)
+	}
+}
+
+func gathered(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		total := 0.0
+		for _, s := range f.GetMetric() {
+			total += s.GetCounter().GetValue() + s.GetGauge().GetValue()
+		}
+		return total
+	}
+	t.Fatalf("%s not gathered", name)
+	return 0
+}

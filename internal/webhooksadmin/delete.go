@@ -1,0 +1,52 @@
+package webhooksadmin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/genai/interactions/models/operations"
+)
+
+func deleteDoc() doc {
+	return doc{
+		cmd:  "delete",
+		args: "ID",
+		summary: `Delete webhook ID at Gemini: it stops sending events to its URI. lrosink still
+settles every registered operation through its reconcile passes, later (after
+LROSINK_GRACE, then with backoff). Its signing secrets die with it; remove them
+from LROSINK_WEBHOOK_SECRETS once no delivery signed with them can still arrive.`,
+		examples: []string{
+			"lrosink webhooks delete wh_123",
+		},
+	}
+}
+
+func runDelete(ctx context.Context, r *runner, args []string) error {
+	fs := newFlagSet("delete")
+	pos, err := r.parse(fs, deleteDoc(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("delete", "want exactly one webhook ID, got %d arguments", len(pos))
+	}
+	id, err := webhookID("delete", pos[0])
+	if err != nil {
+		return err
+	}
+	wh, err := r.webhooksClient(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := wh.Delete(ctx, operations.DeleteWebhookRequest{ID: id}); err != nil {
+		err = describe(err)
+		if statusOf(err) == http.StatusNotFound {
+			// Also the answer to a retry whose first attempt deleted it.
+			return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
+		}
+		return fmt.Errorf("webhook %s: %w", id, err)
+	}
+	fmt.Fprintf(r.stdout, "Deleted webhook %s: Gemini no longer sends events to it\n", id)
+	return nil
+}
