@@ -1,5 +1,6 @@
 // Package functions registers lrosink's Cloud Run functions with
-// functions-framework-go: Webhook, Register and Reconcile. The handlers are
+// functions-framework-go: Webhook, Register, Reconcile and Console (the
+// read-only console, served privately: IAM invoker only). The handlers are
 // thin; the App behind them is built on first use from the environment
 // (CONTRACT.md §2), because functions-framework registers in init() before any
 // configuration could be passed in. cmd/server validates the same
@@ -27,6 +28,15 @@ func init() {
 	functions.HTTP("Webhook", l.serve(func(a *app.App) http.Handler { return a.Webhook() }))
 	functions.HTTP("Register", l.serve(func(a *app.App) http.Handler { return a.Register() }))
 	functions.HTTP("Reconcile", l.serve(func(a *app.App) http.Handler { return a.Reconcile() }))
+	functions.HTTP("Console", l.serve(func(a *app.App) http.Handler {
+		h, err := a.Console()
+		if err != nil { // embedded templates that do not parse: a broken build
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "console unavailable", http.StatusInternalServerError)
+			})
+		}
+		return h
+	}))
 }
 
 // lazy builds the App once; a failed build is retried on the next request

@@ -1,7 +1,9 @@
 // Command server is the container entry point: functions-framework serving
-// lrosink's functions. With FUNCTION_TARGET=Webhook (or Reconcile, Register)
-// it serves that one function at "/"; without it, all of them at /Webhook,
-// /Reconcile and /Register. PORT selects the port (default 8080).
+// lrosink's functions. With FUNCTION_TARGET=Webhook (or Reconcile, Register,
+// Console) it serves that one function at "/" (the console's pages are under
+// /ui/, so the console needs its own target); without it, Webhook, Reconcile
+// and Register at /Webhook, /Reconcile and /Register. PORT selects the port
+// (default 8080).
 package main
 
 import (
@@ -31,9 +33,9 @@ func run() error {
 		return err
 	}
 	switch t := os.Getenv("FUNCTION_TARGET"); t {
-	case "", "Webhook", "Reconcile", "Register":
+	case "", "Webhook", "Reconcile", "Register", "Console":
 	default:
-		return fmt.Errorf("FUNCTION_TARGET: %q is not one of Webhook, Reconcile, Register", t)
+		return fmt.Errorf("FUNCTION_TARGET: %q is not one of Webhook, Reconcile, Register, Console", t)
 	}
 	port := os.Getenv("PORT")
 	if port == "" {

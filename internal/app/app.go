@@ -16,6 +16,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/console"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
@@ -37,7 +38,12 @@ type App struct {
 	Verifier *webhook.Verifier
 	// Reconciler polls Gemini only when GEMINI_API_KEY is set.
 	Reconciler *reconcile.Reconciler
-	closers    []func() error
+	// Passes keeps this process's recent reconcile passes for the console.
+	Passes *console.Passes
+	// ConsoleGuard wraps the console (the admin-token check); nil: none.
+	ConsoleGuard func(http.Handler) http.Handler
+	now          func() time.Time
+	closers      []func() error
 }
 
 // Options are the parts an entry point may supply instead of the defaults.
@@ -51,6 +57,9 @@ type Options struct {
 	// OpenLedger opens a ledger for a LROSINK_STORE value this package does
 	// not handle itself (sqlite:, provided by the embedded entry point).
 	OpenLedger func(ctx context.Context, store string) (ledger.Ledger, func() error, error)
+	// ConsoleGuard wraps the console's routes (the admin-token check when
+	// serve listens beyond loopback); nil: none.
+	ConsoleGuard func(http.Handler) http.Handler
 	// Faults injects crashes at the ingest door's boundaries (tests and the
 	// simulator only; nil in production).
 	Faults ingest.Faults
@@ -64,7 +73,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	a := &App{Config: cfg, Log: log}
+	a := &App{Config: cfg, Log: log, Passes: console.NewPasses(20), ConsoleGuard: o.ConsoleGuard, now: o.Now}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -100,7 +109,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	// dynamic-webhook (JWT) terminals with it; without a key neither polls.
 	dc := ingest.Config{Store: a.Ledger, Sink: a.Results, Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults}
-	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50}
+	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
+		OnPass: func(started time.Time, s reconcile.Summary, err error) {
+			p := console.Pass{Started: started, Ended: o.Now(), Summary: s}
+			if err != nil {
+				p.Err = err.Error()
+			}
+			a.Passes.Record(p)
+		}}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {
@@ -172,13 +188,56 @@ func (a *App) Reconcile() http.Handler {
 	return logging.Middleware(a.Reconciler.Handler())
 }
 
+// Console is the Console function's handler: the read-only console at
+// /ui/ (console.Prefix), behind ConsoleGuard.
+func (a *App) Console() (http.Handler, error) {
+	h, err := console.New(console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
+		Passes: a.Passes, Settings: a.settings(), Guard: a.ConsoleGuard})
+	if err != nil {
+		return nil, err
+	}
+	return logging.Middleware(h), nil
+}
+
+// settings describe the configuration on the console's health page: what
+// is configured, never a secret's value.
+func (a *App) settings() []console.Setting {
+	set := func(v string) string {
+		if v == "" {
+			return "not set"
+		}
+		return "set"
+	}
+	c := a.Config
+	out := []console.Setting{
+		{Name: "LROSINK_STORE", Value: c.Store},
+		{Name: "LROSINK_RESULTS", Value: c.Results},
+		{Name: "GEMINI_API_KEY", Value: set(c.GeminiAPIKey) + " (reconcile polls Gemini only when set)"},
+		{Name: "LROSINK_WEBHOOK_SECRETS", Value: fmt.Sprintf("%d secret(s)", len(c.WebhookSecrets))},
+		{Name: "LROSINK_GRACE", Value: c.Grace.String()},
+		{Name: "LROSINK_STUCK_AFTER", Value: c.StuckAfter.String()},
+		{Name: "LROSINK_CLAIM_LEASE", Value: c.ClaimLease.String()},
+	}
+	if c.Project != "" {
+		out = append(out, console.Setting{Name: "GOOGLE_CLOUD_PROJECT", Value: c.Project})
+	}
+	return out
+}
+
 // Mux serves every function at its own path, as cmd/server does without
-// FUNCTION_TARGET, plus GET /healthz.
+// FUNCTION_TARGET, plus GET /healthz and the console under /ui/.
 func (a *App) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/Webhook", a.Webhook())
 	mux.Handle("/Register", a.Register())
 	mux.Handle("/Reconcile", a.Reconcile())
+	if ui, err := a.Console(); err != nil {
+		// The templates are embedded and parsed by the console's tests:
+		// this is a broken build, not a configuration.
+		a.Log.Error("console unavailable", "error", err.Error())
+	} else {
+		mux.Handle(console.Prefix, ui)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")

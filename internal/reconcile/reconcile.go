@@ -60,6 +60,9 @@ type Config struct {
 	// AdoptPageSize is how many recent batch jobs a pass lists to adopt
 	// jobs whose submitter died before registering them; 0 disables.
 	AdoptPageSize int
+	// OnPass, if set, is told of every pass when it ends (the console's
+	// ring of recent passes).
+	OnPass func(started time.Time, s Summary, err error)
 }
 
 // Summary is the pass's answer (CONTRACT.md §4).
@@ -130,9 +133,12 @@ func (t *tally) add(f func(*Summary)) {
 // Pass runs one bounded pass. It returns an error only when the ledger
 // cannot be queried at all; per-operation failures are counted in Errors.
 // It stops early, with what it did so far, when ctx is about to expire.
-func (r *Reconciler) Pass(ctx context.Context) (Summary, error) {
+func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	var t tally
 	now := r.cfg.Now()
+	if r.cfg.OnPass != nil {
+		defer func() { r.cfg.OnPass(now, s, err) }()
+	}
 	if err := r.retryClaims(ctx, now, &t); err != nil {
 		return t.s, err
 	}
