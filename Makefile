@@ -4,15 +4,17 @@
 # scripts/with-emulators.sh), so the closing line is the test summary. Fuzz
 # targets run there on their seed and committed corpora only (plain go test);
 # exploration is `make fuzz`, outside the gate: a test run must never fail by
-# chance.
+# chance. The console's browser test needs Debian's chromium: `browser` finds
+# or installs it, and LROSINK_REQUIRE_BROWSER=1 makes the test fail, not
+# skip, without it.
 SHELL     := /bin/bash
 GO        ?= go
 FUZZTIME  ?= 1000000x
 PKGS      ?= ./...
 
-.PHONY: test fmt-check vet deploy-check go-test fuzz bench run
+.PHONY: test fmt-check vet deploy-check browser go-test fuzz bench run
 
-test: fmt-check vet deploy-check go-test
+test: fmt-check vet deploy-check browser go-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*' -not -path './.git/*')); \
@@ -27,8 +29,11 @@ vet:
 deploy-check:
 	scripts/check-deploy.sh
 
+browser:
+	@scripts/ensure-chromium.sh
+
 go-test:
-	@set -o pipefail; scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./scripts/testsummary
+	@set -o pipefail; LROSINK_REQUIRE_BROWSER=1 scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./scripts/testsummary
 
 # Exploratory fuzzing of every Fuzz target (scripts/fuzz.sh), FUZZTIME each:
 # an exec count (default 1000000x) or a duration (make fuzz FUZZTIME=10m). A

@@ -97,6 +97,7 @@ func New(cfg Config) (http.Handler, error) {
 		"num":      thousands,
 		"opURL":    func(id string) string { return Prefix + "operations/" + url.PathEscape(id) },
 		"terminal": func(s lifecycle.State) bool { return s.Terminal() },
+		"dur":      short,
 	}
 	for _, p := range []string{"operations", "operation", "stuck", "health", "error"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html")
@@ -390,6 +391,13 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// An event without a server time is stored at the epoch (it loses
+	// every tie): show none rather than 1970.
+	for i, h := range op.History {
+		if h.UpdateTime.Equal(time.Unix(0, 0)) {
+			op.History[i].UpdateTime = time.Time{}
+		}
+	}
 	for _, h := range op.History {
 		d.Timeline = append(d.Timeline, event{At: h.At, Kind: "applied", State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
 	}
@@ -515,6 +523,25 @@ func coarse(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 	}
+}
+
+// short formats a configured duration or a pass's run time briefly:
+// "6h", "1m30s", "2.2ms".
+func short(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		d = d.Round(100 * time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(100 * time.Microsecond)
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // thousands formats n with comma separators: 1234 → "1,234".

@@ -294,3 +294,12 @@ func TestRootRedirects(t *testing.T) {
 		t.Fatalf("GET / = %d %q", res.StatusCode, res.Header.Get("Location"))
 	}
 }
+
+func TestShortDurations(t *testing.T) {
+	for d, want := range map[time.Duration]string{6 * time.Hour: "6h", 90 * time.Second: "1m30s", 2172989 * time.Nanosecond: "2.2ms",
+		10 * time.Minute: "10m", 2*time.Hour + 30*time.Minute: "2h30m", 1234 * time.Millisecond: "1.2s"} {
+		if got := console.Short(d); got != want {
+			t.Errorf("short(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
