@@ -5,15 +5,17 @@
 # scripts/with-emulators.sh), so the closing line is the test summary. Fuzz
 # targets run there on their seed and committed corpora only (plain go test);
 # exploration is `make fuzz`, outside the gate: a test run must never fail by
-# chance.
+# chance. The console's browser test needs Debian's chromium: `browser` finds
+# or installs it, and LROSINK_REQUIRE_BROWSER=1 makes the test fail, not
+# skip, without it.
 SHELL     := /bin/bash
 GO        ?= go
 FUZZTIME  ?= 1000000x
 PKGS      ?= ./...
 
-.PHONY: test fmt-check vet deploy-check go-test fuzz bench run
+.PHONY: test fmt-check vet deploy-check browser go-test fuzz bench run
 
-test: fmt-check vet deploy-check go-test
+test: fmt-check vet deploy-check browser go-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*' -not -path './.git/*')); \
@@ -28,6 +30,9 @@ vet:
 deploy-check:
 	scripts/check-deploy.sh
 
+browser:
+	@scripts/ensure-chromium.sh
+
 # First the logic tests of the door, the reconciler and the HTTP layer with no
 # emulator in reach (they run on the memory and SQLite ledgers), so that
 # stays true; then everything against the emulators, where
@@ -37,7 +42,7 @@ LOGIC_PKGS := ./internal/ingest/ ./internal/reconcile/ ./internal/httpapi/
 
 go-test:
 	env -u FIRESTORE_EMULATOR_HOST -u PUBSUB_EMULATOR_HOST -u LROSINK_REQUIRE_EMULATORS $(GO) test -race -count=1 $(LOGIC_PKGS)
-	@set -o pipefail; LROSINK_REQUIRE_EMULATORS=1 scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 40m -json $(PKGS) | $(GO) run ./scripts/testsummary
+	@set -o pipefail; LROSINK_REQUIRE_EMULATORS=1 LROSINK_REQUIRE_BROWSER=1 scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 40m -json $(PKGS) | $(GO) run ./scripts/testsummary
 
 # Exploratory fuzzing of every Fuzz target (scripts/fuzz.sh), FUZZTIME each:
 # an exec count (default 1000000x) or a duration (make fuzz FUZZTIME=10m). A

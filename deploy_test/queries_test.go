@@ -99,6 +99,11 @@ func (q query) indexFields() (equality []string, rest []order) {
 		}
 	}
 	rest = append(rest, q.OrderBy...)
+	// A last order on __name__ in the direction of the one before is the
+	// order every index entry has anyway: no field of the index.
+	if n := len(rest); n >= 2 && rest[n-1].Field == "__name__" && rest[n-1].Direction == rest[n-2].Direction {
+		rest = rest[:n-1]
+	}
 	for _, f := range q.Filters {
 		if slices.Contains(equality, f.Field) {
 			continue

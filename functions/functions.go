@@ -1,10 +1,11 @@
 // Package functions registers lrosink's Cloud Run functions with
-// functions-framework-go: Webhook, Register and Reconcile (and metrics: GET /metrics when every function
-// is served), served by one
-// App that the caller has already built. cmd/server builds the App from the
-// environment before it registers and listens, so a bad deployment exits
-// at start-up with one line naming the variable instead of answering
-// every request with 503.
+// functions-framework-go: Webhook, Register, Reconcile and Console (the
+// read-only console, served privately: IAM invoker only), and metrics (GET
+// /metrics when every function is served), all served by one App that the
+// caller has already built. cmd/server builds the App from the environment
+// before it registers and listens, so a bad deployment exits at start-up
+// with one line naming the variable instead of answering every request
+// with 503.
 package functions
 
 import (
@@ -14,11 +15,15 @@ import (
 )
 
 // Names are the functions Register registers (FUNCTION_TARGET values).
-func Names() []string { return []string{"Webhook", "Register", "Reconcile"} }
+func Names() []string { return []string{"Webhook", "Register", "Reconcile", "Console"} }
 
 // Register registers the functions, served by a, with functions-framework.
 // Call it once, before funcframework starts.
-func Register(a *app.App) {
+func Register(a *app.App) error {
+	console, err := a.Console()
+	if err != nil {
+		return err // embedded templates that do not parse: a broken build
+	}
 	functions.HTTP("Webhook", a.Webhook().ServeHTTP)
 	functions.HTTP("Register", a.Register().ServeHTTP)
 	functions.HTTP("Reconcile", a.Reconcile().ServeHTTP)
@@ -26,4 +31,6 @@ func Register(a *app.App) {
 	// FUNCTION_TARGET); a Cloud Run service serving one function never
 	// exposes it, and it is not a FUNCTION_TARGET (Names).
 	functions.HTTP("metrics", a.Metrics.Handler().ServeHTTP)
+	functions.HTTP("Console", console.ServeHTTP)
+	return nil
 }

@@ -1,4 +1,4 @@
-# The Docker repository for the one lrosink image (all three services run
+# The Docker repository for the one lrosink image (all four services run
 # it; FUNCTION_TARGET selects the function).
 resource "google_artifact_registry_repository" "images" {
   project       = var.project_id

@@ -16,7 +16,7 @@ resource "google_service_account" "build" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-build"
   display_name = "lrosink Cloud Build"
-  description  = "Builds the lrosink image and rolls it out to the three Cloud Run services"
+  description  = "Builds the lrosink image and rolls it out to the four Cloud Run services"
 
   depends_on = [google_project_service.apis]
 }

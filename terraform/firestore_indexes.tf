@@ -4,9 +4,12 @@
 # calls and against the google_firestore_index resources below. Add a query
 # there and here together.
 #
-# Only ListOperations with a state filter (`lrosink ops list --state S`)
-# needs a composite index: an equality filter on one field plus an order on
-# another. The other queries are served by the single-field indexes
+# ListOperations with a state filter (`lrosink ops list --state S`) and the
+# console's filtered pages and counts (listQuery, stuckListQuery: kind and/or
+# state, optionally stuck) need composite indexes: equality filters on some
+# fields plus an order on another. Their explicit __name__ order is the one
+# every index entry carries after the last field, in its direction, so it
+# needs no field of its own. The other queries are served by the single-field indexes
 # Firestore maintains automatically, because each filters with a range and
 # orders on the SAME field (every index entry also holds the document id,
 # __name__, so ordering by it after the field, in the same direction, is
@@ -15,6 +18,8 @@
 #   StuckOperations  operations  pending_since <= cutoff  ORDER BY pending_since ASC
 #   DueClaims        claims      due_at <= now            ORDER BY due_at ASC
 #   ListOperations   operations  (no filter)              ORDER BY submitted_at DESC
+#   listQuery        operations  (no filter)              ORDER BY submitted_at DESC, __name__ DESC
+#   stuckListQuery   operations  pending_since <= cutoff  ORDER BY pending_since DESC, __name__ DESC
 # The emulator never enforces indexes, so a missing one shows up only in
 # production, as FailedPrecondition "The query requires an index".
 resource "google_firestore_index" "operations_state_submitted_at" {
@@ -29,6 +34,96 @@ resource "google_firestore_index" "operations_state_submitted_at" {
 
   fields {
     field_path = "submitted_at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "operations_kind_submitted_at" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
+
+  fields {
+    field_path = "kind"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "submitted_at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "operations_kind_state_submitted_at" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
+
+  fields {
+    field_path = "kind"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "state"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "submitted_at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "operations_state_pending_since" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
+
+  fields {
+    field_path = "state"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "pending_since"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "operations_kind_pending_since" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
+
+  fields {
+    field_path = "kind"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "pending_since"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "operations_kind_state_pending_since" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
+
+  fields {
+    field_path = "kind"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "state"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "pending_since"
     order      = "DESCENDING"
   }
 }

@@ -15,6 +15,7 @@ locals {
     webhook   = "Webhook: verifies Gemini deliveries and ingests them"
     reconcile = "Reconcile: polls Gemini for overdue operations, retries owed publishes"
     register  = "Register: records submitted operations as PENDING"
+    console   = "Console: reads the ledger for the read-only operations console"
   }
 }
 
@@ -43,6 +44,24 @@ resource "google_service_account" "register" {
   description  = local.runtime_accounts.register
 
   depends_on = [google_project_service.apis]
+}
+
+resource "google_service_account" "console" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-console"
+  display_name = "lrosink Console (Cloud Run)"
+  description  = local.runtime_accounts.console
+
+  depends_on = [google_project_service.apis]
+}
+
+# The console only reads: roles/datastore.viewer, never user (it cannot
+# change an operation or a claim even if its handler had a bug), and no
+# Pub/Sub or Secret Manager grant at all.
+resource "google_project_iam_member" "console_datastore_viewer" {
+  project = var.project_id
+  role    = "roles/datastore.viewer"
+  member  = google_service_account.console.member
 }
 
 # Cloud Scheduler calls Reconcile with an OIDC token of this account.

@@ -59,5 +59,11 @@ output "service_names" {
     webhook   = google_cloud_run_v2_service.webhook.name
     reconcile = google_cloud_run_v2_service.reconcile.name
     register  = google_cloud_run_v2_service.register.name
+    console   = google_cloud_run_v2_service.console.name
   }
+}
+
+output "console_url" {
+  description = "URL of the Console service (IAM-protected): open it with gcloud run services proxy (docs/OPERATIONS.md)."
+  value       = google_cloud_run_v2_service.console.uri
 }

@@ -1,4 +1,4 @@
-# Three Cloud Run services from ONE image (cmd/server, functions-framework):
+# Four Cloud Run services from ONE image (cmd/server, functions-framework):
 # FUNCTION_TARGET selects the function served at "/".
 #
 # Image ownership: Terraform creates each service with var.image; after that
@@ -13,7 +13,7 @@
 locals {
   results_topic_path = "projects/${var.project_id}/topics/${google_pubsub_topic.results.name}"
 
-  # Configuration shared by the three services (CONTRACT.md §2). Same values
+  # Configuration shared by the services (CONTRACT.md §2). Same values
   # everywhere, so any function behaves the same whichever service runs it.
   common_env = {
     LROSINK_STORE              = "firestore"
@@ -249,6 +249,71 @@ resource "google_cloud_run_v2_service" "register" {
   ]
 }
 
+resource "google_cloud_run_v2_service" "console" {
+  project     = var.project_id
+  name        = "${var.name_prefix}-console"
+  location    = var.region
+  description = "lrosink Console: the read-only operations console at /ui/ (IAM-protected; reach it with gcloud run services proxy)"
+
+  # Protected by IAM: only var.console_invokers may invoke it (operators,
+  # through `gcloud run services proxy`, which adds their identity token).
+  ingress             = var.private_ingress
+  deletion_protection = var.deletion_protection
+
+  template {
+    service_account                  = google_service_account.console.email
+    timeout                          = "30s"
+    max_instance_request_concurrency = 20
+
+    scaling {
+      min_instance_count = 0
+      max_instance_count = var.max_instances.console
+    }
+
+    containers {
+      image = var.image
+
+      ports {
+        container_port = 8080
+      }
+
+      resources {
+        limits = {
+          cpu    = "1"
+          memory = "256Mi"
+        }
+        cpu_idle = true
+      }
+
+      env {
+        name  = "FUNCTION_TARGET"
+        value = "Console"
+      }
+
+      dynamic "env" {
+        for_each = local.common_env
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [
+      template[0].containers[0].image,
+      client,
+      client_version,
+    ]
+  }
+
+  depends_on = [
+    google_project_service.apis,
+    google_project_iam_member.console_datastore_viewer,
+  ]
+}
+
 # The Webhook is the ONLY public service: Gemini cannot present Google
 # credentials, so allUsers may invoke it and the handler authenticates every
 # delivery by its signature before touching the ledger.
@@ -276,6 +341,17 @@ resource "google_cloud_run_v2_service_iam_member" "register_invokers" {
   project  = var.project_id
   location = google_cloud_run_v2_service.register.location
   name     = google_cloud_run_v2_service.register.name
+  role     = "roles/run.invoker"
+  member   = each.value
+}
+
+# Console: invoked by the operators listed in var.console_invokers.
+resource "google_cloud_run_v2_service_iam_member" "console_invokers" {
+  for_each = toset(var.console_invokers)
+
+  project  = var.project_id
+  location = google_cloud_run_v2_service.console.location
+  name     = google_cloud_run_v2_service.console.name
   role     = "roles/run.invoker"
   member   = each.value
 }

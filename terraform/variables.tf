@@ -58,7 +58,7 @@ variable "name_prefix" {
 }
 
 variable "image" {
-  description = "Container image of the FIRST revision of the three services (built from the Dockerfile, e.g. REGION-docker.pkg.dev/PROJECT/lrosink/lrosink:TAG). Later images are rolled out by Cloud Build (cloudbuild.yaml); Terraform ignores image changes after creation."
+  description = "Container image of the FIRST revision of the four services (built from the Dockerfile, e.g. REGION-docker.pkg.dev/PROJECT/lrosink/lrosink:TAG). Later images are rolled out by Cloud Build (cloudbuild.yaml); Terraform ignores image changes after creation."
   type        = string
 
   validation {
@@ -228,11 +228,13 @@ variable "max_instances" {
     webhook   = number
     reconcile = number
     register  = number
+    console   = optional(number, 2)
   })
   default = {
     webhook   = 20
     reconcile = 1
     register  = 10
+    console   = 2
   }
 
   validation {
@@ -242,7 +244,7 @@ variable "max_instances" {
 }
 
 variable "private_ingress" {
-  description = "Ingress of the Reconcile and Register services, which are protected by IAM (run.invoker) either way. INGRESS_TRAFFIC_ALL lets submitters outside Google Cloud call Register; INGRESS_TRAFFIC_INTERNAL_ONLY / _INTERNAL_LOAD_BALANCER also close the network path."
+  description = "Ingress of the Reconcile, Register and Console services, which are protected by IAM (run.invoker) either way. INGRESS_TRAFFIC_ALL lets submitters outside Google Cloud call Register; INGRESS_TRAFFIC_INTERNAL_ONLY / _INTERNAL_LOAD_BALANCER also close the network path."
   type        = string
   default     = "INGRESS_TRAFFIC_ALL"
 
@@ -263,8 +265,19 @@ variable "register_invokers" {
   }
 }
 
+variable "console_invokers" {
+  description = "IAM members allowed to open the read-only Console service (operators), e.g. user:ops@example.com or group:oncall@example.com. The Console is never public: operators reach it with `gcloud run services proxy` (docs/OPERATIONS.md)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.console_invokers : can(regex("^(serviceAccount|user|group|principal|principalSet):", m))])
+    error_message = "console_invokers entries must be IAM members such as user:NAME@example.com; allUsers and allAuthenticatedUsers are refused (the Console is not public)."
+  }
+}
+
 variable "deletion_protection" {
-  description = "Cloud Run deletion protection of the three services: while true, `terraform destroy` (or a replacement) of a service fails."
+  description = "Cloud Run deletion protection of the services: while true, `terraform destroy` (or a replacement) of a service fails."
   type        = bool
   default     = true
 }

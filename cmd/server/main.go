@@ -1,7 +1,9 @@
 // Command server is the container entry point: functions-framework serving
-// lrosink's functions. With FUNCTION_TARGET=Webhook (or Reconcile, Register)
-// it serves that one function at "/"; without it, all of them at /Webhook,
-// /Reconcile and /Register. PORT selects the port (default 8080).
+// lrosink's functions. With FUNCTION_TARGET=Webhook (or Reconcile, Register,
+// Console) it serves that one function at "/" (the console's pages are under
+// /ui/, so the console needs its own target); without it, Webhook, Reconcile
+// and Register at /Webhook, /Reconcile and /Register, and GET /metrics.
+// PORT selects the port (default 8080).
 //
 // It builds the whole app (configuration validated, webhook secrets
 // decoded, store and results sink opened) before it listens: anything wrong
@@ -49,7 +51,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err // names the variable at fault
 	}
-	functions.Register(a)
+	if err := functions.Register(a); err != nil {
+		return err
+	}
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"

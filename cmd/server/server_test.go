@@ -212,3 +212,29 @@ func TestBrokenSetupExitsBeforeListening(t *testing.T) {
 		})
 	}
 }
+
+// TestConsoleTarget: FUNCTION_TARGET=Console serves the read-only console
+// (the one function at "/", which sends the browser on to /ui/).
+func TestConsoleTarget(t *testing.T) {
+	bin := buildServer(t)
+	emutest.FirestoreHost(t)
+	project := emutest.ProjectID(t)
+	reg := start(t, bin, "FUNCTION_TARGET=Register", "GOOGLE_CLOUD_PROJECT="+project, "LROSINK_RESULTS=stdout")
+	resp, err := http.Post(reg+"/", "application/json", strings.NewReader(`{"name":"batches/console_ft","kind":"batch"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	base := start(t, bin, "FUNCTION_TARGET=Console", "GOOGLE_CLOUD_PROJECT="+project, "LROSINK_RESULTS=stdout")
+	resp, err = http.Get(base + "/") // follows the redirect to /ui/
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := new(bytes.Buffer)
+	_, _ = body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/" || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(body.String(), ">batches/console_ft<") {
+		t.Fatalf("GET / on the Console target = %d %s at %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Request.URL, body)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/console"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
@@ -37,6 +38,9 @@ type App struct {
 	Reconciler *reconcile.Reconciler
 	// Metrics is this App's own Prometheus registry (GET /metrics).
 	Metrics *metrics.Metrics
+	// Passes keeps this process's recent reconcile passes for the console.
+	Passes  *console.Passes
+	now     func() time.Time
 	closers []func() error
 }
 
@@ -61,7 +65,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	a := &App{Config: cfg, Log: log, Metrics: metrics.New()}
+	a := &App{Config: cfg, Log: log, Metrics: metrics.New(), Passes: console.NewPasses(20), now: o.Now}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -94,7 +98,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	dc := ingest.Config{Store: a.Ledger, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
 	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
-		Observer: a.Metrics}
+		Observer: a.Metrics,
+		OnPass: func(started time.Time, s reconcile.Summary, err error) {
+			p := console.Pass{Started: started, Ended: o.Now(), Summary: s}
+			if err != nil {
+				p.Err = err.Error()
+			}
+			a.Passes.Record(p)
+		}}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {
@@ -160,14 +171,63 @@ func (a *App) Reconcile() http.Handler {
 	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, a.Reconciler.Handler()))
 }
 
+// Console is the Console function's handler: the read-only console at
+// /ui/ (console.Prefix); with LROSINK_ADMIN_TOKEN set it requires that bearer
+// token, as Register and Reconcile do.
+func (a *App) Console() (http.Handler, error) {
+	h, err := console.New(console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
+		Passes: a.Passes, Settings: a.settings(), Guard: a.consoleGuard})
+	if err != nil {
+		return nil, err
+	}
+	return logging.Middleware(h), nil
+}
+
+// consoleGuard puts every console route behind the admin token (when set).
+func (a *App) consoleGuard(h http.Handler) http.Handler {
+	return httpapi.RequireBearer(a.Config.AdminToken, a.Log, h)
+}
+
+// settings describe the configuration on the console's health page: what
+// is configured, never a secret's value.
+func (a *App) settings() []console.Setting {
+	set := func(v string) string {
+		if v == "" {
+			return "not set"
+		}
+		return "set"
+	}
+	c := a.Config
+	out := []console.Setting{
+		{Name: "LROSINK_STORE", Value: c.Store},
+		{Name: "LROSINK_RESULTS", Value: c.Results},
+		{Name: "GEMINI_API_KEY", Value: set(c.GeminiAPIKey) + " (reconcile polls Gemini only when set)"},
+		{Name: "LROSINK_WEBHOOK_SECRETS", Value: fmt.Sprintf("%d secret(s)", len(c.WebhookSecrets))},
+		{Name: "LROSINK_GRACE", Value: c.Grace.String()},
+		{Name: "LROSINK_STUCK_AFTER", Value: c.StuckAfter.String()},
+		{Name: "LROSINK_CLAIM_LEASE", Value: c.ClaimLease.String()},
+	}
+	if c.Project != "" {
+		out = append(out, console.Setting{Name: "GOOGLE_CLOUD_PROJECT", Value: c.Project})
+	}
+	return out
+}
+
 // Mux serves every function at its own path, as cmd/server does without
-// FUNCTION_TARGET, plus GET /healthz and GET /metrics.
+// FUNCTION_TARGET, plus GET /healthz, GET /metrics and the console under /ui/.
 func (a *App) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/Webhook", a.Webhook())
 	mux.Handle("/Register", a.Register())
 	mux.Handle("/Reconcile", a.Reconcile())
 	mux.Handle("GET /metrics", a.Metrics.Handler())
+	if ui, err := a.Console(); err != nil {
+		// The templates are embedded and parsed by the console's tests:
+		// this is a broken build, not a configuration.
+		a.Log.Error("console unavailable", "error", err.Error())
+	} else {
+		mux.Handle(console.Prefix, ui)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")

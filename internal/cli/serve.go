@@ -32,7 +32,7 @@ func serveDoc() doc {
 		cmd:  "serve",
 		args: "[flags]",
 		summary: `Run every function on one HTTP server: POST /Webhook, POST /Register, POST /Reconcile,
-GET /healthz and GET /metrics (Prometheus). The ledger defaults to the SQLite file ./lrosink.db and results go to
+GET /healthz, GET /metrics (Prometheus) and the read-only operations console at GET /ui/. The ledger defaults to the SQLite file ./lrosink.db and results go to
 stdout as JSON lines, one per results message; stdout carries nothing else. Logs go to
 stderr as JSON. A reconcile pass runs at start-up (so claims left by a crash are retried)
 and then every LROSINK_RECONCILE_EVERY.

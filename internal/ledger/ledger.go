@@ -321,7 +321,41 @@ type Queries interface {
 	// ListOperations returns up to limit operations, newest submission first,
 	// optionally only those in state (empty: any).
 	ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]Operation, error)
+	// PageOperations returns up to limit operations matching f, newest
+	// submission first (ties: larger ID first), starting strictly after the
+	// cursor (the zero cursor starts at the newest). The console pages with
+	// it; every combination of f's fields is served by an index.
+	PageOperations(ctx context.Context, f Filter, after ListCursor, limit int) ([]Operation, error)
+	// CountOperations returns how many operations match f: an aggregation
+	// over the same index as PageOperations, which reads no documents.
+	CountOperations(ctx context.Context, f Filter) (int64, error)
 }
+
+// Filter selects operations for PageOperations and CountOperations. The
+// zero Filter selects every operation.
+type Filter struct {
+	// State, when set, keeps operations in exactly this state.
+	State lifecycle.State
+	// Kind, when set, keeps operations of this kind.
+	Kind opname.Kind
+	// StuckAt, when set, keeps operations not in a terminal state that were
+	// submitted at or before it: the stuck ones, for a cutoff of now minus
+	// LROSINK_STUCK_AFTER (the same set StuckOperations walks).
+	StuckAt time.Time
+}
+
+// ListCursor is a position in PageOperations' order: (SubmittedAt, ID),
+// both descending.
+type ListCursor struct {
+	SubmittedAt time.Time
+	ID          string
+}
+
+// IsZero reports whether c is the start of the list.
+func (c ListCursor) IsZero() bool { return c.SubmittedAt.IsZero() && c.ID == "" }
+
+// ListAfter returns the cursor just past op in PageOperations' order.
+func ListAfter(op Operation) ListCursor { return ListCursor{SubmittedAt: op.SubmittedAt, ID: op.ID} }
 
 // DueCursor is a position in the due order: (NextCheckAt, ID). A pass
 // pages with it so that it always moves past what it already tried, even

@@ -71,6 +71,9 @@ type Config struct {
 	// Observer is told each pass's summary and error (metrics); nil is a
 	// no-op.
 	Observer Observer
+	// OnPass, if set, is told of every pass when it ends (the console's
+	// ring of recent passes).
+	OnPass func(started time.Time, s Summary, err error)
 }
 
 // Observer is told the outcome of every pass, failed ones too (with what
@@ -170,6 +173,9 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	}
 	var t tally
 	now := r.cfg.Now()
+	if r.cfg.OnPass != nil {
+		defer func() { r.cfg.OnPass(now, s, err) }()
+	}
 	if err := r.retryClaims(ctx, now, &t); err != nil {
 		return t.s, err
 	}

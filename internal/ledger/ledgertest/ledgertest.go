@@ -16,6 +16,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
 )
 
@@ -45,6 +46,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"ScheduleCheck":               testScheduleCheck,
 		"RecordStuckAlert":            testRecordStuckAlert,
 		"ListOperations":              testListOperations,
+		"PageOperations":              testPageOperations,
 		"FreeFormValuesRoundTrip":     testFreeForm,
 		"MaximalOperationCommits":     testMaximal,
 		"SeizeAndReleaseExtendExpiry": testExpiry,
@@ -810,5 +812,122 @@ func testGeminiStatus(t *testing.T, s ledger.Ledger) {
 	}
 	if !strings.Contains(string(data), `"gemini_status":null`) {
 		t.Fatalf("legacy claim message data %s, want gemini_status null", data)
+	}
+}
+
+// pageFixture is the ledger testPageOperations pages through: every kind,
+// terminal and not, with submission-time ties (ordered by id, descending)
+// and one operation in a state the reducer does not know (not terminal, so
+// it can be stuck).
+func pageFixture() []ledger.Operation {
+	type row struct {
+		id    string
+		kind  opname.Kind
+		state lifecycle.State
+		min   int // submitted t0 + min minutes
+	}
+	rows := []row{
+		{"p01", opname.KindBatch, lifecycle.Pending, 0},
+		{"p02", opname.KindVideo, lifecycle.Running, 1},
+		{"p03", opname.KindBatch, lifecycle.Succeeded, 2},
+		{"p04", opname.KindInteraction, lifecycle.Pending, 3},
+		{"p05", opname.KindBatch, lifecycle.Running, 3},
+		{"p06", opname.KindBatch, lifecycle.Pending, 3},
+		{"p07", opname.KindVideo, lifecycle.Failed, 4},
+		{"p08", opname.KindBatch, "PAUSED", 5},
+		{"p09", opname.KindInteraction, lifecycle.Succeeded, 6},
+		{"p10", opname.KindBatch, lifecycle.Pending, 7},
+		{"p11", opname.KindVideo, lifecycle.Pending, 8},
+	}
+	out := make([]ledger.Operation, 0, len(rows))
+	for _, r := range rows {
+		op := Op(r.id)
+		op.Kind, op.State, op.SubmittedAt = r.kind, r.state, t0.Add(time.Duration(r.min)*time.Minute)
+		if r.state.Terminal() {
+			op.SettledAt, op.SettledBy, op.NextCheckAt = op.SubmittedAt, "webhook", time.Time{}
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// matches is the reference model of ledger.Filter.
+func matches(op ledger.Operation, f ledger.Filter) bool {
+	return (f.State == "" || op.State == f.State) && (f.Kind == "" || op.Kind == f.Kind) &&
+		(f.StuckAt.IsZero() || (!op.State.Terminal() && !op.SubmittedAt.After(f.StuckAt)))
+}
+
+// testPageOperations checks every combination of filter fields against the
+// reference model: the order (newest first, ties by id descending), paging
+// by cursor in every page size, and the count.
+func testPageOperations(t *testing.T, s ledger.Ledger) {
+	ops := pageFixture()
+	for _, op := range ops {
+		mustCommit(t, s, op, nil)
+	}
+	// Newest first; ties (p04..p06 at +3 min) by id, descending.
+	want := []string{"p11", "p10", "p09", "p08", "p07", "p06", "p05", "p04", "p03", "p02", "p01"}
+	all, err := s.PageOperations(ctx(t), ledger.Filter{}, ledger.ListCursor{}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same(ids(all), want) {
+		t.Fatalf("PageOperations(all) = %v, want %v", ids(all), want)
+	}
+	cutoff := t0.Add(5 * time.Minute) // p11 and p10 are too young to be stuck
+	var filters []ledger.Filter
+	for _, st := range []lifecycle.State{"", lifecycle.Pending, lifecycle.Running, lifecycle.Succeeded, "PAUSED"} {
+		for _, k := range []opname.Kind{"", opname.KindBatch, opname.KindVideo} {
+			for _, stuck := range []time.Time{{}, cutoff} {
+				filters = append(filters, ledger.Filter{State: st, Kind: k, StuckAt: stuck})
+			}
+		}
+	}
+	for _, f := range filters {
+		var expect []string
+		for _, id := range want {
+			for _, op := range ops {
+				if op.ID == id && matches(op, f) {
+					expect = append(expect, id)
+				}
+			}
+		}
+		n, err := s.CountOperations(ctx(t), f)
+		if err != nil {
+			t.Fatalf("CountOperations(%+v): %v", f, err)
+		}
+		if n != int64(len(expect)) {
+			t.Errorf("CountOperations(%+v) = %d, want %d", f, n, len(expect))
+		}
+		for _, size := range []int{1, 2, 3, 100} {
+			var got []string
+			var after ledger.ListCursor
+			for range len(ops) + 1 {
+				page, err := s.PageOperations(ctx(t), f, after, size)
+				if err != nil {
+					t.Fatalf("PageOperations(%+v, %+v, %d): %v", f, after, size, err)
+				}
+				if len(page) > size {
+					t.Fatalf("PageOperations(%+v, size %d) returned %d", f, size, len(page))
+				}
+				got = append(got, ids(page)...)
+				if len(page) < size {
+					break
+				}
+				after = ledger.ListAfter(page[len(page)-1])
+			}
+			if !same(got, expect) {
+				t.Errorf("PageOperations(%+v) in pages of %d = %v, want %v", f, size, got, expect)
+			}
+		}
+	}
+	if none, err := s.PageOperations(ctx(t), ledger.Filter{}, ledger.ListCursor{}, 0); err != nil || len(none) != 0 {
+		t.Errorf("PageOperations(limit 0) = %v, %v; want nothing", ids(none), err)
+	}
+	// A settled operation leaves the stuck set.
+	p01 := mustGet(t, s, "p01")
+	mustCommit(t, s, terminal(p01, t0), nil)
+	if n, _ := s.CountOperations(ctx(t), ledger.Filter{Kind: opname.KindBatch, StuckAt: cutoff}); n != 3 {
+		t.Errorf("stuck batches after p01 settled = %d, want 3 (p05, p06, p08)", n)
 	}
 }

@@ -488,6 +488,48 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 	})
 }
 
+// matches reports whether o is selected by f (see ledger.Filter).
+func matches(f ledger.Filter, o ledger.Operation) bool {
+	switch {
+	case f.State != "" && o.State != f.State, f.Kind != "" && o.Kind != f.Kind:
+		return false
+	case !f.StuckAt.IsZero():
+		return !o.State.Terminal() && !o.SubmittedAt.IsZero() && !o.SubmittedAt.After(f.StuckAt)
+	}
+	return true
+}
+
+// byNewest is PageOperations' order: submission time, then id, both
+// descending.
+func byNewest(a, b ledger.Operation) int {
+	return cmp.Or(b.SubmittedAt.Compare(a.SubmittedAt), cmp.Compare(b.ID, a.ID))
+}
+
+// PageOperations implements ledger.Queries.
+func (s *Store) PageOperations(ctx context.Context, f ledger.Filter, after ledger.ListCursor, limit int) ([]ledger.Operation, error) {
+	cursor := ledger.Operation{SubmittedAt: after.SubmittedAt, ID: after.ID}
+	return s.selectOps(ctx, "page operations", limit, func(o ledger.Operation) bool {
+		return matches(f, o) && (after.IsZero() || byNewest(cursor, o) < 0)
+	}, byNewest)
+}
+
+// CountOperations implements ledger.Queries; like a Firestore count
+// aggregation it is billed one read per 1,000 entries counted (at least one).
+func (s *Store) CountOperations(ctx context.Context, f ledger.Filter) (int64, error) {
+	if err := s.lock(ctx, "count operations"); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	var n int64
+	for _, so := range s.ops {
+		if matches(f, so.op) {
+			n++
+		}
+	}
+	s.counts.Reads.Add(max(1, (n+999)/1000))
+	return n, nil
+}
+
 // DueClaims implements ledger.Queries: claims not DONE whose lease ended (or
 // that were released) by now, earliest first (ties by id).
 func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error) {

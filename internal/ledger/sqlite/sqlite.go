@@ -54,7 +54,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -120,6 +120,15 @@ ALTER TABLE operations ADD COLUMN stuck_alerted_at INTEGER;
 -- Gemini's raw status string behind state (CONTRACT.md §6: gemini_status);
 -- operations written before it have none.
 ALTER TABLE operations ADD COLUMN gemini_status TEXT NOT NULL DEFAULT '';
+`, `
+-- The console's filtered pages and counts (PageOperations, CountOperations):
+-- one index per combination of the kind, state and stuck filters, each
+-- ending in the order column and id (state alone is served above).
+CREATE INDEX IF NOT EXISTS operations_kind_submitted_at ON operations (kind, submitted_at, id);
+CREATE INDEX IF NOT EXISTS operations_kind_state_submitted_at ON operations (kind, state, submitted_at, id);
+CREATE INDEX IF NOT EXISTS operations_state_pending_since ON operations (state, pending_since, id) WHERE pending_since IS NOT NULL;
+CREATE INDEX IF NOT EXISTS operations_kind_pending_since ON operations (kind, pending_since, id) WHERE pending_since IS NOT NULL;
+CREATE INDEX IF NOT EXISTS operations_kind_state_pending_since ON operations (kind, state, pending_since, id) WHERE pending_since IS NOT NULL;
 `}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
 )
 
@@ -300,6 +301,53 @@ func TestQueryPlans(t *testing.T) {
 				t.Fatalf("%s does not use %s: %q", name, q.index, plan)
 			}
 		})
+	}
+	// Every combination of the console's filters, with and without a
+	// cursor, and its count.
+	for _, kind := range []string{"", "batch"} {
+		for _, state := range []string{"", "PENDING"} {
+			for _, stuck := range []bool{false, true} {
+				f := ledger.Filter{Kind: opname.Kind(kind), State: lifecycle.State(state)}
+				index := "operations_"
+				if kind != "" {
+					index += "kind_"
+				}
+				if state != "" {
+					index += "state_"
+				}
+				if index += "submitted_at"; stuck {
+					f.StuckAt = t0
+					index = strings.Replace(index, "submitted_at", "pending_since", 1)
+				}
+				for _, v := range []struct {
+					name          string
+					cursor, count bool
+				}{{"page", false, false}, {"next-page", true, false}, {"count", false, true}} {
+					q, args := pageQuery(f, v.cursor, v.count)
+					if v.cursor {
+						args = append(args, now, "x")
+					}
+					if !v.count {
+						args = append(args, 10)
+					}
+					t.Run(fmt.Sprintf("%s/%+v", v.name, f), func(t *testing.T) {
+						plan := explain(t, s.writer, q, args...)
+						// Counting every operation reads every entry of
+						// the (covering) index: that is what a count is.
+						if p := planProblem(plan); p != "" && !(v.count && f == (ledger.Filter{}) && strings.Contains(p, "COVERING INDEX")) {
+							t.Fatalf("%s: %s\nplan: %q", q, p, plan)
+						}
+						want := index
+						if v.count && f == (ledger.Filter{}) {
+							want = "sqlite_autoindex_operations_1" // SQLite counts on the smallest index
+						}
+						if !strings.Contains(strings.Join(plan, "\n")+" ", "INDEX "+want+" ") {
+							t.Fatalf("%s does not use %s: %q", q, want, plan)
+						}
+					})
+				}
+			}
+		}
 	}
 	// The check itself must catch a scan.
 	if p := planProblem(explain(t, s.writer, `SELECT id FROM operations WHERE settled_by = ?`, "x")); !strings.HasPrefix(p, "full scan") {

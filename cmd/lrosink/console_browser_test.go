@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+)
+
+// chromium finds Debian's chromium: $LROSINK_CHROMIUM, else on PATH. make
+// test (scripts/ensure-chromium.sh) sets LROSINK_REQUIRE_BROWSER=1, and then
+// a missing browser fails the test instead of skipping it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("LROSINK_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("LROSINK_REQUIRE_BROWSER") == "1" {
+		t.Fatal("chromium not found (apt-get install chromium, or set LROSINK_CHROMIUM)")
+	}
+	t.Skip("chromium not found; make test installs it (scripts/ensure-chromium.sh)")
+	return ""
+}
+
+// evil is user metadata that would run if the console did not escape it:
+// it renames the page and sets a global.
+const evil = `<script>document.title="pwned";window.pwned=1</script><img src=x onerror="window.pwned=2">`
+
+// TestConsoleInBrowser drives the console of a real `lrosink serve` in
+// headless Chromium (chromedp over the DevTools protocol): the operations
+// appear in the list, the state filter works through the form, an
+// operation's page shows its timeline and the published message, and
+// nothing from the input runs. Screenshots of each page go to
+// $LROSINK_ARTIFACTS, or the test's temp dir.
+func TestConsoleInBrowser(t *testing.T) {
+	browser := chromium(t)
+	bin := build(t, "")
+	dir, secret := t.TempDir(), webhooktest.NewSecret()
+	p := serve(t, bin, dir, []string{"LROSINK_WEBHOOK_SECRETS=" + secret})
+	shots := os.Getenv("LROSINK_ARTIFACTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	// A settled batch, a settled batch with hostile metadata (registered,
+	// then completed by a signed webhook carrying more), and a pending one.
+	mustDeliver(t, p.base, secret, "br_plain", "msg_p", "completed")
+	register(t, p.base, `{"name":"batches/br_evil","kind":"batch","metadata":{"note":`+jsonString(evil)+`}}`)
+	evilBody := []byte(`{"type":"batch.succeeded","version":"v1","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) +
+		`","data":{"id":"br_evil","output_file_uri":"gs://bucket/out.jsonl"},"user_metadata":{` + jsonString(evil) + `:"key"}}`)
+	if code, outcome, err := deliver(t, p.base, secret, "msg_e", evilBody); err != nil || code != http.StatusOK || outcome != "completed" {
+		t.Fatalf("evil delivery: %d %q %v", code, outcome, err)
+	}
+	register(t, p.base, `{"name":"batches/br_pending","kind":"batch"}`)
+	for range 2 { // the two results lines
+		p.next(t)
+	}
+
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1280, 800),
+		chromedp.UserDataDir(t.TempDir()))
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		path := filepath.Join(shots, name+".png")
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+	// untouched checks that nothing from the input ran on the current page.
+	untouched := func(page string) {
+		t.Helper()
+		title, err := chromedp.Run(ctx, chromedp.Title())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pwned, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`typeof window.pwned !== "undefined"`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(title, "pwned") || pwned {
+			t.Fatalf("%s: input ran in the browser (title %q, window.pwned set %v)", page, title, pwned)
+		}
+	}
+
+	// The list: every operation, newest first, with the total.
+	run("operations page", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("table.ops"))
+	list, count := text("table.ops"), text("#count")
+	for _, name := range []string{"batches/br_plain", "batches/br_evil", "batches/br_pending"} {
+		if !strings.Contains(list, name) {
+			t.Errorf("the list lacks %s:\n%s", name, list)
+		}
+	}
+	if count != "1–3 of 3" {
+		t.Errorf("count label %q, want 1–3 of 3", count)
+	}
+	untouched("operations")
+	shot("operations")
+
+	// The state filter, through the form as a user would.
+	// Mark the page, so that waiting for an unmarked one waits for the
+	// form's answer.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.old = "1"`)); err != nil {
+		t.Fatal(err)
+	}
+	run("filter by state", chromedp.SetValue(`select[name="state"]`, "PENDING"), chromedp.Click(`button[type="submit"]`),
+		chromedp.WaitVisible(`body:not([data-old]) #count`))
+	list, count = text("table.ops"), text("#count")
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(loc, "state=PENDING") || count != "1–1 of 1" || !strings.Contains(list, "batches/br_pending") ||
+		strings.Contains(list, "batches/br_plain") {
+		t.Errorf("filter PENDING: at %s, %q:\n%s", loc, count, list)
+	}
+	shot("operations-pending")
+
+	// The hostile operation's page: timeline, message, metadata as text.
+	run("operation page", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("table.ops"),
+		chromedp.Click(`//a[text()="batches/br_evil"]`), chromedp.WaitVisible("#timeline"))
+	timeline, message, metadata := text("#timeline"), text("#message"), text("#metadata")
+	if !strings.Contains(timeline, "register") || !strings.Contains(timeline, "webhook") || !strings.Contains(timeline, "SUCCEEDED") {
+		t.Errorf("timeline lacks the register and the webhook:\n%s", timeline)
+	}
+	if !strings.Contains(message, `"idempotency_key": "gemini:batches/br_evil"`) || !strings.Contains(message, `"state": "SUCCEEDED"`) {
+		t.Errorf("published message not shown:\n%s", message)
+	}
+	// Shown as the very characters that came in: escaped, not interpreted.
+	if !strings.Contains(metadata, `<script>document.title=\"pwned\";window.pwned=1</script>`) {
+		t.Errorf("metadata not shown as text:\n%s", metadata)
+	}
+	scripts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("script, img").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scripts != 0 {
+		t.Errorf("%d script/img elements on the page: the input became markup", scripts)
+	}
+	untouched("operation")
+	shot("operation")
+
+	run("stuck page", chromedp.Navigate(p.base+"/ui/stuck"), chromedp.WaitVisible("main h1"))
+	untouched("stuck")
+	shot("stuck")
+	run("health page", chromedp.Navigate(p.base+"/ui/health"), chromedp.WaitVisible("#passes"))
+	health := text("main")
+	if !strings.Contains(health, "sqlite:") {
+		t.Errorf("health page does not name the store:\n%s", health)
+	}
+	shot("health")
+}
+
+func register(t *testing.T, base, body string) {
+	t.Helper()
+	resp, err := http.Post(base+"/Register", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		t.Fatalf("register %s: %d", body, resp.StatusCode)
+	}
+}
+
+func jsonString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(s) + `"`
+}

@@ -1,0 +1,570 @@
+// Package console is the read-only operations console at /ui/: server-rendered
+// HTML (html/template, embedded templates and stylesheet, no JavaScript) over
+// the ledger's indexed queries. Names, metadata, outputs and errors come from
+// outside (submitters, webhook senders, Gemini), so everything is rendered
+// through html/template's contextual escaping, and every answer carries a
+// Content-Security-Policy that allows no script at all, as a second wall.
+package console
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+)
+
+// Prefix is where the console is mounted.
+const Prefix = "/ui/"
+
+// Reader is what the console reads from the ledger: single documents and
+// indexed, bounded queries, never a scan.
+type Reader interface {
+	GetOperation(ctx context.Context, id string) (ledger.Operation, error)
+	GetClaim(ctx context.Context, id string) (ledger.Claim, error)
+	PageOperations(ctx context.Context, f ledger.Filter, after ledger.ListCursor, limit int) ([]ledger.Operation, error)
+	CountOperations(ctx context.Context, f ledger.Filter) (int64, error)
+	DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error)
+}
+
+// Setting is one line of the health page's configuration table. Values
+// are descriptions, never secrets (a key is shown as "set" or "not set").
+type Setting struct{ Name, Value string }
+
+// Config holds the console's dependencies.
+type Config struct {
+	Ledger Reader
+	Log    *slog.Logger
+	Now    func() time.Time
+	// StuckAfter is LROSINK_STUCK_AFTER: the stuck filter's cutoff is now
+	// minus it.
+	StuckAfter time.Duration
+	// PageSize is the number of rows per page (default 50).
+	PageSize int
+	// Passes are this process's recent reconcile passes; nil when it runs
+	// none (the Console function on Cloud Run).
+	Passes *Passes
+	// Settings describe the configured store, sink and the like.
+	Settings []Setting
+	// Guard wraps every console route, e.g. with the admin-token check
+	// (LROSINK_ADMIN_TOKEN) when serve listens beyond loopback; nil: none.
+	Guard func(http.Handler) http.Handler
+}
+
+//go:embed assets
+var assets embed.FS
+
+// Console serves the pages.
+type Console struct {
+	cfg   Config
+	pages map[string]*template.Template
+}
+
+// New checks cfg and returns the console's handler, which serves every
+// path under Prefix and redirects "/" there.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Ledger == nil || cfg.Log == nil {
+		return nil, errors.New("console: Ledger and Log are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 50
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = 6 * time.Hour
+	}
+	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
+	funcs := template.FuncMap{
+		"ago":      func(t time.Time) string { return ago(cfg.Now(), t) },
+		"ts":       stamp,
+		"num":      thousands,
+		"opURL":    func(id string) string { return Prefix + "operations/" + url.PathEscape(id) },
+		"terminal": func(s lifecycle.State) bool { return s.Terminal() },
+		"dur":      short,
+	}
+	for _, p := range []string{"operations", "operation", "stuck", "health", "error"} {
+		t, err := template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", p, err)
+		}
+		c.pages[p] = t
+	}
+	css, err := assets.ReadFile("assets/style.css")
+	if err != nil {
+		return nil, fmt.Errorf("console: stylesheet: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+Prefix+"{$}", c.operations)
+	mux.HandleFunc("GET "+Prefix+"operations/{id}", c.operation)
+	mux.HandleFunc("GET "+Prefix+"stuck", c.stuck)
+	mux.HandleFunc("GET "+Prefix+"health", c.health)
+	mux.HandleFunc("GET "+Prefix+"style.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		w.Header().Set("Cache-Control", "max-age=300")
+		_, _ = w.Write(css)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix, http.StatusFound)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "No such page.", nil)
+	})
+	var h http.Handler = secure(mux)
+	if cfg.Guard != nil {
+		h = cfg.Guard(h)
+	}
+	return h, nil
+}
+
+// secure sets the headers every answer carries: no script may run, nothing
+// may frame the console, nothing is cached by shared caches.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// page is what every template gets.
+type page struct {
+	Title string
+	Nav   string
+	Now   time.Time
+	Data  any
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	var b bytes.Buffer
+	if err := c.pages[name].ExecuteTemplate(&b, "layout", page{Title: title, Nav: name, Now: c.cfg.Now(), Data: data}); err != nil {
+		c.cfg.Log.ErrorContext(r.Context(), "console: render", "page", name, "error", err.Error())
+		http.Error(w, "console: cannot render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// fail renders the error page; err (logged, not shown) is the cause when
+// the store failed.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
+	if err != nil {
+		c.cfg.Log.ErrorContext(r.Context(), "console: "+msg, "error", err.Error())
+	}
+	c.render(w, r, status, "error", http.StatusText(status), msg)
+}
+
+// listForm is the operations page's query: filters, then the cursor.
+type listForm struct {
+	State lifecycle.State
+	Kind  opname.Kind
+	Stuck bool
+	After ledger.ListCursor
+	From  int // 1-based position of the page's first row, for the label
+}
+
+var stateRE = regexp.MustCompile(`^[A-Z_]{1,40}$`)
+
+// Kinds are the kinds the filter offers.
+var Kinds = []opname.Kind{opname.KindBatch, opname.KindVideo, opname.KindInteraction}
+
+func parseList(q url.Values) (listForm, error) {
+	var f listForm
+	if s := q.Get("state"); s != "" {
+		if !stateRE.MatchString(s) {
+			return f, errors.New("state: not a state name")
+		}
+		f.State = lifecycle.State(s)
+	}
+	if k := opname.Kind(q.Get("kind")); k != "" {
+		if !slices.Contains(Kinds, k) {
+			return f, errors.New("kind: not one of batch, video, interaction")
+		}
+		f.Kind = k
+	}
+	f.Stuck = q.Get("stuck") == "1"
+	f.From = 1
+	if at := q.Get("at"); at != "" {
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return f, errors.New("at: not an RFC 3339 time")
+		}
+		f.After = ledger.ListCursor{SubmittedAt: t, ID: q.Get("id")}
+		if n, err := strconv.Atoi(q.Get("from")); err == nil && n > 0 {
+			f.From = n
+		}
+	}
+	return f, nil
+}
+
+// query returns the URL query of f without its cursor, with extra pairs.
+func (f listForm) query(extra ...string) string {
+	v := url.Values{}
+	if f.State != "" {
+		v.Set("state", string(f.State))
+	}
+	if f.Kind != "" {
+		v.Set("kind", string(f.Kind))
+	}
+	if f.Stuck {
+		v.Set("stuck", "1")
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		v.Set(extra[i], extra[i+1])
+	}
+	if len(v) == 0 {
+		return Prefix
+	}
+	return Prefix + "?" + v.Encode()
+}
+
+type listData struct {
+	Form        listForm
+	States      []lifecycle.State
+	Kinds       []opname.Kind
+	Rows        []row
+	Total       int64
+	First, Last int
+	Next, Reset string
+	StuckAfter  time.Duration
+}
+
+// row is one operation in a table.
+type row struct {
+	ledger.Operation
+	Stuck bool
+	// Claim is the claim's status ("" before the operation settled,
+	// "expired" once the TTL policy removed a done claim).
+	Claim string
+}
+
+func (c *Console) filter(f listForm) ledger.Filter {
+	lf := ledger.Filter{State: f.State, Kind: f.Kind}
+	if f.Stuck {
+		lf.StuckAt = c.cfg.Now().Add(-c.cfg.StuckAfter)
+	}
+	return lf
+}
+
+// claimReads bounds the concurrent claim reads of one page.
+const claimReads = 8
+
+// rows decorates ops for a table. The claim status is read from each
+// settled operation's claim, concurrently: the operation's own mirror is
+// not updated when a claim is done (that would cost a write per
+// completion), so it cannot tell DONE from a holder still at work.
+func (c *Console) rows(ctx context.Context, ops []ledger.Operation) ([]row, error) {
+	cutoff := c.cfg.Now().Add(-c.cfg.StuckAfter)
+	out := make([]row, len(ops))
+	errs := make([]error, len(ops))
+	sem := make(chan struct{}, claimReads)
+	var wg sync.WaitGroup
+	for i, op := range ops {
+		out[i] = row{Operation: op, Stuck: !op.State.Terminal() && !op.SubmittedAt.After(cutoff)}
+		if !op.State.Terminal() {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cl, err := c.cfg.Ledger.GetClaim(ctx, op.ID)
+			switch {
+			case errors.Is(err, ledger.ErrNotFound):
+				out[i].Claim = "expired"
+			case err != nil:
+				errs[i] = err
+			default:
+				out[i].Claim = string(cl.Status)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
+	f, err := parseList(r.URL.Query())
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, "Bad filter: "+err.Error(), nil)
+		return
+	}
+	lf := c.filter(f)
+	ops, err := c.cfg.Ledger.PageOperations(r.Context(), lf, f.After, c.cfg.PageSize)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		return
+	}
+	total, err := c.cfg.Ledger.CountOperations(r.Context(), lf)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		return
+	}
+	rows, err := c.rows(r.Context(), ops)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		return
+	}
+	d := listData{Form: f, States: lifecycle.States(), Kinds: Kinds, Rows: rows, Total: total,
+		First: f.From, Last: f.From + len(ops) - 1, StuckAfter: c.cfg.StuckAfter}
+	if !f.After.IsZero() {
+		d.Reset = f.query()
+	}
+	if len(ops) == c.cfg.PageSize {
+		last := ops[len(ops)-1]
+		d.Next = f.query("at", last.SubmittedAt.UTC().Format(time.RFC3339Nano), "id", last.ID, "from", strconv.Itoa(d.Last+1))
+	}
+	c.render(w, r, http.StatusOK, "operations", "Operations", d)
+}
+
+// event is one line of an operation's timeline.
+type event struct {
+	At       time.Time
+	Kind     string // applied, conflict, replay
+	State    lifecycle.State
+	Source   string
+	Reason   string
+	Delivery string
+	Update   time.Time
+}
+
+type opData struct {
+	Op       ledger.Operation
+	Stuck    bool
+	Metadata string
+	Output   string
+	Claim    *ledger.Claim
+	Message  string
+	Timeline []event
+}
+
+func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	op, err := c.cfg.Ledger.GetOperation(r.Context(), id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		c.fail(w, r, http.StatusNotFound, "No operation with this id.", nil)
+		return
+	case err != nil:
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		return
+	}
+	d := opData{Op: op, Stuck: !op.State.Terminal() && !op.SubmittedAt.After(c.cfg.Now().Add(-c.cfg.StuckAfter)),
+		Metadata: pretty(op.UserMetadata), Output: pretty(op.Output)}
+	if op.State.Terminal() {
+		cl, err := c.cfg.Ledger.GetClaim(r.Context(), id)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			// Expired by the TTL policy after it was done.
+		case err != nil:
+			c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+			return
+		default:
+			d.Claim = &cl
+			if data, err := cl.Message.Data(); err != nil {
+				d.Message = "(cannot encode: " + err.Error() + ")"
+			} else {
+				d.Message = indent(data)
+			}
+		}
+	}
+	// An event without a server time is stored at the epoch (it loses
+	// every tie): show none rather than 1970.
+	for i, h := range op.History {
+		if h.UpdateTime.Equal(time.Unix(0, 0)) {
+			op.History[i].UpdateTime = time.Time{}
+		}
+	}
+	for _, h := range op.History {
+		d.Timeline = append(d.Timeline, event{At: h.At, Kind: "applied", State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
+	}
+	for _, h := range op.Conflicts {
+		d.Timeline = append(d.Timeline, event{At: h.At, Kind: "conflict", State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
+	}
+	for _, rp := range op.Replays {
+		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", Reason: "replay " + rp.ID})
+	}
+	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
+	c.render(w, r, http.StatusOK, "operation", op.Name, d)
+}
+
+// maxStuckRows bounds the stuck page's two lists.
+const maxStuckRows = 200
+
+type stuckData struct {
+	Ops        []row
+	OpsTotal   int64
+	Claims     []ledger.Claim
+	StuckAfter time.Duration
+	More       string
+	Limit      int
+}
+
+func (c *Console) stuck(w http.ResponseWriter, r *http.Request) {
+	f := listForm{Stuck: true}
+	lf := c.filter(f)
+	ops, err := c.cfg.Ledger.PageOperations(r.Context(), lf, ledger.ListCursor{}, maxStuckRows)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		return
+	}
+	total, err := c.cfg.Ledger.CountOperations(r.Context(), lf)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		return
+	}
+	// Every claim that is not DONE has a due time (its lease end, or its
+	// release): asking for those due by the far future lists them all,
+	// through the same index the reconciler uses.
+	claims, err := c.cfg.Ledger.DueClaims(r.Context(), c.cfg.Now().AddDate(100, 0, 0), maxStuckRows)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		return
+	}
+	rows, err := c.rows(r.Context(), ops)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		return
+	}
+	d := stuckData{Ops: rows, OpsTotal: total, Claims: claims, StuckAfter: c.cfg.StuckAfter, Limit: maxStuckRows}
+	if total > int64(len(ops)) {
+		d.More = f.query()
+	}
+	c.render(w, r, http.StatusOK, "stuck", "Stuck", d)
+}
+
+type healthData struct {
+	Passes   []Pass
+	Local    bool
+	Settings []Setting
+}
+
+func (c *Console) health(w http.ResponseWriter, r *http.Request) {
+	d := healthData{Settings: c.cfg.Settings, Local: c.cfg.Passes != nil}
+	if c.cfg.Passes != nil {
+		d.Passes = c.cfg.Passes.Recent()
+	}
+	c.render(w, r, http.StatusOK, "health", "Health", d)
+}
+
+// pretty renders a free-form map as indented JSON ("" for none).
+func pretty(m map[string]any) string {
+	if m == nil {
+		return ""
+	}
+	b, err := ledger.EncodeJSON(m)
+	if err != nil {
+		return "(cannot encode: " + err.Error() + ")"
+	}
+	return indent(b)
+}
+
+func indent(b []byte) string {
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return string(b)
+	}
+	return out.String()
+}
+
+// stamp formats a time for a table: UTC, seconds ("" for the zero time).
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// ago is a coarse duration between t and now: "45s", "12m", "3h05m",
+// "4d02h"; "in 5m" when t is after now; "" for the zero time.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := now.Sub(t)
+	prefix := ""
+	if d < 0 {
+		prefix, d = "in ", -d
+	}
+	return prefix + coarse(d)
+}
+
+func coarse(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+	}
+}
+
+// short formats a configured duration or a pass's run time briefly:
+// "6h", "1m30s", "2.2ms".
+func short(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		d = d.Round(100 * time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(100 * time.Microsecond)
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// thousands formats n with comma separators: 1234 → "1,234".
+func thousands(n any) string {
+	var v int64
+	switch x := n.(type) {
+	case int:
+		v = int64(x)
+	case int64:
+		v = x
+	}
+	s := strconv.FormatInt(v, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(ch)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

@@ -1,0 +1,305 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/console"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
+	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/reconcile"
+)
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+const evil = `<script>document.title="pwned"</script>"><img src=x onerror=alert(1)>`
+
+func store(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func commit(t *testing.T, s ledger.Store, op ledger.Operation, c *ledger.Claim) {
+	t.Helper()
+	if _, _, err := s.CommitOperation(context.Background(), op, c); err != nil {
+		t.Fatalf("commit %s: %v", op.ID, err)
+	}
+}
+
+// settled returns op SUCCEEDED, with history and a conflict, and its claim.
+func settled(id string, submitted time.Time) (ledger.Operation, *ledger.Claim) {
+	op := ledgertest.Op(id)
+	op.SubmittedAt = submitted
+	op.State, op.UpdateTime, op.SettledAt, op.SettledBy, op.NextCheckAt = lifecycle.Succeeded, submitted.Add(time.Minute), submitted.Add(time.Minute), "webhook", time.Time{}
+	op.History = []ledger.HistoryEntry{
+		{At: submitted, Source: "register", State: lifecycle.Pending, Reason: "first-sighting"},
+		{At: submitted.Add(time.Minute), Source: "webhook", State: lifecycle.Succeeded, Reason: "higher-rank", DeliveryID: "msg_1", UpdateTime: submitted.Add(time.Minute)},
+	}
+	op.Conflicts = []ledger.HistoryEntry{{At: submitted.Add(2 * time.Minute), Source: "webhook", State: lifecycle.Failed, Reason: "conflicting-terminal"}}
+	c := ledgertest.Claim(id, "h1", submitted.Add(11*time.Minute))
+	c.Message.UserMetadata = op.UserMetadata
+	return op, c
+}
+
+func newConsole(t *testing.T, s console.Reader, mod func(*console.Config)) *httptest.Server {
+	t.Helper()
+	cfg := console.Config{Ledger: s, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
+		StuckAfter: 6 * time.Hour, PageSize: 50,
+		Settings: []console.Setting{{Name: "LROSINK_STORE", Value: "sqlite:/tmp/x.db"}}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	h, err := console.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, u string, wantStatus int) (string, http.Header) {
+	t.Helper()
+	res, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != wantStatus {
+		t.Fatalf("GET %s = %d, want %d\n%s", u, res.StatusCode, wantStatus, b)
+	}
+	return string(b), res.Header
+}
+
+// Everything that came from outside is shown as text: no tag of it reaches
+// the page, on the list and on the operation's page, and the CSP forbids
+// script anyway.
+func TestEscapesEverything(t *testing.T) {
+	s := store(t)
+	op, c := settled("evil", now.Add(-time.Hour))
+	op.Name = "batches/" + evil
+	op.UserMetadata = map[string]any{evil: evil, "nested": []any{evil}}
+	op.Output = map[string]any{"text": evil}
+	op.History[1].DeliveryID = evil
+	c.Message.UserMetadata = op.UserMetadata
+	c.Message.Operation = op.Name
+	commit(t, s, op, c)
+	srv := newConsole(t, s, nil)
+	for _, path := range []string{"/ui/", "/ui/operations/evil", "/ui/?state=SUCCEEDED"} {
+		body, h := get(t, srv.URL+path, http.StatusOK)
+		if strings.Contains(body, "<script") || strings.Contains(body, "<img") {
+			t.Errorf("%s: a tag from the input reached the page:\n%s", path, body)
+		}
+		if !strings.Contains(body, "&lt;script&gt;") {
+			t.Errorf("%s: the input is not shown as escaped text", path)
+		}
+		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
+			t.Errorf("%s: Content-Security-Policy %q does not forbid scripts", path, csp)
+		}
+	}
+}
+
+var countRE = regexp.MustCompile(`id="count">([^<]*)<`)
+
+func TestListPagesWithTotal(t *testing.T) {
+	s := store(t)
+	for i := range 120 {
+		op := ledgertest.Op(fmt.Sprintf("op%03d", i))
+		op.SubmittedAt = now.Add(-time.Duration(120-i) * time.Minute)
+		if i%3 == 0 {
+			op, c := settled(op.ID, op.SubmittedAt)
+			commit(t, s, op, c)
+			continue
+		}
+		commit(t, s, op, nil)
+	}
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/", http.StatusOK)
+	if got := countRE.FindStringSubmatch(body); got == nil || got[1] != "1–50 of 120" {
+		t.Fatalf("first page label = %q, want 1–50 of 120", got)
+	}
+	if !strings.Contains(body, ">batches/op119<") || strings.Contains(body, ">batches/op069<") {
+		t.Fatalf("first page is not the 50 newest")
+	}
+	// Follow "next" to the end.
+	seen := 0
+	next := regexp.MustCompile(`<a href="([^"]*)" rel="next">`)
+	labels := []string{}
+	for u := srv.URL + "/ui/"; ; {
+		body, _ := get(t, u, http.StatusOK)
+		seen += strings.Count(body, `<td class="name">`)
+		labels = append(labels, countRE.FindStringSubmatch(body)[1])
+		m := next.FindStringSubmatch(body)
+		if m == nil {
+			break
+		}
+		u = srv.URL + strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	if seen != 120 || fmt.Sprint(labels) != "[1–50 of 120 51–100 of 120 101–120 of 120]" {
+		t.Fatalf("paging saw %d rows with labels %v", seen, labels)
+	}
+	// Filters: state, and the claim column read from the claims.
+	body, _ = get(t, srv.URL+"/ui/?state=SUCCEEDED", http.StatusOK)
+	if got := countRE.FindStringSubmatch(body)[1]; got != "1–40 of 40" {
+		t.Fatalf("SUCCEEDED label = %q", got)
+	}
+	if strings.Contains(body, `class="state s-PENDING"`) || strings.Count(body, `c-CLAIMED">CLAIMED<`) != 40 {
+		t.Fatalf("state filter shows other states, or not every claim's status")
+	}
+	// Stuck: pending and older than 6 h: none here; all 80 pending with a
+	// shorter threshold.
+	body, _ = get(t, srv.URL+"/ui/?stuck=1", http.StatusOK)
+	if got := countRE.FindStringSubmatch(body)[1]; got != "0 of 0" {
+		t.Fatalf("stuck label = %q", got)
+	}
+	srv2 := newConsole(t, s, func(c *console.Config) { c.StuckAfter = time.Minute })
+	body, _ = get(t, srv2.URL+"/ui/?stuck=1&kind=batch", http.StatusOK)
+	if got := countRE.FindStringSubmatch(body)[1]; got != "1–50 of 80" {
+		t.Fatalf("stuck batches label = %q", got)
+	}
+	get(t, srv.URL+"/ui/?kind=nope", http.StatusBadRequest)
+	get(t, srv.URL+"/ui/?state="+url.QueryEscape("<x>"), http.StatusBadRequest)
+}
+
+func TestOperationPage(t *testing.T) {
+	s := store(t)
+	op, c := settled("one", now.Add(-time.Hour))
+	commit(t, s, op, c)
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/operations/one", http.StatusOK)
+	for _, want := range []string{
+		`<span class="kind">applied</span> <span class="state s-PENDING">PENDING</span> from <b>register</b>`,
+		`<span class="kind">applied</span> <span class="state s-SUCCEEDED">SUCCEEDED</span> from <b>webhook</b>`,
+		`<span class="kind">conflict</span> <span class="state s-FAILED">FAILED</span>`,
+		`&#34;idempotency_key&#34;: &#34;gemini:batches/one&#34;`, // the message as published
+		`<dt>Attempts</dt><dd>1</dd>`,
+		`&#34;job&#34;: &#34;j1&#34;`, // user metadata
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("operation page lacks %q", want)
+		}
+	}
+	// The timeline is in time order: register, webhook, conflict.
+	if i, j := strings.Index(body, "from <b>register</b>"), strings.Index(body, "conflict</span>"); i < 0 || j < i {
+		t.Errorf("timeline out of order")
+	}
+	get(t, srv.URL+"/ui/operations/missing", http.StatusNotFound)
+}
+
+func TestStuckPage(t *testing.T) {
+	s := store(t)
+	old := ledgertest.Op("old")
+	old.SubmittedAt = now.Add(-7 * time.Hour)
+	commit(t, s, old, nil)
+	young := ledgertest.Op("young")
+	young.SubmittedAt = now.Add(-time.Hour)
+	commit(t, s, young, nil)
+	held, c := settled("held", now.Add(-2*time.Hour)) // claim CLAIMED, lease long over
+	commit(t, s, held, c)
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/stuck", http.StatusOK)
+	if !strings.Contains(body, ">batches/old<") || strings.Contains(body, ">batches/young<") {
+		t.Errorf("stuck operations: want old, not young")
+	}
+	if !strings.Contains(body, "7h00m") {
+		t.Errorf("stuck page does not say how long (7h00m)")
+	}
+	if !strings.Contains(body, ">batches/held<") {
+		t.Errorf("claims not done: want held")
+	}
+}
+
+func TestHealthPage(t *testing.T) {
+	passes := console.NewPasses(3)
+	for i := range 5 {
+		passes.Record(console.Pass{Started: now.Add(-time.Duration(10-i) * time.Minute), Ended: now.Add(-time.Duration(10-i)*time.Minute + time.Second),
+			Summary: reconcile.Summary{Checked: 100 + i}})
+	}
+	srv := newConsole(t, store(t), func(c *console.Config) { c.Passes = passes })
+	body, _ := get(t, srv.URL+"/ui/health", http.StatusOK)
+	for i, want := range []string{"<td>104</td>", "<td>103</td>", "<td>102</td>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("health page lacks pass %d (%s)", i, want)
+		}
+	}
+	if strings.Contains(body, "<td>101</td>") {
+		t.Errorf("the ring kept more than 3 passes")
+	}
+	if !strings.Contains(body, "sqlite:/tmp/x.db") {
+		t.Errorf("health page does not show the configured store")
+	}
+	srv = newConsole(t, store(t), nil)
+	if body, _ := get(t, srv.URL+"/ui/health", http.StatusOK); !strings.Contains(body, "Reconcile service") {
+		t.Errorf("without passes the health page does not say where they run")
+	}
+}
+
+// The guard (the admin-token check) wraps every route, the stylesheet too.
+func TestGuardWrapsEveryRoute(t *testing.T) {
+	guard := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer t0k" {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	srv := newConsole(t, store(t), func(c *console.Config) { c.Guard = guard })
+	for _, p := range []string{"/ui/", "/ui/health", "/ui/stuck", "/ui/style.css", "/ui/operations/x"} {
+		get(t, srv.URL+p, http.StatusUnauthorized)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/", nil)
+	req.Header.Set("Authorization", "Bearer t0k")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("with the token: %d", res.StatusCode)
+	}
+}
+
+func TestRootRedirects(t *testing.T) {
+	srv := newConsole(t, store(t), nil)
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := c.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/ui/" {
+		t.Fatalf("GET / = %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+}
+
+func TestShortDurations(t *testing.T) {
+	for d, want := range map[time.Duration]string{6 * time.Hour: "6h", 90 * time.Second: "1m30s", 2172989 * time.Nanosecond: "2.2ms",
+		10 * time.Minute: "10m", 2*time.Hour + 30*time.Minute: "2h30m", 1234 * time.Millisecond: "1.2s"} {
+		if got := console.Short(d); got != want {
+			t.Errorf("short(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,4 @@
+package console
+
+// Short is short, for the tests.
+var Short = short
