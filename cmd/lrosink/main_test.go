@@ -367,6 +367,24 @@ func testNonLoopbackNeedsAdminToken(t *testing.T, bin string) {
 			t.Errorf("/Register with Authorization %q: %d, want %d", c.auth, resp.StatusCode, c.status)
 		}
 	}
+	// The console is behind the same token on a non-loopback address.
+	for _, c := range []struct {
+		auth   string
+		status int
+	}{{"", 401}, {"Bearer " + token, 200}} {
+		req, _ := http.NewRequest(http.MethodGet, p.base+"/ui/", nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("GET /ui/ with Authorization %q: %d, want %d", c.auth, resp.StatusCode, c.status)
+		}
+	}
 	if strings.Contains(p.stderr.String(), token) {
 		t.Error("the admin token is in serve's output")
 	}
