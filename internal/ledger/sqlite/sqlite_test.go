@@ -631,3 +631,12 @@ func TestMigratesVersion1(t *testing.T) {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 }
+
+// The version constant and the migration list move together: a migration
+// added without raising the version would never run (two branches each
+// added a version 2 and one of them went unapplied).
+func TestSchemaVersionCountsTheMigrations(t *testing.T) {
+	if n := len(migrations()); schemaVersion != n {
+		t.Fatalf("schemaVersion = %d, but there are %d migrations", schemaVersion, n)
+	}
+}
