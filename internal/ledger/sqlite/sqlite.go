@@ -54,7 +54,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
