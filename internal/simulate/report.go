@@ -92,7 +92,7 @@ type Report struct {
 		StuckAlertBound int `json:"stuck_alert_bound"`
 		// StuckAlerted counts the operations alerted at least once.
 		StuckAlerted int `json:"stuck_alerted_operations"`
-		Errors          int `json:"errors"`
+		Errors       int `json:"errors"`
 	} `json:"reconcile"`
 	Final struct {
 		Terminal        int `json:"terminal_operations"`
