@@ -19,15 +19,23 @@ Runs the real webhook handler, reconcile pass, ingest door and store against a
 built-in fake Gemini API, with a seeded workload of duplicated, reordered,
 delayed and dropped deliveries and injected crashes, store errors, publish
 errors, expiring leases, metadata a Firestore map cannot hold and poison
-operations (the door always fails for them); then checks the invariants:
+operations (the door always fails for them), and Gemini's whole state space:
+interactions ending incomplete or budget_exceeded (no webhook event), batches
+that succeed with failed requests, failures as "error" objects, and the project
+webhook disabled for a while mid-run; then checks the invariants:
   1. no operation's stored state ever regresses (every read is checked);
-  2. every operation that finished in Gemini ends in the same first terminal state;
+  2. every operation that finished in Gemini ends in the same first terminal state
+     (INCOMPLETE included), its message says gemini_status, a failure carries
+     Gemini's error and is never SUCCEEDED, a batch settled by reconcile
+     carries Gemini's batch_stats;
   3. exactly one results message per finished operation (extras only from an
      injected crash after the publish, with the same idempotency_key);
   4. no claim is left un-DONE; every stuck operation was alerted, none closed;
   5. stored and published metadata stay within the ledger's bound, and what a
      submitter registered is kept exactly, whatever its shape.
-  6. poison operations stay pending, are rescheduled with backoff and alerted.
+  6. poison operations stay pending, are rescheduled with backoff and alerted;
+  7. stuck alerts follow their schedule; a disabled webhook is alerted once,
+     its recovery logged once, and polling runs at the minimum interval meanwhile.
 Exit status 1 on any violation.
 
 Examples:
@@ -57,6 +65,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	fs.Float64Var(&o.UnstorableMetadata, "unstorable-metadata", o.UnstorableMetadata,
 		"share of operations whose registrations and webhooks carry metadata a Firestore map cannot hold (half also over the size bound)")
 	fs.Float64Var(&o.Poison, "poison", o.Poison, "share of operations the store refuses Gemini's answers for (the door always fails)")
+	fs.Float64Var(&o.Incomplete, "incomplete", o.Incomplete,
+		`share of finishing interactions that end "incomplete" or "budget_exceeded" (no webhook event: only the reconciler sees them)`)
+	fs.Float64Var(&o.PartialBatches, "partial-batches", o.PartialBatches, "share of succeeding batches whose batchStats report failed requests")
+	fs.Float64Var(&o.ErrorObjects, "error-objects", o.ErrorObjects, `share of failing videos and interactions reported as an "error" object`)
+	fs.DurationVar(&o.WebhookOutage, "webhook-outage", o.WebhookOutage,
+		"how long Gemini disables the project webhook mid-run (nothing delivered; 0: none)")
 	fs.DurationVar(&o.Horizon, "horizon", o.Horizon, "simulated time span")
 	store := fs.String("store", "sqlite", "sqlite (a temporary file), sqlite:PATH, or firestore (needs FIRESTORE_EMULATOR_HOST; project GOOGLE_CLOUD_PROJECT, else lrosink-local)")
 	results := fs.String("results", "", "also send results to pubsub:projects/P/topics/T, file:PATH or stdout")
@@ -79,7 +93,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		fmt.Fprintln(stderr, "lrosink simulate: unexpected arguments; see --help")
 		return 2
 	}
-	if err := validate(o); err != nil {
+	if err := o.Validate(); err != nil {
 		fmt.Fprintln(stderr, "lrosink simulate:", err)
 		return 2
 	}
@@ -156,29 +170,4 @@ func openBackend(ctx context.Context, store, results string, stdout io.Writer, g
 		b.Name += "+" + scheme
 	}
 	return b, closeAll, nil
-}
-
-// validate checks the flags Run would otherwise take at face value: a chance
-// of 1 or more makes the extra-copy loop (--dup) or the fault plans never
-// end, and a non-positive count or span has nothing to simulate.
-func validate(o Options) error {
-	if o.Ops < 1 {
-		return fmt.Errorf("--ops %d: want at least 1", o.Ops)
-	}
-	for _, p := range []struct {
-		flag string
-		v    float64
-	}{
-		{"--dup", o.Dup}, {"--reorder", o.Reorder}, {"--drop", o.Drop}, {"--crash", o.Crash},
-		{"--ledger-errors", o.LedgerErrors}, {"--publish-errors", o.PublishErrors},
-		{"--slow-effects", o.SlowEffects}, {"--unstorable-metadata", o.UnstorableMetadata}, {"--poison", o.Poison},
-	} {
-		if !(p.v >= 0 && p.v < 1) { // also refuses NaN
-			return fmt.Errorf("%s %v: want a probability in [0, 1)", p.flag, p.v)
-		}
-	}
-	if o.Horizon <= 0 {
-		return fmt.Errorf("--horizon %v: want a positive duration", o.Horizon)
-	}
-	return nil
 }

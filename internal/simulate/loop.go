@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,30 +19,60 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
 const videoModel = "veo-3.0-generate-001"
 
-// setGemini makes the fake API answer state s for plan p.
-func (r *runner) setGemini(p plan, s lifecycle.State, at time.Time) {
+// setGemini makes the fake API answer step s for plan p.
+func (r *runner) setGemini(p plan, s step) {
+	at := s.at
 	switch p.kind {
 	case opname.KindBatch:
-		r.fake.SetBatch(p.id, fakegemini.BatchState{State: "BATCH_STATE_" + string(s), UpdateTime: at, CreateTime: p.submit,
-			ResponsesFile: map[bool]string{true: "files/out-" + p.id}[s == lifecycle.Succeeded]})
+		b := fakegemini.BatchState{State: "BATCH_STATE_" + string(s.state), UpdateTime: at, CreateTime: p.submit,
+			ResponsesFile: map[bool]string{true: "files/out-" + p.id}[s.state == lifecycle.Succeeded]}
+		if s.state.Terminal() {
+			b.Stats = p.stats
+		}
+		if s.state == lifecycle.Failed {
+			b.ErrorCode, b.ErrorMessage = wantError[p.kind].Code, wantError[p.kind].Message
+		}
+		r.fake.SetBatch(p.id, b)
 	case opname.KindInteraction:
 		st := map[lifecycle.State]string{lifecycle.Pending: "queued", lifecycle.Running: "in_progress", lifecycle.RequiresAction: "requires_action",
-			lifecycle.Succeeded: "completed", lifecycle.Failed: "failed", lifecycle.Cancelled: "cancelled"}[s]
-		r.fake.SetInteraction(p.id, fakegemini.InteractionState{Status: st, Created: p.submit, Updated: at})
+			lifecycle.Succeeded: "completed", lifecycle.Failed: "failed", lifecycle.Cancelled: "cancelled"}[s.state]
+		if s.raw != "" {
+			st = s.raw
+		}
+		it := fakegemini.InteractionState{Status: st, Created: p.submit, Updated: at}
+		if s.state == lifecycle.Failed {
+			// The Interactions API's code is a string.
+			it.ErrorCode, it.ErrorMessage = strconv.Itoa(wantError[p.kind].Code), wantError[p.kind].Message
+		}
+		r.fake.SetInteraction(p.id, it)
 	case opname.KindVideo:
-		v := fakegemini.VideoState{Done: s.Terminal()}
-		if s == lifecycle.Failed {
-			v.ErrorCode, v.ErrorMessage = 13, "generation failed"
-		} else if s == lifecycle.Succeeded {
+		v := fakegemini.VideoState{Done: s.state.Terminal()}
+		switch {
+		case s.state == lifecycle.Failed && p.errorObject:
+			// A google.rpc.Status with what a tolerant reader must skip.
+			v.Error = map[string]any{"code": wantError[p.kind].Code, "message": wantError[p.kind].Message, "status": "INTERNAL",
+				"details": []any{map[string]any{"@type": "type.googleapis.com/google.rpc.DebugInfo"}}}
+		case s.state == lifecycle.Failed:
+			v.ErrorCode, v.ErrorMessage = wantError[p.kind].Code, wantError[p.kind].Message
+		case s.state == lifecycle.Succeeded:
 			v.VideoURIs = []string{"gs://videos/" + p.id + ".mp4"}
 		}
 		r.fake.SetVideo(videoModel, p.id, v)
 	}
+}
+
+// wantError is the failure Gemini reports for a failed operation of each
+// kind, whichever way it arrives: every FAILED message carries it.
+var wantError = map[opname.Kind]results.ErrorInfo{
+	opname.KindBatch:       {Code: 3, Message: "invalid request"},
+	opname.KindInteraction: {Code: 3, Message: "invalid request"},
+	opname.KindVideo:       {Code: 13, Message: "generation failed"},
 }
 
 // metadata is what plan p's submitter registers (trimmed: without the
@@ -111,16 +142,30 @@ func (r *runner) loop(ctx context.Context) {
 	nextPass := r.t0.Add(r.o.ReconcileEvery)
 	steps := int(r.o.Horizon / r.o.Step)
 	obs := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x0b5))
+	outFrom, outTo := r.o.outage(r.t0)
+	hookDisabled := false
 	for i, now := 0, r.t0; now.Before(end) && ctx.Err() == nil; i, now = i+1, now.Add(r.o.Step) {
 		r.clock.Set(now)
+		// Gemini disables the project webhook for WebhookOutage, then it
+		// is enabled again; meanwhile nothing is delivered.
+		outage := r.o.WebhookOutage > 0 && !now.Before(outFrom) && now.Before(outTo)
+		if outage != hookDisabled {
+			hookDisabled = outage
+			state := fakegemini.WebhookEnabled
+			if outage {
+				state, r.rep.Outage.From = fakegemini.WebhookDisabledDueToFailedDeliveries, now
+			} else {
+				r.rep.Outage.To = now
+			}
+			r.fake.SetWebhookState(r.hookID, state)
+		}
 		// Gemini moves on.
 		for pi, p := range r.plans {
 			if !registered[pi] && !p.submit.After(now) {
-				r.setGemini(p, lifecycle.Pending, p.submit)
+				r.setGemini(p, step{at: p.submit, state: lifecycle.Pending})
 			}
 			for applied[pi] < len(p.steps) && !p.steps[applied[pi]].at.After(now) {
-				s := p.steps[applied[pi]]
-				r.setGemini(p, s.state, s.at)
+				r.setGemini(p, p.steps[applied[pi]])
 				applied[pi]++
 			}
 		}
@@ -142,6 +187,12 @@ func (r *runner) loop(ctx context.Context) {
 		// Deliveries due now, in concurrent bursts, with a reconcile pass
 		// running at the same time.
 		due := r.takeDue(now)
+		if outage {
+			// A disabled webhook delivers nothing: these are lost for
+			// good, only polling can settle their operations.
+			r.counts.LostToOutage.Add(int64(len(due)))
+			due = nil
+		}
 		if !now.Before(nextPass) {
 			nextPass = nextPass.Add(r.o.ReconcileEvery)
 			wg.Add(1)
@@ -182,11 +233,17 @@ func (r *runner) takeDue(now time.Time) []delivery {
 func (r *runner) deliver(ctx context.Context, d delivery, now time.Time) {
 	p := r.plans[d.op]
 	data := fmt.Sprintf(`{"id":%q`, payloadID(p, d.attempt+len(d.id)))
+	want := wantError[p.kind]
 	switch {
-	case d.typ == "video.generated" && p.terminal == lifecycle.Failed:
-		data += `,"error_code":13,"error_message":"generation failed"`
-	case strings.HasSuffix(d.typ, ".failed"):
-		data += `,"error_code":3,"error_message":"invalid request"`
+	case (d.typ == "video.generated" && p.terminal == lifecycle.Failed || d.typ == "interaction.failed") && p.errorObject:
+		// The error object shape; an interaction's code is a string.
+		code := strconv.Quote(strconv.Itoa(want.Code))
+		if p.kind == opname.KindVideo {
+			code = strconv.Itoa(want.Code)
+		}
+		data += fmt.Sprintf(`,"error":{"code":%s,"message":%q}`, code, want.Message)
+	case d.typ == "video.generated" && p.terminal == lifecycle.Failed, strings.HasSuffix(d.typ, ".failed"):
+		data += fmt.Sprintf(`,"error_code":%d,"error_message":%q`, want.Code, want.Message)
 	case d.typ == "batch.succeeded":
 		data += fmt.Sprintf(`,"output_file_uri":"gs://results/%s.jsonl"`, p.id)
 	}

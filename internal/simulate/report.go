@@ -9,13 +9,17 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/results"
 )
 
 // Report is what a run found. Violations empty means every invariant held.
@@ -51,7 +55,28 @@ type Report struct {
 		// Poison operations: the door can never ingest them (Options.Poison).
 		Poison              int64 `json:"poison_operations"`
 		PoisonUnschedulable int64 `json:"poison_unschedulable"`
+		// Gemini's end states and shapes (Options.Incomplete,
+		// PartialBatches, ErrorObjects) and the deliveries a disabled
+		// webhook never made (Options.WebhookOutage).
+		Incomplete     int64 `json:"incomplete_interactions"`
+		PartialBatches int64 `json:"partial_batches"`
+		ErrorObjects   int64 `json:"error_object_failures"`
+		LostToOutage   int64 `json:"deliveries_lost_to_webhook_outage"`
 	} `json:"faults"`
+	// Outage is the webhook outage as the run saw it: when, the reconciler's
+	// alert and recovery lines, and how fast operations that finished while
+	// it lasted (once noticed) were settled by polling.
+	Outage struct {
+		From      time.Time `json:"from,omitzero"`
+		To        time.Time `json:"to,omitzero"`
+		Alerts    int       `json:"webhook_disabled_alerts"`
+		Recovered int       `json:"webhook_recovered_lines"`
+		Watched   int       `json:"operations_finished_during"`
+		// SlowestSettle is the longest of those operations took to settle;
+		// MaxSettle the bound (4 reconcile intervals).
+		SlowestSettle string `json:"slowest_settle"`
+		MaxSettle     string `json:"max_settle"`
+	} `json:"webhook_outage"`
 	Outcomes    map[string]int `json:"outcomes"`
 	DropReasons map[string]int `json:"drop_reasons"`
 	Reconcile   struct {
@@ -61,7 +86,13 @@ type Report struct {
 		Settled       int `json:"settled"`
 		ClaimsRetried int `json:"claims_retried"`
 		StuckAlerts   int `json:"stuck_alerts"`
-		Errors        int `json:"errors"`
+		// StuckAlertBound is what the alert schedule allows for the stuck
+		// operations of the run (twice the schedule's points: a conflicting
+		// record repeats a line once).
+		StuckAlertBound int `json:"stuck_alert_bound"`
+		// StuckAlerted counts the operations alerted at least once.
+		StuckAlerted int `json:"stuck_alerted_operations"`
+		Errors       int `json:"errors"`
 	} `json:"reconcile"`
 	Final struct {
 		Terminal        int `json:"terminal_operations"`
@@ -75,6 +106,17 @@ type Report struct {
 		StuckUnresolved int `json:"stuck_operations"`
 		// PoisonPending: poison operations left pending (none may settle).
 		PoisonPending int `json:"poison_pending"`
+		// Incomplete: operations settled INCOMPLETE. BatchStatsChecked:
+		// batch messages settled by reconcile whose batch_stats matched
+		// Gemini's (PartialChecked of them with failed requests);
+		// BatchStatsByWebhook: batch messages settled by webhook, which
+		// carry none (a documented limit). ErrorsChecked: FAILED messages
+		// whose error matched Gemini's.
+		Incomplete          int `json:"incomplete"`
+		BatchStatsChecked   int `json:"batch_stats_checked"`
+		PartialChecked      int `json:"partial_batch_stats_checked"`
+		BatchStatsByWebhook int `json:"batches_settled_by_webhook_without_stats"`
+		ErrorsChecked       int `json:"errors_checked"`
 	} `json:"final"`
 	Latency struct {
 		SettleP50 string  `json:"settle_p50"`
@@ -101,6 +143,8 @@ type optJSON struct {
 	Dup, Reorder, Drop, Crash, LedgerErrors, PublishErrors, SlowEffects, NeverNotified, NeverFinish float64
 	Horizon, ReconcileEvery, Lease, StuckAfter                                                      string
 	UnstorableMetadata, Poison                                                                      float64
+	Incomplete, PartialBatches, ErrorObjects                                                        float64
+	WebhookOutage                                                                                   string
 }
 
 // decisionStats is a slog handler that counts what the real code logs:
@@ -118,6 +162,9 @@ type decisionStats struct {
 	passes    int
 	failed    int
 	sum       reconcile.Summary
+	// hookAlerts and hookRecovered count the webhook-disabled alert and
+	// its recovery line.
+	hookAlerts, hookRecovered int
 }
 
 func newDecisionStats() *decisionStats {
@@ -146,6 +193,10 @@ func (s *decisionStats) Handle(_ context.Context, r slog.Record) error {
 		}
 	case attrs["alert"] == "stuck":
 		s.alerts[attrs["operation"]]++
+	case attrs["alert"] == "webhook-disabled":
+		s.hookAlerts++
+	case attrs["resolved_alert"] == "webhook-disabled":
+		s.hookRecovered++
 	case strings.HasPrefix(r.Message, "event field dropped"):
 		s.dropped++
 	}
@@ -196,7 +247,7 @@ func (r *runner) check(ctx context.Context) {
 	rep.Seed, rep.Ops, rep.Backend = r.o.Seed, r.o.Ops, r.b.Name
 	rep.Options = optJSON{r.o.Dup, r.o.Reorder, r.o.Drop, r.o.Crash, r.o.LedgerErrors, r.o.PublishErrors, r.o.SlowEffects,
 		r.o.NeverNotified, r.o.NeverFinish, r.o.Horizon.String(), r.o.ReconcileEvery.String(), r.o.Lease.String(), r.o.StuckAfter.String(),
-		r.o.UnstorableMetadata, r.o.Poison}
+		r.o.UnstorableMetadata, r.o.Poison, r.o.Incomplete, r.o.PartialBatches, r.o.ErrorObjects, r.o.WebhookOutage.String()}
 	msgs := r.sink.all()
 	byKey := map[string][]int{}
 	for i, m := range msgs {
@@ -215,6 +266,7 @@ func (r *runner) check(ctx context.Context) {
 			continue
 		}
 		r.checkMetadata(p, op)
+		r.checkStuckAlerts(p, op, now)
 		got := byKey[key]
 		if p.poison {
 			r.checkPoison(p, op, len(got), now)
@@ -249,7 +301,9 @@ func (r *runner) check(ctx context.Context) {
 		case "reconcile":
 			rep.Final.SettledRecon++
 		}
-		settle = append(settle, op.SettledAt.Sub(p.steps[len(p.steps)-1].at))
+		end := p.steps[len(p.steps)-1]
+		settle = append(settle, op.SettledAt.Sub(end.at))
+		r.checkOutage(p, op, end.at)
 		// Invariant 4: the claim ends DONE.
 		c, err := r.b.Ledger.GetClaim(ctx, id)
 		if err != nil || c.Status != ledger.ClaimDone {
@@ -281,6 +335,7 @@ func (r *runner) check(ctx context.Context) {
 				r.violate("%s: a message carries metadata over the bound: %v", p.name, err)
 			}
 		}
+		r.checkShapes(p, end, msgs[got[0]])
 	}
 	rep.Final.Messages, rep.Final.DistinctKeys, rep.Final.ObservedReads = len(msgs), len(byKey), int(r.reads.Load())
 	for key := range byKey {
@@ -300,12 +355,22 @@ func (r *runner) check(ctx context.Context) {
 	for _, n := range s.alerts {
 		rep.Reconcile.StuckAlerts += n
 	}
+	rep.Outage.Alerts, rep.Outage.Recovered = s.hookAlerts, s.hookRecovered
+	if r.o.WebhookOutage > 0 && (s.hookAlerts != 1 || s.hookRecovered != 1) {
+		r.violate("the webhook was disabled for %s: want 1 webhook-disabled alert and 1 recovery line, got %d and %d",
+			r.o.WebhookOutage, s.hookAlerts, s.hookRecovered)
+	}
+	if r.o.WebhookOutage == 0 && s.hookAlerts+s.hookRecovered > 0 {
+		r.violate("no webhook outage, yet %d webhook-disabled alerts and %d recovery lines", s.hookAlerts, s.hookRecovered)
+	}
 	rep.Faults.CrashBeforeCommit, rep.Faults.CrashAfterCommit, rep.Faults.CrashAfterPublish = r.counts.CrashBeforeCommit.Load(), r.counts.CrashAfterCommit.Load(), r.counts.CrashAfterPublish.Load()
 	rep.Faults.LedgerErrors, rep.Faults.PublishErrors, rep.Faults.SlowEffects = r.counts.LedgerErrors.Load(), r.counts.PublishErrors.Load(), r.counts.SlowEffects.Load()
 	rep.Faults.Fenced = r.counts.Fenced.Load()
 	rep.Faults.UnstorableMetadata, rep.Faults.RegisterRefused = r.counts.UnstorableMetadata.Load(), r.counts.RegisterRefused.Load()
 	rep.Faults.MetadataDropped = s.dropped
 	rep.Faults.Poison, rep.Faults.PoisonUnschedulable = r.counts.Poison.Load(), r.counts.PoisonUnschedulable.Load()
+	rep.Faults.Incomplete, rep.Faults.PartialBatches = r.counts.Incomplete.Load(), r.counts.PartialBatches.Load()
+	rep.Faults.ErrorObjects, rep.Faults.LostToOutage = r.counts.ErrorObjects.Load(), r.counts.LostToOutage.Load()
 	sec := func(d time.Duration) string { return d.Round(time.Second).String() }
 	rep.Latency.SettleP50, rep.Latency.SettleP90 = sec(pct(settle, 0.5)), sec(pct(settle, 0.9))
 	rep.Latency.SettleP99, rep.Latency.SettleMax = sec(pct(settle, 0.99)), sec(pct(settle, 1))
@@ -317,6 +382,119 @@ func (r *runner) check(ctx context.Context) {
 		rep.Cost.WritesPerCompletion = float64(rep.Cost.StoreWrites) / float64(n)
 	}
 	rep.Cost.GeminiCallsPerOperation = float64(rep.Cost.GeminiCalls) / float64(max(1, r.o.Ops))
+}
+
+// checkShapes: the first message of a settled operation says what Gemini
+// said. gemini_status is always set (for INCOMPLETE, the raw status, which
+// only polling sees); a FAILED message carries Gemini's error whichever
+// shape it came in, a SUCCEEDED one none; a batch settled by reconcile
+// carries Gemini's batch statistics (a webhook event has none: a
+// documented limit, counted).
+func (r *runner) checkShapes(p plan, end step, m results.Message) {
+	if m.GeminiStatus == "" {
+		r.violate("%s: settled %s without gemini_status", p.name, m.State)
+	}
+	switch p.terminal {
+	case lifecycle.Incomplete:
+		r.rep.Final.Incomplete++
+		if string(m.GeminiStatus) != end.raw || m.SettledBy != "reconcile" {
+			r.violate("%s: ended %q in Gemini (no webhook event) but settled by %s with gemini_status %q", p.name, end.raw, m.SettledBy, m.GeminiStatus)
+		}
+	case lifecycle.Failed:
+		if want := wantError[p.kind]; m.Error == nil || *m.Error != want {
+			r.violate("%s: FAILED (by %s) with error %+v, Gemini said %+v", p.name, m.SettledBy, m.Error, want)
+		} else {
+			r.rep.Final.ErrorsChecked++
+		}
+	case lifecycle.Succeeded:
+		if m.Error != nil {
+			r.violate("%s: SUCCEEDED with an error %+v", p.name, *m.Error)
+		}
+	}
+	if p.kind != opname.KindBatch || p.stats == nil {
+		return
+	}
+	got, _ := json.Marshal(m.Output["batch_stats"])
+	if m.SettledBy != "reconcile" {
+		r.rep.Final.BatchStatsByWebhook++
+		return
+	}
+	want, _ := json.Marshal(statsJSON(*p.stats))
+	if string(got) != string(want) {
+		r.violate("%s: settled by reconcile with batch_stats %s, Gemini reported %s", p.name, got, want)
+		return
+	}
+	r.rep.Final.BatchStatsChecked++
+	if p.partial {
+		r.rep.Final.PartialChecked++
+	}
+}
+
+// statsJSON is metadata.batchStats as the message's output.batch_stats:
+// integers, a missing count 0.
+func statsJSON(s fakegemini.BatchStats) map[string]int64 {
+	n := func(v string) int64 { i, _ := strconv.ParseInt(v, 10, 64); return i }
+	return map[string]int64{"request_count": n(s.RequestCount), "successful_request_count": n(s.SuccessfulRequestCount),
+		"failed_request_count": n(s.FailedRequestCount), "pending_request_count": n(s.PendingRequestCount)}
+}
+
+// checkOutage: an operation that finished in Gemini while the webhook was
+// disabled, once the reconciler could have noticed (a webhook read and a
+// pass later), is settled by polling at the minimum interval: within four
+// reconcile intervals (a check the faults made fail is retried on the next
+// pass), where the usual backoff would take up to an hour.
+func (r *runner) checkOutage(p plan, op ledger.Operation, finished time.Time) {
+	if r.o.WebhookOutage == 0 {
+		return
+	}
+	from, to := r.o.outage(r.t0)
+	bound := 4 * r.o.ReconcileEvery
+	if finished.Before(from.Add(reconcile.DefaultWebhookCheckEvery+r.o.ReconcileEvery)) || finished.After(to.Add(-bound)) {
+		return
+	}
+	took := op.SettledAt.Sub(finished)
+	r.rep.Outage.Watched++
+	if d, _ := time.ParseDuration(r.rep.Outage.SlowestSettle); took > d || r.rep.Outage.SlowestSettle == "" {
+		r.rep.Outage.SlowestSettle = took.Round(time.Second).String()
+	}
+	r.rep.Outage.MaxSettle = bound.String()
+	if took > bound {
+		r.violate("%s finished at %s while the webhook was disabled but settled %s later: not polled at the minimum interval",
+			p.name, finished.Format(time.RFC3339), took)
+	}
+}
+
+// checkStuckAlerts: an operation is alerted on the schedule while it is
+// stuck, not every pass: at most twice the schedule's points between the
+// moment it became stuck and the end of the run or its settling (a record
+// that lost a race repeats a line once).
+func (r *runner) checkStuckAlerts(p plan, op ledger.Operation, now time.Time) {
+	until := now
+	if op.State.Terminal() {
+		until = op.SettledAt
+	}
+	since := op.SubmittedAt.Add(r.o.StuckAfter)
+	n := r.stats.alerts[p.name]
+	if since.After(until) {
+		if n > 0 {
+			r.violate("%s: %d stuck alert lines, but it was never stuck", p.name, n)
+		}
+		return
+	}
+	points := 1
+	for _, d := range []time.Duration{time.Hour, 6 * time.Hour} {
+		if !since.Add(d).After(until) {
+			points++
+		}
+	}
+	points += int(until.Sub(since) / (24 * time.Hour))
+	r.rep.Reconcile.StuckAlertBound += 2 * points
+	if n > 0 {
+		r.rep.Reconcile.StuckAlerted++
+	}
+	if n > 2*points {
+		r.violate("%s: %d stuck alert lines where the schedule allows %d", p.name, n, 2*points)
+	}
 }
 
 // checkMetadata: the ledger keeps user metadata within its bound on every
@@ -401,6 +579,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 	o := rep.Options
 	fmt.Fprintf(&b, "faults requested   dup %.2f  reorder %.2f  drop %.2f  crash %.3f/boundary  ledger-errors %.3f  publish-errors %.3f  slow-effects %.3f  unstorable-metadata %.3f  poison %.3f\n",
 		o.Dup, o.Reorder, o.Drop, o.Crash, o.LedgerErrors, o.PublishErrors, o.SlowEffects, o.UnstorableMetadata, o.Poison)
+	fmt.Fprintf(&b, "gemini requested   incomplete %.2f  partial-batches %.2f  error-objects %.2f  webhook-outage %s\n",
+		o.Incomplete, o.PartialBatches, o.ErrorObjects, o.WebhookOutage)
 	d := rep.Deliveries
 	fmt.Fprintf(&b, "deliveries         %d events: %d dropped, %d duplicated, %d reordered; %d sent, %d retried after an error; by status %s\n",
 		d.Events, d.Dropped, d.Duplicated, d.Reordered, d.Sent, d.Retried, kv(d.ByStatus))
@@ -412,12 +592,20 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "races              %d writes rejected by fencing (a concurrent writer got there first)\n", f.Fenced)
 	fmt.Fprintf(&b, "poison             %d operations the door can never ingest (%d refuse the reconciler's schedule write too); %d left pending, none settled\n",
 		f.Poison, f.PoisonUnschedulable, rep.Final.PoisonPending)
+	fi := rep.Final
+	fmt.Fprintf(&b, "gemini shapes      %d interactions ended incomplete/budget_exceeded (%d settled INCOMPLETE); %d partial batches; batch_stats checked on %d reconcile-settled batches (%d partial), %d webhook-settled batches carry none (documented limit); %d failures as error objects, %d FAILED errors checked\n",
+		f.Incomplete, fi.Incomplete, f.PartialBatches, fi.BatchStatsChecked, fi.PartialChecked, fi.BatchStatsByWebhook, f.ErrorObjects, fi.ErrorsChecked)
+	if ou := rep.Outage; o.WebhookOutage != "0s" {
+		fmt.Fprintf(&b, "webhook outage     disabled %s to %s (simulated); %d deliveries lost; %d webhook-disabled alerts, %d recovery lines; %d operations finished meanwhile, slowest settled in %s (bound %s)\n",
+			ou.From.Format("15:04"), ou.To.Format("15:04"), f.LostToOutage, ou.Alerts, ou.Recovered, ou.Watched, ou.SlowestSettle, ou.MaxSettle)
+	}
 	fmt.Fprintf(&b, "outcomes           %s\n", kv(rep.Outcomes))
 	fmt.Fprintf(&b, "drop reasons       %s\n", kv(rep.DropReasons))
 	rc := rep.Reconcile
-	fmt.Fprintf(&b, "reconcile          %d passes (%d failed), %d checks, %d settled, %d claims retried, %d stuck alerts, %d errors\n",
-		rc.Passes, rc.Failed, rc.Checked, rc.Settled, rc.ClaimsRetried, rc.StuckAlerts, rc.Errors)
-	fi := rep.Final
+	fmt.Fprintf(&b, "reconcile          %d passes (%d failed), %d checks, %d settled, %d claims retried, %d errors\n",
+		rc.Passes, rc.Failed, rc.Checked, rc.Settled, rc.ClaimsRetried, rc.Errors)
+	fmt.Fprintf(&b, "stuck alerts       %d lines for %d operations alerted (%d still stuck at the end, %d poison); the schedule allows at most %d\n",
+		rc.StuckAlerts, rc.StuckAlerted, rep.Final.StuckUnresolved, rep.Final.PoisonPending, rc.StuckAlertBound)
 	fmt.Fprintf(&b, "final              %d terminal (%d by webhook, %d by reconcile), %d never finished (%d stuck), %d messages for %d keys (%d explained extras), %d checked reads\n",
 		fi.Terminal, fi.SettledWebhook, fi.SettledRecon, fi.NeverFinished, fi.StuckUnresolved, fi.Messages, fi.DistinctKeys, fi.ExtraExplained, fi.ObservedReads)
 	l := rep.Latency

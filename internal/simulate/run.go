@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,25 @@ type Options struct {
 	// run. Half of them also refuse the reconciler's schedule write, so they
 	// cannot even be moved out of the due set.
 	Poison float64
+	// Incomplete is the share of finishing interactions that end
+	// "incomplete" or "budget_exceeded" (half each): INCOMPLETE, with no
+	// webhook event, so only the reconciler can see them.
+	Incomplete float64
+	// PartialBatches is the share of succeeding batches whose
+	// metadata.batchStats reports failed requests. Every terminal batch
+	// carries statistics; a message settled by reconcile must carry them
+	// (webhook events have none: a documented limit).
+	PartialBatches float64
+	// ErrorObjects is the share of failing videos and interactions whose
+	// webhook reports the failure as an "error" object ({code, message})
+	// rather than error_code/error_message (and whose video GET answers a
+	// google.rpc.Status with extra fields).
+	ErrorObjects float64
+	// WebhookOutage is how long the project webhook is disabled
+	// (disabled_due_to_failed_deliveries) in the middle of the run; nothing
+	// is delivered meanwhile and the reconciler must poll at its minimum
+	// interval. 0: no outage.
+	WebhookOutage time.Duration
 	// Horizon is the simulated time span; Step the tick.
 	Horizon, Step time.Duration
 	// ReconcileEvery, Grace, Lease, StuckAfter as in production config.
@@ -75,8 +95,51 @@ type Options struct {
 func Defaults() Options {
 	return Options{Ops: 1000, Seed: 1, Dup: 0.3, Reorder: 0.2, Drop: 0.1, Crash: 0.02, LedgerErrors: 0.01,
 		PublishErrors: 0.02, SlowEffects: 0.01, UnstorableMetadata: 0.05, NeverNotified: 0.05, NeverFinish: 0.02, Poison: 0.01,
+		Incomplete: 0.1, PartialBatches: 0.3, ErrorObjects: 0.5, WebhookOutage: time.Hour,
 		Horizon: 8 * time.Hour, Step: time.Minute, ReconcileEvery: 5 * time.Minute, Grace: 90 * time.Second,
 		Lease: 10 * time.Minute, StuckAfter: 6 * time.Hour, Concurrency: 16}
+}
+
+// Validate checks that rates are probabilities and spans make sense.
+// faultRate says whether a rate is a fault's chance per delivery or call.
+func faultRate(name string) bool {
+	switch name {
+	case "dup", "reorder", "drop", "crash", "ledger-errors", "publish-errors", "slow-effects", "unstorable-metadata", "poison":
+		return true
+	}
+	return false
+}
+
+func (o Options) Validate() error {
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"dup", o.Dup}, {"reorder", o.Reorder}, {"drop", o.Drop}, {"crash", o.Crash}, {"ledger-errors", o.LedgerErrors},
+		{"publish-errors", o.PublishErrors}, {"slow-effects", o.SlowEffects}, {"unstorable-metadata", o.UnstorableMetadata},
+		{"never-notified", o.NeverNotified}, {"never-finish", o.NeverFinish}, {"poison", o.Poison}, {"incomplete", o.Incomplete},
+		{"partial-batches", o.PartialBatches}, {"error-objects", o.ErrorObjects}} {
+		// A fault chance of 1 never lets a delivery through (--dup 1 would
+		// duplicate forever): faults are in [0, 1); workload shares in [0, 1].
+		limitOK := r.v < 1 || (r.v == 1 && !faultRate(r.name))
+		if !(r.v >= 0 && limitOK) { // also refuses NaN
+			return fmt.Errorf("--%s %v: want a probability in [0, 1%s", r.name, r.v, map[bool]string{true: ")", false: "]"}[faultRate(r.name)])
+		}
+	}
+	switch {
+	case o.Ops <= 0:
+		return fmt.Errorf("--ops %d: at least one operation", o.Ops)
+	case o.Horizon <= 0 || o.Step <= 0:
+		return fmt.Errorf("--horizon %s: must be positive", o.Horizon)
+	case o.WebhookOutage < 0 || o.WebhookOutage > o.Horizon/2:
+		return fmt.Errorf("--webhook-outage %s: between 0 and half the horizon (%s)", o.WebhookOutage, o.Horizon/2)
+	}
+	return nil
+}
+
+// outage is the webhook outage window: the middle of the horizon.
+func (o Options) outage(t0 time.Time) (from, to time.Time) {
+	from = t0.Add((o.Horizon - o.WebhookOutage) / 2)
+	return from, from.Add(o.WebhookOutage)
 }
 
 // Backend is the store and results the run uses.
@@ -104,11 +167,20 @@ type plan struct {
 	// poison: the store refuses Gemini's answers for it (Options.Poison);
 	// unschedulable: and the reconciler's schedule write too.
 	poison, unschedulable bool
+	// stats: the batch's metadata.batchStats once terminal (nil for other
+	// kinds); partial: a SUCCEEDED batch with failed requests.
+	stats   *fakegemini.BatchStats
+	partial bool
+	// errorObject: its failure is reported as an "error" object.
+	errorObject bool
 }
 
 type step struct {
 	at    time.Time
 	state lifecycle.State
+	// raw is Gemini's status when the state alone does not say it
+	// ("incomplete", "budget_exceeded").
+	raw string
 }
 
 // delivery is one webhook POST Gemini will attempt.
@@ -150,11 +222,16 @@ type runner struct {
 	// register is the Register function the submitters call.
 	register http.Handler
 	dice     *dice
+	// hookID is the project webhook in the fake (WebhookOutage).
+	hookID string
 }
 
 // Run executes one simulation and returns its report; the report's
 // Violations list what broke. Run's error is for setup failures only.
 func Run(ctx context.Context, o Options, b Backend) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	r := &runner{o: o, b: b, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), last: map[string]lifecycle.Current{}, alerted: map[string]int{}}
 	r.clock = &Clock{now: r.t0}
@@ -162,6 +239,7 @@ func Run(ctx context.Context, o Options, b Backend) (*Report, error) {
 		return nil, err
 	}
 	defer r.gemini.Close()
+	r.hookID = r.fake.AddWebhook("lrosink-simulate", r.hooks[0].URL)
 	defer func() {
 		for _, h := range r.hooks {
 			h.Close()
@@ -185,7 +263,7 @@ func (r *runner) setup() error {
 	d := newDice(r.o.Seed)
 	r.stats = newDecisionStats()
 	log := slog.New(r.stats)
-	r.fake = fakegemini.New()
+	r.fake = fakegemini.New(fakegemini.WithClock(r.clock.Now))
 	r.gemini = httptest.NewServer(r.fake.Handler())
 	r.faults = &faults{rate: r.o.Crash, dice: d, counts: &r.counts, disabled: &r.quiet, afterPublish: map[string]int{}}
 	r.poison = &poisonLedger{Ledger: r.b.Ledger, ops: map[string]bool{}}
@@ -271,13 +349,13 @@ func (r *runner) generate() {
 		}
 		p.submit = r.t0.Add(time.Duration(rng.Int64N(int64(10 * time.Minute))))
 		t := p.submit.Add(time.Duration(1+rng.Int64N(20)) * time.Minute)
-		p.steps = append(p.steps, step{t, lifecycle.Running})
+		p.steps = append(p.steps, step{at: t, state: lifecycle.Running})
 		if p.kind == opname.KindInteraction && rng.Float64() < 0.4 {
 			for range 1 + rng.IntN(2) {
 				t = t.Add(time.Duration(1+rng.Int64N(15)) * time.Minute)
-				p.steps = append(p.steps, step{t, lifecycle.RequiresAction})
+				p.steps = append(p.steps, step{at: t, state: lifecycle.RequiresAction})
 				t = t.Add(time.Duration(1+rng.Int64N(15)) * time.Minute)
-				p.steps = append(p.steps, step{t, lifecycle.Running})
+				p.steps = append(p.steps, step{at: t, state: lifecycle.Running})
 			}
 		}
 		if rng.Float64() >= r.o.NeverFinish {
@@ -292,7 +370,27 @@ func (r *runner) generate() {
 			case p.kind == opname.KindInteraction && p.terminal == lifecycle.Expired:
 				p.terminal = lifecycle.Succeeded // interactions do not expire
 			}
-			p.steps = append(p.steps, step{t, p.terminal})
+			last := step{at: t, state: p.terminal}
+			// The dice, not rng, choose the new end states and shapes:
+			// the rest of a seed's workload stays what it was.
+			if p.kind == opname.KindInteraction && r.dice.roll(r.o.Incomplete, "incomplete", p.id) {
+				p.terminal, last.state, last.raw = lifecycle.Incomplete, lifecycle.Incomplete, "incomplete"
+				if r.dice.roll(0.5, "budget-exceeded", p.id) {
+					last.raw = "budget_exceeded"
+				}
+				r.counts.Incomplete.Add(1)
+			}
+			if p.kind == opname.KindBatch {
+				p.stats, p.partial = batchStats(i, p.terminal, r.dice.roll(r.o.PartialBatches, "partial-batch", p.id))
+				if p.partial {
+					r.counts.PartialBatches.Add(1)
+				}
+			}
+			if p.terminal == lifecycle.Failed && p.kind != opname.KindBatch && r.dice.roll(r.o.ErrorObjects, "error-object", p.id) {
+				p.errorObject = true
+				r.counts.ErrorObjects.Add(1)
+			}
+			p.steps = append(p.steps, last)
 		}
 		// The dice, not rng, choose poison: the workload of a seed stays
 		// the same whatever the poison rate.
@@ -334,6 +432,32 @@ func (r *runner) generate() {
 				r.rep.Deliveries.Duplicated++
 			}
 		}
+	}
+}
+
+// batchStats is what Gemini reports for batch i ending in state s: counts
+// as strings, zeros omitted (proto3 JSON). A partial batch succeeded with
+// some failed requests; a failed, cancelled or expired one left some
+// pending. partial is false unless s is SUCCEEDED.
+func batchStats(i int, s lifecycle.State, partial bool) (*fakegemini.BatchStats, bool) {
+	n := 10 + i%90
+	str := func(v int) string {
+		if v == 0 {
+			return ""
+		}
+		return strconv.Itoa(v)
+	}
+	switch s {
+	case lifecycle.Succeeded:
+		failed := 0
+		if partial {
+			failed = 1 + i%(n-1)
+		}
+		return &fakegemini.BatchStats{RequestCount: str(n), SuccessfulRequestCount: str(n - failed), FailedRequestCount: str(failed)}, partial
+	default:
+		done := i % n
+		return &fakegemini.BatchStats{RequestCount: str(n), SuccessfulRequestCount: str(done / 2), FailedRequestCount: str(done - done/2),
+			PendingRequestCount: str(n - done)}, false
 	}
 }
 

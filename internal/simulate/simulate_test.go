@@ -2,6 +2,7 @@ package simulate_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,7 +88,7 @@ func run(t *testing.T, o simulate.Options, b simulate.Backend) *simulate.Report 
 }
 
 // faultsHappened makes sure a passing run really exercised every fault type.
-func faultsHappened(t *testing.T, rep *simulate.Report) {
+func faultsHappened(t testing.TB, rep *simulate.Report) {
 	t.Helper()
 	f := rep.Faults
 	for name, n := range map[string]int64{"crash inside tx": f.CrashBeforeCommit, "crash after commit": f.CrashAfterCommit,
@@ -101,6 +102,25 @@ func faultsHappened(t *testing.T, rep *simulate.Report) {
 	if f.Poison == 0 || f.PoisonUnschedulable == 0 || rep.Final.PoisonPending != int(f.Poison) || rep.Reconcile.Errors == 0 {
 		t.Errorf("poison operations: %d (%d unschedulable), %d left pending, %d reconcile errors", f.Poison, f.PoisonUnschedulable,
 			rep.Final.PoisonPending, rep.Reconcile.Errors)
+	}
+	// Gemini's whole state space: end states only polling sees, batches
+	// that succeed with failed requests, failures as error objects, a
+	// webhook outage — each happened and was checked, not only injected.
+	fi, ou := rep.Final, rep.Outage
+	for name, n := range map[string]int{"interactions ending incomplete/budget_exceeded": int(f.Incomplete),
+		"operations settled INCOMPLETE": fi.Incomplete, "partial batches": int(f.PartialBatches),
+		"reconcile-settled batches with batch_stats checked":         fi.BatchStatsChecked,
+		"reconcile-settled partial batches with batch_stats checked": fi.PartialChecked,
+		"failures as error objects":                                  int(f.ErrorObjects), "FAILED messages with their error checked": fi.ErrorsChecked,
+		"deliveries lost to the webhook outage": int(f.LostToOutage), "operations finishing during the outage": ou.Watched,
+		"webhook-disabled alerts": ou.Alerts, "webhook recovery lines": ou.Recovered} {
+		if n == 0 {
+			t.Errorf("no %s: the run proves nothing about it", name)
+		}
+	}
+	if rep.Reconcile.StuckAlerted == 0 || rep.Reconcile.StuckAlerts > rep.Reconcile.StuckAlertBound {
+		t.Errorf("stuck alerts: %d lines for %d operations, bound %d", rep.Reconcile.StuckAlerts, rep.Reconcile.StuckAlerted,
+			rep.Reconcile.StuckAlertBound)
 	}
 	d := rep.Deliveries
 	if d.Dropped == 0 || d.Duplicated == 0 || d.Reordered == 0 || rep.Reconcile.Settled == 0 || rep.Reconcile.StuckAlerts == 0 ||
@@ -127,6 +147,39 @@ func TestSimulateSQLiteAllFaults(t *testing.T) {
 		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
 	}
 	faultsHappened(t, rep)
+}
+
+// TestSimulateFaultsHappenedFailsWithoutGeminiShapes: a run with the new
+// Gemini statuses and shapes turned off passes its invariants, yet
+// faultsHappened must refuse it (it injected none of them).
+func TestSimulateFaultsHappenedFailsWithoutGeminiShapes(t *testing.T) {
+	t.Parallel()
+	o := simulate.Defaults()
+	o.Ops, o.Seed = 300, 6
+	o.Incomplete, o.PartialBatches, o.ErrorObjects, o.WebhookOutage = 0, 0, 0, 0
+	rep := run(t, o, sqliteBackend(t))
+	if !rep.OK() {
+		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
+	}
+	var rec recordingTB
+	faultsHappened(&rec, rep)
+	for _, want := range []string{"interactions ending incomplete", "partial batches", "error objects", "webhook outage",
+		"webhook-disabled alerts"} {
+		if !strings.Contains(rec.errors.String(), want) {
+			t.Errorf("faultsHappened did not object to a run without %s; it said:\n%s", want, rec.errors.String())
+		}
+	}
+}
+
+// recordingTB is a testing.TB that records errors instead of failing.
+type recordingTB struct {
+	testing.TB
+	errors strings.Builder
+}
+
+func (r *recordingTB) Helper() {}
+func (r *recordingTB) Errorf(format string, args ...any) {
+	fmt.Fprintf(&r.errors, format+"\n", args...)
 }
 
 // TestSimulateCatchesPlantedBug: with a ledger that ignores fencing, the

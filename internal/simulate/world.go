@@ -101,6 +101,10 @@ type faultCounts struct {
 	// Poison counts the operations the door can never ingest, and of those
 	// the ones whose schedule write is refused too (Options.Poison).
 	Poison, PoisonUnschedulable atomic.Int64
+	// The workload's Gemini shapes: interactions ending INCOMPLETE,
+	// succeeded batches with failed requests, failures as error objects,
+	// and deliveries Gemini never made because the webhook was disabled.
+	Incomplete, PartialBatches, ErrorObjects, LostToOutage atomic.Int64
 }
 
 // faults implements ingest.Faults with a rate per crash boundary. While
