@@ -240,7 +240,7 @@ func TestLinesSource(t *testing.T) {
 }
 
 // The typed Result reads what the schema describes, including the additions
-// of CONTRACT.md §8 (gemini_status, output.batch_stats, INCOMPLETE).
+// of CONTRACT.md §6 (gemini_status, output.batch_stats, INCOMPLETE).
 func TestResultDecoding(t *testing.T) {
 	line := `{"operation":"batches/x","kind":"batch","state":"INCOMPLETE","update_time":"2026-11-21T10:00:00Z",
 "settled_by":"webhook","settled_at":"2026-11-21T10:00:01Z","gemini_status":"BATCH_STATE_SUCCEEDED",
