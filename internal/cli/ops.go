@@ -58,16 +58,18 @@ func runOps(ctx context.Context, e *env, args []string) error {
 func opsListDoc() doc {
 	return doc{
 		cmd:  "ops list",
-		args: "[--state S] [--stuck] [--limit N] [--json] [flags]",
+		args: "[--state S] [--stuck] [--limit N] [--page P] [--json] [flags]",
 		summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
 SETTLED_BY and LAST_CHECK (the last reconcile answer that was not a state, e.g.
-not-found). --stuck lists instead the operations still pending after
-LROSINK_STUCK_AFTER, oldest first.`,
+not-found). --stuck keeps only the operations still pending after
+LROSINK_STUCK_AFTER. Pages hold --limit rows; the line after the table says how
+many rows are on later pages (on stderr with --json).`,
 		env: storeEnvDoc + "\n  LROSINK_STUCK_AFTER  pending longer than this is stuck (default 6h)",
 		examples: []string{
 			"lrosink ops list",
 			"lrosink ops list --state PENDING --limit 200",
 			"lrosink ops list --stuck --stuck-after 2h",
+			"lrosink ops list --limit 100 --page 3",
 			"lrosink ops list --json | jq -r '.[] | select(.state==\"FAILED\") | .name'",
 		},
 	}
@@ -78,6 +80,7 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	stateFlag := fs.String("state", "", "only operations in `STATE`: "+statesList())
 	stuck := fs.Bool("stuck", false, "only operations pending longer than the stuck threshold")
 	limit := fs.Int("limit", 50, "show at most `N` operations (1-1000)")
+	page := fs.Int("page", 1, "show page `P` of --limit rows (1 is the newest)")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	storeFlag(fs)
 	fs.String("stuck-after", "", "stuck threshold `DURATION` for --stuck (env LROSINK_STUCK_AFTER; default 6h)")
@@ -90,6 +93,8 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 		return usagef("ops list", "unexpected argument %q", pos[0])
 	case *limit < 1 || *limit > maxListLimit:
 		return usagef("ops list", "--limit %d: want 1 to %d", *limit, maxListLimit)
+	case *page < 1:
+		return usagef("ops list", "--page %d: want 1 or more", *page)
 	case *stuck && *stateFlag != "":
 		return usagef("ops list", "--stuck and --state cannot be combined (stuck operations are pending)")
 	}
@@ -106,20 +111,24 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer func() { _ = closeFn() }() // read-only: nothing to flush
-	var ops []ledger.Operation
+	f := ledger.Filter{State: state}
 	if *stuck {
-		ops, err = l.StuckOperations(ctx, e.now().Add(-cfg.StuckAfter), *limit)
-	} else {
-		ops, err = l.ListOperations(ctx, state, *limit)
+		f.StuckAt = e.now().Add(-cfg.StuckAfter)
 	}
+	ops, more, err := listPage(ctx, l, f, *page, *limit)
 	if err != nil {
-		return fmt.Errorf("list operations: %w", err)
+		return err
+	}
+	rest := ""
+	if more > 0 {
+		rest = fmt.Sprintf("… and %d more; use --page %d\n", more, *page+1)
 	}
 	if *asJSON {
 		views := make([]opView, len(ops))
 		for i, op := range ops {
 			views[i] = newOpView(op)
 		}
+		fmt.Fprint(e.stderr, rest)
 		return writeJSON(e.stdout, views)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
@@ -135,7 +144,33 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	return nil
+	_, err = fmt.Fprint(e.stdout, rest)
+	return err
+}
+
+// listPage reads page (from 1) of limit operations matching f, newest
+// first, by walking the cursor from the start (a CLI reads few pages), and
+// counts how many matching operations come after it.
+func listPage(ctx context.Context, l ledger.Queries, f ledger.Filter, page, limit int) ([]ledger.Operation, int64, error) {
+	var (
+		after ledger.ListCursor
+		ops   []ledger.Operation
+		err   error
+	)
+	for p := 1; p <= page; p++ {
+		if ops, err = l.PageOperations(ctx, f, after, limit); err != nil {
+			return nil, 0, fmt.Errorf("list operations: %w", err)
+		}
+		if len(ops) == 0 {
+			break
+		}
+		after = ledger.ListAfter(ops[len(ops)-1])
+	}
+	total, err := l.CountOperations(ctx, f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("count operations: %w", err)
+	}
+	return ops, max(0, total-int64((page-1)*limit)-int64(len(ops))), nil
 }
 
 func opsShowDoc() doc {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -61,7 +62,8 @@ func TestLedgerCommands(t *testing.T) {
 		t.Fatalf("--state SUCCEEDED: %d %q", r.code, r.stdout)
 	}
 	r = run(t, env, "ops", "list", "--state", "pending", "--limit", "1")
-	if rows := checkTable(t, r.stdout, nil); r.code != exitOK || len(rows) != 1 || rows[0][2] != "PENDING" {
+	table, rest, _ := strings.Cut(r.stdout, "…")
+	if rows := checkTable(t, table, nil); r.code != exitOK || len(rows) != 1 || rows[0][2] != "PENDING" || rest != " and 1 more; use --page 2\n" {
 		t.Fatalf("--state pending --limit 1: %d %q", r.code, r.stdout)
 	}
 	// Nothing is pending for six hours yet; with a 1ns threshold both are.
@@ -202,5 +204,42 @@ func TestLedgerCommandsOnFirestore(t *testing.T) {
 	}
 	if r = run(t, env, "replay", "batches/fs1"); r.code != exitError || !strings.Contains(r.stderr, "has not settled (state PENDING)") {
 		t.Fatalf("replay: %d %q", r.code, r.stderr)
+	}
+}
+
+// TestOpsListPages: ops list shows --limit rows a page, says how many rows
+// later pages hold, and --page walks to them; together the pages list
+// every operation once.
+func TestOpsListPages(t *testing.T) {
+	env := storeEnv(t)
+	for i := range 5 {
+		if r := run(t, env, "register", fmt.Sprintf("batches/page-%d", i)); r.code != exitOK {
+			t.Fatalf("register: %d %q", r.code, r.stderr)
+		}
+	}
+	var seen []string
+	for page, want := range []struct {
+		rows int
+		rest string
+	}{{2, "… and 3 more; use --page 2"}, {2, "… and 1 more; use --page 3"}, {1, ""}} {
+		r := run(t, env, "ops", "list", "--limit", "2", "--page", fmt.Sprint(page+1))
+		if r.code != exitOK {
+			t.Fatalf("page %d: %d %q", page+1, r.code, r.stderr)
+		}
+		table, rest, _ := strings.Cut(r.stdout, "…")
+		if want.rest == "" && rest != "" || want.rest != "" && "…"+strings.TrimRight(rest, "\n") != want.rest {
+			t.Errorf("page %d: trailer %q, want %q", page+1, rest, want.rest)
+		}
+		rows := checkTable(t, table, []string{"NAME", "KIND", "STATE", "VERSION", "SUBMITTED", "SETTLED_BY", "LAST_CHECK"})
+		if len(rows) != want.rows {
+			t.Errorf("page %d: %d rows, want %d", page+1, len(rows), want.rows)
+		}
+		seen = append(seen, column(rows, 0)...)
+	}
+	if !sameSet(seen, []string{"batches/page-0", "batches/page-1", "batches/page-2", "batches/page-3", "batches/page-4"}) {
+		t.Errorf("the pages listed %v", seen)
+	}
+	if r := run(t, env, "ops", "list", "--page", "0"); r.code != exitUsage || !strings.Contains(r.stderr, "--page") {
+		t.Errorf("--page 0: %d %q", r.code, r.stderr)
 	}
 }
