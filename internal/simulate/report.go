@@ -95,12 +95,22 @@ type Report struct {
 		Errors       int `json:"errors"`
 	} `json:"reconcile"`
 	Final struct {
-		Terminal        int `json:"terminal_operations"`
-		NeverFinished   int `json:"never_finished"`
-		SettledWebhook  int `json:"settled_by_webhook"`
-		SettledRecon    int `json:"settled_by_reconcile"`
-		Messages        int `json:"messages"`
-		ExtraExplained  int `json:"extra_messages_explained"`
+		Terminal       int `json:"terminal_operations"`
+		NeverFinished  int `json:"never_finished"`
+		SettledWebhook int `json:"settled_by_webhook"`
+		SettledRecon   int `json:"settled_by_reconcile"`
+		Messages       int `json:"messages"`
+		ExtraExplained int `json:"extra_messages_explained"`
+		// ExtraByCause splits the extra messages by what left a claim
+		// HELD after its holder published: a kill after publish, a DONE
+		// commit that failed (after its retries), a lease that ran out
+		// mid-effect; Other is what none of these accounts for.
+		ExtraByCause struct {
+			CrashAfterPublish int `json:"crash_after_publish"`
+			DoneCommitError   int `json:"done_commit_error"`
+			LeaseExpired      int `json:"lease_expired_mid_effect"`
+			Other             int `json:"other"`
+		} `json:"extra_messages_by_cause"`
 		DistinctKeys    int `json:"distinct_keys"`
 		ObservedReads   int `json:"observed_reads"`
 		StuckUnresolved int `json:"stuck_operations"`
@@ -323,6 +333,7 @@ func (r *runner) check(ctx context.Context) {
 			r.violate("%s: %d results messages, at most %d explained by injected crashes", p.name, len(got), allowed)
 		}
 		rep.Final.ExtraExplained += len(got) - 1
+		attributeExtras(rep, len(got)-1, r.faults.explained(p.name), r.doneAbandoned(id), slow[p.name])
 		first, _ := msgs[got[0]].Data()
 		for _, i := range got {
 			if msgs[i].State != string(p.terminal) {
@@ -541,18 +552,49 @@ func (r *runner) checkPoison(p plan, op ledger.Operation, messages int, now time
 }
 
 // ledgerExplained: a DONE commit that failed after a successful publish is
-// the same crash window as a kill after publish.
+// the same crash window as a kill after publish. (Every failed try counts:
+// an upper bound, as a retry may have succeeded.)
 func (r *runner) ledgerExplained(id string) int {
+	if l := r.flaky(); l != nil {
+		return l.completeFailures(id)
+	}
+	return 0
+}
+
+// doneAbandoned counts the holders of claim id that published and gave up
+// on a failing DONE commit.
+func (r *runner) doneAbandoned(id string) int {
+	if l := r.flaky(); l != nil {
+		return l.abandonedDone(id)
+	}
+	return 0
+}
+
+func (r *runner) flaky() *flakyLedger {
 	l, ok := r.ledger.(*flakyLedger)
 	if !ok {
 		if u, ok := r.ledger.(unfencedLedger); ok {
 			l, _ = u.Ledger.(*flakyLedger)
 		}
 	}
-	if l == nil {
-		return 0
+	return l
+}
+
+// attributeExtras splits one key's extra messages among the causes seen
+// for it, each capped by what is left to explain; the rest is Other.
+func attributeExtras(rep *Report, extras, crashes, doneErrors int, slow bool) {
+	take := func(n int) int {
+		n = max(min(n, extras), 0)
+		extras -= n
+		return n
 	}
-	return l.completeFailures(id)
+	c := &rep.Final.ExtraByCause
+	c.CrashAfterPublish += take(crashes)
+	c.DoneCommitError += take(doneErrors)
+	if slow {
+		c.LeaseExpired += take(1)
+	}
+	c.Other += max(extras, 0)
 }
 
 // OK reports whether every invariant held.
@@ -608,6 +650,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		rc.StuckAlerts, rc.StuckAlerted, rep.Final.StuckUnresolved, rep.Final.PoisonPending, rc.StuckAlertBound)
 	fmt.Fprintf(&b, "final              %d terminal (%d by webhook, %d by reconcile), %d never finished (%d stuck), %d messages for %d keys (%d explained extras), %d checked reads\n",
 		fi.Terminal, fi.SettledWebhook, fi.SettledRecon, fi.NeverFinished, fi.StuckUnresolved, fi.Messages, fi.DistinctKeys, fi.ExtraExplained, fi.ObservedReads)
+	ec := fi.ExtraByCause
+	fmt.Fprintf(&b, "extras by cause    %d kill after publish, %d DONE-commit error, %d lease expired mid-effect, %d other\n",
+		ec.CrashAfterPublish, ec.DoneCommitError, ec.LeaseExpired, ec.Other)
 	l := rep.Latency
 	fmt.Fprintf(&b, "latency            settle after Gemini finished (simulated): p50 %s  p90 %s  p99 %s  max %s; webhook HTTP (wall): p50 %.1f ms  p99 %.1f ms\n",
 		l.SettleP50, l.SettleP90, l.SettleP99, l.SettleMax, l.HTTPP50ms, l.HTTPP99ms)

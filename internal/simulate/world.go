@@ -157,12 +157,42 @@ type flakyLedger struct {
 
 	mu       sync.Mutex
 	complete map[string]int // failed DONE commits per claim id
+	// lastDone: per claim id, per holder, whether that holder's last DONE
+	// commit was an injected failure (it gave up with its claim HELD).
+	lastDone map[string]map[string]bool
 }
 
 func (l *flakyLedger) completeFailures(id string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.complete[id]
+}
+
+// abandonedDone counts the holders of claim id whose last DONE commit
+// failed here: each published and left the claim to be seized, so each
+// caused one extra message. A holder whose retry succeeded does not count.
+func (l *flakyLedger) abandonedDone(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, failed := range l.lastDone[id] {
+		if failed {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *flakyLedger) doneResult(lease ledger.Lease, failed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastDone == nil {
+		l.lastDone = map[string]map[string]bool{}
+	}
+	if l.lastDone[lease.ID] == nil {
+		l.lastDone[lease.ID] = map[string]bool{}
+	}
+	l.lastDone[lease.ID][lease.Holder] = failed
 }
 
 var errLedgerDown = errors.New("simulated ledger outage")
@@ -211,9 +241,11 @@ func (l *flakyLedger) CompleteClaim(ctx context.Context, lease ledger.Lease, now
 		}
 		l.complete[lease.ID]++
 		l.mu.Unlock()
+		l.doneResult(lease, true)
 		return err
 	}
 	err := l.Ledger.CompleteClaim(ctx, lease, now)
+	l.doneResult(lease, false)
 	l.fenced(err)
 	return err
 }
