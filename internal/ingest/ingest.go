@@ -375,7 +375,7 @@ func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event)
 			return res, err
 		}
 		// Another writer got there first: back off a little, re-read, decide again.
-		if serr := sleep(ctx, time.Duration(1+rand.IntN(5*attempt))*time.Millisecond); serr != nil {
+		if serr := sleep(ctx, backoff(attempt, time.Millisecond)); serr != nil {
 			return res, fmt.Errorf("%w: %w", ErrUnavailable, serr)
 		}
 	}
@@ -463,9 +463,9 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 	}
 	res := Result{Outcome: OutcomeApplied, Reason: string(dec.Reason), Operation: name.Canonical, State: next.State}
 	var claim *ledger.Claim
+	leaseUntil := now.Add(d.cfg.Lease)
 	if dec.EntersTerminal {
 		next.SettledAt, next.SettledBy, next.NextCheckAt = now, string(ev.Source), time.Time{}
-		leaseUntil := now.Add(d.cfg.Lease)
 		next.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil}
 		claim = &ledger.Claim{
 			ID: op.ID, Key: name.Key(), Operation: name.Canonical,
@@ -486,7 +486,7 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 		return res, nil
 	}
 	res.Outcome = OutcomeCompleted
-	return d.runEffect(ctx, *lease, claim.Message, res)
+	return d.runEffect(ctx, *lease, leaseUntil, claim.Message, res)
 }
 
 // recoverClaim takes over a released or expired claim and runs its side
@@ -510,7 +510,8 @@ func (d *Door) recoverClaim(ctx context.Context, id string, op *ledger.Operation
 		res.Outcome = OutcomeInProgress
 		return res, nil
 	}
-	lease, err := d.cfg.Store.SeizeClaim(ctx, c, d.cfg.NewToken(), now.Add(d.cfg.Lease), now.Add(d.cfg.ClaimTTL), now)
+	leaseUntil := now.Add(d.cfg.Lease)
+	lease, err := d.cfg.Store.SeizeClaim(ctx, c, d.cfg.NewToken(), leaseUntil, now.Add(d.cfg.ClaimTTL), now)
 	if errors.Is(err, ledger.ErrFenced) {
 		res.Outcome = OutcomeInProgress // someone else seized it first
 		return res, nil
@@ -522,7 +523,7 @@ func (d *Door) recoverClaim(ctx context.Context, id string, op *ledger.Operation
 	if c.Status == ledger.ClaimHeld {
 		res.Reason = "lease-expired"
 	}
-	return d.runEffect(ctx, *lease, c.Message, res)
+	return d.runEffect(ctx, *lease, leaseUntil, c.Message, res)
 }
 
 // claimMissing decides about a claim that is gone while the operation's
@@ -571,8 +572,12 @@ func (d *Door) claimMissing(ctx context.Context, id string, op *ledger.Operation
 	return res, fmt.Errorf("%w: %s (the claim holding its results message is gone; lrosink replay republishes it)", ErrClaimMissing, name)
 }
 
-// runEffect publishes and then commits the claim DONE, fenced on the lease.
-func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message, res Result) (Result, error) {
+// doneCommitAttempts bounds the tries at the DONE commit after a publish.
+const doneCommitAttempts = 3
+
+// runEffect publishes and then commits the claim DONE, fenced on the lease
+// that runs until leaseUntil.
+func (d *Door) runEffect(ctx context.Context, l ledger.Lease, leaseUntil time.Time, m results.Message, res Result) (Result, error) {
 	if err := d.fault(ctx, FaultAfterCommit, m.Operation); err != nil {
 		return res, err
 	}
@@ -591,7 +596,7 @@ func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message,
 	if err := d.fault(ctx, FaultAfterPublish, m.Operation); err != nil {
 		return res, err
 	}
-	if err := d.cfg.Store.CompleteClaim(ctx, l, d.cfg.Now()); err != nil {
+	if err := d.completeClaim(ctx, l, leaseUntil); err != nil {
 		if errors.Is(err, ledger.ErrFenced) {
 			// Our lease ran out and another holder seized the claim while we
 			// published: both published the same message (same key); the new
@@ -603,6 +608,27 @@ func (d *Door) runEffect(ctx context.Context, l ledger.Lease, m results.Message,
 		return res, fmt.Errorf("%w: published %s but could not record DONE (the claim is retried after its lease): %w", ErrUnavailable, m.Operation, err)
 	}
 	return res, nil
+}
+
+// completeClaim commits the claim DONE, retrying a transient store error a
+// few times: a claim left HELD after a publish is seized after its lease and
+// published again (an extra message). It never starts a try past the lease
+// (the claim may be someone else's by then) and never retries ErrFenced
+// (another holder has it; retrying cannot succeed).
+func (d *Door) completeClaim(ctx context.Context, l ledger.Lease, leaseUntil time.Time) error {
+	for attempt := 1; ; attempt++ {
+		err := d.cfg.Store.CompleteClaim(ctx, l, d.cfg.Now())
+		if err == nil || errors.Is(err, ledger.ErrFenced) || attempt >= doneCommitAttempts {
+			return err
+		}
+		wait := backoff(attempt, 10*time.Millisecond)
+		if !d.cfg.Now().Add(wait).Before(leaseUntil) {
+			return err
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
 }
 
 func (d *Door) log(ctx context.Context, ev Event, res Result, err error, start time.Time) {
@@ -699,6 +725,12 @@ func mergeMissing(base, extra map[string]any) map[string]any {
 // current (a video name with its model beats a bare operations/ID).
 func moreSpecific(candidate, current string) bool {
 	return len(candidate) > len(current)
+}
+
+// backoff is the jittered delay before retry number attempt (>= 1): 1 to
+// 5*attempt units, so that racing retries spread out.
+func backoff(attempt int, unit time.Duration) time.Duration {
+	return time.Duration(1+rand.IntN(5*attempt)) * unit
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
