@@ -350,11 +350,22 @@ func testNonLoopbackNeedsAdminToken(t *testing.T, bin string) {
 	addr := freeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	p := serveAt(t, bin, dir, []string{"LROSINK_ADMIN_TOKEN=" + token}, "http://127.0.0.1:"+port, "--addr", "0.0.0.0:"+port)
+	// /Register and the console are behind the token on a non-loopback address.
 	for _, c := range []struct {
-		auth   string
-		status int
-	}{{"", 401}, {"Bearer wrong-admin-token-0123456789", 401}, {"Bearer " + token, 201}} {
-		req, _ := http.NewRequest(http.MethodPost, p.base+"/Register", strings.NewReader(`{"name":"batches/bin_tok"}`))
+		method, path, auth string
+		status             int
+	}{
+		{http.MethodPost, "/Register", "", 401},
+		{http.MethodPost, "/Register", "Bearer wrong-admin-token-0123456789", 401},
+		{http.MethodPost, "/Register", "Bearer " + token, 201},
+		{http.MethodGet, "/ui/", "", 401},
+		{http.MethodGet, "/ui/", "Bearer " + token, 200},
+	} {
+		var body io.Reader
+		if c.method == http.MethodPost {
+			body = strings.NewReader(`{"name":"batches/bin_tok"}`)
+		}
+		req, _ := http.NewRequest(c.method, p.base+c.path, body)
 		if c.auth != "" {
 			req.Header.Set("Authorization", c.auth)
 		}
@@ -364,25 +375,7 @@ func testNonLoopbackNeedsAdminToken(t *testing.T, bin string) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != c.status {
-			t.Errorf("/Register with Authorization %q: %d, want %d", c.auth, resp.StatusCode, c.status)
-		}
-	}
-	// The console is behind the same token on a non-loopback address.
-	for _, c := range []struct {
-		auth   string
-		status int
-	}{{"", 401}, {"Bearer " + token, 200}} {
-		req, _ := http.NewRequest(http.MethodGet, p.base+"/ui/", nil)
-		if c.auth != "" {
-			req.Header.Set("Authorization", c.auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.status {
-			t.Errorf("GET /ui/ with Authorization %q: %d, want %d", c.auth, resp.StatusCode, c.status)
+			t.Errorf("%s %s with Authorization %q: %d, want %d", c.method, c.path, c.auth, resp.StatusCode, c.status)
 		}
 	}
 	if strings.Contains(p.stderr.String(), token) {
