@@ -186,8 +186,11 @@ type listForm struct {
 
 var stateRE = regexp.MustCompile(`^[A-Z_]{1,40}$`)
 
-// Kinds are the kinds the filter offers.
-var Kinds = []opname.Kind{opname.KindBatch, opname.KindVideo, opname.KindInteraction}
+// kinds are the kinds the filter offers (a function: no package-level
+// mutable state).
+func kinds() []opname.Kind {
+	return []opname.Kind{opname.KindBatch, opname.KindVideo, opname.KindInteraction}
+}
 
 func parseList(q url.Values) (listForm, error) {
 	var f listForm
@@ -198,7 +201,7 @@ func parseList(q url.Values) (listForm, error) {
 		f.State = lifecycle.State(s)
 	}
 	if k := opname.Kind(q.Get("kind")); k != "" {
-		if !slices.Contains(Kinds, k) {
+		if !slices.Contains(kinds(), k) {
 			return f, errors.New("kind: not one of batch, video, interaction")
 		}
 		f.Kind = k
@@ -328,7 +331,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
 		return
 	}
-	d := listData{Form: f, States: lifecycle.States(), Kinds: Kinds, Rows: rows, Total: total,
+	d := listData{Form: f, States: lifecycle.States(), Kinds: kinds(), Rows: rows, Total: total,
 		First: f.From, Last: f.From + len(ops) - 1, StuckAfter: c.cfg.StuckAfter}
 	if !f.After.IsZero() {
 		d.Reset = f.query()
