@@ -387,28 +387,23 @@ func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time
 
 // ScheduleCheck implements ledger.Queries.
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
-	what := "schedule check " + op.ID
-	s.counts.Commits.Add(1)
-	if err := s.lock(ctx, what); err != nil {
-		return ledger.Revision{}, err
-	}
-	defer s.mu.Unlock()
-	so, ok := s.ops[op.ID]
-	if !ok || so.op.Rev.Version != op.Rev.Version {
-		return ledger.Revision{}, fmt.Errorf("memledger: %s: %w", what, ledger.ErrConflict)
-	}
-	so.op.Rev.Version++
-	so.op.NextCheckAt, so.op.Checks = storedTime(next), op.Checks+1
-	so.op.LastCheck, so.op.LastCheckAt = note, storedTime(now)
-	s.ops[op.ID] = so
-	s.counts.Writes.Add(1)
-	return so.op.Rev, nil
+	return s.updateOp(ctx, "schedule check", op, func(o *ledger.Operation) {
+		o.NextCheckAt, o.Checks = storedTime(next), op.Checks+1
+		o.LastCheck, o.LastCheckAt = note, storedTime(now)
+	})
 }
 
-// RecordStuckAlert sets StuckAlertedAt and bumps the version, fenced on
-// op's version like every write.
+// RecordStuckAlert implements ledger.Queries.
 func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
-	what := "record stuck alert " + op.ID
+	return s.updateOp(ctx, "record stuck alert", op, func(o *ledger.Operation) {
+		o.StuckAlertedAt = storedTime(at)
+	})
+}
+
+// updateOp changes some fields of the stored operation, fenced on op's
+// version like every write, and bumps the version.
+func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, change func(*ledger.Operation)) (ledger.Revision, error) {
+	what := verb + " " + op.ID
 	s.counts.Commits.Add(1)
 	if err := s.lock(ctx, what); err != nil {
 		return ledger.Revision{}, err
@@ -419,7 +414,7 @@ func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at ti
 		return ledger.Revision{}, fmt.Errorf("memledger: %s: %w", what, ledger.ErrConflict)
 	}
 	so.op.Rev.Version++
-	so.op.StuckAlertedAt = storedTime(at)
+	change(&so.op)
 	s.ops[op.ID] = so
 	s.counts.Writes.Add(1)
 	return so.op.Rev, nil
