@@ -98,14 +98,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	dc := ingest.Config{Store: a.Ledger, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
 	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
-		Observer: a.Metrics,
-		OnPass: func(started time.Time, s reconcile.Summary, err error) {
-			p := console.Pass{Started: started, Ended: o.Now(), Summary: s}
-			if err != nil {
-				p.Err = err.Error()
-			}
-			a.Passes.Record(p)
-		}}
+		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {

@@ -54,3 +54,21 @@ func (p *Passes) Recent() []Pass {
 	}
 	return out
 }
+
+// Observer records every reconcile pass in p as it ends, at now().
+func (p *Passes) Observer(now func() time.Time) reconcile.Observer {
+	return passObserver{p, now}
+}
+
+type passObserver struct {
+	p   *Passes
+	now func() time.Time
+}
+
+func (o passObserver) ObservePass(started time.Time, s reconcile.Summary, err error) {
+	pass := Pass{Started: started, Ended: o.now(), Summary: s}
+	if err != nil {
+		pass.Err = err.Error()
+	}
+	o.p.Record(pass)
+}

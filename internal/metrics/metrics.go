@@ -126,7 +126,7 @@ func errorReason(err error) string {
 
 // ObservePass implements reconcile.Observer. The gauges are set only from
 // a pass that completed: a failed pass's summary is partial.
-func (m *Metrics) ObservePass(s reconcile.Summary, err error) {
+func (m *Metrics) ObservePass(_ time.Time, s reconcile.Summary, err error) {
 	if err != nil {
 		m.reconcilePasses.WithLabelValues("error").Inc()
 		return

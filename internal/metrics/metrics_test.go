@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -64,8 +65,8 @@ lrosink_ingest_decisions_total{outcome="error",reason="side-effect-failed",sourc
 // overwrite the gauges with its partial summary.
 func TestFailedPassLeavesGauges(t *testing.T) {
 	m := metrics.New()
-	m.ObservePass(reconcile.Summary{StillPending: 4, Stuck: 2}, nil)
-	m.ObservePass(reconcile.Summary{}, errors.New("reconcile: due operations: unavailable"))
+	m.ObservePass(time.Time{}, reconcile.Summary{StillPending: 4, Stuck: 2}, nil)
+	m.ObservePass(time.Time{}, reconcile.Summary{}, errors.New("reconcile: due operations: unavailable"))
 	for name, want := range map[string]float64{"lrosink_operations_pending": 4, "lrosink_operations_stuck": 2} {
 		if got := gathered(t, m, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)

@@ -68,18 +68,15 @@ type Config struct {
 	Webhooks WebhookLister
 	// WebhookCheckEvery paces the webhook read (DefaultWebhookCheckEvery).
 	WebhookCheckEvery time.Duration
-	// Observer is told each pass's summary and error (metrics); nil is a
-	// no-op.
-	Observer Observer
-	// OnPass, if set, is told of every pass when it ends (the console's
-	// ring of recent passes).
-	OnPass func(started time.Time, s Summary, err error)
+	// Observers are told of every pass when it ends (metrics, the
+	// console's ring of recent passes).
+	Observers []Observer
 }
 
 // Observer is told the outcome of every pass, failed ones too (with what
-// the pass did before it failed).
+// the pass did before it failed), and when the pass started.
 type Observer interface {
-	ObservePass(s Summary, err error)
+	ObservePass(started time.Time, s Summary, err error)
 }
 
 // Summary is the pass's answer (CONTRACT.md §4).
@@ -168,14 +165,13 @@ func (t *tally) add(f func(*Summary)) {
 // cannot be queried at all; per-operation failures are counted in Errors.
 // It stops early, with what it did so far, when ctx is about to expire.
 func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
-	if r.cfg.Observer != nil {
-		defer func() { r.cfg.Observer.ObservePass(s, err) }()
-	}
 	var t tally
 	now := r.cfg.Now()
-	if r.cfg.OnPass != nil {
-		defer func() { r.cfg.OnPass(now, s, err) }()
-	}
+	defer func() {
+		for _, o := range r.cfg.Observers {
+			o.ObservePass(now, s, err)
+		}
+	}()
 	if err := r.retryClaims(ctx, now, &t); err != nil {
 		return t.s, err
 	}
