@@ -71,18 +71,35 @@ func newWorld(t testing.TB, adopt int) *world {
 	return w
 }
 
-func (w *world) register(name string) {
-	w.t.Helper()
-	if _, err := w.door.Ingest(context.Background(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
-		w.t.Fatal(err)
+func (w *world) register(name string)    { w.t.Helper(); mustRegister(w.t, w.door, name) }
+func (w *world) pass() reconcile.Summary { w.t.Helper(); return mustPass(w.t, w.rec) }
+
+// fakeFetcher is the Gemini fetcher (the real genai SDK) pointed at srv,
+// whose retry waits end at once.
+func fakeFetcher(t testing.TB, srv *httptest.Server, log *slog.Logger) *gemini.Fetcher {
+	t.Helper()
+	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: srv.URL, HTTPClient: srv.Client(),
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// mustRegister registers name through the door, as POST /Register does.
+func mustRegister(t testing.TB, door *ingest.Door, name string) {
+	t.Helper()
+	if _, err := door.Ingest(context.Background(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func (w *world) pass() reconcile.Summary {
-	w.t.Helper()
-	s, err := w.rec.Pass(context.Background())
+// mustPass runs one reconcile pass, which must not fail.
+func mustPass(t testing.TB, rec *reconcile.Reconciler) reconcile.Summary {
+	t.Helper()
+	s, err := rec.Pass(context.Background())
 	if err != nil {
-		w.t.Fatalf("pass: %v", err)
+		t.Fatalf("pass: %v", err)
 	}
 	return s
 }

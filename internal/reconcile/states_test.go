@@ -42,31 +42,15 @@ func newStack(t *testing.T, s ledger.Ledger) *stack {
 		t.Fatal(err)
 	}
 	srv := k.fake.Start(t)
-	if k.f, err = gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: srv.URL, HTTPClient: srv.Client(),
-		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, Log: log}); err != nil {
-		t.Fatal(err)
-	}
+	k.f = fakeFetcher(t, srv, log)
 	if k.rec, err = reconcile.New(reconcile.Config{Ledger: s, Door: k.door, Gemini: k.f, Log: log, Now: k.clk.Now, StuckAfter: 6 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	return k
 }
 
-func (k *stack) register(name string) {
-	k.t.Helper()
-	if _, err := k.door.Ingest(context.Background(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
-		k.t.Fatal(err)
-	}
-}
-
-func (k *stack) pass() reconcile.Summary {
-	k.t.Helper()
-	s, err := k.rec.Pass(context.Background())
-	if err != nil {
-		k.t.Fatalf("pass: %v", err)
-	}
-	return s
-}
+func (k *stack) register(name string)    { k.t.Helper(); mustRegister(k.t, k.door, name) }
+func (k *stack) pass() reconcile.Summary { k.t.Helper(); return mustPass(k.t, k.rec) }
 
 func (k *stack) op(name string) ledger.Operation {
 	k.t.Helper()

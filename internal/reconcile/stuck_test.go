@@ -1,16 +1,13 @@
 package reconcile_test
 
 import (
-	"context"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -37,12 +34,7 @@ func newStoreWorld(t *testing.T, s ledger.Ledger, tune func(*reconcile.Config)) 
 		t.Fatal(err)
 	}
 	srv := w.fake.Start(t)
-	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: srv.URL, HTTPClient: srv.Client(),
-		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := reconcile.Config{Ledger: s, Door: w.door, Gemini: f, Log: log, Now: w.clock.Now, StuckAfter: 6 * time.Hour}
+	cfg := reconcile.Config{Ledger: s, Door: w.door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: w.clock.Now, StuckAfter: 6 * time.Hour}
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -52,21 +44,8 @@ func newStoreWorld(t *testing.T, s ledger.Ledger, tune func(*reconcile.Config)) 
 	return w
 }
 
-func (w *storeWorld) register(name string) {
-	w.t.Helper()
-	if _, err := w.door.Ingest(context.Background(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-func (w *storeWorld) pass() reconcile.Summary {
-	w.t.Helper()
-	s, err := w.rec.Pass(context.Background())
-	if err != nil {
-		w.t.Fatalf("pass: %v", err)
-	}
-	return s
-}
+func (w *storeWorld) register(name string)    { w.t.Helper(); mustRegister(w.t, w.door, name) }
+func (w *storeWorld) pass() reconcile.Summary { w.t.Helper(); return mustPass(w.t, w.rec) }
 
 // TestStuckAlertSchedule: an operation that never finishes is alerted once
 // when it becomes stuck and then 1 h, 6 h, 24 h and every 24 h after that,
