@@ -18,7 +18,6 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
-	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -37,8 +36,10 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 type world struct {
-	t      testing.TB
-	store  *memledger.Store
+	t     testing.TB
+	store ledger.Ledger
+	// reads is the store's tally of billed reads (the cost benchmarks).
+	reads  func() int64
 	door   *ingest.Door
 	fake   *fakegemini.Server
 	rec    *reconcile.Reconciler
@@ -50,7 +51,14 @@ type world struct {
 
 func newWorld(t testing.TB, adopt int) *world {
 	t.Helper()
-	w := &world{t: t, store: testutil.MemLedger(t), sink: &testutil.Recorder{}, logs: &testutil.SyncBuffer{},
+	s := testutil.MemLedger(t)
+	return newWorldOn(t, adopt, s, func() int64 { r, _, _ := s.Counts().Snapshot(); return r })
+}
+
+// newWorldOn is newWorld on a given store; reads tallies its billed reads.
+func newWorldOn(t testing.TB, adopt int, store ledger.Ledger, reads func() int64) *world {
+	t.Helper()
+	w := &world{t: t, store: store, reads: reads, sink: &testutil.Recorder{}, logs: &testutil.SyncBuffer{},
 		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, fake: fakegemini.New()}
 	log := logging.New(w.logs, slog.LevelInfo, "")
 	var err error
