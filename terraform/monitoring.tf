@@ -116,12 +116,13 @@ resource "google_logging_metric" "claims_recovered" {
   depends_on = [google_project_service.apis]
 }
 
-# One line per stuck operation per reconcile pass: pending longer than
-# LROSINK_STUCK_AFTER. Never auto-closed by lrosink.
+# Stuck reports: an operation pending longer than LROSINK_STUCK_AFTER is
+# reported when it becomes stuck, then 1 h, 6 h and 24 h later, then daily.
+# Never auto-closed by lrosink.
 resource "google_logging_metric" "stuck_operations" {
   project     = var.project_id
   name        = "${var.name_prefix}_stuck_operations"
-  description = "Stuck-operation reports (pending longer than LROSINK_STUCK_AFTER), one per operation per reconcile pass."
+  description = "Stuck-operation reports (pending longer than LROSINK_STUCK_AFTER): when an operation becomes stuck, then 1 h, 6 h and 24 h later, then daily."
   filter      = "${local.run_logs} AND jsonPayload.alert=\"stuck\""
 
   metric_descriptor {
@@ -167,6 +168,43 @@ resource "google_logging_metric" "webhook_unauthorized" {
     unit         = "1"
     display_name = "lrosink webhook 401s"
   }
+}
+
+# Gemini disabled a project webhook (after failed deliveries, or by hand):
+# nothing is delivered, completions arrive only by polling. One line when
+# Reconcile sees it disabled (again on a new instance while it stays so).
+resource "google_logging_metric" "webhook_disabled" {
+  project     = var.project_id
+  name        = "${var.name_prefix}_webhook_disabled"
+  description = "Project webhooks Gemini reports disabled (completions arrive only by Reconcile polling)."
+  filter      = "${local.run_logs} AND jsonPayload.alert=\"webhook-disabled\""
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "lrosink webhook disabled"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# A settled operation whose results message may still be owed has lost its
+# claim document: nothing is published until an operator acts.
+resource "google_logging_metric" "claim_missing" {
+  project     = var.project_id
+  name        = "${var.name_prefix}_claim_missing"
+  description = "Settled operations whose results claim is gone while the message may be owed (nothing is published until an operator acts)."
+  filter      = "${local.run_logs} AND jsonPayload.alert=\"claim-missing\""
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "lrosink claim missing"
+  }
+
+  depends_on = [google_project_service.apis]
 }
 
 # Failed Cloud Scheduler attempts to run a reconcile pass.
@@ -302,6 +340,88 @@ resource "google_monitoring_alert_policy" "reconcile_job_failures" {
     content   = <<-EOT
       Several reconcile passes failed in 15 minutes: lost webhooks are not being
       recovered and owed publishes are not retried. See "Reconcile job failing" in ${local.runbook}.
+    EOT
+  }
+}
+
+resource "google_monitoring_alert_policy" "webhook_disabled" {
+  project               = var.project_id
+  display_name          = "lrosink: project webhook disabled"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "Gemini reports a project webhook disabled"
+
+    condition_threshold {
+      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.webhook_disabled.name}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Gemini disabled a project webhook: nothing is delivered and completions arrive
+      only through Reconcile polling (minutes late, not lost). Check `lrosink webhooks list`,
+      then follow "Alert: project webhook disabled" in ${local.runbook}.
+    EOT
+  }
+}
+
+resource "google_monitoring_alert_policy" "claim_missing" {
+  project               = var.project_id
+  display_name          = "lrosink: results claim missing"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "A settled operation's results claim is gone"
+
+    condition_threshold {
+      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.claim_missing.name}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      An operation settled, its results message may still be owed, and its claim
+      document is gone: nothing is published for it until an operator acts. The log line
+      names the operation; follow "Alert: claim missing" in ${local.runbook}.
     EOT
   }
 }
