@@ -303,3 +303,30 @@ func TestShortDurations(t *testing.T) {
 		}
 	}
 }
+
+// A lease is only meaningful while a claim is held: a DONE claim's page says
+// when it was done, not a lease that ran out long ago.
+func TestOperationPageShowsLeaseOnlyWhileHeld(t *testing.T) {
+	s := store(t)
+	held, c := settled("held", now.Add(-time.Hour))
+	commit(t, s, held, c)
+	done, dc := settled("done", now.Add(-time.Hour))
+	_, lease, err := s.CommitOperation(t.Context(), done, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteClaim(t.Context(), *lease, now.Add(-50*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	srv := newConsole(t, s, nil)
+	if body, _ := get(t, srv.URL+"/ui/operations/held", http.StatusOK); !strings.Contains(body, "<dt>Lease until</dt>") {
+		t.Errorf("held claim: the page does not show its lease")
+	}
+	body, _ := get(t, srv.URL+"/ui/operations/done", http.StatusOK)
+	if !strings.Contains(body, `<span class="state c-DONE">DONE</span>`) {
+		t.Fatalf("done claim: the page does not say DONE")
+	}
+	if strings.Contains(body, "Lease until") {
+		t.Errorf("done claim: the page shows a lease")
+	}
+}
