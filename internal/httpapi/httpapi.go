@@ -1,6 +1,8 @@
-// Package httpapi holds the HTTP handlers of the functions (CONTRACT.md §3–§5).
-// They are thin: verify and parse at the edge, then hand the event to the
-// one ingest door and translate its answer into the contract's status codes.
+// Package httpapi holds the HTTP handlers of the functions (CONTRACT.md §3–§5)
+// and GET /healthz. They are thin: verify and parse at the edge, then hand
+// the event to the one ingest door (or run a reconcile pass) and translate
+// its answer into the contract's status codes. Every JSON answer is written
+// by one helper, reply.
 package httpapi
 
 import (
@@ -12,7 +14,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -34,9 +35,6 @@ type Verifier interface {
 	Verify(ctx context.Context, h http.Header, body []byte) (webhook.Verified, error)
 }
 
-// RetryAfterSeconds is what a 503 asks the sender to wait.
-const RetryAfterSeconds = 30
-
 // Answer is the JSON body of every answer.
 type Answer struct {
 	Outcome   string `json:"outcome"`
@@ -44,15 +42,6 @@ type Answer struct {
 	Operation string `json:"operation"`
 	// Detail explains a refusal the caller can fix (invalid-metadata).
 	Detail string `json:"detail,omitempty"`
-}
-
-func reply(w http.ResponseWriter, status int, a Answer) {
-	w.Header().Set("Content-Type", "application/json")
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
-	}
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(a)
 }
 
 // readBody reads at most max bytes; over that it answers 413 itself.
