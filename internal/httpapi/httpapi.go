@@ -25,8 +25,8 @@ import (
 	"github.com/lrosink/lrosink/internal/webhook"
 )
 
-// Ingester is the ingest door as the handlers use it.
-type Ingester interface {
+// Door is the ingest door as the Webhook function uses it.
+type Door interface {
 	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
 }
 
@@ -120,7 +120,7 @@ func WithDeadline(d time.Duration) WebhookOption {
 // Webhook returns the Webhook function (CONTRACT.md §3). A delivery the ingest
 // door has not finished within the deadline is answered 503
 // deadline-exceeded with Retry-After; the door's work goes on detached.
-func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
+func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
 	o := webhookOptions{deadline: DefaultWebhookDeadline}
 	for _, f := range opts {
 		f(&o)
@@ -149,7 +149,7 @@ func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64, opts ..
 // errDeadline is the cause of a webhook context that ran out of time.
 var errDeadline = errors.New("webhook deadline exceeded")
 
-func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Ingester, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer) {
+func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer) {
 	// The deadline runs from the request's arrival: the sender counts a
 	// held connection as a failed delivery anyway.
 	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errDeadline)
