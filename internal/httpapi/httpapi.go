@@ -25,7 +25,7 @@ import (
 	"github.com/lrosink/lrosink/internal/webhook"
 )
 
-// Door is the ingest door as the Webhook function uses it.
+// Door is the ingest door as the Webhook and Register functions use it.
 type Door interface {
 	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
 }
@@ -243,7 +243,7 @@ const registerMaxBody = 2 * ledger.MaxMetadataBytes
 // Register returns the Register function: 201 created, 200 already known
 // (state untouched; the metadata keys it lacked are merged), 400 invalid. Of
 // concurrent registrations of one name exactly one answers 201.
-func Register(door register.Door, log *slog.Logger) http.Handler {
+func Register(door Door, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {
 			return
