@@ -161,7 +161,7 @@ func (a *App) Register() http.Handler {
 
 // Reconcile is the Reconcile function's handler.
 func (a *App) Reconcile() http.Handler {
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, a.Reconciler.Handler()))
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Reconcile(a.Reconciler, a.Log)))
 }
 
 // Console is the Console function's handler: the read-only console at
@@ -221,9 +221,6 @@ func (a *App) Mux() *http.ServeMux {
 	} else {
 		mux.Handle(console.Prefix, ui)
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
-	})
+	mux.Handle("/healthz", httpapi.Healthz())
 	return mux
 }

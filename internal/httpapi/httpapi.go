@@ -1,6 +1,8 @@
-// Package httpapi holds the HTTP handlers of the functions (CONTRACT.md §3–§5).
-// They are thin: verify and parse at the edge, then hand the event to the
-// one ingest door and translate its answer into the contract's status codes.
+// Package httpapi holds the HTTP handlers of the functions (CONTRACT.md §3–§5)
+// and GET /healthz. They are thin: verify and parse at the edge, then hand
+// the event to the one ingest door (or run a reconcile pass) and translate
+// its answer into the contract's status codes. Every JSON answer is written
+// by one helper, reply.
 package httpapi
 
 import (
@@ -12,7 +14,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -24,8 +25,8 @@ import (
 	"github.com/lrosink/lrosink/internal/webhook"
 )
 
-// Ingester is the ingest door as the handlers use it.
-type Ingester interface {
+// Door is the ingest door as the Webhook and Register functions use it.
+type Door interface {
 	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
 }
 
@@ -34,9 +35,6 @@ type Verifier interface {
 	Verify(ctx context.Context, h http.Header, body []byte) (webhook.Verified, error)
 }
 
-// RetryAfterSeconds is what a 503 asks the sender to wait.
-const RetryAfterSeconds = 30
-
 // Answer is the JSON body of every answer.
 type Answer struct {
 	Outcome   string `json:"outcome"`
@@ -44,15 +42,6 @@ type Answer struct {
 	Operation string `json:"operation"`
 	// Detail explains a refusal the caller can fix (invalid-metadata).
 	Detail string `json:"detail,omitempty"`
-}
-
-func reply(w http.ResponseWriter, status int, a Answer) {
-	w.Header().Set("Content-Type", "application/json")
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
-	}
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(a)
 }
 
 // readBody reads at most max bytes; over that it answers 413 itself.
@@ -131,7 +120,7 @@ func WithDeadline(d time.Duration) WebhookOption {
 // Webhook returns the Webhook function (CONTRACT.md §3). A delivery the ingest
 // door has not finished within the deadline is answered 503
 // deadline-exceeded with Retry-After; the door's work goes on detached.
-func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
+func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
 	o := webhookOptions{deadline: DefaultWebhookDeadline}
 	for _, f := range opts {
 		f(&o)
@@ -160,7 +149,7 @@ func Webhook(door Ingester, v Verifier, log *slog.Logger, maxBody int64, opts ..
 // errDeadline is the cause of a webhook context that ran out of time.
 var errDeadline = errors.New("webhook deadline exceeded")
 
-func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Ingester, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer) {
+func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer) {
 	// The deadline runs from the request's arrival: the sender counts a
 	// held connection as a failed delivery anyway.
 	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errDeadline)
@@ -254,7 +243,7 @@ const registerMaxBody = 2 * ledger.MaxMetadataBytes
 // Register returns the Register function: 201 created, 200 already known
 // (state untouched; the metadata keys it lacked are merged), 400 invalid. Of
 // concurrent registrations of one name exactly one answers 201.
-func Register(door register.Door, log *slog.Logger) http.Handler {
+func Register(door Door, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {
 			return

@@ -7,11 +7,9 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -425,26 +423,4 @@ func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) er
 	}
 	t.add(func(s *Summary) { s.Stuck, s.StuckAlerts = len(ops), alerted })
 	return nil
-}
-
-// Handler is the Reconcile function: POST runs one pass within the
-// request's deadline and answers the summary.
-func (r *Reconciler) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if req.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			_ = json.NewEncoder(w).Encode(map[string]string{"outcome": "rejected", "reason": "method-not-allowed", "operation": ""})
-			return
-		}
-		s, err := r.Pass(req.Context())
-		if err != nil {
-			// The ledger is down: 503 so the scheduler retries.
-			r.cfg.Log.ErrorContext(req.Context(), "reconcile pass failed", "error", err.Error())
-			w.Header().Set("Retry-After", "30")
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_ = json.NewEncoder(w).Encode(s)
-	})
 }

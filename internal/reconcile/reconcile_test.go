@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"log/slog"
@@ -343,33 +342,6 @@ func TestOrphanIsAdoptedAndSettled(t *testing.T) {
 	}
 	if n := w.sink.PerKey(); n["gemini:batches/orphan"] != 1 || len(n) != 1 {
 		t.Fatalf("messages %v", n)
-	}
-}
-
-func TestHandlerAnswersSummary(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, 0)
-	w.register("batches/h")
-	w.fake.SetBatch("h", succeeded("h"))
-	w.clock.Advance(2 * time.Minute)
-	rr := httptest.NewRecorder()
-	w.rec.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodPost, "/Reconcile", nil))
-	var s map[string]int
-	if err := json.Unmarshal(rr.Body.Bytes(), &s); err != nil || rr.Code != 200 {
-		t.Fatalf("%d %s", rr.Code, rr.Body.String())
-	}
-	for _, k := range []string{"checked", "settled", "still_pending", "claims_retried", "stuck", "errors", "adopted"} {
-		if _, ok := s[k]; !ok {
-			t.Errorf("summary lacks %q: %s", k, rr.Body.String())
-		}
-	}
-	if s["settled"] != 1 {
-		t.Fatalf("summary %v", s)
-	}
-	rr = httptest.NewRecorder()
-	w.rec.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/Reconcile", nil))
-	if rr.Code != http.StatusMethodNotAllowed {
-		t.Fatalf("GET: %d", rr.Code)
 	}
 }
 
