@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/retry"
 )
 
 // Fetcher asks Gemini for an operation's current state.
@@ -98,8 +100,9 @@ type Summary struct {
 
 // Reconciler runs passes.
 type Reconciler struct {
-	cfg   Config
-	hooks webhookHealth
+	cfg      Config
+	schedule retry.Backoff // of the next check: BackoffMin doubling to BackoffMax
+	hooks    webhookHealth
 }
 
 // New checks cfg and fills defaults.
@@ -133,20 +136,14 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.WebhookCheckEvery <= 0 {
 		cfg.WebhookCheckEvery = DefaultWebhookCheckEvery
 	}
-	return &Reconciler{cfg: cfg}, nil
+	return &Reconciler{cfg: cfg, schedule: retry.Backoff{Initial: cfg.BackoffMin, Multiplier: 2, Max: cfg.BackoffMax}}, nil
 }
 
 // Backoff is the wait before the next check of an operation already checked
-// `checks` times: BackoffMin doubled per check, capped at BackoffMax.
+// `checks` times: BackoffMin doubled per check, capped at BackoffMax. Not
+// jittered: the schedule is exact, so a seeded simulation repeats.
 func (r *Reconciler) Backoff(checks int) time.Duration {
-	d := r.cfg.BackoffMin
-	for range min(checks, 30) {
-		d *= 2
-		if d >= r.cfg.BackoffMax {
-			return r.cfg.BackoffMax
-		}
-	}
-	return d
+	return r.schedule.Delay(min(checks, math.MaxInt-1) + 1)
 }
 
 // tally is a Summary shared by the pass's workers.
