@@ -20,6 +20,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -27,14 +28,14 @@ import (
 )
 
 // ErrNotFound is wrapped by every error for an operation the API answered
-// 404 for. It is final: retrying will not make the operation appear. It is
-// ingest.ErrOperationNotFound, which the door checks when a Fetcher confirms
-// a webhook hint.
-var ErrNotFound = ingest.ErrOperationNotFound
+// 404 for: fetcherr.ErrNotFound, so the error's kind is fetcherr.NotFound.
+// It is final: retrying will not make the operation appear.
+var ErrNotFound = fetcherr.ErrNotFound
 
 // TransientError is returned when the API kept failing with 408, 429 or 5xx,
 // the transport kept failing, or the caller's context ended before an answer.
 // It never carries a state: the operation's state is simply unknown for now.
+// Its kind is fetcherr.Transient.
 type TransientError struct {
 	// Name is the API name (or "batches" for a list) being fetched.
 	Name string
@@ -62,6 +63,9 @@ func (e *TransientError) Error() string {
 }
 
 func (e *TransientError) Unwrap() error { return e.Err }
+
+// Is makes the error's kind fetcherr.Transient.
+func (e *TransientError) Is(target error) bool { return target == fetcherr.ErrTransient }
 
 // DefaultMaxAttempts is Options.MaxAttempts' default.
 const DefaultMaxAttempts = 4
@@ -200,9 +204,10 @@ func New(o Options) (f *Fetcher, err error) {
 // caller skipped opname.Normalize. The error wraps opname.ErrInvalidName.
 // kind may be opname.KindUnknown; a contradicting kind is rejected.
 //
-// Errors: ErrNotFound (wrapped) for a 404; *TransientError for 408/429/5xx,
-// transport failures and context end, after up to MaxAttempts calls; any
-// other error (other 4xx, undecodable answers) is plain and not retried.
+// Errors, by fetcherr kind: NotFound (ErrNotFound, wrapped) for a 404;
+// Transient (*TransientError) for 408/429/5xx, transport failures and
+// context end, after up to MaxAttempts calls; Permanent for any other error
+// (other 4xx, undecodable answers), which is plain and not retried.
 // The error detail of a FAILED batch is best effort: if its extra GET fails
 // (other than by the end of ctx), the event has Error nil and a WARN is
 // logged.

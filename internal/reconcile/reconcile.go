@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -24,7 +24,9 @@ import (
 	"github.com/lrosink/lrosink/internal/retry"
 )
 
-// Fetcher asks Gemini for an operation's current state.
+// Fetcher asks Gemini for an operation's current state. Its errors have a
+// fetcherr kind: NotFound is recorded on the operation, Transient and
+// Permanent count as errors of the pass; none is ever a state.
 type Fetcher interface {
 	Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error)
 	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error)
@@ -64,7 +66,7 @@ type Config struct {
 	// jobs whose submitter died before registering them; 0 disables.
 	AdoptPageSize int
 	// Webhooks reads the project webhooks for the health check; by default
-	// Gemini, when it can (gemini.Fetcher can). Nil: not checked (said
+	// Gemini, when it can (the Gemini adapter can). Nil: not checked (said
 	// once). While one is disabled, pending operations are polled every
 	// BackoffMin.
 	Webhooks WebhookLister
@@ -276,18 +278,17 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 	ev, err := r.cfg.Gemini.Fetch(ctx, op.Kind, op.APIName)
 	t.add(func(s *Summary) { s.Checked++ })
 	note := "ok"
-	var transient *gemini.TransientError
-	switch {
-	case errors.Is(err, gemini.ErrNotFound):
+	switch fetcherr.KindOf(err) {
+	case fetcherr.NotFound:
 		// Recorded, never invented as a terminal: after StuckAfter the
 		// stuck alert tells a person.
 		note = "not-found"
 		log.WarnContext(ctx, "reconcile: Gemini does not know the operation", "api_name", op.APIName)
-	case errors.As(err, &transient):
+	case fetcherr.Transient:
 		note = "gemini-unavailable"
 		t.add(func(s *Summary) { s.Errors++ })
 		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error())
-	case err != nil:
+	case fetcherr.Permanent:
 		note = "fetch-error"
 		t.add(func(s *Summary) { s.Errors++ })
 		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error())
