@@ -7,7 +7,6 @@ import (
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/fetcherr"
-	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/reconcile"
 )
 
@@ -55,20 +54,6 @@ func TestFetchErrorKinds(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestWrongKeyIsPermanent: a key the API refuses is no passing trouble.
-func TestWrongKeyIsPermanent(t *testing.T) {
-	h := newHarness(t)
-	f, err := gemini.New(gemini.Options{APIKey: "not-the-key", BaseURL: h.url, Sleep: h.sleep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
-	_, err = f.Fetch(t.Context(), kinds[0].kind, "batches/b1")
-	if got := fetcherr.KindOf(err); got != fetcherr.Permanent {
-		t.Errorf("KindOf(%v) = %v, want permanent", err, got)
 	}
 }
 
