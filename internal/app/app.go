@@ -105,7 +105,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 			return nil, fmt.Errorf("GEMINI_API_KEY / GOOGLE_GEMINI_BASE_URL: %w", err)
 		}
 		g := a.Metrics.Gemini(f)
-		dc.Confirmer, rc.Gemini = g, g
+		// The metrics wrapper hides the fetcher's ListWebhooks, so the
+		// webhook health check is given the fetcher itself.
+		dc.Confirmer, rc.Gemini, rc.Webhooks = g, g, f
 	}
 	if a.Door, err = ingest.New(dc); err != nil {
 		return nil, err

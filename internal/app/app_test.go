@@ -84,3 +84,33 @@ func TestJWTTerminalConfirmedThroughTheWiring(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileChecksWebhookHealthThroughTheWiring: with GEMINI_API_KEY set,
+// the App's reconcile pass reads the project webhooks with the same Gemini
+// fetcher (wrapped for metrics), so a webhook Gemini disabled is alerted
+// and counted.
+func TestReconcileChecksWebhookHealthThroughTheWiring(t *testing.T) {
+	fake := fakegemini.New()
+	if !fake.SetWebhookState(fake.AddWebhook("lrosink", "https://example.com/Webhook"), fakegemini.WebhookDisabled) {
+		t.Fatal("SetWebhookState")
+	}
+	logs := &testutil.SyncBuffer{}
+	cfg := config.Config{Store: "sqlite:" + filepath.Join(t.TempDir(), "l.db"), Results: "stdout",
+		WebhookSecrets: []string{webhooktest.NewSecret()}, GeminiAPIKey: fakegemini.DefaultAPIKey, GeminiBaseURL: fake.Start(t).URL,
+		Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20,
+		Openers: urlopen.Cloud(sqliteurl.Scheme(false))}
+	a, err := app.New(t.Context(), cfg, logging.New(logs, slog.LevelDebug, ""), app.Options{
+		Now: func() time.Time { return now }, Stdout: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	w := httptest.NewRecorder()
+	a.Mux().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/Reconcile", nil))
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"webhooks_disabled":1`) {
+		t.Fatalf("answer %d %s, want 200 counting one disabled webhook", w.Code, w.Body)
+	}
+	if n := logs.CountLines(`"alert":"webhook-disabled"`); n != 1 {
+		t.Fatalf("%d webhook-disabled alert lines, want 1:\n%s", n, logs.String())
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,20 +20,22 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/retry"
 )
 
 // ErrNotFound is wrapped by every error for an operation the API answered
-// 404 for. It is final: retrying will not make the operation appear. It is
-// ingest.ErrOperationNotFound, which the door checks when a Fetcher confirms
-// a webhook hint.
-var ErrNotFound = ingest.ErrOperationNotFound
+// 404 for: fetcherr.ErrNotFound, so the error's kind is fetcherr.NotFound.
+// It is final: retrying will not make the operation appear.
+var ErrNotFound = fetcherr.ErrNotFound
 
 // TransientError is returned when the API kept failing with 408, 429 or 5xx,
 // the transport kept failing, or the caller's context ended before an answer.
 // It never carries a state: the operation's state is simply unknown for now.
+// Its kind is fetcherr.Transient.
 type TransientError struct {
 	// Name is the API name (or "batches" for a list) being fetched.
 	Name string
@@ -63,36 +64,24 @@ func (e *TransientError) Error() string {
 
 func (e *TransientError) Unwrap() error { return e.Err }
 
-// Defaults for Options.
-const (
-	DefaultMaxAttempts = 4
-	baseBackoff        = 500 * time.Millisecond
-	maxBackoff         = 8 * time.Second
-)
+// Is makes the error's kind fetcherr.Transient.
+func (e *TransientError) Is(target error) bool { return target == fetcherr.ErrTransient }
 
-// DefaultBackoff is the delay before retry number attempt (1 after the first
-// failure): 500ms doubling up to 8s, with "equal jitter" in [d/2, d]. The
-// jitter spreads reconcilers that failed together; the ranges of consecutive
-// attempts only touch, so the delay never shrinks while it is still growing.
-func DefaultBackoff(attempt int) time.Duration {
-	// 500ms<<4 is the 8s cap; the shift is bounded so it cannot overflow.
-	d := min(baseBackoff<<min(max(attempt, 1)-1, 4), maxBackoff)
-	return d/2 + rand.N(d/2+1)
+// DefaultMaxAttempts is Options.MaxAttempts' default.
+const DefaultMaxAttempts = 4
+
+// defaultBackoff: 500ms doubling up to 8s, with "equal jitter" in [d/2, d].
+// The jitter spreads reconcilers that failed together; the ranges of
+// consecutive attempts only touch, so the delay never shrinks while it is
+// still growing.
+func defaultBackoff() retry.Backoff {
+	return retry.Backoff{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 8 * time.Second, Jitter: 0.5}
 }
 
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+// DefaultBackoff is the delay before retry number attempt (1 after the first
+// failure): 500ms doubling up to 8s, jittered in [d/2, d].
+func DefaultBackoff(attempt int) time.Duration {
+	return defaultBackoff().Delay(attempt)
 }
 
 // Options configures a Fetcher.
@@ -200,7 +189,7 @@ func New(o Options) (f *Fetcher, err error) {
 		f.backoff = DefaultBackoff
 	}
 	if f.sleep == nil {
-		f.sleep = sleepCtx
+		f.sleep = retry.Sleep
 	}
 	return f, nil
 }
@@ -215,9 +204,10 @@ func New(o Options) (f *Fetcher, err error) {
 // caller skipped opname.Normalize. The error wraps opname.ErrInvalidName.
 // kind may be opname.KindUnknown; a contradicting kind is rejected.
 //
-// Errors: ErrNotFound (wrapped) for a 404; *TransientError for 408/429/5xx,
-// transport failures and context end, after up to MaxAttempts calls; any
-// other error (other 4xx, undecodable answers) is plain and not retried.
+// Errors, by fetcherr kind: NotFound (ErrNotFound, wrapped) for a 404;
+// Transient (*TransientError) for 408/429/5xx, transport failures and
+// context end, after up to MaxAttempts calls; Permanent for any other error
+// (other 4xx, undecodable answers), which is plain and not retried.
 // The error detail of a FAILED batch is best effort: if its extra GET fails
 // (other than by the end of ctx), the event has Error nil and a WARN is
 // logged.
@@ -309,16 +299,20 @@ func noSDKRetries() *genai.HTTPOptions {
 }
 
 // call runs fn with retries on transient failures. name labels errors.
+// Each transient failure is a ready *TransientError, so the one that uses
+// up the attempts is returned as it is.
 func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context) error) error {
 	var last error
-	lastCode := 0
-	gaveUp := func(attempts int, err error) error {
-		return &TransientError{Name: name, Attempts: attempts, Code: lastCode, Err: withCause(err, last), gaveUp: true}
+	calls, lastCode := 0, 0
+	gaveUp := func(err error) error {
+		return &TransientError{Name: name, Attempts: calls, Code: lastCode, Err: withCause(err, last), gaveUp: true}
 	}
-	for attempt := 1; ; attempt++ {
+	r := retry.Retrier{MaxAttempts: f.maxAttempts, Delay: f.backoff, Sleep: f.sleep, Retryable: retryAgain}
+	_, err := r.Do(ctx, func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
-			return gaveUp(attempt-1, err)
+			return gaveUp(err)
 		}
+		calls++
 		err := fn(ctx)
 		if err == nil {
 			return nil
@@ -327,7 +321,7 @@ func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			// The failure may just be the cancellation showing through.
 			last, lastCode = err, code
-			return gaveUp(attempt, ctxErr)
+			return gaveUp(ctxErr)
 		}
 		switch {
 		case code == http.StatusNotFound:
@@ -336,13 +330,19 @@ func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context
 			return fmt.Errorf("gemini: get %s: %w", name, err)
 		}
 		last, lastCode = err, code
-		if attempt >= f.maxAttempts {
-			return &TransientError{Name: name, Attempts: attempt, Code: code, Err: err}
-		}
-		if err := f.sleep(ctx, f.backoff(attempt)); err != nil {
-			return gaveUp(attempt, err)
-		}
+		return &TransientError{Name: name, Attempts: calls, Code: code, Err: err}
+	})
+	if we := (*retry.WaitError)(nil); errors.As(err, &we) {
+		return gaveUp(we.Err)
 	}
+	return err
+}
+
+// retryAgain: only a transient failure is retried, and not once the
+// context has ended.
+func retryAgain(err error) bool {
+	var te *TransientError
+	return errors.As(err, &te) && !te.gaveUp
 }
 
 // withCause wraps the context error and, when there was one, the failure

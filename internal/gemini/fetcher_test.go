@@ -17,6 +17,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -714,6 +715,9 @@ func TestWrongKeyIsFinal(t *testing.T) {
 	var te *gemini.TransientError
 	if err == nil || errors.As(err, &te) || errors.Is(err, gemini.ErrNotFound) || h.fake.TotalCalls() != 1 {
 		t.Errorf("err = %v, calls %d", err, h.fake.TotalCalls())
+	}
+	if got := fetcherr.KindOf(err); got != fetcherr.Permanent { // a refused key is no passing trouble
+		t.Errorf("KindOf(%v) = %v, want permanent", err, got)
 	}
 }
 

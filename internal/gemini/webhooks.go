@@ -7,19 +7,15 @@ import (
 
 	"google.golang.org/genai/interactions/models/operations"
 	"google.golang.org/genai/interactions/retry"
+
+	"github.com/lrosink/lrosink/internal/reconcile"
 )
 
-// Webhook is a project webhook as the reconciler's health check sees it.
-type Webhook struct {
-	ID, Name, URI string
-	// State is "enabled", "disabled" or "disabled_due_to_failed_deliveries"
-	// (empty if the API sent none).
-	State string
-}
-
-// Disabled reports whether Gemini delivers nothing to the webhook.
-func (w Webhook) Disabled() bool {
-	return w.State == "disabled" || w.State == "disabled_due_to_failed_deliveries"
+// disabled reports whether Gemini delivers nothing to a webhook in state
+// (the API's states: "enabled", "disabled",
+// "disabled_due_to_failed_deliveries").
+func disabled(state string) bool {
+	return state == "disabled" || state == "disabled_due_to_failed_deliveries"
 }
 
 // Paging bounds of ListWebhooks.
@@ -29,14 +25,15 @@ const (
 )
 
 // ListWebhooks reads every webhook of the API key's project through the
-// genai SDK (Webhooks.List, all pages). The SDK's own retries are off: the
+// genai SDK (Webhooks.List, all pages), as the reconciler's health check
+// sees them (reconcile.WebhookLister). The SDK's own retries are off: the
 // caller reads again on its next pass, and a pass must not spend 30 s of
 // retries on a health check.
-func (f *Fetcher) ListWebhooks(ctx context.Context) ([]Webhook, error) {
+func (f *Fetcher) ListWebhooks(ctx context.Context) ([]reconcile.Webhook, error) {
 	if f.client.Webhooks == nil {
 		return nil, errors.New("gemini: the genai client has no Webhooks service")
 	}
-	var out []Webhook
+	var out []reconcile.Webhook
 	token := ""
 	for page := 1; page <= maxWebhookPages; page++ {
 		size := webhookPageSize
@@ -50,7 +47,7 @@ func (f *Fetcher) ListWebhooks(ctx context.Context) ([]Webhook, error) {
 		}
 		body := resp.GetWebhookListResponse()
 		for _, w := range body.GetWebhooks() {
-			wh := Webhook{URI: w.URI}
+			wh := reconcile.Webhook{URI: w.URI}
 			if w.ID != nil {
 				wh.ID = *w.ID
 			}
@@ -60,6 +57,7 @@ func (f *Fetcher) ListWebhooks(ctx context.Context) ([]Webhook, error) {
 			if w.State != nil {
 				wh.State = string(*w.State)
 			}
+			wh.Disabled = disabled(wh.State)
 			out = append(out, wh)
 		}
 		next := body.GetNextPageToken()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 )
@@ -17,9 +18,9 @@ type Confirmer interface {
 }
 
 // ErrOperationNotFound is wrapped by a Confirmer's error when the Gemini API
-// answered 404. gemini.ErrNotFound is this error, so the door can tell a 404
-// without importing the package that imports it.
-var ErrOperationNotFound = errors.New("operation not found")
+// answered 404: the fetch error kind fetcherr.NotFound, which every fetch
+// adapter maps a 404 to.
+var ErrOperationNotFound = fetcherr.ErrNotFound
 
 // ErrNotConfirmed wraps a failed confirmation: the hint can be neither
 // applied nor rejected for now (503, so the sender redelivers). The cause

@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +41,7 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/retry"
 )
 
 // Sink publishes a results message; nil means durably accepted.
@@ -366,19 +366,22 @@ func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev Event
 
 // retry runs attempts until one is not lost to a concurrent writer.
 func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event) (Result, error) {
-	for attempt := 1; ; attempt++ {
-		res, err := d.attempt(ctx, id, name, ev)
-		if !errors.Is(err, ledger.ErrConflict) || attempt >= d.cfg.MaxAttempts {
-			if errors.Is(err, ledger.ErrConflict) {
-				err = fmt.Errorf("%w: %d attempts lost to concurrent writers of %s: %w", ErrUnavailable, attempt, name.Canonical, err)
-			}
-			return res, err
-		}
-		// Another writer got there first: back off a little, re-read, decide again.
-		if serr := sleep(ctx, backoff(attempt, time.Millisecond)); serr != nil {
-			return res, fmt.Errorf("%w: %w", ErrUnavailable, serr)
-		}
+	var res Result
+	// Another writer got there first: back off a little, re-read, decide again.
+	r := retry.Retrier{MaxAttempts: d.cfg.MaxAttempts, Delay: conflictBackoff().Delay,
+		Retryable: func(err error) bool { return errors.Is(err, ledger.ErrConflict) }}
+	n, err := r.Do(ctx, func(ctx context.Context) (err error) {
+		res, err = d.attempt(ctx, id, name, ev)
+		return err
+	})
+	var we *retry.WaitError
+	switch {
+	case errors.As(err, &we):
+		return res, fmt.Errorf("%w: %w", ErrUnavailable, we.Err)
+	case errors.Is(err, ledger.ErrConflict):
+		return res, fmt.Errorf("%w: %d attempts lost to concurrent writers of %s: %w", ErrUnavailable, n, name.Canonical, err)
 	}
+	return res, err
 }
 
 // attempt is one read-decide-commit round; ErrConflict means "re-read".
@@ -616,19 +619,14 @@ func (d *Door) runEffect(ctx context.Context, l ledger.Lease, leaseUntil time.Ti
 // (the claim may be someone else's by then) and never retries ErrFenced
 // (another holder has it; retrying cannot succeed).
 func (d *Door) completeClaim(ctx context.Context, l ledger.Lease, leaseUntil time.Time) error {
-	for attempt := 1; ; attempt++ {
-		err := d.cfg.Store.CompleteClaim(ctx, l, d.cfg.Now())
-		if err == nil || errors.Is(err, ledger.ErrFenced) || attempt >= doneCommitAttempts {
-			return err
-		}
-		wait := backoff(attempt, 10*time.Millisecond)
-		if !d.cfg.Now().Add(wait).Before(leaseUntil) {
-			return err
-		}
-		if serr := sleep(ctx, wait); serr != nil {
-			return errors.Join(err, serr)
-		}
+	r := retry.Retrier{MaxAttempts: doneCommitAttempts, Delay: doneBackoff().Delay,
+		Retryable: func(err error) bool { return !errors.Is(err, ledger.ErrFenced) },
+		MayWait:   func(wait time.Duration) bool { return d.cfg.Now().Add(wait).Before(leaseUntil) }}
+	_, err := r.Do(ctx, func(ctx context.Context) error { return d.cfg.Store.CompleteClaim(ctx, l, d.cfg.Now()) })
+	if we := (*retry.WaitError)(nil); errors.As(err, &we) {
+		return errors.Join(we.Last, we.Err)
 	}
+	return err
 }
 
 func (d *Door) log(ctx context.Context, ev Event, res Result, err error, start time.Time) {
@@ -727,19 +725,13 @@ func moreSpecific(candidate, current string) bool {
 	return len(candidate) > len(current)
 }
 
-// backoff is the jittered delay before retry number attempt (>= 1): 1 to
-// 5*attempt units, so that racing retries spread out.
-func backoff(attempt int, unit time.Duration) time.Duration {
-	return time.Duration(1+rand.IntN(5*attempt)) * unit
+// The door's retries back off linearly, 5 units per attempt, with full
+// jitter so that racing retries spread out: conflicts in milliseconds
+// (retry n waits up to 5n ms), the DONE commit in tens (up to 50n ms).
+func conflictBackoff() retry.Backoff {
+	return retry.Backoff{Initial: 5 * time.Millisecond, Increment: 5 * time.Millisecond, Jitter: 1}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+func doneBackoff() retry.Backoff {
+	return retry.Backoff{Initial: 50 * time.Millisecond, Increment: 50 * time.Millisecond, Jitter: 1}
 }

@@ -10,17 +10,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/retry"
 )
 
-// Fetcher asks Gemini for an operation's current state.
+// Fetcher asks Gemini for an operation's current state. Its errors have a
+// fetcherr kind: NotFound is recorded on the operation, Transient and
+// Permanent count as errors of the pass; none is ever a state.
 type Fetcher interface {
 	Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error)
 	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error)
@@ -60,7 +64,7 @@ type Config struct {
 	// jobs whose submitter died before registering them; 0 disables.
 	AdoptPageSize int
 	// Webhooks reads the project webhooks for the health check; by default
-	// Gemini, when it can (gemini.Fetcher can). Nil: not checked (said
+	// Gemini, when it can (the Gemini adapter can). Nil: not checked (said
 	// once). While one is disabled, pending operations are polled every
 	// BackoffMin.
 	Webhooks WebhookLister
@@ -96,8 +100,9 @@ type Summary struct {
 
 // Reconciler runs passes.
 type Reconciler struct {
-	cfg   Config
-	hooks webhookHealth
+	cfg      Config
+	schedule retry.Backoff // of the next check: BackoffMin doubling to BackoffMax
+	hooks    webhookHealth
 }
 
 // New checks cfg and fills defaults.
@@ -131,20 +136,14 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.WebhookCheckEvery <= 0 {
 		cfg.WebhookCheckEvery = DefaultWebhookCheckEvery
 	}
-	return &Reconciler{cfg: cfg}, nil
+	return &Reconciler{cfg: cfg, schedule: retry.Backoff{Initial: cfg.BackoffMin, Multiplier: 2, Max: cfg.BackoffMax}}, nil
 }
 
 // Backoff is the wait before the next check of an operation already checked
-// `checks` times: BackoffMin doubled per check, capped at BackoffMax.
+// `checks` times: BackoffMin doubled per check, capped at BackoffMax. Not
+// jittered: the schedule is exact, so a seeded simulation repeats.
 func (r *Reconciler) Backoff(checks int) time.Duration {
-	d := r.cfg.BackoffMin
-	for range min(checks, 30) {
-		d *= 2
-		if d >= r.cfg.BackoffMax {
-			return r.cfg.BackoffMax
-		}
-	}
-	return d
+	return r.schedule.Delay(min(checks, math.MaxInt-1) + 1)
 }
 
 // tally is a Summary shared by the pass's workers.
@@ -277,18 +276,17 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 	ev, err := r.cfg.Gemini.Fetch(ctx, op.Kind, op.APIName)
 	t.add(func(s *Summary) { s.Checked++ })
 	note := "ok"
-	var transient *gemini.TransientError
-	switch {
-	case errors.Is(err, gemini.ErrNotFound):
+	switch fetcherr.KindOf(err) {
+	case fetcherr.NotFound:
 		// Recorded, never invented as a terminal: after StuckAfter the
 		// stuck alert tells a person.
 		note = "not-found"
 		log.WarnContext(ctx, "reconcile: Gemini does not know the operation", "api_name", op.APIName)
-	case errors.As(err, &transient):
+	case fetcherr.Transient:
 		note = "gemini-unavailable"
 		t.add(func(s *Summary) { s.Errors++ })
 		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error())
-	case err != nil:
+	case fetcherr.Permanent:
 		note = "fetch-error"
 		t.add(func(s *Summary) { s.Errors++ })
 		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error())

@@ -6,14 +6,23 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/lrosink/lrosink/internal/gemini"
 )
 
-// WebhookLister reads the project's webhooks (gemini.Fetcher does, through
-// the genai SDK's Webhooks.List).
+// WebhookLister reads the project's webhooks (the Gemini adapter does,
+// through the genai SDK's Webhooks.List).
 type WebhookLister interface {
-	ListWebhooks(ctx context.Context) ([]gemini.Webhook, error)
+	ListWebhooks(ctx context.Context) ([]Webhook, error)
+}
+
+// Webhook is a project webhook as the health check sees it.
+type Webhook struct {
+	ID, Name, URI string
+	// State is the API's name for it, as it goes into the alert line
+	// (empty if the API sent none).
+	State string
+	// Disabled: the API delivers nothing to the webhook. The adapter
+	// decides which of its states mean that.
+	Disabled bool
 }
 
 // DefaultWebhookCheckEvery paces the webhook health read: one list call per
@@ -27,7 +36,7 @@ type webhookHealth struct {
 	mu        sync.Mutex
 	read      bool      // listed at least once
 	readAt    time.Time // last attempt
-	disabled  map[string]gemini.Webhook
+	disabled  map[string]Webhook
 	skipNoted bool
 }
 
@@ -61,9 +70,9 @@ func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally)
 		return len(h.disabled) > 0
 	}
 	h.read = true
-	current := map[string]gemini.Webhook{}
+	current := map[string]Webhook{}
 	for _, w := range hooks {
-		if w.Disabled() {
+		if w.Disabled {
 			current[w.ID] = w
 		}
 	}
@@ -91,12 +100,12 @@ func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally)
 	return len(h.disabled) > 0
 }
 
-func webhookAttrs(key string, w gemini.Webhook) []any {
+func webhookAttrs(key string, w Webhook) []any {
 	return []any{slog.String(key, "webhook-disabled"), slog.String("webhook_id", w.ID),
 		slog.String("webhook_name", w.Name), slog.String("webhook_uri", w.URI), slog.String("webhook_state", w.State)}
 }
 
-func sortedIDs(m map[string]gemini.Webhook) []string {
+func sortedIDs(m map[string]Webhook) []string {
 	ids := make([]string, 0, len(m))
 	for id := range m {
 		ids = append(ids, id)
