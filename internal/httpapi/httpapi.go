@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -87,7 +87,7 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 		// error (logged by the door) says why. Transient: Gemini is busy or
 		// down; otherwise e.g. a rejected API key.
 		reason := "gemini-error"
-		if transient := (*gemini.TransientError)(nil); errors.As(err, &transient) {
+		if fetcherr.KindOf(err) == fetcherr.Transient {
 			reason = "gemini-unavailable"
 		}
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: reason, Operation: res.Operation}

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -187,13 +187,12 @@ func (c *countingFetcher) ListBatches(ctx context.Context, pageSize int, pageTok
 }
 
 func callResult(err error) string {
-	var transient *gemini.TransientError
-	switch {
-	case err == nil:
+	switch fetcherr.KindOf(err) {
+	case fetcherr.OK:
 		return "ok"
-	case errors.Is(err, gemini.ErrNotFound):
+	case fetcherr.NotFound:
 		return "not-found"
-	case errors.As(err, &transient):
+	case fetcherr.Transient:
 		return "unavailable"
 	default:
 		return "error"
