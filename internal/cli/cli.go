@@ -22,10 +22,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/cmdutil"
+	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/cli/webhooks"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/simulate"
-	"github.com/lrosink/lrosink/internal/webhooksadmin"
 )
 
 // Exit codes.
@@ -55,15 +55,15 @@ type Option func(*env)
 // faultinject build of cmd/lrosink; nil otherwise).
 func WithFaults(f ingest.Faults) Option { return func(e *env) { e.faults = f } }
 
-// command is one top-level command.
-type command struct {
+// cliCommand is one top-level command.
+type cliCommand struct {
 	summary string
 	run     func(ctx context.Context, e *env, args []string) error
 }
 
 // commands is the dispatch table; the usage lists it in name order.
-func commands() map[string]command {
-	return map[string]command{
+func commands() map[string]cliCommand {
+	return map[string]cliCommand{
 		"serve":     {"run every function on one HTTP server (SQLite ledger, results on stdout)", runServe},
 		"reconcile": {"run one reconcile pass against the configured ledger; print its summary", runReconcile},
 		"register":  {"put an operation in the ledger as PENDING", runRegister},
@@ -71,7 +71,7 @@ func commands() map[string]command {
 		"replay":    {"publish an operation's completion again, with a new replay_id", runReplay},
 		"send":      {"sign and send one webhook delivery (to a local serve by default); print the answer", runSend},
 		"simulate":  {"fault-injection run against a built-in fake Gemini; prints the invariant report", delegate(simulate.Command)},
-		"webhooks":  {"manage the Gemini project webhook: create, list, rotate, ping, delete", delegate(webhooksadmin.Command)},
+		"webhooks":  {"manage the Gemini project webhook: create, list, rotate, ping, delete", delegate(webhooks.Command)},
 		"version":   {"print the version and VCS revision of this binary", runVersion},
 	}
 }
@@ -129,7 +129,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return e.exitCode(name, c.run(ctx, e, args[1:]))
 }
 
-func topUsage(w io.Writer, cmds map[string]command) {
+func topUsage(w io.Writer, cmds map[string]cliCommand) {
 	fmt.Fprint(w, `lrosink makes completion handling of Gemini long-running operations correct:
 webhooks and reconcile passes go through one ingest door into a ledger, and each
 operation yields exactly one results message.
@@ -227,15 +227,15 @@ type doc struct {
 	examples []string
 }
 
-func newFlagSet(cmd string) *flag.FlagSet { return cmdutil.NewFlagSet(cmd) }
+func newFlagSet(cmd string) *flag.FlagSet { return command.NewFlagSet(cmd) }
 
 // parse parses args against fs and returns the positional arguments
-// (cmdutil.Parse); --help prints d to stdout and returns errHelpShown.
+// (command.Parse); --help prints d to stdout and returns errHelpShown.
 func (e *env) parse(fs *flag.FlagSet, d doc, args []string) ([]string, error) {
-	pos, err := cmdutil.Parse(fs, args)
+	pos, err := command.Parse(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		cmdutil.WriteHelp(e.stdout, fs, cmdutil.Doc{Path: d.cmd, Args: d.args, Summary: d.summary, Env: d.env, Examples: d.examples})
+		command.WriteHelp(e.stdout, fs, command.Doc{Path: d.cmd, Args: d.args, Summary: d.summary, Env: d.env, Examples: d.examples})
 		return nil, errHelpShown
 	case err != nil:
 		return nil, usagef(d.cmd, "%v", err)
@@ -244,7 +244,7 @@ func (e *env) parse(fs *flag.FlagSet, d doc, args []string) ([]string, error) {
 }
 
 // listValue is a repeatable, comma-separated flag.
-type listValue = cmdutil.ListValue
+type listValue = command.ListValue
 
 // metaValue collects repeated k=v pairs.
 type metaValue map[string]any

@@ -1,6 +1,6 @@
-// Package cmdutil holds what every lrosink subcommand shares: flag sets
+// Package command holds what every lrosink subcommand shares: flag sets
 // that allow flags after positional arguments, and one --help layout.
-package cmdutil
+package command
 
 import (
 	"flag"

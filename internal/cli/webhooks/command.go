@@ -1,4 +1,4 @@
-// Package webhooksadmin is `lrosink webhooks`: it registers and maintains
+// Package webhooks is `lrosink webhooks`: it registers and maintains
 // lrosink's static webhook with Gemini through the genai SDK's Webhooks
 // management API (GEMINI.md §5): create, list, rotate the signing secret,
 // ping, delete.
@@ -8,14 +8,14 @@
 // as a new version (--secret) or, deliberately, to stdout as one
 // LROSINK_WEBHOOK_SECRETS=... line. Everything written to stderr passes
 // through a redactor that knows the API key and every secret seen in the run.
-package webhooksadmin
+package webhooks
 
 import (
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/lrosink/lrosink/internal/cmdutil"
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"io"
 	"maps"
 	"slices"
@@ -201,15 +201,15 @@ type doc struct {
 	examples []string
 }
 
-func newFlagSet(cmd string) *flag.FlagSet { return cmdutil.NewFlagSet(cmd) }
+func newFlagSet(cmd string) *flag.FlagSet { return command.NewFlagSet(cmd) }
 
 // parse parses args against fs and returns the positional arguments
-// (cmdutil.Parse); --help prints d to stdout and returns errHelpShown.
+// (command.Parse); --help prints d to stdout and returns errHelpShown.
 func (r *runner) parse(fs *flag.FlagSet, d doc, args []string) ([]string, error) {
-	pos, err := cmdutil.Parse(fs, args)
+	pos, err := command.Parse(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		cmdutil.WriteHelp(r.stdout, fs, cmdutil.Doc{Path: "webhooks " + d.cmd, Args: d.args, Summary: d.summary, Env: envDoc, Examples: d.examples})
+		command.WriteHelp(r.stdout, fs, command.Doc{Path: "webhooks " + d.cmd, Args: d.args, Summary: d.summary, Env: envDoc, Examples: d.examples})
 		return nil, errHelpShown
 	case err != nil:
 		return nil, usagef(d.cmd, "%v", err)
@@ -218,4 +218,4 @@ func (r *runner) parse(fs *flag.FlagSet, d doc, args []string) ([]string, error)
 }
 
 // listValue is a repeatable, comma-separated flag.
-type listValue = cmdutil.ListValue
+type listValue = command.ListValue

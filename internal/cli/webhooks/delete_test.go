@@ -1,11 +1,11 @@
-package webhooksadmin_test
+package webhooks_test
 
 import (
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/lrosink/lrosink/internal/webhooksadmin"
+	"github.com/lrosink/lrosink/internal/cli/webhooks"
 )
 
 // TestDelete removes the webhook through the SDK's DELETE and says so; the
@@ -14,7 +14,7 @@ func TestDelete(t *testing.T) {
 	e := newEnv(t)
 	keep := e.create(t, "https://example.com/keep")
 	id := e.create(t, "https://example.com/hook")
-	res := e.run(t, webhooksadmin.Deps{}, "delete", "webhooks/"+id)
+	res := e.run(t, webhooks.Deps{}, "delete", "webhooks/"+id)
 	if res.code != 0 || !strings.Contains(res.stdout, id) {
 		t.Fatalf("exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
@@ -27,7 +27,7 @@ func TestDelete(t *testing.T) {
 	if _, ok := e.fake.Webhook(keep); !ok {
 		t.Fatal("the other webhook was deleted too")
 	}
-	res = e.run(t, webhooksadmin.Deps{}, "delete", id)
+	res = e.run(t, webhooks.Deps{}, "delete", id)
 	if res.code != 1 || !strings.Contains(res.stderr, "no such webhook") {
 		t.Fatalf("second delete: exit %d, stderr %q", res.code, res.stderr)
 	}
@@ -45,7 +45,7 @@ func TestDeleteUsage(t *testing.T) {
 		{[]string{"delete", "a/b"}, 2, "invalid webhook ID"},
 		{[]string{"delete", "--help"}, 0, "lrosink webhooks delete wh_123"},
 	} {
-		res := e.run(t, webhooksadmin.Deps{}, tc.args...)
+		res := e.run(t, webhooks.Deps{}, tc.args...)
 		out := res.stderr
 		if tc.code == 0 {
 			out = res.stdout
@@ -55,7 +55,7 @@ func TestDeleteUsage(t *testing.T) {
 		}
 	}
 	e.apiKey = ""
-	if res := e.run(t, webhooksadmin.Deps{}, "delete", "wh1"); res.code != 1 || !strings.Contains(res.stderr, "GEMINI_API_KEY") {
+	if res := e.run(t, webhooks.Deps{}, "delete", "wh1"); res.code != 1 || !strings.Contains(res.stderr, "GEMINI_API_KEY") {
 		t.Errorf("without a key: exit %d, stderr %q", res.code, res.stderr)
 	}
 	if n := e.fake.TotalCalls(); n != 0 {
