@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -19,15 +20,12 @@ import (
 // maxListLimit bounds one `ops list`: every query is bounded (never a scan).
 const maxListLimit = 1000
 
-func opsDoc() doc {
-	return doc{
-		cmd:  "ops",
-		args: "list|show [flags]",
-		summary: `Inspect the ledger.
-
-  ops list   operations, newest submission first, as a table or JSON
-  ops show   one operation: state, timestamps, claim, event history, replays, output`,
-		examples: []string{
+func opsDoc() command.Doc {
+	return command.Doc{
+		Path:    "ops",
+		Summary: "Inspect the ledger.",
+		Env:     storeEnvDoc,
+		Examples: []string{
 			"lrosink ops list",
 			"lrosink ops show batches/abc123",
 			"lrosink ops list --help",
@@ -35,37 +33,26 @@ func opsDoc() doc {
 	}
 }
 
+// runOps is the group `lrosink ops`.
 func runOps(ctx context.Context, e *env, args []string) error {
-	subs := map[string]func(context.Context, *env, []string) error{
-		"list": runOpsList,
-		"show": runOpsShow,
-	}
-	if len(args) == 0 {
-		return usagef("ops", "missing subcommand: list or show")
-	}
-	if run, ok := subs[args[0]]; ok {
-		if err := run(ctx, e, args[1:]); err != nil {
-			return &subcommandError{cmd: "ops " + args[0], err: err}
-		}
-		return nil
-	}
-	if _, err := e.parse(newFlagSet("ops"), opsDoc(), args[:1]); err != nil {
-		return err // --help, or an unknown flag
-	}
-	return usagef("ops", "unknown subcommand %q: want list or show", args[0])
+	g := &command.Group{Doc: opsDoc(), Stdout: e.stdout, Stderr: e.stderr, Commands: map[string]command.Command{
+		"list": command.Func("operations, newest submission first, as a table or JSON", e, runOpsList),
+		"show": command.Func("one operation: state, timestamps, claim, event history, replays, output", e, runOpsShow),
+	}}
+	return command.Status(g.Run(ctx, args))
 }
 
-func opsListDoc() doc {
-	return doc{
-		cmd:  "ops list",
-		args: "[--state S] [--stuck] [--limit N] [--page P] [--json] [flags]",
-		summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
+func opsListDoc() command.Doc {
+	return command.Doc{
+		Path: "ops list",
+		Args: "[--state S] [--stuck] [--limit N] [--page P] [--json] [flags]",
+		Summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
 SETTLED_BY and LAST_CHECK (the last reconcile answer that was not a state, e.g.
 not-found). --stuck keeps only the operations still pending after
 LROSINK_STUCK_AFTER. Pages hold --limit rows; the line after the table says how
 many rows are on later pages (on stderr with --json).`,
-		env: storeEnvDoc + "\n  LROSINK_STUCK_AFTER  pending longer than this is stuck (default 6h)",
-		examples: []string{
+		Env: storeEnvDoc + "\n  LROSINK_STUCK_AFTER  pending longer than this is stuck (default 6h)",
+		Examples: []string{
 			"lrosink ops list",
 			"lrosink ops list --state PENDING --limit 200",
 			"lrosink ops list --stuck --stuck-after 2h",
@@ -76,7 +63,7 @@ many rows are on later pages (on stderr with --json).`,
 }
 
 func runOpsList(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("ops list")
+	fs := command.NewFlagSet("ops list")
 	stateFlag := fs.String("state", "", "only operations in `STATE`: "+statesList())
 	stuck := fs.Bool("stuck", false, "only operations pending longer than the stuck threshold")
 	limit := fs.Int("limit", 50, "show at most `N` operations (1-1000)")
@@ -84,23 +71,20 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	storeFlag(fs)
 	fs.String("stuck-after", "", "stuck threshold `DURATION` for --stuck (env LROSINK_STUCK_AFTER; default 6h)")
-	pos, err := e.parse(fs, opsListDoc(), args)
-	if err != nil {
+	if _, err := opsListDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return usagef("ops list", "unexpected argument %q", pos[0])
 	case *limit < 1 || *limit > maxListLimit:
-		return usagef("ops list", "--limit %d: want 1 to %d", *limit, maxListLimit)
+		return command.Usagef("--limit %d: want 1 to %d", *limit, maxListLimit)
 	case *page < 1:
-		return usagef("ops list", "--page %d: want 1 or more", *page)
+		return command.Usagef("--page %d: want 1 or more", *page)
 	case *stuck && *stateFlag != "":
-		return usagef("ops list", "--stuck and --state cannot be combined (stuck operations are pending)")
+		return command.Usagef("--stuck and --state cannot be combined (stuck operations are pending)")
 	}
 	state := lifecycle.State(strings.ToUpper(strings.TrimSpace(*stateFlag)))
 	if state != "" && !state.Known() {
-		return usagef("ops list", "--state %q: want one of %s", *stateFlag, statesList())
+		return command.Usagef("--state %q: want one of %s", *stateFlag, statesList())
 	}
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {
@@ -173,16 +157,17 @@ func listPage(ctx context.Context, l ledger.Queries, f ledger.Filter, page, limi
 	return ops, max(0, total-int64((page-1)*limit)-int64(len(ops))), nil
 }
 
-func opsShowDoc() doc {
-	return doc{
-		cmd:  "ops show",
-		args: "NAME [--kind K] [--json] [flags]",
-		summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
+func opsShowDoc() command.Doc {
+	return command.Doc{
+		Path: "ops show",
+		Args: "NAME [--kind K] [--json] [flags]",
+		Arg:  "NAME",
+		Summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
 check), settled by, claim status (holder, attempts, lease), event history with reasons,
 recorded terminal conflicts, replays, output, error and user metadata. An operation
 that is not in the ledger is an error (exit status 1).`,
-		env: storeEnvDoc,
-		examples: []string{
+		Env: storeEnvDoc,
+		Examples: []string{
 			"lrosink ops show batches/abc123",
 			"lrosink ops show abc123 --kind batch",
 			"lrosink ops show batches/abc123 --json | jq .claim.status",
@@ -191,28 +176,25 @@ that is not in the ledger is an error (exit status 1).`,
 }
 
 func runOpsShow(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("ops show")
+	fs := command.NewFlagSet("ops show")
 	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	storeFlag(fs)
-	pos, err := e.parse(fs, opsShowDoc(), args)
+	pos, err := opsShowDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("ops show", "want exactly one NAME, got %d arguments", len(pos))
-	}
-	kind, err := parseKindFlag("ops show", *kindFlag)
+	kind, err := parseKindFlag(*kindFlag)
 	if err != nil {
 		return err
 	}
 	name, err := opname.Normalize(pos[0], kind)
 	if err != nil {
-		return usagef("ops show", "%v", err)
+		return command.Usagef("%v", err)
 	}
 	id, err := opname.DocID(name.Key())
 	if err != nil {
-		return usagef("ops show", "%v", err)
+		return command.Usagef("%v", err)
 	}
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {

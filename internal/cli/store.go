@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lrosink/lrosink/internal/app"
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -70,7 +71,7 @@ func loadConfig(getenv func(string) string, fs *flag.FlagSet) (config.Config, er
 			}
 		}
 	}
-	return cfg, &configError{err: errors.New(strings.Join(lines, "\n"))}
+	return cfg, &command.ConfigError{Err: errors.New(strings.Join(lines, "\n"))}
 }
 
 // openers is cmd/lrosink's set of schemes: the container's plus sqlite:.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/genai"
 	"google.golang.org/genai/interactions"
 	"google.golang.org/genai/interactions/models/apierrors"
@@ -124,10 +125,10 @@ func maybeApplied(err error) bool {
 
 // webhookID accepts a bare id or the "webhooks/ID" resource-name form (the
 // JS SDK's docs use it) and rejects what would change the request path.
-func webhookID(cmd, arg string) (string, error) {
+func webhookID(arg string) (string, error) {
 	id := strings.TrimPrefix(strings.TrimSpace(arg), "webhooks/")
 	if id == "" || strings.ContainsAny(id, "/:?#% ") {
-		return "", usagef(cmd, "invalid webhook ID %q (see 'lrosink webhooks list')", arg)
+		return "", command.Usagef("invalid webhook ID %q (see 'lrosink webhooks list')", arg)
 	}
 	return id, nil
 }

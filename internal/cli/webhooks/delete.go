@@ -5,33 +5,33 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/genai/interactions/models/operations"
 )
 
-func deleteDoc() doc {
-	return doc{
-		cmd:  "delete",
-		args: "ID",
-		summary: `Delete webhook ID at Gemini: it stops sending events to its URI. lrosink still
+func deleteDoc() command.Doc {
+	return command.Doc{
+		Path: "webhooks delete",
+		Arg:  "webhook ID",
+		Env:  envDoc,
+		Args: "ID",
+		Summary: `Delete webhook ID at Gemini: it stops sending events to its URI. lrosink still
 settles every registered operation through its reconcile passes, later (after
 LROSINK_GRACE, then with backoff). Its signing secrets die with it; remove them
 from LROSINK_WEBHOOK_SECRETS once no delivery signed with them can still arrive.`,
-		examples: []string{
+		Examples: []string{
 			"lrosink webhooks delete wh_123",
 		},
 	}
 }
 
 func runDelete(ctx context.Context, r *runner, args []string) error {
-	fs := newFlagSet("delete")
-	pos, err := r.parse(fs, deleteDoc(), args)
+	fs := command.NewFlagSet("delete")
+	pos, err := deleteDoc().Parse(r.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("delete", "want exactly one webhook ID, got %d arguments", len(pos))
-	}
-	id, err := webhookID("delete", pos[0])
+	id, err := webhookID(pos[0])
 	if err != nil {
 		return err
 	}
