@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"strings"
@@ -121,6 +122,26 @@ func statusOf(err error) int {
 func maybeApplied(err error) bool {
 	code := statusOf(err)
 	return code == 0 || code >= 500
+}
+
+// webhookError says what failed on webhook id; a 404 means there is no
+// such webhook (also the answer to a retried delete whose first attempt
+// deleted it). err has been through describe.
+func webhookError(id string, err error) error {
+	if statusOf(err) == http.StatusNotFound {
+		return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
+	}
+	return fmt.Errorf("webhook %s: %w", id, err)
+}
+
+// parseID parses the command line of a subcommand that acts on one webhook
+// (d.Arg) and returns its ID.
+func (r *runner) parseID(d command.Doc, fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := d.Parse(r.stdout, fs, args)
+	if err != nil {
+		return "", err
+	}
+	return webhookID(pos[0])
 }
 
 // webhookID accepts a bare id or the "webhooks/ID" resource-name form (the

@@ -524,6 +524,7 @@ func TestMissingAPIKey(t *testing.T) {
 		{"list"},
 		{"rotate", "wh1"},
 		{"ping", "wh1"},
+		{"delete", "wh1"},
 	} {
 		e := newEnv(t)
 		e.apiKey = ""
@@ -559,6 +560,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"rotate", "a/b"}, 2, "invalid webhook ID"},
 		{[]string{"ping", "a", "b"}, 2, "exactly one webhook ID"},
 		{[]string{"list", "--bogus"}, 2, "bogus"},
+		{[]string{"delete"}, 2, "exactly one webhook ID"},
+		{[]string{"delete", "a/b"}, 2, "invalid webhook ID"},
+		{[]string{"delete", "--help"}, 0, "lrosink webhooks delete wh_123"},
 	} {
 		res := e.run(t, webhooks.Deps{}, tc.args...)
 		out := res.stderr

@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/genai/interactions/models/operations"
@@ -26,12 +25,7 @@ from LROSINK_WEBHOOK_SECRETS once no delivery signed with them can still arrive.
 }
 
 func runDelete(ctx context.Context, r *runner, args []string) error {
-	fs := command.NewFlagSet("delete")
-	pos, err := deleteDoc().Parse(r.stdout, fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := webhookID(pos[0])
+	id, err := r.parseID(deleteDoc(), command.NewFlagSet("delete"), args)
 	if err != nil {
 		return err
 	}
@@ -40,12 +34,7 @@ func runDelete(ctx context.Context, r *runner, args []string) error {
 		return err
 	}
 	if _, err := wh.Delete(ctx, operations.DeleteWebhookRequest{ID: id}); err != nil {
-		err = describe(err)
-		if statusOf(err) == http.StatusNotFound {
-			// Also the answer to a retry whose first attempt deleted it.
-			return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
-		}
-		return fmt.Errorf("webhook %s: %w", id, err)
+		return webhookError(id, describe(err))
 	}
 	fmt.Fprintf(r.stdout, "Deleted webhook %s: Gemini no longer sends events to it\n", id)
 	return nil

@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/genai/interactions/models/operations"
@@ -40,11 +39,7 @@ func runRotate(ctx context.Context, r *runner, args []string) error {
 	fs := command.NewFlagSet("rotate")
 	revokeNow := fs.Bool("revoke-now", false, "revoke the previous secrets immediately instead of after 24 h (deliveries signed with them fail at once)")
 	secret := fs.String("secret", "", "store the new secret as a new version of this Secret Manager `SECRET` (projects/P/secrets/S) instead of printing it")
-	pos, err := rotateDoc().Parse(r.stdout, fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := webhookID(pos[0])
+	id, err := r.parseID(rotateDoc(), fs, args)
 	if err != nil {
 		return err
 	}
@@ -67,15 +62,11 @@ func runRotate(ctx context.Context, r *runner, args []string) error {
 		Body: webhooks.RotateSigningSecretRequest{RevocationBehavior: &behavior},
 	}, noRetries())
 	if err != nil {
-		err = describe(err)
-		switch {
-		case statusOf(err) == http.StatusNotFound:
-			return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
-		case maybeApplied(err):
+		if err = describe(err); maybeApplied(err) {
 			return fmt.Errorf("webhook %s: %w\nThe secret may have been rotated anyway, and the new one was never shown: "+
 				"rotate again (the 24 h overlap keeps the current secret valid meanwhile)", id, err)
 		}
-		return fmt.Errorf("webhook %s: %w", id, err)
+		return webhookError(id, err)
 	}
 	newSecret := deref(resp.GetWebhookRotateSigningSecretResponse().GetSecret())
 	if newSecret == "" {
@@ -132,12 +123,7 @@ logs (or the 401 metric) to see the result.`,
 }
 
 func runPing(ctx context.Context, r *runner, args []string) error {
-	fs := command.NewFlagSet("ping")
-	pos, err := pingDoc().Parse(r.stdout, fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := webhookID(pos[0])
+	id, err := r.parseID(pingDoc(), command.NewFlagSet("ping"), args)
 	if err != nil {
 		return err
 	}
@@ -147,11 +133,7 @@ func runPing(ctx context.Context, r *runner, args []string) error {
 	}
 	// An explicit empty body: {} is what the API is known to accept (GEMINI.md §3).
 	if _, err := wh.Ping(ctx, operations.PingWebhookRequest{ID: id, Body: &webhooks.PingWebhookRequest{}}); err != nil {
-		err = describe(err)
-		if statusOf(err) == http.StatusNotFound {
-			return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
-		}
-		return fmt.Errorf("webhook %s: %w", id, err)
+		return webhookError(id, describe(err))
 	}
 	fmt.Fprintf(r.stdout, "Ping sent to webhook %s: Gemini delivers a test event to its URI\n", id)
 	return nil
