@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
-	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -49,15 +48,12 @@ func eachServeStore(t *testing.T, f func(t *testing.T, vars map[string]string)) 
 // openTestLedger opens the ledger serve used, once serve has stopped.
 func openTestLedger(t *testing.T, vars map[string]string) ledger.Ledger {
 	t.Helper()
-	cfg, err := config.Load(mapEnv(vars), config.Serve(openers(false)))
+	e := &env{getenv: mapEnv(vars)}
+	l, _, closeFn, err := e.openReadLedger(context.Background(), command.NewFlagSet("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, closeFn, err := openLedger(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = closeFn() })
+	t.Cleanup(closeFn)
 	return l
 }
 

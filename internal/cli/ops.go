@@ -86,15 +86,11 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	if state != "" && !state.Known() {
 		return command.Usagef("--state %q: want one of %s", *stateFlag, statesList())
 	}
-	cfg, err := loadConfig(e.getenv, fs)
+	l, cfg, closeFn, err := e.openReadLedger(ctx, fs)
 	if err != nil {
 		return err
 	}
-	l, closeFn, err := openLedger(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = closeFn() }() // read-only: nothing to flush
+	defer closeFn()
 	f := ledger.Filter{State: state}
 	if *stuck {
 		f.StuckAt = e.now().Add(-cfg.StuckAfter)
@@ -108,14 +104,27 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 		rest = fmt.Sprintf("… and %d more; use --page %d\n", more, *page+1)
 	}
 	if *asJSON {
-		views := make([]opView, len(ops))
-		for i, op := range ops {
-			views[i] = newOpView(op)
-		}
 		fmt.Fprint(e.stderr, rest)
-		return writeJSON(e.stdout, views)
+		return writeJSON(e.stdout, opViews(ops))
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	if err := writeList(e.stdout, ops); err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(e.stdout, rest)
+	return err
+}
+
+func opViews(ops []ledger.Operation) []opView {
+	views := make([]opView, len(ops))
+	for i, op := range ops {
+		views[i] = newOpView(op)
+	}
+	return views
+}
+
+// writeList writes ops as `ops list`'s table.
+func writeList(w io.Writer, ops []ledger.Operation) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tVERSION\tSUBMITTED\tSETTLED_BY\tLAST_CHECK")
 	for _, op := range ops {
 		last := "-"
@@ -128,8 +137,7 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	_, err = fmt.Fprint(e.stdout, rest)
-	return err
+	return nil
 }
 
 // listPage reads page (from 1) of limit operations matching f, newest
@@ -196,15 +204,11 @@ func runOpsShow(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return command.Usagef("%v", err)
 	}
-	cfg, err := loadConfig(e.getenv, fs)
+	l, cfg, closeFn, err := e.openReadLedger(ctx, fs)
 	if err != nil {
 		return err
 	}
-	l, closeFn, err := openLedger(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = closeFn() }()
+	defer closeFn()
 	op, err := l.GetOperation(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("%s is not in the ledger (%s)", name.Canonical, cfg.Store)
@@ -292,7 +296,27 @@ func newClaimView(c ledger.Claim) *claimView {
 	}
 }
 
+// writeShow writes v as `ops show` prints it: the fields, then the event
+// history, conflicts, replays, and output, error and metadata as JSON.
 func writeShow(w io.Writer, v opView) error {
+	if err := writeFields(w, v); err != nil {
+		return err
+	}
+	var b strings.Builder // a strings.Builder does not fail
+	writeEvents(&b, "History", v.History)
+	writeEvents(&b, "Conflicts (terminal states that lost to the recorded one)", v.Conflicts)
+	writeReplays(&b, v.Replays)
+	writeJSONBlock(&b, "Output", v.Output, len(v.Output) == 0)
+	writeJSONBlock(&b, "Error", v.Error, v.Error == nil)
+	writeJSONBlock(&b, "User metadata", v.UserMetadata, len(v.UserMetadata) == 0)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// writeFields writes the one-line fields of v, aligned: "Operation:  NAME".
+func writeFields(w io.Writer, v opView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
 	row("Operation:", v.Name)
@@ -305,65 +329,75 @@ func writeShow(w io.Writer, v opView) error {
 	row("Settled:", ts(v.SettledAt))
 	row("Settled by:", dash(v.SettledBy))
 	row("Next check:", ts(v.NextCheckAt))
+	row("Checks:", checksField(v))
+	claimFields(row, v.Claim)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// checksField is the number of checks and the last answer that was not a state.
+func checksField(v opView) string {
 	checks := fmt.Sprint(v.Checks)
 	if !v.LastCheckAt.IsZero() {
 		checks += " (last " + strings.TrimSpace(ts(v.LastCheckAt)+" "+v.LastCheck) + ")"
 	}
-	row("Checks:", checks)
-	if c := v.Claim; c != nil {
-		row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, ts(c.LeaseUntil)))
-		if !c.DoneAt.IsZero() {
-			row("Claim done:", ts(c.DoneAt))
-		}
-		row("Idempotency key:", c.IdempotencyKey)
-	} else {
+	return checks
+}
+
+// claimFields writes the claim's rows; an operation without a terminal
+// state has none.
+func claimFields(row func(k, val string), c *claimView) {
+	if c == nil {
 		row("Claim:", "none (no terminal state yet)")
+		return
 	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write: %w", err)
+	row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, ts(c.LeaseUntil)))
+	if !c.DoneAt.IsZero() {
+		row("Claim done:", ts(c.DoneAt))
 	}
-	var b strings.Builder
-	events := func(title string, es []ledger.HistoryEntry) {
-		fmt.Fprintf(&b, "\n%s:\n", title)
-		if len(es) == 0 {
-			b.WriteString("  (none)\n")
-			return
-		}
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  TIME\tSOURCE\tSTATE\tUPDATE_TIME\tREASON\tDELIVERY_ID")
-		for _, h := range es {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", ts(h.At), dash(h.Source), h.State, ts(h.UpdateTime), dash(h.Reason), dash(h.DeliveryID))
-		}
-		_ = tw.Flush() // a strings.Builder does not fail
+	row("Idempotency key:", c.IdempotencyKey)
+}
+
+// writeEvents writes a titled table of history entries, or "(none)".
+func writeEvents(b *strings.Builder, title string, es []ledger.HistoryEntry) {
+	fmt.Fprintf(b, "\n%s:\n", title)
+	if len(es) == 0 {
+		b.WriteString("  (none)\n")
+		return
 	}
-	events("History", v.History)
-	events("Conflicts (terminal states that lost to the recorded one)", v.Conflicts)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TIME\tSOURCE\tSTATE\tUPDATE_TIME\tREASON\tDELIVERY_ID")
+	for _, h := range es {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", ts(h.At), dash(h.Source), h.State, ts(h.UpdateTime), dash(h.Reason), dash(h.DeliveryID))
+	}
+	_ = tw.Flush()
+}
+
+// writeReplays lists the replays, or "(none)".
+func writeReplays(b *strings.Builder, rs []ledger.Replay) {
 	b.WriteString("\nReplays:\n")
-	if len(v.Replays) == 0 {
+	if len(rs) == 0 {
 		b.WriteString("  (none)\n")
 	}
-	for _, r := range v.Replays {
-		fmt.Fprintf(&b, "  %s  %s\n", ts(r.At), r.ID)
+	for _, r := range rs {
+		fmt.Fprintf(b, "  %s  %s\n", ts(r.At), r.ID)
 	}
-	jsonBlock := func(title string, x any, empty bool) {
-		fmt.Fprintf(&b, "\n%s:", title)
-		if empty {
-			b.WriteString(" (none)\n")
-			return
-		}
-		j, err := json.MarshalIndent(x, "  ", "  ")
-		if err != nil {
-			j = []byte(fmt.Sprintf("(not printable: %v)", err))
-		}
-		fmt.Fprintf(&b, "\n  %s\n", j)
+}
+
+// writeJSONBlock writes x as indented JSON under title, or "(none)" when empty.
+func writeJSONBlock(b *strings.Builder, title string, x any, empty bool) {
+	fmt.Fprintf(b, "\n%s:", title)
+	if empty {
+		b.WriteString(" (none)\n")
+		return
 	}
-	jsonBlock("Output", v.Output, len(v.Output) == 0)
-	jsonBlock("Error", v.Error, v.Error == nil)
-	jsonBlock("User metadata", v.UserMetadata, len(v.UserMetadata) == 0)
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("write: %w", err)
+	j, err := json.MarshalIndent(x, "  ", "  ")
+	if err != nil {
+		j = []byte(fmt.Sprintf("(not printable: %v)", err))
 	}
-	return nil
+	fmt.Fprintf(b, "\n  %s\n", j)
 }
 
 func writeJSON(w io.Writer, x any) error {

@@ -36,11 +36,7 @@ func TestRegisterCLIAndHTTPStoreTheSameAPIName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, closeLedger, err := openLedger(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeLedger()
+	s := openTestLedger(t, env)
 	door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: time.Now, Grace: cfg.Grace})
 	if err != nil {
 		t.Fatal(err)
