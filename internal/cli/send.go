@@ -69,32 +69,57 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return command.Usagef("--url %q: want an absolute http(s) URL", *target)
 	}
-	secret, from := *secretFlag, "--secret"
+	secret, err := signingSecret(*secretFlag, e)
+	if err != nil {
+		return err
+	}
+	now := e.now() // one instant for the body and the signature
+	body, err := deliveryBody(pos[0], *id, data, now)
+	if err != nil {
+		return err
+	}
+	return e.deliver(ctx, u, body, secret, now)
+}
+
+// signingSecret is --secret, else the first of LROSINK_WEBHOOK_SECRETS,
+// checked as the receiver checks it.
+func signingSecret(flagValue string, e *env) (string, error) {
+	secret, from := flagValue, "--secret"
 	if secret == "" {
 		from = "the first of LROSINK_WEBHOOK_SECRETS"
 		first, _, _ := strings.Cut(e.getenv("LROSINK_WEBHOOK_SECRETS"), ",")
 		secret = strings.TrimSpace(first)
 	}
 	if secret == "" {
-		return command.Usagef("no signing secret: set LROSINK_WEBHOOK_SECRETS or --secret (serve prints its dev secret on start-up)")
+		return "", command.Usagef("no signing secret: set LROSINK_WEBHOOK_SECRETS or --secret (serve prints its dev secret on start-up)")
 	}
 	// The verifier's own check; its error names neither the flag nor the
 	// value, so only where the secret came from is said.
 	if _, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: e.now}); err != nil {
-		return command.Usagef("%s is not a valid whsec_ signing secret", from)
+		return "", command.Usagef("%s is not a valid whsec_ signing secret", from)
 	}
+	return secret, nil
+}
 
+// deliveryBody is the event as Gemini sends it: data holds id and the
+// --data fields.
+func deliveryBody(eventType, id string, data metaValue, now time.Time) ([]byte, error) {
 	fields := map[string]any{}
 	for k, v := range data {
 		fields[k] = v
 	}
-	fields["id"] = strings.TrimSpace(*id)
-	now := e.now()
-	body, err := json.Marshal(map[string]any{"type": pos[0], "version": "v1",
+	fields["id"] = strings.TrimSpace(id)
+	body, err := json.Marshal(map[string]any{"type": eventType, "version": "v1",
 		"timestamp": now.UTC().Format(time.RFC3339), "data": fields})
 	if err != nil {
-		return fmt.Errorf("encode the delivery: %w", err)
+		return nil, fmt.Errorf("encode the delivery: %w", err)
 	}
+	return body, nil
+}
+
+// deliver signs body with secret at now, POSTs it to u and prints the answer; a
+// non-2xx answer is exit status 1 (the answer says why).
+func (e *env) deliver(ctx context.Context, u *url.URL, body []byte, secret string, now time.Time) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build the request: %w", err)
@@ -117,7 +142,7 @@ func runSend(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return command.ExitStatus(command.ExitError) // the answer printed says why
+		return command.ExitStatus(command.ExitError)
 	}
 	return nil
 }
