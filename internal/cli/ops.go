@@ -185,20 +185,16 @@ that is not in the ledger is an error (exit status 1).`,
 
 func runOpsShow(ctx context.Context, e *env, args []string) error {
 	fs := command.NewFlagSet("ops show")
-	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	kind := kindFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	storeFlag(fs)
 	pos, err := opsShowDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	kind, err := parseKindFlag(*kindFlag)
+	name, err := operationName(pos[0], *kind)
 	if err != nil {
 		return err
-	}
-	name, err := opname.Normalize(pos[0], kind)
-	if err != nil {
-		return command.Usagef("%v", err)
 	}
 	id, err := opname.DocID(name.Key())
 	if err != nil {

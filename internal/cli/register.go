@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
@@ -34,7 +35,7 @@ interactions/ID); a bare ID needs --kind.`,
 
 func runRegister(ctx context.Context, e *env, args []string) error {
 	fs := command.NewFlagSet("register")
-	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	kind := kindFlag(fs)
 	meta := metaValue{}
 	fs.Var(meta, "meta", "user metadata `k=v`, echoed in the results message; repeatable")
 	storeFlag(fs)
@@ -42,12 +43,12 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := register.Request{Name: pos[0], Kind: *kindFlag}
+	req := register.Request{Name: pos[0], Kind: *kind}
 	if len(meta) > 0 {
 		req.Metadata = meta
 	}
 	// Checked before the ledger is opened, so a usage error costs nothing.
-	if _, err := parseKindFlag(*kindFlag); err != nil {
+	if _, err := parseKindFlag(*kind); err != nil {
 		return err
 	}
 	if _, err := req.Validate(); err != nil {
@@ -86,6 +87,25 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "already known %s (%s, state untouched%s)\n", res.Operation, res.State, note)
 	}
 	return nil
+}
+
+// kindFlag adds --kind to a command that takes an operation NAME.
+func kindFlag(fs *flag.FlagSet) *string {
+	return fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+}
+
+// operationName is the NAME argument read with --kind; either may be a
+// usage error.
+func operationName(arg, kindFlag string) (opname.Name, error) {
+	kind, err := parseKindFlag(kindFlag)
+	if err != nil {
+		return opname.Name{}, err
+	}
+	name, err := opname.Normalize(arg, kind)
+	if err != nil {
+		return opname.Name{}, command.Usagef("%v", err)
+	}
+	return name, nil
 }
 
 // parseKindFlag validates --kind; empty means "from the name".

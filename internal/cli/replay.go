@@ -33,20 +33,16 @@ line before the replay_id).`,
 
 func runReplay(ctx context.Context, e *env, args []string) error {
 	fs := command.NewFlagSet("replay")
-	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	kind := kindFlag(fs)
 	storeFlag(fs)
 	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; default stdout)")
 	pos, err := replayDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	kind, err := parseKindFlag(*kindFlag)
+	name, err := operationName(pos[0], *kind)
 	if err != nil {
 		return err
-	}
-	name, err := opname.Normalize(pos[0], kind)
-	if err != nil {
-		return command.Usagef("%v", err)
 	}
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {
