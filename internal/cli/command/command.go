@@ -198,8 +198,9 @@ type Group struct {
 	Aliases map[string]string
 	Stdout  io.Writer
 	Stderr  io.Writer
-	// Redact, if set, filters every line Run writes to Stderr: commands
-	// that hold secrets remove them from errors they do not control.
+	// Redact, if set, filters every error line Run writes to Stderr (the
+	// help it writes there is its own text): commands that hold secrets
+	// remove them from errors they do not control.
 	Redact func(string) string
 }
 
