@@ -1,18 +1,17 @@
 package cli
 
 import (
-	"errors"
-	"flag"
-	"io"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lrosink/lrosink/internal/cli/command"
 )
 
 // commandPaths lists every command and subcommand that must answer --help.
 func commandPaths() [][]string {
 	var paths [][]string
-	for name := range commands() {
+	for name := range (&env{}).commands() {
 		paths = append(paths, []string{name})
 	}
 	return append(paths, []string{"ops", "list"}, []string{"ops", "show"})
@@ -23,7 +22,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		for _, h := range []string{"--help", "-h"} {
 			r := run(t, nil, append(slices.Clone(path), h)...)
 			p := strings.Join(path, " ")
-			if r.code != exitOK {
+			if r.code != command.ExitOK {
 				t.Errorf("lrosink %s %s: exit %d, stderr %q", p, h, r.code, r.stderr)
 				continue
 			}
@@ -35,7 +34,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		}
 	}
 	// `lrosink help CMD` is `lrosink CMD --help`.
-	if r := run(t, nil, "help", "ops", "list"); r.code != exitOK || !strings.Contains(r.stdout, "Usage: lrosink ops list") {
+	if r := run(t, nil, "help", "ops", "list"); r.code != command.ExitOK || !strings.Contains(r.stdout, "Usage: lrosink ops list") {
 		t.Errorf("lrosink help ops list: %d %q", r.code, r.stdout)
 	}
 }
@@ -43,21 +42,21 @@ func TestHelpOnEveryCommand(t *testing.T) {
 func TestTopLevelUsage(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		r := run(t, nil, args...)
-		if r.code != exitOK || !strings.Contains(r.stdout, "Commands:") || r.stderr != "" {
+		if r.code != command.ExitOK || !strings.Contains(r.stdout, "Commands:") || r.stderr != "" {
 			t.Errorf("lrosink %v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
 		}
-		for name := range commands() {
+		for name := range (&env{}).commands() {
 			if !strings.Contains(r.stdout, "  "+name+" ") {
 				t.Errorf("lrosink %v does not list %s", args, name)
 			}
 		}
 	}
 	r := run(t, nil)
-	if r.code != exitUsage || !strings.Contains(r.stderr, "Commands:") || r.stdout != "" {
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "Commands:") || r.stdout != "" {
 		t.Errorf("lrosink: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = run(t, nil, "frobnicate")
-	if r.code != exitUsage || !strings.Contains(r.stderr, `unknown command "frobnicate"`) || !strings.Contains(r.stderr, "Commands:") {
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, `unknown command "frobnicate"`) || !strings.Contains(r.stderr, "Commands:") {
 		t.Errorf("lrosink frobnicate: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
@@ -83,7 +82,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"replay", "batches/x", "--kind", "video"}, // the prefix contradicts the kind
 	} {
 		r := run(t, env, args...)
-		if r.code != exitUsage {
+		if r.code != command.ExitUsage {
 			t.Errorf("lrosink %v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
 			continue
 		}
@@ -95,48 +94,23 @@ func TestUsageErrorsExit2(t *testing.T) {
 
 func TestConfigErrorNamesFlagOrVariable(t *testing.T) {
 	r := run(t, map[string]string{"LROSINK_GRACE": "soon"}, "ops", "list")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "LROSINK_GRACE") {
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "LROSINK_GRACE") {
 		t.Errorf("LROSINK_GRACE=soon: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = run(t, nil, "serve", "--grace", "soon", "--store", "mysql:x")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "--grace (LROSINK_GRACE)") || !strings.Contains(r.stderr, "--store (LROSINK_STORE)") {
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "--grace (LROSINK_GRACE)") || !strings.Contains(r.stderr, "--store (LROSINK_STORE)") {
 		t.Errorf("serve --grace soon --store mysql:x: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = run(t, nil, "serve", "--webhook-deadline", "0s")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "--webhook-deadline (LROSINK_WEBHOOK_DEADLINE)") {
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "--webhook-deadline (LROSINK_WEBHOOK_DEADLINE)") {
 		t.Errorf("serve --webhook-deadline 0s: exit %d, stderr %q", r.code, r.stderr)
 	}
 	// The flag wins over the variable: a valid flag hides a bad variable.
 	env := storeEnv(t)
 	env["LROSINK_STORE"] = "bogus"
 	r = run(t, env, "register", "batches/flagwins", "--store", "sqlite:"+t.TempDir()+"/x.db")
-	if r.code != exitOK {
+	if r.code != command.ExitOK {
 		t.Errorf("--store over a bad LROSINK_STORE: exit %d, stderr %q", r.code, r.stderr)
-	}
-}
-
-// TestParseInterspersed: flags may follow positional arguments, and "--"
-// ends flag parsing.
-func TestParseInterspersed(t *testing.T) {
-	e := &env{stdout: io.Discard}
-	fs := newFlagSet("x")
-	kind := fs.String("kind", "", "")
-	asJSON := fs.Bool("json", false, "")
-	pos, err := e.parse(fs, doc{cmd: "x"}, []string{"a", "--kind", "batch", "b", "--", "--json", "-c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(pos, []string{"a", "b", "--json", "-c"}) || *kind != "batch" || *asJSON {
-		t.Fatalf("pos %q kind %q json %v", pos, *kind, *asJSON)
-	}
-	fs = newFlagSet("x")
-	fs.Bool("json", false, "")
-	var ue *usageError
-	if _, err := e.parse(fs, doc{cmd: "x"}, []string{"a", "--nope"}); !errors.As(err, &ue) {
-		t.Fatalf("unknown flag after a positional argument: %v, want a usage error", err)
-	}
-	if _, err := e.parse(newFlagSet("x"), doc{cmd: "x"}, []string{"-h"}); err != flag.ErrHelp {
-		t.Fatalf("-h: %v", err)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -48,15 +48,12 @@ func eachServeStore(t *testing.T, f func(t *testing.T, vars map[string]string)) 
 // openTestLedger opens the ledger serve used, once serve has stopped.
 func openTestLedger(t *testing.T, vars map[string]string) ledger.Ledger {
 	t.Helper()
-	cfg, err := config.Load(mapEnv(vars), config.Serve(openers(false)))
+	e := &env{getenv: mapEnv(vars)}
+	l, _, closeFn, err := e.openReadLedger(context.Background(), command.NewFlagSet("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, closeFn, err := openLedger(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = closeFn() })
+	t.Cleanup(closeFn)
 	return l
 }
 
@@ -102,7 +99,7 @@ func TestServeDrainsTheDoorBeforeClosing(t *testing.T) {
 			return len(exited) > 0 || strings.Contains(s.stderr.String(), `"message":"draining the ingest door"`)
 		})
 		close(g.release)
-		if code := <-exited; code != exitOK {
+		if code := <-exited; code != command.ExitOK {
 			t.Fatalf("serve exit %d:\n%s", code, s.stderr.String())
 		}
 		b, err := os.ReadFile(results)
@@ -134,8 +131,8 @@ func TestServeDrainIsBounded(t *testing.T) {
 		t.Cleanup(func() { close(g.release) })
 		budget := func(e *env) { e.shutdownTimeout = 2 * time.Second }
 		s, exited, _ := stopWithWorkInFlight(t, vars, g, []Option{budget})
-		if code := <-exited; code != exitError || !strings.Contains(s.stderr.String(), "drain: 1 in flight") {
-			t.Fatalf("serve exit %d, want %d naming the work cut off:\n%s", code, exitError, s.stderr.String())
+		if code := <-exited; code != command.ExitError || !strings.Contains(s.stderr.String(), "drain: 1 in flight") {
+			t.Fatalf("serve exit %d, want %d naming the work cut off:\n%s", code, command.ExitError, s.stderr.String())
 		}
 		l := openTestLedger(t, vars)
 		ctx := context.Background()

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lrosink/lrosink/internal/cli/command"
 )
 
 // TestServeRefusesNonLoopbackWithoutToken: on an address other hosts can
@@ -34,7 +36,7 @@ func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 			}
 			r := runServeOnce(t, env, c.args...)
 			lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
-			if r.code != exitUsage || len(lines) != 1 || !strings.Contains(lines[0], "LROSINK_ADMIN_TOKEN") {
+			if r.code != command.ExitUsage || len(lines) != 1 || !strings.Contains(lines[0], "LROSINK_ADMIN_TOKEN") {
 				t.Fatalf("exit %d, stderr %q; want exit 2 and one line naming LROSINK_ADMIN_TOKEN", r.code, r.stderr)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "ledger.db")); err == nil {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -19,15 +20,12 @@ import (
 // maxListLimit bounds one `ops list`: every query is bounded (never a scan).
 const maxListLimit = 1000
 
-func opsDoc() doc {
-	return doc{
-		cmd:  "ops",
-		args: "list|show [flags]",
-		summary: `Inspect the ledger.
-
-  ops list   operations, newest submission first, as a table or JSON
-  ops show   one operation: state, timestamps, claim, event history, replays, output`,
-		examples: []string{
+func opsDoc() command.Doc {
+	return command.Doc{
+		Path:    "ops",
+		Summary: "Inspect the ledger.",
+		Env:     storeEnvDoc,
+		Examples: []string{
 			"lrosink ops list",
 			"lrosink ops show batches/abc123",
 			"lrosink ops list --help",
@@ -35,37 +33,26 @@ func opsDoc() doc {
 	}
 }
 
+// runOps is the group `lrosink ops`.
 func runOps(ctx context.Context, e *env, args []string) error {
-	subs := map[string]func(context.Context, *env, []string) error{
-		"list": runOpsList,
-		"show": runOpsShow,
-	}
-	if len(args) == 0 {
-		return usagef("ops", "missing subcommand: list or show")
-	}
-	if run, ok := subs[args[0]]; ok {
-		if err := run(ctx, e, args[1:]); err != nil {
-			return &subcommandError{cmd: "ops " + args[0], err: err}
-		}
-		return nil
-	}
-	if _, err := e.parse(newFlagSet("ops"), opsDoc(), args[:1]); err != nil {
-		return err // --help, or an unknown flag
-	}
-	return usagef("ops", "unknown subcommand %q: want list or show", args[0])
+	g := &command.Group{Doc: opsDoc(), Stdout: e.stdout, Stderr: e.stderr, Commands: map[string]command.Command{
+		"list": command.Func("operations, newest submission first, as a table or JSON", e, runOpsList),
+		"show": command.Func("one operation: state, timestamps, claim, event history, replays, output", e, runOpsShow),
+	}}
+	return command.Status(g.Run(ctx, args))
 }
 
-func opsListDoc() doc {
-	return doc{
-		cmd:  "ops list",
-		args: "[--state S] [--stuck] [--limit N] [--page P] [--json] [flags]",
-		summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
+func opsListDoc() command.Doc {
+	return command.Doc{
+		Path: "ops list",
+		Args: "[--state S] [--stuck] [--limit N] [--page P] [--json] [flags]",
+		Summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
 SETTLED_BY and LAST_CHECK (the last reconcile answer that was not a state, e.g.
 not-found). --stuck keeps only the operations still pending after
 LROSINK_STUCK_AFTER. Pages hold --limit rows; the line after the table says how
 many rows are on later pages (on stderr with --json).`,
-		env: storeEnvDoc + "\n  LROSINK_STUCK_AFTER  pending longer than this is stuck (default 6h)",
-		examples: []string{
+		Env: storeEnvDoc + "\n  LROSINK_STUCK_AFTER  pending longer than this is stuck (default 6h)",
+		Examples: []string{
 			"lrosink ops list",
 			"lrosink ops list --state PENDING --limit 200",
 			"lrosink ops list --stuck --stuck-after 2h",
@@ -76,7 +63,7 @@ many rows are on later pages (on stderr with --json).`,
 }
 
 func runOpsList(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("ops list")
+	fs := command.NewFlagSet("ops list")
 	stateFlag := fs.String("state", "", "only operations in `STATE`: "+statesList())
 	stuck := fs.Bool("stuck", false, "only operations pending longer than the stuck threshold")
 	limit := fs.Int("limit", 50, "show at most `N` operations (1-1000)")
@@ -84,33 +71,26 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	storeFlag(fs)
 	fs.String("stuck-after", "", "stuck threshold `DURATION` for --stuck (env LROSINK_STUCK_AFTER; default 6h)")
-	pos, err := e.parse(fs, opsListDoc(), args)
-	if err != nil {
+	if _, err := opsListDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return usagef("ops list", "unexpected argument %q", pos[0])
 	case *limit < 1 || *limit > maxListLimit:
-		return usagef("ops list", "--limit %d: want 1 to %d", *limit, maxListLimit)
+		return command.Usagef("--limit %d: want 1 to %d", *limit, maxListLimit)
 	case *page < 1:
-		return usagef("ops list", "--page %d: want 1 or more", *page)
+		return command.Usagef("--page %d: want 1 or more", *page)
 	case *stuck && *stateFlag != "":
-		return usagef("ops list", "--stuck and --state cannot be combined (stuck operations are pending)")
+		return command.Usagef("--stuck and --state cannot be combined (stuck operations are pending)")
 	}
 	state := lifecycle.State(strings.ToUpper(strings.TrimSpace(*stateFlag)))
 	if state != "" && !state.Known() {
-		return usagef("ops list", "--state %q: want one of %s", *stateFlag, statesList())
+		return command.Usagef("--state %q: want one of %s", *stateFlag, statesList())
 	}
-	cfg, err := loadConfig(e.getenv, fs)
+	l, cfg, closeFn, err := e.openReadLedger(ctx, fs)
 	if err != nil {
 		return err
 	}
-	l, closeFn, err := openLedger(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = closeFn() }() // read-only: nothing to flush
+	defer closeFn()
 	f := ledger.Filter{State: state}
 	if *stuck {
 		f.StuckAt = e.now().Add(-cfg.StuckAfter)
@@ -124,14 +104,27 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 		rest = fmt.Sprintf("… and %d more; use --page %d\n", more, *page+1)
 	}
 	if *asJSON {
-		views := make([]opView, len(ops))
-		for i, op := range ops {
-			views[i] = newOpView(op)
-		}
 		fmt.Fprint(e.stderr, rest)
-		return writeJSON(e.stdout, views)
+		return writeJSON(e.stdout, opViews(ops))
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	if err := writeList(e.stdout, ops); err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(e.stdout, rest)
+	return err
+}
+
+func opViews(ops []ledger.Operation) []opView {
+	views := make([]opView, len(ops))
+	for i, op := range ops {
+		views[i] = newOpView(op)
+	}
+	return views
+}
+
+// writeList writes ops as `ops list`'s table.
+func writeList(w io.Writer, ops []ledger.Operation) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tVERSION\tSUBMITTED\tSETTLED_BY\tLAST_CHECK")
 	for _, op := range ops {
 		last := "-"
@@ -144,8 +137,7 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	_, err = fmt.Fprint(e.stdout, rest)
-	return err
+	return nil
 }
 
 // listPage reads page (from 1) of limit operations matching f, newest
@@ -173,16 +165,17 @@ func listPage(ctx context.Context, l ledger.Queries, f ledger.Filter, page, limi
 	return ops, max(0, total-int64((page-1)*limit)-int64(len(ops))), nil
 }
 
-func opsShowDoc() doc {
-	return doc{
-		cmd:  "ops show",
-		args: "NAME [--kind K] [--json] [flags]",
-		summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
+func opsShowDoc() command.Doc {
+	return command.Doc{
+		Path: "ops show",
+		Args: "NAME [--kind K] [--json] [flags]",
+		Arg:  "NAME",
+		Summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
 check), settled by, claim status (holder, attempts, lease), event history with reasons,
 recorded terminal conflicts, replays, output, error and user metadata. An operation
 that is not in the ledger is an error (exit status 1).`,
-		env: storeEnvDoc,
-		examples: []string{
+		Env: storeEnvDoc,
+		Examples: []string{
 			"lrosink ops show batches/abc123",
 			"lrosink ops show abc123 --kind batch",
 			"lrosink ops show batches/abc123 --json | jq .claim.status",
@@ -191,38 +184,27 @@ that is not in the ledger is an error (exit status 1).`,
 }
 
 func runOpsShow(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("ops show")
-	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	fs := command.NewFlagSet("ops show")
+	kind := kindFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	storeFlag(fs)
-	pos, err := e.parse(fs, opsShowDoc(), args)
+	pos, err := opsShowDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("ops show", "want exactly one NAME, got %d arguments", len(pos))
-	}
-	kind, err := parseKindFlag("ops show", *kindFlag)
+	name, err := operationName(pos[0], *kind)
 	if err != nil {
 		return err
-	}
-	name, err := opname.Normalize(pos[0], kind)
-	if err != nil {
-		return usagef("ops show", "%v", err)
 	}
 	id, err := opname.DocID(name.Key())
 	if err != nil {
-		return usagef("ops show", "%v", err)
+		return command.Usagef("%v", err)
 	}
-	cfg, err := loadConfig(e.getenv, fs)
+	l, cfg, closeFn, err := e.openReadLedger(ctx, fs)
 	if err != nil {
 		return err
 	}
-	l, closeFn, err := openLedger(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = closeFn() }()
+	defer closeFn()
 	op, err := l.GetOperation(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("%s is not in the ledger (%s)", name.Canonical, cfg.Store)
@@ -310,7 +292,27 @@ func newClaimView(c ledger.Claim) *claimView {
 	}
 }
 
+// writeShow writes v as `ops show` prints it: the fields, then the event
+// history, conflicts, replays, and output, error and metadata as JSON.
 func writeShow(w io.Writer, v opView) error {
+	if err := writeFields(w, v); err != nil {
+		return err
+	}
+	var b strings.Builder // a strings.Builder does not fail
+	writeEvents(&b, "History", v.History)
+	writeEvents(&b, "Conflicts (terminal states that lost to the recorded one)", v.Conflicts)
+	writeReplays(&b, v.Replays)
+	writeJSONBlock(&b, "Output", v.Output, len(v.Output) == 0)
+	writeJSONBlock(&b, "Error", v.Error, v.Error == nil)
+	writeJSONBlock(&b, "User metadata", v.UserMetadata, len(v.UserMetadata) == 0)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// writeFields writes the one-line fields of v, aligned: "Operation:  NAME".
+func writeFields(w io.Writer, v opView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
 	row("Operation:", v.Name)
@@ -323,65 +325,75 @@ func writeShow(w io.Writer, v opView) error {
 	row("Settled:", ts(v.SettledAt))
 	row("Settled by:", dash(v.SettledBy))
 	row("Next check:", ts(v.NextCheckAt))
+	row("Checks:", checksField(v))
+	claimFields(row, v.Claim)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// checksField is the number of checks and the last answer that was not a state.
+func checksField(v opView) string {
 	checks := fmt.Sprint(v.Checks)
 	if !v.LastCheckAt.IsZero() {
 		checks += " (last " + strings.TrimSpace(ts(v.LastCheckAt)+" "+v.LastCheck) + ")"
 	}
-	row("Checks:", checks)
-	if c := v.Claim; c != nil {
-		row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, ts(c.LeaseUntil)))
-		if !c.DoneAt.IsZero() {
-			row("Claim done:", ts(c.DoneAt))
-		}
-		row("Idempotency key:", c.IdempotencyKey)
-	} else {
+	return checks
+}
+
+// claimFields writes the claim's rows; an operation without a terminal
+// state has none.
+func claimFields(row func(k, val string), c *claimView) {
+	if c == nil {
 		row("Claim:", "none (no terminal state yet)")
+		return
 	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write: %w", err)
+	row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, ts(c.LeaseUntil)))
+	if !c.DoneAt.IsZero() {
+		row("Claim done:", ts(c.DoneAt))
 	}
-	var b strings.Builder
-	events := func(title string, es []ledger.HistoryEntry) {
-		fmt.Fprintf(&b, "\n%s:\n", title)
-		if len(es) == 0 {
-			b.WriteString("  (none)\n")
-			return
-		}
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  TIME\tSOURCE\tSTATE\tUPDATE_TIME\tREASON\tDELIVERY_ID")
-		for _, h := range es {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", ts(h.At), dash(h.Source), h.State, ts(h.UpdateTime), dash(h.Reason), dash(h.DeliveryID))
-		}
-		_ = tw.Flush() // a strings.Builder does not fail
+	row("Idempotency key:", c.IdempotencyKey)
+}
+
+// writeEvents writes a titled table of history entries, or "(none)".
+func writeEvents(b *strings.Builder, title string, es []ledger.HistoryEntry) {
+	fmt.Fprintf(b, "\n%s:\n", title)
+	if len(es) == 0 {
+		b.WriteString("  (none)\n")
+		return
 	}
-	events("History", v.History)
-	events("Conflicts (terminal states that lost to the recorded one)", v.Conflicts)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TIME\tSOURCE\tSTATE\tUPDATE_TIME\tREASON\tDELIVERY_ID")
+	for _, h := range es {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", ts(h.At), dash(h.Source), h.State, ts(h.UpdateTime), dash(h.Reason), dash(h.DeliveryID))
+	}
+	_ = tw.Flush()
+}
+
+// writeReplays lists the replays, or "(none)".
+func writeReplays(b *strings.Builder, rs []ledger.Replay) {
 	b.WriteString("\nReplays:\n")
-	if len(v.Replays) == 0 {
+	if len(rs) == 0 {
 		b.WriteString("  (none)\n")
 	}
-	for _, r := range v.Replays {
-		fmt.Fprintf(&b, "  %s  %s\n", ts(r.At), r.ID)
+	for _, r := range rs {
+		fmt.Fprintf(b, "  %s  %s\n", ts(r.At), r.ID)
 	}
-	jsonBlock := func(title string, x any, empty bool) {
-		fmt.Fprintf(&b, "\n%s:", title)
-		if empty {
-			b.WriteString(" (none)\n")
-			return
-		}
-		j, err := json.MarshalIndent(x, "  ", "  ")
-		if err != nil {
-			j = []byte(fmt.Sprintf("(not printable: %v)", err))
-		}
-		fmt.Fprintf(&b, "\n  %s\n", j)
+}
+
+// writeJSONBlock writes x as indented JSON under title, or "(none)" when empty.
+func writeJSONBlock(b *strings.Builder, title string, x any, empty bool) {
+	fmt.Fprintf(b, "\n%s:", title)
+	if empty {
+		b.WriteString(" (none)\n")
+		return
 	}
-	jsonBlock("Output", v.Output, len(v.Output) == 0)
-	jsonBlock("Error", v.Error, v.Error == nil)
-	jsonBlock("User metadata", v.UserMetadata, len(v.UserMetadata) == 0)
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("write: %w", err)
+	j, err := json.MarshalIndent(x, "  ", "  ")
+	if err != nil {
+		j = []byte(fmt.Sprintf("(not printable: %v)", err))
 	}
-	return nil
+	fmt.Fprintf(b, "\n  %s\n", j)
 }
 
 func writeJSON(w io.Writer, x any) error {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 )
@@ -17,7 +18,7 @@ func TestLedgerCommands(t *testing.T) {
 	env := storeEnv(t)
 
 	// ops on a ledger that does not exist yet fails instead of creating it.
-	if r := run(t, env, "ops", "list"); r.code != exitError || !strings.Contains(r.stderr, "no database") {
+	if r := run(t, env, "ops", "list"); r.code != command.ExitError || !strings.Contains(r.stderr, "no database") {
 		t.Fatalf("ops list before any write: %d %q", r.code, r.stderr)
 	}
 	for _, c := range []struct{ args, want []string }{
@@ -27,7 +28,7 @@ func TestLedgerCommands(t *testing.T) {
 		{[]string{"register", " batches/done-one/ "}, []string{"already known batches/done-one", "PENDING"}},
 	} {
 		r := run(t, env, c.args...)
-		if r.code != exitOK {
+		if r.code != command.ExitOK {
 			t.Fatalf("%v: exit %d, stderr %q", c.args, r.code, r.stderr)
 		}
 		for _, w := range c.want {
@@ -38,13 +39,13 @@ func TestLedgerCommands(t *testing.T) {
 	}
 	pub := &recorder{}
 	settle(t, env["LROSINK_STORE"], "batches/done-one", lifecycle.Succeeded, pub)
-	if r := run(t, env, "register", "batches/done-one"); r.code != exitOK || !strings.Contains(r.stdout, "already known batches/done-one (SUCCEEDED") {
+	if r := run(t, env, "register", "batches/done-one"); r.code != command.ExitOK || !strings.Contains(r.stdout, "already known batches/done-one (SUCCEEDED") {
 		t.Fatalf("register after settling: %d %q", r.code, r.stdout)
 	}
 
 	// The table: a header and one row per operation, columns aligned.
 	r := run(t, env, "ops", "list")
-	if r.code != exitOK {
+	if r.code != command.ExitOK {
 		t.Fatalf("ops list: %d %q", r.code, r.stderr)
 	}
 	rows := checkTable(t, r.stdout, []string{"NAME", "KIND", "STATE", "VERSION", "SUBMITTED", "SETTLED_BY", "LAST_CHECK"})
@@ -58,21 +59,21 @@ func TestLedgerCommands(t *testing.T) {
 	}
 
 	r = run(t, env, "ops", "list", "--state", "SUCCEEDED")
-	if rows := checkTable(t, r.stdout, nil); r.code != exitOK || !slices.Equal(column(rows, 0), []string{"batches/done-one"}) {
+	if rows := checkTable(t, r.stdout, nil); r.code != command.ExitOK || !slices.Equal(column(rows, 0), []string{"batches/done-one"}) {
 		t.Fatalf("--state SUCCEEDED: %d %q", r.code, r.stdout)
 	}
 	r = run(t, env, "ops", "list", "--state", "pending", "--limit", "1")
 	table, rest, _ := strings.Cut(r.stdout, "…")
-	if rows := checkTable(t, table, nil); r.code != exitOK || len(rows) != 1 || rows[0][2] != "PENDING" || rest != " and 1 more; use --page 2\n" {
+	if rows := checkTable(t, table, nil); r.code != command.ExitOK || len(rows) != 1 || rows[0][2] != "PENDING" || rest != " and 1 more; use --page 2\n" {
 		t.Fatalf("--state pending --limit 1: %d %q", r.code, r.stdout)
 	}
 	// Nothing is pending for six hours yet; with a 1ns threshold both are.
-	if r = run(t, env, "ops", "list", "--stuck"); r.code != exitOK || len(checkTable(t, r.stdout, nil)) != 0 {
+	if r = run(t, env, "ops", "list", "--stuck"); r.code != command.ExitOK || len(checkTable(t, r.stdout, nil)) != 0 {
 		t.Fatalf("--stuck: %d %q", r.code, r.stdout)
 	}
 	r = run(t, env, "ops", "list", "--stuck", "--stuck-after", "1ns", "--json")
 	var stuck []opView
-	if err := json.Unmarshal([]byte(r.stdout), &stuck); err != nil || r.code != exitOK || len(stuck) != 2 {
+	if err := json.Unmarshal([]byte(r.stdout), &stuck); err != nil || r.code != command.ExitOK || len(stuck) != 2 {
 		t.Fatalf("--stuck --stuck-after 1ns --json: %d %v %q", r.code, err, r.stdout)
 	}
 	for _, op := range stuck {
@@ -88,7 +89,7 @@ func TestLedgerCommands(t *testing.T) {
 
 	// show: text and JSON.
 	r = run(t, env, "ops", "show", "batches/done-one")
-	if r.code != exitOK {
+	if r.code != command.ExitOK {
 		t.Fatalf("ops show: %d %q", r.code, r.stderr)
 	}
 	for _, w := range []string{"State:", "SUCCEEDED", "Settled by:", "webhook", "Claim:", "DONE", "attempts 1",
@@ -107,20 +108,20 @@ func TestLedgerCommands(t *testing.T) {
 		t.Fatalf("ops show --json: %+v", v)
 	}
 	r = run(t, env, "ops", "show", "batches/never-seen")
-	if r.code != exitError || !strings.Contains(r.stderr, "batches/never-seen is not in the ledger") || !strings.HasPrefix(r.stderr, "lrosink ops show:") {
+	if r.code != command.ExitError || !strings.Contains(r.stderr, "batches/never-seen is not in the ledger") || !strings.HasPrefix(r.stderr, "lrosink ops show:") {
 		t.Fatalf("ops show unknown: %d %q", r.code, r.stderr)
 	}
 
 	// replay: an unsettled operation has nothing to replay.
 	r = run(t, env, "replay", "batches/pending-long-name-here")
-	if r.code != exitError || !strings.Contains(r.stderr, "has not settled") || r.stdout != "" {
+	if r.code != command.ExitError || !strings.Contains(r.stderr, "has not settled") || r.stdout != "" {
 		t.Fatalf("replay pending: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	// A settled one: its message again on stdout (the default results),
 	// carrying the replay_id that is printed last.
 	r = run(t, env, "replay", "batches/done-one")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != exitOK || len(lines) != 2 || !strings.HasPrefix(lines[1], "replay-") {
+	if r.code != command.ExitOK || len(lines) != 2 || !strings.HasPrefix(lines[1], "replay-") {
 		t.Fatalf("replay: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	msgs := resultLines(t, lines[0])
@@ -190,11 +191,11 @@ func sameSet(a, b []string) bool {
 func TestLedgerCommandsOnFirestore(t *testing.T) {
 	emutest.FirestoreHost(t)
 	env := map[string]string{"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": emutest.ProjectID(t)}
-	if r := run(t, env, "register", "batches/fs1", "--meta", "k=v"); r.code != exitOK || !strings.Contains(r.stdout, "created batches/fs1") {
+	if r := run(t, env, "register", "batches/fs1", "--meta", "k=v"); r.code != command.ExitOK || !strings.Contains(r.stdout, "created batches/fs1") {
 		t.Fatalf("register: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	r := run(t, env, "ops", "list", "--state", "PENDING")
-	if rows := checkTable(t, r.stdout, nil); r.code != exitOK || !slices.Equal(column(rows, 0), []string{"batches/fs1"}) {
+	if rows := checkTable(t, r.stdout, nil); r.code != command.ExitOK || !slices.Equal(column(rows, 0), []string{"batches/fs1"}) {
 		t.Fatalf("ops list: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	var v opView
@@ -202,7 +203,7 @@ func TestLedgerCommandsOnFirestore(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.State != "PENDING" || v.Claim != nil || v.UserMetadata["k"] != "v" {
 		t.Fatalf("ops show: %v %q %q", err, r.stdout, r.stderr)
 	}
-	if r = run(t, env, "replay", "batches/fs1"); r.code != exitError || !strings.Contains(r.stderr, "has not settled (state PENDING)") {
+	if r = run(t, env, "replay", "batches/fs1"); r.code != command.ExitError || !strings.Contains(r.stderr, "has not settled (state PENDING)") {
 		t.Fatalf("replay: %d %q", r.code, r.stderr)
 	}
 }
@@ -213,7 +214,7 @@ func TestLedgerCommandsOnFirestore(t *testing.T) {
 func TestOpsListPages(t *testing.T) {
 	env := storeEnv(t)
 	for i := range 5 {
-		if r := run(t, env, "register", fmt.Sprintf("batches/page-%d", i)); r.code != exitOK {
+		if r := run(t, env, "register", fmt.Sprintf("batches/page-%d", i)); r.code != command.ExitOK {
 			t.Fatalf("register: %d %q", r.code, r.stderr)
 		}
 	}
@@ -223,7 +224,7 @@ func TestOpsListPages(t *testing.T) {
 		rest string
 	}{{2, "… and 3 more; use --page 2"}, {2, "… and 1 more; use --page 3"}, {1, ""}} {
 		r := run(t, env, "ops", "list", "--limit", "2", "--page", fmt.Sprint(page+1))
-		if r.code != exitOK {
+		if r.code != command.ExitOK {
 			t.Fatalf("page %d: %d %q", page+1, r.code, r.stderr)
 		}
 		table, rest, _ := strings.Cut(r.stdout, "…")
@@ -239,7 +240,7 @@ func TestOpsListPages(t *testing.T) {
 	if !sameSet(seen, []string{"batches/page-0", "batches/page-1", "batches/page-2", "batches/page-3", "batches/page-4"}) {
 		t.Errorf("the pages listed %v", seen)
 	}
-	if r := run(t, env, "ops", "list", "--page", "0"); r.code != exitUsage || !strings.Contains(r.stderr, "--page") {
+	if r := run(t, env, "ops", "list", "--page", "0"); r.code != command.ExitUsage || !strings.Contains(r.stderr, "--page") {
 		t.Errorf("--page 0: %d %q", r.code, r.stderr)
 	}
 }

@@ -6,17 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/cli/command"
 )
 
 // reconcileTimeout bounds `lrosink reconcile`'s pass, which stops early with
 // what it did a little before.
 const reconcileTimeout = 5 * time.Minute
 
-func reconcileDoc() doc {
-	return doc{
-		cmd:  "reconcile",
-		args: "[flags]",
-		summary: `Run one reconcile pass against the configured ledger, as serve's loop and the Reconcile
+func reconcileDoc() command.Doc {
+	return command.Doc{
+		Path: "reconcile",
+		Args: "[flags]",
+		Summary: `Run one reconcile pass against the configured ledger, as serve's loop and the Reconcile
 function do: retry claims whose lease ran out or that were released, ask Gemini about
 pending operations whose next check is due, adopt recent batch jobs missing from the
 ledger, and count stuck operations. Prints the pass's summary as one JSON line
@@ -26,11 +28,11 @@ before the summary).
 
 Exit status 0 when the pass ran (failures on single operations are counted in
 "errors"), 1 when the ledger could not be queried. Stops with what it did after 5m.`,
-		env: storeEnvDoc + `
+		Env: storeEnvDoc + `
   LROSINK_RESULTS      where settled operations are published (default stdout)
   GEMINI_API_KEY       lets the pass poll Gemini (without it, it only retries claims)
   GOOGLE_GEMINI_BASE_URL, LROSINK_STUCK_AFTER, LROSINK_CLAIM_LEASE  see the contract`,
-		examples: []string{
+		Examples: []string{
 			"lrosink reconcile",
 			"GEMINI_API_KEY=... lrosink reconcile --results file:results.jsonl | jq .settled",
 			"lrosink reconcile --store firestore",
@@ -39,16 +41,12 @@ Exit status 0 when the pass ran (failures on single operations are counted in
 }
 
 func runReconcile(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("reconcile")
+	fs := command.NewFlagSet("reconcile")
 	storeFlag(fs)
 	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; default stdout)")
 	fs.String("stuck-after", "", "count operations pending longer than `DURATION` as stuck (env LROSINK_STUCK_AFTER; default 6h)")
-	pos, err := e.parse(fs, reconcileDoc(), args)
-	if err != nil {
+	if _, err := reconcileDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("reconcile", "unexpected argument %q", pos[0])
 	}
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/reconcile"
 )
@@ -27,14 +28,14 @@ func TestReconcileCommand(t *testing.T) {
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	env["LROSINK_RESULTS"] = "file:" + results
 	env["GEMINI_API_KEY"], env["GOOGLE_GEMINI_BASE_URL"] = fakegemini.DefaultAPIKey, fake.Start(t).URL
-	if r := run(t, env, "register", "batches/rec1"); r.code != exitOK {
+	if r := run(t, env, "register", "batches/rec1"); r.code != command.ExitOK {
 		t.Fatalf("register: %d %s", r.code, r.stderr)
 	}
 	// After the grace period, the operation is due.
 	later := func() time.Time { return time.Now().Add(time.Hour) }
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), []string{"reconcile"}, strings.NewReader(""), &out, &errb, mapEnv(env), withNow(later))
-	if code != exitOK {
+	if code != command.ExitOK {
 		t.Fatalf("reconcile: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 	var s reconcile.Summary
@@ -53,7 +54,7 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	// A second pass finds nothing due.
 	out.Reset()
-	if code := Run(context.Background(), []string{"reconcile"}, strings.NewReader(""), &out, &errb, mapEnv(env), withNow(later)); code != exitOK ||
+	if code := Run(context.Background(), []string{"reconcile"}, strings.NewReader(""), &out, &errb, mapEnv(env), withNow(later)); code != command.ExitOK ||
 		!strings.Contains(out.String(), `"checked":0`) {
 		t.Fatalf("second pass: exit %d %s", code, out.String())
 	}
@@ -64,7 +65,7 @@ func TestReconcileCommand(t *testing.T) {
 func TestReconcileNeedsALedger(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope.db")
 	r := run(t, map[string]string{"LROSINK_STORE": "sqlite:" + missing}, "reconcile")
-	if r.code != exitError || !strings.Contains(r.stderr, "no database at") {
+	if r.code != command.ExitError || !strings.Contains(r.stderr, "no database at") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	if _, err := os.Stat(missing); err == nil {

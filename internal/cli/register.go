@@ -3,17 +3,20 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/register"
 )
 
-func registerDoc() doc {
-	return doc{
-		cmd:  "register",
-		args: "NAME [--kind K] [--meta k=v ...] [flags]",
-		summary: `Put an operation in the ledger as PENDING, through the same ingest door as webhooks,
+func registerDoc() command.Doc {
+	return command.Doc{
+		Path: "register",
+		Args: "NAME [--kind K] [--meta k=v ...] [flags]",
+		Arg:  "NAME",
+		Summary: `Put an operation in the ledger as PENDING, through the same ingest door as webhooks,
 so the reconciler polls it after LROSINK_GRACE if no webhook settles it. Registering a
 known operation leaves its state untouched and adds the --meta keys it lacks (keys
 already stored are kept; a settled operation's results message does not change).
@@ -21,8 +24,8 @@ Prints "created" or "already known".
 
 NAME is any form Gemini uses (batches/ID, operations/ID, models/M/operations/ID,
 interactions/ID); a bare ID needs --kind.`,
-		env: storeEnvDoc,
-		examples: []string{
+		Env: storeEnvDoc,
+		Examples: []string{
 			"lrosink register batches/abc123",
 			"lrosink register abc123 --kind batch --meta job=nightly --meta owner=data-team",
 			"lrosink register models/veo-3.0-generate-001/operations/xyz --store sqlite:/var/lib/lrosink/ledger.db",
@@ -31,28 +34,25 @@ interactions/ID); a bare ID needs --kind.`,
 }
 
 func runRegister(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("register")
-	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	fs := command.NewFlagSet("register")
+	kind := kindFlag(fs)
 	meta := metaValue{}
 	fs.Var(meta, "meta", "user metadata `k=v`, echoed in the results message; repeatable")
 	storeFlag(fs)
-	pos, err := e.parse(fs, registerDoc(), args)
+	pos, err := registerDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("register", "want exactly one NAME, got %d arguments", len(pos))
-	}
-	req := register.Request{Name: pos[0], Kind: *kindFlag}
+	req := register.Request{Name: pos[0], Kind: *kind}
 	if len(meta) > 0 {
 		req.Metadata = meta
 	}
 	// Checked before the ledger is opened, so a usage error costs nothing.
-	if _, err := parseKindFlag("register", *kindFlag); err != nil {
+	if _, err := parseKindFlag(*kind); err != nil {
 		return err
 	}
 	if _, err := req.Validate(); err != nil {
-		return usagef("register", "%v", err)
+		return command.Usagef("%v", err)
 	}
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {
@@ -69,7 +69,7 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	var inv *register.InvalidError
 	switch {
 	case errors.As(err, &inv):
-		return usagef("register", "%v", err)
+		return command.Usagef("%v", err)
 	case err != nil:
 		return fmt.Errorf("register %s: %w", pos[0], err)
 	case res.Created:
@@ -89,14 +89,33 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// kindFlag adds --kind to a command that takes an operation NAME.
+func kindFlag(fs *flag.FlagSet) *string {
+	return fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+}
+
+// operationName is the NAME argument read with --kind; either may be a
+// usage error.
+func operationName(arg, kindFlag string) (opname.Name, error) {
+	kind, err := parseKindFlag(kindFlag)
+	if err != nil {
+		return opname.Name{}, err
+	}
+	name, err := opname.Normalize(arg, kind)
+	if err != nil {
+		return opname.Name{}, command.Usagef("%v", err)
+	}
+	return name, nil
+}
+
 // parseKindFlag validates --kind; empty means "from the name".
-func parseKindFlag(cmd, s string) (opname.Kind, error) {
+func parseKindFlag(s string) (opname.Kind, error) {
 	if s == "" {
 		return opname.KindUnknown, nil
 	}
 	k, ok := opname.ParseKind(s)
 	if !ok {
-		return opname.KindUnknown, usagef(cmd, "--kind %q: want batch, video or interaction", s)
+		return opname.KindUnknown, command.Usagef("--kind %q: want batch, video or interaction", s)
 	}
 	return k, nil
 }

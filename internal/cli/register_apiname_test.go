@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
@@ -26,20 +27,16 @@ func TestRegisterCLIAndHTTPStoreTheSameAPIName(t *testing.T) {
 	env := storeEnv(t)
 	env["LROSINK_GRACE"] = "3m"
 	const model = "veo-3.0-generate-001"
-	if r := run(t, env, "register", "models/"+model+"/operations/cli1"); r.code != exitOK || !strings.Contains(r.stdout, "created operations/cli1") {
+	if r := run(t, env, "register", "models/"+model+"/operations/cli1"); r.code != command.ExitOK || !strings.Contains(r.stdout, "created operations/cli1") {
 		t.Fatalf("lrosink register: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 
 	ctx := context.Background()
-	cfg, err := loadConfig(mapEnv(env), newFlagSet("test"))
+	cfg, err := loadConfig(mapEnv(env), command.NewFlagSet("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, closeLedger, err := openLedger(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeLedger()
+	s := openTestLedger(t, env)
 	door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: time.Now, Grace: cfg.Grace})
 	if err != nil {
 		t.Fatal(err)

@@ -4,20 +4,22 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/lrosink/lrosink/internal/cli/command"
 )
 
 // TestRegisterKnownMergesMetadata: registering a known operation with new
 // metadata keys says they were merged and keeps the keys already stored.
 func TestRegisterKnownMergesMetadata(t *testing.T) {
 	env := storeEnv(t)
-	if r := run(t, env, "register", "batches/merge1", "--meta", "job=nightly"); r.code != exitOK || !strings.Contains(r.stdout, "created batches/merge1") {
+	if r := run(t, env, "register", "batches/merge1", "--meta", "job=nightly"); r.code != command.ExitOK || !strings.Contains(r.stdout, "created batches/merge1") {
 		t.Fatalf("register: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	r := run(t, env, "register", "batches/merge1", "--meta", "job=other", "--meta", "owner=data")
-	if r.code != exitOK || !strings.Contains(r.stdout, "already known batches/merge1 (PENDING, state untouched; metadata keys it lacked added)") {
+	if r.code != command.ExitOK || !strings.Contains(r.stdout, "already known batches/merge1 (PENDING, state untouched; metadata keys it lacked added)") {
 		t.Fatalf("register again with a new key: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	if r = run(t, env, "register", "batches/merge1", "--meta", "owner=x"); r.code != exitOK || strings.Contains(r.stdout, "added") {
+	if r = run(t, env, "register", "batches/merge1", "--meta", "owner=x"); r.code != command.ExitOK || strings.Contains(r.stdout, "added") {
 		t.Fatalf("register adding nothing: %d %q", r.code, r.stdout)
 	}
 	var v opView

@@ -5,24 +5,26 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/opname"
 )
 
-func replayDoc() doc {
-	return doc{
-		cmd:  "replay",
-		args: "NAME [--kind K] [flags]",
-		summary: `Publish a settled operation's results message again, on purpose (to recover a
+func replayDoc() command.Doc {
+	return command.Doc{
+		Path: "replay",
+		Args: "NAME [--kind K] [flags]",
+		Arg:  "NAME",
+		Summary: `Publish a settled operation's results message again, on purpose (to recover a
 consumer), with a new replay_id attribute; the replay is recorded in the ledger and
 the operation's state is not changed. Prints the replay_id. An operation that has not
 settled has nothing to replay: exit status 1.
 
 The message goes to LROSINK_RESULTS (default stdout, where it is printed as a JSON
 line before the replay_id).`,
-		env: storeEnvDoc + "\n  LROSINK_RESULTS      stdout, file:PATH or pubsub:projects/P/topics/T (default stdout)",
-		examples: []string{
+		Env: storeEnvDoc + "\n  LROSINK_RESULTS      stdout, file:PATH or pubsub:projects/P/topics/T (default stdout)",
+		Examples: []string{
 			"lrosink replay batches/abc123",
 			"lrosink replay batches/abc123 --results pubsub:projects/my-project/topics/results",
 		},
@@ -30,24 +32,17 @@ line before the replay_id).`,
 }
 
 func runReplay(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("replay")
-	kindFlag := fs.String("kind", "", "operation `KIND` of a bare ID: batch, video or interaction")
+	fs := command.NewFlagSet("replay")
+	kind := kindFlag(fs)
 	storeFlag(fs)
 	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; default stdout)")
-	pos, err := e.parse(fs, replayDoc(), args)
+	pos, err := replayDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("replay", "want exactly one NAME, got %d arguments", len(pos))
-	}
-	kind, err := parseKindFlag("replay", *kindFlag)
+	name, err := operationName(pos[0], *kind)
 	if err != nil {
 		return err
-	}
-	name, err := opname.Normalize(pos[0], kind)
-	if err != nil {
-		return usagef("replay", "%v", err)
 	}
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {

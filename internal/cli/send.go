@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
@@ -25,20 +26,21 @@ const defaultSendURL = "http://" + defaultAddr + "/Webhook"
 // maxAnswer bounds how much of an answer send prints.
 const maxAnswer = 64 << 10
 
-func sendDoc() doc {
-	return doc{
-		cmd:  "send",
-		args: "EVENT_TYPE --id ID [--url URL] [--secret S] [--data k=v ...]",
-		summary: `Sign and send one Standard Webhooks delivery, as Gemini would, and print the HTTP status
+func sendDoc() command.Doc {
+	return command.Doc{
+		Path: "send",
+		Args: "EVENT_TYPE --id ID [--url URL] [--secret S] [--data k=v ...]",
+		Arg:  "EVENT_TYPE",
+		Summary: `Sign and send one Standard Webhooks delivery, as Gemini would, and print the HTTP status
 and the answer. The body is {"type":EVENT_TYPE,"version":"v1","timestamp":now,
 "data":{"id":ID, k:v ...}} (the --data values are strings); each run uses a new webhook-id.
 Exit status 0 on a 2xx answer, 1 otherwise.
 
 EVENT_TYPE is e.g. batch.succeeded, batch.failed, video.generated, interaction.completed;
 ID is the operation's id or name as Gemini sends it (batch_123, batches/batch_123).`,
-		env: `  LROSINK_WEBHOOK_SECRETS  the first secret signs, when --secret is not given (serve prints
+		Env: `  LROSINK_WEBHOOK_SECRETS  the first secret signs, when --secret is not given (serve prints
                            its generated dev secret on start-up when none is configured)`,
-		examples: []string{
+		Examples: []string{
 			"lrosink send batch.succeeded --id batch_123",
 			"lrosink send batch.succeeded --id batch_123 --data output_file_uri=gs://bucket/results.jsonl",
 			"lrosink send video.generated --id models/veo-3.0-generate-001/operations/xyz --url http://127.0.0.1:9000/Webhook",
@@ -47,55 +49,77 @@ ID is the operation's id or name as Gemini sends it (batch_123, batches/batch_12
 }
 
 func runSend(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("send")
+	fs := command.NewFlagSet("send")
 	id := fs.String("id", "", "the operation `ID` (data.id)")
 	target := fs.String("url", defaultSendURL, "send to `URL`")
 	secretFlag := fs.String("secret", "", "sign with `whsec_…` (default: the first of LROSINK_WEBHOOK_SECRETS, which keeps it out of the process list)")
 	data := metaValue{}
 	fs.Var(data, "data", "an extra data field `k=v`; repeatable")
-	pos, err := e.parse(fs, sendDoc(), args)
+	pos, err := sendDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) != 1:
-		return usagef("send", "want exactly one EVENT_TYPE, got %d arguments", len(pos))
-	case strings.TrimSpace(*id) == "":
-		return usagef("send", "--id is required")
+	if strings.TrimSpace(*id) == "" {
+		return command.Usagef("--id is required")
 	}
 	if _, ok := data["id"]; ok {
-		return usagef("send", "--data id=…: the id is --id")
+		return command.Usagef("--data id=…: the id is --id")
 	}
 	u, err := url.Parse(*target)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("send", "--url %q: want an absolute http(s) URL", *target)
+		return command.Usagef("--url %q: want an absolute http(s) URL", *target)
 	}
-	secret, from := *secretFlag, "--secret"
+	secret, err := signingSecret(*secretFlag, e)
+	if err != nil {
+		return err
+	}
+	now := e.now() // one instant for the body and the signature
+	body, err := deliveryBody(pos[0], *id, data, now)
+	if err != nil {
+		return err
+	}
+	return e.deliver(ctx, u, body, secret, now)
+}
+
+// signingSecret is --secret, else the first of LROSINK_WEBHOOK_SECRETS,
+// checked as the receiver checks it.
+func signingSecret(flagValue string, e *env) (string, error) {
+	secret, from := flagValue, "--secret"
 	if secret == "" {
 		from = "the first of LROSINK_WEBHOOK_SECRETS"
 		first, _, _ := strings.Cut(e.getenv("LROSINK_WEBHOOK_SECRETS"), ",")
 		secret = strings.TrimSpace(first)
 	}
 	if secret == "" {
-		return usagef("send", "no signing secret: set LROSINK_WEBHOOK_SECRETS or --secret (serve prints its dev secret on start-up)")
+		return "", command.Usagef("no signing secret: set LROSINK_WEBHOOK_SECRETS or --secret (serve prints its dev secret on start-up)")
 	}
 	// The verifier's own check; its error names neither the flag nor the
 	// value, so only where the secret came from is said.
 	if _, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: e.now}); err != nil {
-		return usagef("send", "%s is not a valid whsec_ signing secret", from)
+		return "", command.Usagef("%s is not a valid whsec_ signing secret", from)
 	}
+	return secret, nil
+}
 
+// deliveryBody is the event as Gemini sends it: data holds id and the
+// --data fields.
+func deliveryBody(eventType, id string, data metaValue, now time.Time) ([]byte, error) {
 	fields := map[string]any{}
 	for k, v := range data {
 		fields[k] = v
 	}
-	fields["id"] = strings.TrimSpace(*id)
-	now := e.now()
-	body, err := json.Marshal(map[string]any{"type": pos[0], "version": "v1",
+	fields["id"] = strings.TrimSpace(id)
+	body, err := json.Marshal(map[string]any{"type": eventType, "version": "v1",
 		"timestamp": now.UTC().Format(time.RFC3339), "data": fields})
 	if err != nil {
-		return fmt.Errorf("encode the delivery: %w", err)
+		return nil, fmt.Errorf("encode the delivery: %w", err)
 	}
+	return body, nil
+}
+
+// deliver signs body with secret at now, POSTs it to u and prints the answer; a
+// non-2xx answer is exit status 1 (the answer says why).
+func (e *env) deliver(ctx context.Context, u *url.URL, body []byte, secret string, now time.Time) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build the request: %w", err)
@@ -118,7 +142,7 @@ func runSend(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return exitStatus(exitError) // the answer printed says why
+		return command.ExitStatus(command.ExitError)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -26,15 +27,15 @@ func TestSendToServe(t *testing.T) {
 	sendEnv := map[string]string{"LROSINK_WEBHOOK_SECRETS": env["LROSINK_WEBHOOK_SECRETS"]}
 
 	r := run(t, sendEnv, "send", "batch.succeeded", "--id", "send1", "--url", url, "--data", "output_file_uri=gs://b/send1.jsonl")
-	if r.code != exitOK || !strings.HasPrefix(r.stdout, "HTTP 200") || !strings.Contains(r.stdout, `"outcome":"completed"`) {
+	if r.code != command.ExitOK || !strings.HasPrefix(r.stdout, "HTTP 200") || !strings.Contains(r.stdout, `"outcome":"completed"`) {
 		t.Fatalf("first send: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	waitFor(t, "the results line", func() bool { return strings.Count(s.stdout.String(), "\n") >= 1 })
 	r2 := run(t, sendEnv, "send", "batch.succeeded", "--id", "send1", "--url", url)
-	if r2.code != exitOK || !strings.Contains(r2.stdout, `"outcome":"duplicate"`) {
+	if r2.code != command.ExitOK || !strings.Contains(r2.stdout, `"outcome":"duplicate"`) {
 		t.Fatalf("second send: exit %d\n%s%s", r2.code, r2.stdout, r2.stderr)
 	}
-	if code := s.stop(); code != exitOK {
+	if code := s.stop(); code != command.ExitOK {
 		t.Fatalf("serve exit %d", code)
 	}
 	lines := resultLines(t, s.stdout.String())
@@ -73,7 +74,7 @@ func TestSendEnvelopeAndExitStatus(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	r := run(t, nil, "send", "video.generated", "--id", "models/veo/operations/v1", "--url", srv.URL, "--secret", secret, "--data", "k=v")
-	if r.code != exitError || !strings.HasPrefix(r.stdout, "HTTP 401") || !strings.Contains(r.stdout, "invalid-signature") {
+	if r.code != command.ExitError || !strings.HasPrefix(r.stdout, "HTTP 401") || !strings.Contains(r.stdout, "invalid-signature") {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if got.Type != "video.generated" || got.Version != "v1" || got.Timestamp == "" ||
@@ -81,7 +82,7 @@ func TestSendEnvelopeAndExitStatus(t *testing.T) {
 		t.Fatalf("envelope %+v", got)
 	}
 	status = http.StatusOK
-	if r := run(t, nil, "send", "batch.failed", "--id", "b", "--url", srv.URL, "--secret", secret); r.code != exitOK {
+	if r := run(t, nil, "send", "batch.failed", "--id", "b", "--url", srv.URL, "--secret", secret); r.code != command.ExitOK {
 		t.Fatalf("2xx: exit %d %s", r.code, r.stderr)
 	}
 }
@@ -101,7 +102,7 @@ func TestSendUsage(t *testing.T) {
 		{nil, []string{"send", "batch.succeeded", "--id", "x", "--secret", webhooktest.NewSecret(), "--url", "localhost:8080"}, "--url"},
 	} {
 		r := run(t, c.env, c.args...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+		if r.code != command.ExitUsage || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q, want 2 and %q", c.args, r.code, r.stderr, c.want)
 		}
 		if strings.Contains(r.stderr, "not base64!") {
@@ -125,7 +126,7 @@ func TestSendNobodyListening(t *testing.T) {
 	url := srv.URL
 	srv.Close()
 	r := run(t, nil, "send", "batch.succeeded", "--id", "x", "--url", url, "--secret", webhooktest.NewSecret())
-	if r.code != exitError || !strings.Contains(r.stderr, "lrosink serve") {
+	if r.code != command.ExitError || !strings.Contains(r.stderr, "lrosink serve") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/app"
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -27,11 +28,11 @@ const shutdownTimeout = 10 * time.Second
 // LROSINK_ADMIN_TOKEN is set (checkExposure).
 const defaultAddr = "127.0.0.1:8080"
 
-func serveDoc() doc {
-	return doc{
-		cmd:  "serve",
-		args: "[flags]",
-		summary: `Run every function on one HTTP server: POST /Webhook, POST /Register, POST /Reconcile,
+func serveDoc() command.Doc {
+	return command.Doc{
+		Path: "serve",
+		Args: "[flags]",
+		Summary: `Run every function on one HTTP server: POST /Webhook, POST /Register, POST /Reconcile,
 GET /healthz, GET /metrics (Prometheus) and the read-only operations console at GET /ui/. The ledger defaults to the SQLite file ./lrosink.db and results go to
 stdout as JSON lines, one per results message; stdout carries nothing else. Logs go to
 stderr as JSON. A reconcile pass runs at start-up (so claims left by a crash are retried)
@@ -45,7 +46,7 @@ in flight finish, the reconcile loop stops, work the ingest door still runs for 
 that hung up finishes (publish and DONE), then the ledger and the results sink are
 closed. Exit status 0; 1 if something was cut off (a claim it held is then seized after
 its lease by the next run).`,
-		env: `  Each flag has a variable (named in its help); a flag overrides its variable.
+		Env: `  Each flag has a variable (named in its help); a flag overrides its variable.
   PORT, HOST         when --addr is not given: listen on port $PORT (default 8080) of $HOST
                      (default 127.0.0.1); PORT alone never exposes serve beyond this machine
   LROSINK_ADMIN_TOKEN  required to listen on an address other than loopback (e.g. --addr
@@ -55,7 +56,7 @@ its lease by the next run).`,
   GEMINI_API_KEY     lets reconcile passes poll Gemini (without it they only retry claims) and
                      confirms dynamic-webhook (JWT) terminal states, which are not applied without it
   LROSINK_JWKS_URL, LROSINK_JWT_AUDIENCE, LROSINK_MAX_BODY, GOOGLE_CLOUD_PROJECT  see the contract`,
-		examples: []string{
+		Examples: []string{
 			"lrosink serve",
 			"lrosink serve > results.jsonl",
 			"LROSINK_WEBHOOK_SECRETS=whsec_... lrosink serve --addr 127.0.0.1:9000",
@@ -67,23 +68,19 @@ its lease by the next run).`,
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("serve")
+	fs := command.NewFlagSet("serve")
 	addr := fs.String("addr", "", "listen on `HOST:PORT` (default "+defaultAddr+"; $HOST and $PORT replace its parts); not loopback needs LROSINK_ADMIN_TOKEN")
 	storeFlag(fs)
 	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; default stdout)")
-	var secrets listValue
+	var secrets command.ListValue
 	fs.Var(&secrets, "webhook-secret", "accept deliveries signed with `whsec_…`; repeatable or comma-separated (env LROSINK_WEBHOOK_SECRETS, which keeps it out of the process list)")
 	fs.String("reconcile-every", "", "run a reconcile pass every `DURATION` (env LROSINK_RECONCILE_EVERY; default 1m)")
 	fs.String("grace", "", "do not poll a pending operation until `DURATION` after submission (env LROSINK_GRACE; default 90s)")
 	fs.String("stuck-after", "", "alert on operations pending longer than `DURATION` (env LROSINK_STUCK_AFTER; default 6h)")
 	fs.String("webhook-deadline", "", "answer a webhook 503 (the work goes on) when not done within `DURATION` (env LROSINK_WEBHOOK_DEADLINE; default 10s)")
 	fs.String("claim-lease", "", "seize a claim not committed within `DURATION` (env LROSINK_CLAIM_LEASE; default 10m)")
-	pos, err := e.parse(fs, serveDoc(), args)
-	if err != nil {
+	if _, err := serveDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("serve", "unexpected argument %q", pos[0])
 	}
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {
@@ -103,7 +100,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	// anything listens; a failure here is the configuration's (exit 2).
 	a, err := e.newApp(ctx, cfg, log, true)
 	if err != nil {
-		return &configError{err: err}
+		return &command.ConfigError{Err: err}
 	}
 	if devSecret != "" {
 		// A plain line, never a log record: log pipelines keep records, and
@@ -144,12 +141,12 @@ func checkExposure(addr, token string) error {
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return &configError{err: fmt.Errorf("listen address %q: %w", addr, err)}
+		return &command.ConfigError{Err: fmt.Errorf("listen address %q: %w", addr, err)}
 	}
 	if loopback(host) {
 		return nil
 	}
-	return &configError{err: fmt.Errorf("listen address %q is not loopback: set LROSINK_ADMIN_TOKEN (then /Register and /Reconcile require Authorization: Bearer <token>), or listen on 127.0.0.1", addr)}
+	return &command.ConfigError{Err: fmt.Errorf("listen address %q is not loopback: set LROSINK_ADMIN_TOKEN (then /Register and /Reconcile require Authorization: Bearer <token>), or listen on 127.0.0.1", addr)}
 }
 
 func loopback(host string) bool {

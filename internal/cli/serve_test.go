@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 )
@@ -90,7 +91,7 @@ func TestServeDevSecret(t *testing.T) {
 		t.Fatalf("delivery signed with the dev secret: %d", resp.StatusCode)
 	}
 	waitFor(t, "the results line", func() bool { return strings.Count(s.stdout.String(), "\n") >= 1 })
-	if code := s.stop(); code != exitOK {
+	if code := s.stop(); code != command.ExitOK {
 		t.Fatalf("serve exit %d after cancel", code)
 	}
 	lines := resultLines(t, s.stdout.String())

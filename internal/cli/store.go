@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lrosink/lrosink/internal/app"
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -70,7 +71,7 @@ func loadConfig(getenv func(string) string, fs *flag.FlagSet) (config.Config, er
 			}
 		}
 	}
-	return cfg, &configError{err: errors.New(strings.Join(lines, "\n"))}
+	return cfg, &command.ConfigError{Err: errors.New(strings.Join(lines, "\n"))}
 }
 
 // openers is cmd/lrosink's set of schemes: the container's plus sqlite:.
@@ -80,10 +81,19 @@ func openers(mustExist bool) urlopen.Openers {
 	return urlopen.Cloud(sqliteurl.Scheme(mustExist))
 }
 
-// openLedger opens the configured ledger for the read commands, which need
-// no sink (so `ops list` works without Pub/Sub credentials).
-func openLedger(ctx context.Context, cfg config.Config) (ledger.Ledger, func() error, error) {
-	return openers(true).Stores.Open(ctx, cfg.Store, cfg.URLEnv(nil))
+// openReadLedger opens the configured ledger (fs's flags over the
+// environment) for the read commands, which need no sink (so `ops list`
+// works without Pub/Sub credentials). Closing it has nothing to flush.
+func (e *env) openReadLedger(ctx context.Context, fs *flag.FlagSet) (ledger.Ledger, config.Config, func(), error) {
+	cfg, err := loadConfig(e.getenv, fs)
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	l, closeFn, err := openers(true).Stores.Open(ctx, cfg.Store, cfg.URLEnv(nil))
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	return l, cfg, func() { _ = closeFn() }, nil
 }
 
 // newApp builds the App: the ingest door, sink and reconciler on the

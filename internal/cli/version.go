@@ -4,26 +4,23 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/lrosink/lrosink/internal/cli/command"
 )
 
-func versionDoc() doc {
-	return doc{
-		cmd:  "version",
-		args: "",
-		summary: `Print the module version and the VCS revision this binary was built from (from the
+func versionDoc() command.Doc {
+	return command.Doc{
+		Path: "version",
+		Summary: `Print the module version and the VCS revision this binary was built from (from the
 Go build information): a release tag when installed with go install ...@vX.Y.Z, the
 commit (with +modified for local changes) when built with go build in a checkout.`,
-		examples: []string{"lrosink version", "lrosink --version"},
+		Examples: []string{"lrosink version", "lrosink --version"},
 	}
 }
 
 func runVersion(_ context.Context, e *env, args []string) error {
-	pos, err := e.parse(newFlagSet("version"), versionDoc(), args)
-	if err != nil {
+	if _, err := versionDoc().Parse(e.stdout, command.NewFlagSet("version"), args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("version", "unexpected argument %q", pos[0])
 	}
 	bi, _ := debug.ReadBuildInfo()
 	fmt.Fprintln(e.stdout, versionLine(bi))

@@ -1,4 +1,4 @@
-package webhooksadmin
+package webhooks
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
 	"github.com/googleapis/gax-go/v2"
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -122,13 +123,13 @@ type secretTarget struct {
 // is asked of Gemini: a secret must not be issued that then cannot be
 // stored because, say, there are no Google Cloud credentials. The returned
 // func releases the writer.
-func (r *runner) secretTarget(ctx context.Context, cmd, name string) (secretTarget, func(), error) {
+func (r *runner) secretTarget(ctx context.Context, name string) (secretTarget, func(), error) {
 	noop := func() {}
 	if name == "" {
 		return secretTarget{}, noop, nil
 	}
 	if !validSecretName(name) {
-		return secretTarget{}, noop, usagef(cmd, "--secret %q: want projects/PROJECT/secrets/SECRET (no /versions/: a new version is added)", name)
+		return secretTarget{}, noop, command.Usagef("--secret %q: want projects/PROJECT/secrets/SECRET (no /versions/: a new version is added)", name)
 	}
 	if r.deps.SecretWriter != nil {
 		return secretTarget{name: name, writer: r.deps.SecretWriter}, noop, nil

@@ -1,13 +1,15 @@
-package webhooksadmin
+package webhooks
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/genai"
 	"google.golang.org/genai/interactions"
 	"google.golang.org/genai/interactions/models/apierrors"
@@ -122,12 +124,32 @@ func maybeApplied(err error) bool {
 	return code == 0 || code >= 500
 }
 
+// webhookError says what failed on webhook id; a 404 means there is no
+// such webhook (also the answer to a retried delete whose first attempt
+// deleted it). err has been through describe.
+func webhookError(id string, err error) error {
+	if statusOf(err) == http.StatusNotFound {
+		return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
+	}
+	return fmt.Errorf("webhook %s: %w", id, err)
+}
+
+// parseID parses the command line of a subcommand that acts on one webhook
+// (d.Arg) and returns its ID.
+func (r *runner) parseID(d command.Doc, fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := d.Parse(r.stdout, fs, args)
+	if err != nil {
+		return "", err
+	}
+	return webhookID(pos[0])
+}
+
 // webhookID accepts a bare id or the "webhooks/ID" resource-name form (the
 // JS SDK's docs use it) and rejects what would change the request path.
-func webhookID(cmd, arg string) (string, error) {
+func webhookID(arg string) (string, error) {
 	id := strings.TrimPrefix(strings.TrimSpace(arg), "webhooks/")
 	if id == "" || strings.ContainsAny(id, "/:?#% ") {
-		return "", usagef(cmd, "invalid webhook ID %q (see 'lrosink webhooks list')", arg)
+		return "", command.Usagef("invalid webhook ID %q (see 'lrosink webhooks list')", arg)
 	}
 	return id, nil
 }

@@ -1,4 +1,4 @@
-package webhooksadmin
+package webhooks
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/genai/interactions/models/operations"
 	"google.golang.org/genai/interactions/models/webhooks"
 )
@@ -23,11 +24,12 @@ func contractEvents() []string {
 	}
 }
 
-func createDoc() doc {
-	return doc{
-		cmd:  "create",
-		args: "--uri URL [--events E1,E2,...] [--name NAME] [--secret projects/P/secrets/S]",
-		summary: `Register a webhook with Gemini for this API key's project. Gemini then POSTs the
+func createDoc() command.Doc {
+	return command.Doc{
+		Path: "webhooks create",
+		Env:  envDoc,
+		Args: "--uri URL [--events E1,E2,...] [--name NAME] [--secret projects/P/secrets/S]",
+		Summary: `Register a webhook with Gemini for this API key's project. Gemini then POSTs the
 subscribed events to URL, signed with a new signing secret that it shows only
 this once:
   - with --secret, the secret becomes a new version of that Secret Manager secret
@@ -39,7 +41,7 @@ The default events are all nine lrosink handles. The two *.cancelled events are
 documented but the API has been seen to reject them; if create fails on them,
 subscribe without them: lrosink's reconcile pass still settles cancelled
 operations by polling.`,
-		examples: []string{
+		Examples: []string{
 			"lrosink webhooks create --uri https://lrosink-webhook-xyz.a.run.app/ --secret projects/my-proj/secrets/lrosink-webhook-secrets",
 			"lrosink webhooks create --uri https://hooks.example.com/gemini --name lrosink-prod",
 			"lrosink webhooks create --uri https://hooks.example.com/gemini --events batch.succeeded,batch.failed,batch.expired",
@@ -48,18 +50,14 @@ operations by polling.`,
 }
 
 func runCreate(ctx context.Context, r *runner, args []string) error {
-	fs := newFlagSet("create")
+	fs := command.NewFlagSet("create")
 	uri := fs.String("uri", "", "HTTPS `URL` Gemini delivers events to (required)")
-	var events listValue
+	var events command.ListValue
 	fs.Var(&events, "events", "`EVENTS` to subscribe to, comma-separated or repeated (default: all nine: "+strings.Join(contractEvents(), ",")+")")
 	name := fs.String("name", "", "display `NAME` of the webhook")
 	secret := fs.String("secret", "", "store the signing secret as a new version of this Secret Manager `SECRET` (projects/P/secrets/S) instead of printing it")
-	pos, err := r.parse(fs, createDoc(), args)
-	if err != nil {
+	if _, err := createDoc().Parse(r.stdout, fs, args); err != nil {
 		return err
-	}
-	if len(pos) != 0 {
-		return usagef("create", "unexpected arguments %q", pos)
 	}
 	if err := checkURI(*uri); err != nil {
 		return err
@@ -77,7 +75,7 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 	if err != nil {
 		return err
 	}
-	target, release, err := r.secretTarget(ctx, "create", *secret)
+	target, release, err := r.secretTarget(ctx, *secret)
 	if err != nil {
 		return err
 	}
@@ -117,11 +115,11 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 // fires.
 func checkURI(raw string) error {
 	if raw == "" {
-		return usagef("create", "--uri is required")
+		return command.Usagef("--uri is required")
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return usagef("create", "--uri %q: want an absolute https:// URL (Gemini delivers only to https)", raw)
+		return command.Usagef("--uri %q: want an absolute https:// URL (Gemini delivers only to https)", raw)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package webhooksadmin
+package webhooks
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/genai/interactions/models/operations"
 	"google.golang.org/genai/interactions/models/webhooks"
 )
@@ -19,14 +20,15 @@ const listPageSize = 100
 // maxListPages stops a server that keeps returning a next page token.
 const maxListPages = 10000
 
-func listDoc() doc {
-	return doc{
-		cmd:  "list",
-		args: "[--json]",
-		summary: `List every webhook of this API key's project, all pages: ID, NAME, URI, STATE,
+func listDoc() command.Doc {
+	return command.Doc{
+		Path: "webhooks list",
+		Env:  envDoc,
+		Args: "[--json]",
+		Summary: `List every webhook of this API key's project, all pages: ID, NAME, URI, STATE,
 EVENTS and the signing secrets in the truncated form the API shows
 (whsec_...abcd, with the expiry of a secret that is being rotated out).`,
-		examples: []string{
+		Examples: []string{
 			"lrosink webhooks list",
 			"lrosink webhooks list --json | jq -r '.[].id'",
 		},
@@ -69,14 +71,10 @@ func viewOf(w webhooks.Webhook) webhookView {
 }
 
 func runList(ctx context.Context, r *runner, args []string) error {
-	fs := newFlagSet("list")
+	fs := command.NewFlagSet("list")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
-	pos, err := r.parse(fs, listDoc(), args)
-	if err != nil {
+	if _, err := listDoc().Parse(r.stdout, fs, args); err != nil {
 		return err
-	}
-	if len(pos) != 0 {
-		return usagef("list", "unexpected arguments %q", pos)
 	}
 	wh, err := r.webhooksClient(ctx)
 	if err != nil {

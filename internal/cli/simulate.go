@@ -1,21 +1,23 @@
-package simulate
+package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/simulate"
 	"github.com/lrosink/lrosink/internal/urlopen"
-	"github.com/lrosink/lrosink/internal/urlopen/sqliteurl"
 )
 
-const usage = `Usage: lrosink simulate [flags]
-
-Runs the real webhook handler, reconcile pass, ingest door and store against a
+func simulateDoc() command.Doc {
+	return command.Doc{
+		Path: "simulate",
+		Args: "[flags]",
+		Summary: `Runs the real webhook handler, reconcile pass, ingest door and store against a
 built-in fake Gemini API, with a seeded workload of duplicated, reordered,
 delayed and dropped deliveries and injected crashes, store errors, publish
 errors, expiring leases, metadata a Firestore map cannot hold and poison
@@ -36,23 +38,22 @@ webhook disabled for a while mid-run; then checks the invariants:
   6. poison operations stay pending, are rescheduled with backoff and alerted;
   7. stuck alerts follow their schedule; a disabled webhook is alerted once,
      its recovery logged once, and polling runs at the minimum interval meanwhile.
-Exit status 1 on any violation.
+Exit status 1 on any violation.`,
+		Env: `  FIRESTORE_EMULATOR_HOST  required by --store firestore (the simulator writes thousands of documents)
+  GOOGLE_CLOUD_PROJECT, LROSINK_FIRESTORE_DATABASE  for --store firestore`,
+		Examples: []string{
+			"lrosink simulate --ops 1000 --seed 7",
+			"lrosink simulate --store firestore --results pubsub:projects/P/topics/T   (uses the emulators)",
+			"lrosink simulate --ops 10000 --json > report.json",
+		},
+	}
+}
 
-Examples:
-  lrosink simulate --ops 1000 --seed 7
-  lrosink simulate --store firestore --results pubsub:projects/P/topics/T   (uses the emulators)
-  lrosink simulate --ops 10000 --json > report.json
-
-Flags:
-`
-
-// Command is `lrosink simulate`: it parses args, runs, prints the report
-// and returns the exit status (0 ok, 1 violation or failure, 2 usage).
-func Command(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	o := Defaults()
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+// runSimulate is `lrosink simulate`: it runs the simulator (package
+// simulate) and prints its report; a violation is exit status 1.
+func runSimulate(ctx context.Context, e *env, args []string) error {
+	o := simulate.Defaults()
+	fs := command.NewFlagSet("simulate")
 	fs.IntVar(&o.Ops, "ops", o.Ops, "number of operations")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed: the same seed gives the same workload and fault plan")
 	fs.Float64Var(&o.Dup, "dup", o.Dup, "chance of each extra copy of a delivery")
@@ -72,61 +73,48 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	fs.DurationVar(&o.WebhookOutage, "webhook-outage", o.WebhookOutage,
 		"how long Gemini disables the project webhook mid-run (nothing delivered; 0: none)")
 	fs.DurationVar(&o.Horizon, "horizon", o.Horizon, "simulated time span")
-	store := fs.String("store", "sqlite", "sqlite (a temporary file), sqlite:PATH, or firestore (needs FIRESTORE_EMULATOR_HOST; project GOOGLE_CLOUD_PROJECT, else lrosink-local)")
-	results := fs.String("results", "", "also send results to pubsub:projects/P/topics/T, file:PATH or stdout")
+	store := fs.String("store", "sqlite", "ledger `STORE`: sqlite (a temporary file), sqlite:PATH, or firestore (needs FIRESTORE_EMULATOR_HOST; project GOOGLE_CLOUD_PROJECT, else lrosink-local)")
+	results := fs.String("results", "", "also send results to `SPEC`: pubsub:projects/P/topics/T, file:PATH or stdout")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress bar")
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" {
-			fs.SetOutput(stdout) // help is the answer, not an error
-			fs.Usage()
-			return 0
-		}
+	if _, err := simulateDoc().Parse(e.stdout, fs, args); err != nil {
+		return err
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "lrosink simulate: unexpected arguments; see --help")
-		return 2
-	}
+	// Validate names the flag at fault: one line, before anything runs.
 	if err := o.Validate(); err != nil {
-		fmt.Fprintln(stderr, "lrosink simulate:", err)
-		return 2
+		return &command.ConfigError{Err: err}
 	}
 	if !*quiet && !*asJSON {
-		o.Progress = stderr
+		o.Progress = e.stderr
 	}
-	b, closeFn, err := openBackend(ctx, *store, *results, stdout, getenv)
+	b, closeFn, err := openSimulateBackend(ctx, *store, *results, e.stdout, e.getenv)
 	if err != nil {
-		fmt.Fprintln(stderr, "lrosink simulate:", err)
-		return 1
+		return err
 	}
 	defer closeFn()
-	rep, err := Run(ctx, o, b)
+	rep, err := simulate.Run(ctx, o, b)
 	if err != nil {
-		fmt.Fprintln(stderr, "lrosink simulate:", err)
-		return 1
+		return err
 	}
 	if *asJSON {
-		err = rep.WriteJSON(stdout)
+		err = rep.WriteJSON(e.stdout)
 	} else {
-		err = rep.WriteText(stdout)
+		err = rep.WriteText(e.stdout)
 	}
-	if err != nil || !rep.OK() {
-		return 1
+	switch {
+	case err != nil:
+		return fmt.Errorf("write the report: %w", err)
+	case !rep.OK():
+		return command.ExitStatus(command.ExitError) // the report says which invariant failed
 	}
-	return 0
+	return nil
 }
 
-// openBackend opens the store and the optional results sink through the
-// same registry of schemes as `lrosink serve` (internal/urlopen), so a value
+// openSimulateBackend opens the store and the optional results sink through
+// the same registry of schemes as `lrosink serve` (openers), so a value
 // means the same here; "sqlite" alone is a temporary database.
-func openBackend(ctx context.Context, store, results string, stdout io.Writer, getenv func(string) string) (Backend, func(), error) {
-	var b Backend
+func openSimulateBackend(ctx context.Context, store, results string, stdout io.Writer, getenv func(string) string) (simulate.Backend, func(), error) {
+	var b simulate.Backend
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -146,7 +134,7 @@ func openBackend(ctx context.Context, store, results string, stdout io.Writer, g
 	if store == "firestore" && env.FirestoreEmulatorHost == "" {
 		return b, closeAll, fmt.Errorf("--store firestore needs FIRESTORE_EMULATOR_HOST: the simulator writes thousands of documents; run it against the emulator")
 	}
-	o := urlopen.Cloud(sqliteurl.Scheme(false))
+	o := openers(false)
 	l, closeLedger, err := o.Stores.Open(ctx, store, env)
 	if err != nil {
 		closeAll()
@@ -154,7 +142,7 @@ func openBackend(ctx context.Context, store, results string, stdout io.Writer, g
 	}
 	closers = append(closers, func() { _ = closeLedger() })
 	name, _, _ := strings.Cut(store, ":")
-	b = Backend{Name: name, Ledger: l}
+	b = simulate.Backend{Name: name, Ledger: l}
 	if s, ok := l.(*fsledger.Store); ok {
 		b.Counts = func() (int64, int64) { r, w, _ := s.Counts().Snapshot(); return r, w }
 	}

@@ -1,19 +1,21 @@
-package webhooksadmin
+package webhooks
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 
+	"github.com/lrosink/lrosink/internal/cli/command"
 	"google.golang.org/genai/interactions/models/operations"
 	"google.golang.org/genai/interactions/models/webhooks"
 )
 
-func rotateDoc() doc {
-	return doc{
-		cmd:  "rotate",
-		args: "ID [--revoke-now] [--secret projects/P/secrets/S]",
-		summary: `Issue a new signing secret for webhook ID. By default Gemini keeps accepting
+func rotateDoc() command.Doc {
+	return command.Doc{
+		Path: "webhooks rotate",
+		Arg:  "webhook ID",
+		Env:  envDoc,
+		Args: "ID [--revoke-now] [--secret projects/P/secrets/S]",
+		Summary: `Issue a new signing secret for webhook ID. By default Gemini keeps accepting
 the previous secrets for 24 hours (revoke_previous_secrets_after_h24); with
 --revoke-now they stop at once (revoke_previous_secrets_immediately).
 
@@ -25,7 +27,7 @@ version, so lrosink accepts both during the overlap (only the new one with
 Without --secret, give lrosink both secrets during the 24 h overlap,
 comma-separated, new first (LROSINK_WEBHOOK_SECRETS=whsec_NEW,whsec_OLD): it
 accepts a delivery signed with any of them. Lost the secret? Rotate again.`,
-		examples: []string{
+		Examples: []string{
 			"lrosink webhooks rotate wh_123 --secret projects/my-proj/secrets/lrosink-webhook-secrets",
 			"lrosink webhooks rotate wh_123",
 			"lrosink webhooks rotate wh_123 --revoke-now   # after a leak",
@@ -34,17 +36,10 @@ accepts a delivery signed with any of them. Lost the secret? Rotate again.`,
 }
 
 func runRotate(ctx context.Context, r *runner, args []string) error {
-	fs := newFlagSet("rotate")
+	fs := command.NewFlagSet("rotate")
 	revokeNow := fs.Bool("revoke-now", false, "revoke the previous secrets immediately instead of after 24 h (deliveries signed with them fail at once)")
 	secret := fs.String("secret", "", "store the new secret as a new version of this Secret Manager `SECRET` (projects/P/secrets/S) instead of printing it")
-	pos, err := r.parse(fs, rotateDoc(), args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("rotate", "want exactly one webhook ID, got %d arguments", len(pos))
-	}
-	id, err := webhookID("rotate", pos[0])
+	id, err := r.parseID(rotateDoc(), fs, args)
 	if err != nil {
 		return err
 	}
@@ -52,7 +47,7 @@ func runRotate(ctx context.Context, r *runner, args []string) error {
 	if err != nil {
 		return err
 	}
-	target, release, err := r.secretTarget(ctx, "rotate", *secret)
+	target, release, err := r.secretTarget(ctx, *secret)
 	if err != nil {
 		return err
 	}
@@ -67,15 +62,11 @@ func runRotate(ctx context.Context, r *runner, args []string) error {
 		Body: webhooks.RotateSigningSecretRequest{RevocationBehavior: &behavior},
 	}, noRetries())
 	if err != nil {
-		err = describe(err)
-		switch {
-		case statusOf(err) == http.StatusNotFound:
-			return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
-		case maybeApplied(err):
+		if err = describe(err); maybeApplied(err) {
 			return fmt.Errorf("webhook %s: %w\nThe secret may have been rotated anyway, and the new one was never shown: "+
 				"rotate again (the 24 h overlap keeps the current secret valid meanwhile)", id, err)
 		}
-		return fmt.Errorf("webhook %s: %w", id, err)
+		return webhookError(id, err)
 	}
 	newSecret := deref(resp.GetWebhookRotateSigningSecretResponse().GetSecret())
 	if newSecret == "" {
@@ -116,29 +107,23 @@ func (r *runner) rotationReminder(t secretTarget, revokedNow bool, kept int) {
 	r.warnf("%s", msg)
 }
 
-func pingDoc() doc {
-	return doc{
-		cmd:  "ping",
-		args: "ID",
-		summary: `Ask Gemini to send a test event to webhook ID, to check delivery and signing
+func pingDoc() command.Doc {
+	return command.Doc{
+		Path: "webhooks ping",
+		Arg:  "webhook ID",
+		Env:  envDoc,
+		Args: "ID",
+		Summary: `Ask Gemini to send a test event to webhook ID, to check delivery and signing
 end to end. lrosink answers 2xx to a correctly signed test event; check its
 logs (or the 401 metric) to see the result.`,
-		examples: []string{
+		Examples: []string{
 			"lrosink webhooks ping wh_123",
 		},
 	}
 }
 
 func runPing(ctx context.Context, r *runner, args []string) error {
-	fs := newFlagSet("ping")
-	pos, err := r.parse(fs, pingDoc(), args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("ping", "want exactly one webhook ID, got %d arguments", len(pos))
-	}
-	id, err := webhookID("ping", pos[0])
+	id, err := r.parseID(pingDoc(), command.NewFlagSet("ping"), args)
 	if err != nil {
 		return err
 	}
@@ -148,11 +133,7 @@ func runPing(ctx context.Context, r *runner, args []string) error {
 	}
 	// An explicit empty body: {} is what the API is known to accept (GEMINI.md §3).
 	if _, err := wh.Ping(ctx, operations.PingWebhookRequest{ID: id, Body: &webhooks.PingWebhookRequest{}}); err != nil {
-		err = describe(err)
-		if statusOf(err) == http.StatusNotFound {
-			return fmt.Errorf("webhook %s: no such webhook (see 'lrosink webhooks list'): %w", id, err)
-		}
-		return fmt.Errorf("webhook %s: %w", id, err)
+		return webhookError(id, describe(err))
 	}
 	fmt.Fprintf(r.stdout, "Ping sent to webhook %s: Gemini delivers a test event to its URI\n", id)
 	return nil

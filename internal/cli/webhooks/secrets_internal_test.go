@@ -1,4 +1,4 @@
-package webhooksadmin
+package webhooks
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package webhooksadmin_test
+package webhooks_test
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/cli/webhooks"
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/webhooksadmin"
 )
 
 // memWriter is an in-memory SecretWriter; fail makes AddVersion fail.
@@ -80,10 +80,10 @@ type result struct {
 	stdout, stderr string
 }
 
-func (e *env) run(t *testing.T, deps webhooksadmin.Deps, args ...string) result {
+func (e *env) run(t *testing.T, deps webhooks.Deps, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := webhooksadmin.CommandWith(context.Background(), args, &stdout, &stderr, e.getenv, deps)
+	code := webhooks.CommandWith(context.Background(), args, &stdout, &stderr, e.getenv, deps)
 	return result{code, stdout.String(), stderr.String()}
 }
 
@@ -102,7 +102,7 @@ func (e *env) onlyWebhook(t *testing.T) fakegemini.Webhook {
 func (e *env) create(t *testing.T, uri string) string {
 	t.Helper()
 	before := len(e.fake.Webhooks())
-	res := e.run(t, webhooksadmin.Deps{SecretWriter: &memWriter{}}, "create", "--uri", uri, "--secret", "projects/p/secrets/setup")
+	res := e.run(t, webhooks.Deps{SecretWriter: &memWriter{}}, "create", "--uri", uri, "--secret", "projects/p/secrets/setup")
 	hooks := e.fake.Webhooks()
 	if res.code != 0 || len(hooks) != before+1 {
 		t.Fatalf("setup create: exit %d, stderr:\n%s", res.code, res.stderr)
@@ -142,7 +142,7 @@ var allEvents = []any{
 
 func TestCreatePrintsTheSecretOnceOnStdout(t *testing.T) {
 	e := newEnv(t)
-	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook",
+	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://example.com/hook",
 		"--events", "batch.succeeded,batch.failed", "--name", "prod")
 	if res.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
@@ -184,7 +184,7 @@ func TestCreatePrintsTheSecretOnceOnStdout(t *testing.T) {
 
 func TestCreateDefaultsToAllContractEvents(t *testing.T) {
 	e := newEnv(t)
-	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook")
+	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://example.com/hook")
 	if res.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
@@ -205,7 +205,7 @@ func TestCreateStoresTheSecretInSecretManager(t *testing.T) {
 	e := newEnv(t)
 	mem := &memWriter{}
 	const name = "projects/p1/secrets/lrosink-webhook"
-	res := e.run(t, webhooksadmin.Deps{SecretWriter: mem}, "create", "--uri", "https://example.com/hook", "--secret", name)
+	res := e.run(t, webhooks.Deps{SecretWriter: mem}, "create", "--uri", "https://example.com/hook", "--secret", name)
 	if res.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
@@ -233,10 +233,10 @@ func TestCreateSecretManagerFailureKeepsTheSecret(t *testing.T) {
 	mem := &memWriter{}
 	mem.fail = errors.New("permission denied on the payload")
 	failing := &echoingWriter{}
-	for _, w := range []webhooksadmin.SecretWriter{mem, failing} {
+	for _, w := range []webhooks.SecretWriter{mem, failing} {
 		e.fake = fakegemini.New()
 		e.url = e.fake.Start(t).URL
-		res := e.run(t, webhooksadmin.Deps{SecretWriter: w}, "create", "--uri", "https://example.com/hook", "--secret", "projects/p/secrets/s")
+		res := e.run(t, webhooks.Deps{SecretWriter: w}, "create", "--uri", "https://example.com/hook", "--secret", "projects/p/secrets/s")
 		if res.code != 1 {
 			t.Fatalf("%T: exit %d, want 1; stderr:\n%s", w, res.code, res.stderr)
 		}
@@ -286,7 +286,7 @@ func TestCreateRejectedCancelledEventsSuggestsDroppingThem(t *testing.T) {
 	t.Cleanup(front.Close)
 	e.url = front.URL
 
-	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook")
+	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://example.com/hook")
 	if res.code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", res.code, res.stderr)
 	}
@@ -304,7 +304,7 @@ func TestCreateRejectedCancelledEventsSuggestsDroppingThem(t *testing.T) {
 	}
 
 	// The suggested command works.
-	res = e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook",
+	res = e.run(t, webhooks.Deps{}, "create", "--uri", "https://example.com/hook",
 		"--events", "batch.succeeded,batch.failed,batch.expired,interaction.requires_action,interaction.completed,interaction.failed,video.generated")
 	if res.code != 0 {
 		t.Fatalf("create without cancelled events: exit %d, stderr:\n%s", res.code, res.stderr)
@@ -314,7 +314,7 @@ func TestCreateRejectedCancelledEventsSuggestsDroppingThem(t *testing.T) {
 func TestCreateDoesNotRetryAndWarnsTheWebhookMayExist(t *testing.T) {
 	e := newEnv(t)
 	e.fake.FailNext("/v1beta/webhooks", http.StatusInternalServerError, 1)
-	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://example.com/hook")
+	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://example.com/hook")
 	if res.code != 1 {
 		t.Fatalf("exit %d, want 1", res.code)
 	}
@@ -340,7 +340,7 @@ func TestRotate(t *testing.T) {
 			e := newEnv(t)
 			id := e.create(t, "https://example.com/hook")
 			// Flags after the ID, as an operator types them.
-			res := e.run(t, webhooksadmin.Deps{}, append([]string{"rotate", id}, tc.flag...)...)
+			res := e.run(t, webhooks.Deps{}, append([]string{"rotate", id}, tc.flag...)...)
 			if res.code != 0 {
 				t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 			}
@@ -375,7 +375,7 @@ func TestRotateStoresTheSecretInSecretManager(t *testing.T) {
 	id := e.create(t, "https://example.com/hook")
 	mem := &memWriter{}
 	const name = "projects/p1/secrets/lrosink-webhook"
-	res := e.run(t, webhooksadmin.Deps{SecretWriter: mem}, "rotate", "--secret", name, "webhooks/"+id)
+	res := e.run(t, webhooks.Deps{SecretWriter: mem}, "rotate", "--secret", name, "webhooks/"+id)
 	if res.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
@@ -395,7 +395,7 @@ func TestRotateStoresTheSecretInSecretManager(t *testing.T) {
 
 func TestRotateUnknownWebhook(t *testing.T) {
 	e := newEnv(t)
-	res := e.run(t, webhooksadmin.Deps{}, "rotate", "nope")
+	res := e.run(t, webhooks.Deps{}, "rotate", "nope")
 	if res.code != 1 || !strings.Contains(res.stderr, "no such webhook") {
 		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
@@ -404,7 +404,7 @@ func TestRotateUnknownWebhook(t *testing.T) {
 func TestPing(t *testing.T) {
 	e := newEnv(t)
 	id := e.create(t, "https://example.com/hook")
-	res := e.run(t, webhooksadmin.Deps{}, "ping", id)
+	res := e.run(t, webhooks.Deps{}, "ping", id)
 	if res.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
@@ -426,15 +426,15 @@ func TestPing(t *testing.T) {
 func TestListTable(t *testing.T) {
 	e := newEnv(t)
 	a := e.create(t, "https://a.example.com/hook")
-	res := e.run(t, webhooksadmin.Deps{}, "create", "--uri", "https://b.example.com/hook", "--name", "bee", "--events", "batch.failed")
+	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://b.example.com/hook", "--name", "bee", "--events", "batch.failed")
 	if res.code != 0 {
 		t.Fatal(res.stderr)
 	}
-	if res := e.run(t, webhooksadmin.Deps{}, "rotate", a); res.code != 0 {
+	if res := e.run(t, webhooks.Deps{}, "rotate", a); res.code != 0 {
 		t.Fatal(res.stderr)
 	}
 
-	res = e.run(t, webhooksadmin.Deps{}, "list")
+	res = e.run(t, webhooks.Deps{}, "list")
 	if res.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
@@ -488,7 +488,7 @@ func TestListJSONPagesThroughEverything(t *testing.T) {
 		}
 		_ = resp.Body.Close()
 	}
-	res := e.run(t, webhooksadmin.Deps{}, "list", "--json")
+	res := e.run(t, webhooks.Deps{}, "list", "--json")
 	if res.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
@@ -524,10 +524,11 @@ func TestMissingAPIKey(t *testing.T) {
 		{"list"},
 		{"rotate", "wh1"},
 		{"ping", "wh1"},
+		{"delete", "wh1"},
 	} {
 		e := newEnv(t)
 		e.apiKey = ""
-		res := e.run(t, webhooksadmin.Deps{SecretWriter: &memWriter{}}, args...)
+		res := e.run(t, webhooks.Deps{SecretWriter: &memWriter{}}, args...)
 		if res.code != 1 || !strings.Contains(res.stderr, "GEMINI_API_KEY") {
 			t.Errorf("%v: exit %d, stderr %q; want 1 naming GEMINI_API_KEY", args, res.code, res.stderr)
 		}
@@ -559,8 +560,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"rotate", "a/b"}, 2, "invalid webhook ID"},
 		{[]string{"ping", "a", "b"}, 2, "exactly one webhook ID"},
 		{[]string{"list", "--bogus"}, 2, "bogus"},
+		{[]string{"delete"}, 2, "exactly one webhook ID"},
+		{[]string{"delete", "a/b"}, 2, "invalid webhook ID"},
+		{[]string{"delete", "--help"}, 0, "lrosink webhooks delete wh_123"},
 	} {
-		res := e.run(t, webhooksadmin.Deps{}, tc.args...)
+		res := e.run(t, webhooks.Deps{}, tc.args...)
 		out := res.stderr
 		if tc.code == 0 {
 			out = res.stdout
@@ -591,7 +595,7 @@ func TestNoSecretOrKeyLeaks(t *testing.T) {
 		}
 	}
 	var results []result
-	run := func(deps webhooksadmin.Deps, args ...string) result {
+	run := func(deps webhooks.Deps, args ...string) result {
 		res := e.run(t, deps, args...)
 		collect()
 		results = append(results, res)
@@ -599,9 +603,9 @@ func TestNoSecretOrKeyLeaks(t *testing.T) {
 	}
 
 	mem := &memWriter{}
-	sm := webhooksadmin.Deps{SecretWriter: mem}
-	failing := webhooksadmin.Deps{SecretWriter: &echoingWriter{}}
-	run(webhooksadmin.Deps{}, "create", "--uri", "https://example.com/a", "--name", "a")
+	sm := webhooks.Deps{SecretWriter: mem}
+	failing := webhooks.Deps{SecretWriter: &echoingWriter{}}
+	run(webhooks.Deps{}, "create", "--uri", "https://example.com/a", "--name", "a")
 	run(sm, "create", "--uri", "https://example.com/b", "--secret", "projects/p/secrets/s")
 	run(failing, "create", "--uri", "https://example.com/c", "--secret", "projects/p/secrets/s")
 	hooks := e.fake.Webhooks()
@@ -609,20 +613,20 @@ func TestNoSecretOrKeyLeaks(t *testing.T) {
 		t.Fatalf("%d webhooks, want 3", len(hooks))
 	}
 	id := hooks[0].ID
-	run(webhooksadmin.Deps{}, "list")
-	run(webhooksadmin.Deps{}, "list", "--json")
-	run(webhooksadmin.Deps{}, "rotate", id)
+	run(webhooks.Deps{}, "list")
+	run(webhooks.Deps{}, "list", "--json")
+	run(webhooks.Deps{}, "rotate", id)
 	run(sm, "rotate", id, "--secret", "projects/p/secrets/s")
 	run(failing, "rotate", id, "--revoke-now", "--secret", "projects/p/secrets/s")
-	run(webhooksadmin.Deps{}, "rotate", id, "--revoke-now")
-	run(webhooksadmin.Deps{}, "ping", id)
-	run(webhooksadmin.Deps{}, "ping", "missing")
-	run(webhooksadmin.Deps{}, "rotate", "missing")
-	run(webhooksadmin.Deps{}, "create", "--help")
+	run(webhooks.Deps{}, "rotate", id, "--revoke-now")
+	run(webhooks.Deps{}, "ping", id)
+	run(webhooks.Deps{}, "ping", "missing")
+	run(webhooks.Deps{}, "rotate", "missing")
+	run(webhooks.Deps{}, "create", "--help")
 	e.fake.FailNext("", http.StatusInternalServerError, 1)
-	run(webhooksadmin.Deps{}, "rotate", id)
+	run(webhooks.Deps{}, "rotate", id)
 	e.fake.FailNext("", http.StatusBadRequest, 1)
-	run(webhooksadmin.Deps{}, "list")
+	run(webhooks.Deps{}, "list")
 
 	// 3 creates + 4 successful rotations, each a distinct secret.
 	if len(secrets) != 7 {
@@ -695,7 +699,7 @@ func TestRotateKeepsCurrentSecretsForTheOverlap(t *testing.T) {
 		if revoke {
 			args = append(args, "--revoke-now")
 		}
-		res := e.run(t, webhooksadmin.Deps{SecretWriter: mem}, args...)
+		res := e.run(t, webhooks.Deps{SecretWriter: mem}, args...)
 		if res.code != 0 {
 			t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
 		}
@@ -720,7 +724,7 @@ func TestRotateKeepsCurrentSecretsForTheOverlap(t *testing.T) {
 // (terraform/variables.tf webhook_secret_id), so copying an example stores
 // the secret where the Webhook service reads it.
 func TestHelpNamesTheDeployedSecret(t *testing.T) {
-	tf, err := os.ReadFile(filepath.Join("..", "..", "terraform", "variables.tf"))
+	tf, err := os.ReadFile(filepath.Join("..", "..", "..", "terraform", "variables.tf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -732,7 +736,7 @@ func TestHelpNamesTheDeployedSecret(t *testing.T) {
 	e := newEnv(t)
 	seen := 0
 	for _, args := range [][]string{{"--help"}, {"create", "--help"}, {"rotate", "--help"}} {
-		res := e.run(t, webhooksadmin.Deps{}, args...)
+		res := e.run(t, webhooks.Deps{}, args...)
 		for _, s := range regexp.MustCompile(`--secret projects/[^/\s]+/secrets/([a-z][a-z0-9_-]+)`).FindAllStringSubmatch(res.stdout, -1) {
 			seen++
 			if s[1] != want {
