@@ -11,10 +11,8 @@
 //     and a seize or release mirrors the claim on its operation, atomically;
 //   - queries answer in the adapters' orders, bounded by their limit.
 //
-// Revision.Version counts every write to a document, as the SQLite adapter
-// counts it (the effect mirror written by a seize or release bumps the
-// operation's version; a claim's version grows with each of its writes);
-// Revision.Stamp stays zero.
+// Revision.Version counts every write to a document, as ledger.Revision
+// defines it, and fences every write; Revision.Stamp stays zero.
 //
 // Values are copied on the way in and out, so neither a writer nor a reader
 // shares memory with the store. Free-form values (user metadata, output, the
@@ -187,13 +185,13 @@ func (s storedOp) operation() (ledger.Operation, error) {
 	return o, nil
 }
 
-// keepClaim returns c as kept at version 1: copied and normalized.
+// keepClaim returns c as kept at ledger.FirstVersion: copied and normalized.
 func keepClaim(c ledger.Claim) (storedClaim, error) {
 	msg, err := ledger.EncodeJSON(c.Message)
 	if err != nil {
 		return storedClaim{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
-	c.Rev = ledger.Revision{Version: 1}
+	c.Rev = ledger.Revision{Version: ledger.FirstVersion}
 	c.LeaseUntil, c.CreatedAt, c.UpdatedAt = storedTime(c.LeaseUntil), storedTime(c.CreatedAt), storedTime(c.UpdatedAt)
 	c.DoneAt, c.ExpireAt = storedTime(c.DoneAt), storedTime(c.ExpireAt)
 	c.Message = results.Message{}

@@ -189,7 +189,7 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 	if claim == nil {
 		return rev, nil, nil
 	}
-	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: ledger.Revision{Version: firstRev}}, nil
+	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: ledger.Revision{Version: ledger.FirstVersion}}, nil
 }
 
 // ScheduleCheck implements ledger.Queries.
