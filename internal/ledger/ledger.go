@@ -334,8 +334,10 @@ type Queries interface {
 	// ended (or that were released) at or before now, earliest first.
 	DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error)
 	// ScheduleCheck records a reconcile check without touching state: the
-	// next check time, one more check, and a note (e.g. "not-found"). It is
-	// fenced on op.Rev like any write (ErrConflict) and bumps the version.
+	// next check time, one more check, and a note (e.g. "not-found"). A zero
+	// next means no check is scheduled: it reads back as zero and the
+	// operation is not due. It is fenced on op.Rev like any write
+	// (ErrConflict) and bumps the version.
 	ScheduleCheck(ctx context.Context, op Operation, next time.Time, note string, now time.Time) (Revision, error)
 	// RecordStuckAlert sets op's StuckAlertedAt to at without touching
 	// anything else; fenced on op.Rev (ErrConflict) and bumps the version.

@@ -534,7 +534,7 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
 	version := op.Rev.Version + 1
 	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
-		{Path: "stuck_alerted_at", Value: at}, {Path: "version", Value: version},
+		{Path: "stuck_alerted_at", Value: orDelete(ptr(at))}, {Path: "version", Value: version},
 	}, firestore.LastUpdateTime(op.Rev.Stamp))
 	s.counts.Commits.Add(1)
 	if err != nil {
@@ -544,12 +544,14 @@ func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at ti
 	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
 }
 
-// ScheduleCheck implements ledger.Queries.
+// ScheduleCheck implements ledger.Queries. Times are stored as a full
+// commit stores them: a zero next removes next_check_at (no check is
+// scheduled, so the due query cannot see it), as a settled operation has none.
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
 	version := op.Rev.Version + 1
 	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
-		{Path: "next_check_at", Value: next}, {Path: "checks", Value: op.Checks + 1},
-		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: now}, {Path: "version", Value: version},
+		{Path: "next_check_at", Value: orDelete(ptr(next))}, {Path: "checks", Value: op.Checks + 1},
+		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)}, {Path: "version", Value: version},
 	}, firestore.LastUpdateTime(op.Rev.Stamp))
 	s.counts.Commits.Add(1)
 	if err != nil {

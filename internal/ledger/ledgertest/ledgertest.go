@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"RevisionCountsOperationWrites": testOperationRevision,
 		"RevisionCountsClaimWrites":     testClaimRevision,
 		"MirrorWriteFencesStaleWrites":  testMirrorFences,
+		"ScheduleCheckWithoutNext":      testScheduleNoNext,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -1086,5 +1087,34 @@ func testMirrorFences(t *testing.T, s ledger.Ledger) {
 	if got.Effect.Status != ledger.ClaimHeld || !got.Effect.LeaseUntil.Equal(t0.Add(time.Hour)) || len(got.Conflicts) != 0 ||
 		got.Checks != 0 || !got.StuckAlertedAt.IsZero() || got.Rev.Version != after.Rev.Version+1 {
 		t.Fatalf("after the seize and the refused stale writes %+v", got)
+	}
+}
+
+// testScheduleNoNext: a zero next time means no scheduled check, on every
+// store: it reads back as zero and the operation leaves DueOperations until
+// a later schedule gives it a time again.
+func testScheduleNoNext(t *testing.T, s ledger.Ledger) {
+	const id = "z1"
+	mustCommit(t, s, Op(id), nil)
+	rev, err := s.ScheduleCheck(ctx(t), mustGet(t, s, id), time.Time{}, "gave-up", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(t, s, id)
+	if !got.NextCheckAt.IsZero() || got.Checks != 1 || got.LastCheck != "gave-up" || !sameRev(got.Rev, rev) {
+		t.Fatalf("after scheduling no check %+v", got)
+	}
+	due, err := s.DueOperations(ctx(t), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 0 {
+		t.Fatalf("due with no check scheduled = %v, want none", ids(due))
+	}
+	if _, err := s.ScheduleCheck(ctx(t), got, t0.Add(time.Minute), "ok", t0); err != nil {
+		t.Fatal(err)
+	}
+	if due, err = s.DueOperations(ctx(t), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !same(ids(due), []string{id}) {
+		t.Fatalf("due after scheduling again = %v, %v; want [%s]", ids(due), err, id)
 	}
 }
