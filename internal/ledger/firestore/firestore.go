@@ -172,7 +172,12 @@ func toHistory(h []ledger.HistoryEntry) []historyDoc {
 	return out
 }
 
+// fromHistory reads a stored list; an empty one is nil, as every adapter
+// reads it (ledger.StoredHistory).
 func fromHistory(h []historyDoc) []ledger.HistoryEntry {
+	if len(h) == 0 {
+		return nil
+	}
 	out := make([]ledger.HistoryEntry, len(h))
 	for i, e := range h {
 		out[i] = ledger.HistoryEntry{At: e.At.UTC(), Source: e.Source, State: lifecycle.State(e.State), UpdateTime: e.UpdateTime.UTC(), Reason: e.Reason, DeliveryID: e.DeliveryID}

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"RevisionCountsClaimWrites":     testClaimRevision,
 		"MirrorWriteFencesStaleWrites":  testMirrorFences,
 		"ScheduleCheckWithoutNext":      testScheduleNoNext,
+		"EmptyListsReadAsNil":           testEmptyLists,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -1117,4 +1118,26 @@ func testScheduleNoNext(t *testing.T, s ledger.Ledger) {
 	if due, err = s.DueOperations(ctx(t), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !same(ids(due), []string{id}) {
 		t.Fatalf("due after scheduling again = %v, %v; want [%s]", ids(due), err, id)
 	}
+}
+
+// testEmptyLists: an operation's lists (history, conflicts, replays) carry
+// no difference between absent and empty: an empty or nil one reads back
+// as nil, on the create and the update path, on every store.
+func testEmptyLists(t *testing.T, s ledger.Ledger) {
+	const id = "n1"
+	check := func(step string) ledger.Operation {
+		t.Helper()
+		got := mustGet(t, s, id)
+		if got.History != nil || got.Conflicts != nil || got.Replays != nil {
+			t.Fatalf("after %s: history %#v, conflicts %#v, replays %#v; want all nil", step, got.History, got.Conflicts, got.Replays)
+		}
+		return got
+	}
+	op := Op(id)
+	op.History, op.Conflicts, op.Replays = nil, []ledger.HistoryEntry{}, []ledger.Replay{}
+	mustCommit(t, s, op, nil)
+	got := check("create")
+	got.History, got.Conflicts, got.Replays = []ledger.HistoryEntry{}, nil, []ledger.Replay{}
+	mustCommit(t, s, got, nil)
+	check("update")
 }

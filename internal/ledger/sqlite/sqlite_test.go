@@ -651,3 +651,23 @@ func TestSchemaVersionCountsTheMigrations(t *testing.T) {
 		t.Fatalf("schemaVersion = %d, but there are %d migrations", schemaVersion, n)
 	}
 }
+
+// TestEmptyListsWrittenBeforeReadAsNil: rows written while empty lists were
+// stored as "[]" (not NULL) read them back as nil, as every adapter does.
+func TestEmptyListsWrittenBeforeReadAsNil(t *testing.T) {
+	s := openTemp(t)
+	ctx := testCtx(t)
+	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("old"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(ctx, `UPDATE operations SET history = '[]', conflicts = '[]', replays = '[]' WHERE id = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetOperation(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.History != nil || got.Conflicts != nil || got.Replays != nil {
+		t.Fatalf("history %#v, conflicts %#v, replays %#v; want all nil", got.History, got.Conflicts, got.Replays)
+	}
+}
