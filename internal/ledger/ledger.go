@@ -125,14 +125,36 @@ func Truncate(s string, n int) string {
 	return s[:n]
 }
 
-// Revision identifies the stored version of a document. Version counts writes
-// and fences the SQLite adapter; Stamp is the store's own write time, which
-// fences Firestore (its preconditions compare update times). The zero
-// Revision means "does not exist yet".
+// Revision identifies the stored version of a document; it means the same
+// in every adapter (ledgertest pins it).
+//
+// Version counts the writes to the document: 1 when it is created, and every
+// later write, whichever method makes it, sets it to one more. An operation
+// is written by CommitOperation, ScheduleCheck, RecordStuckAlert, and by the
+// effect mirror of SeizeClaim and ReleaseClaim (CompleteClaim leaves it
+// alone); a claim is created by CommitOperation and written by SeizeClaim,
+// ReleaseClaim and CompleteClaim.
+//
+// Why every write: each of them can race a fenced write made from an earlier
+// read (a seize's mirror against the door's commit of the mirror it read, a
+// completion against a seize from a stale read), so each must move the
+// fence. It costs no read: a fenced write knows the version it replaces, and
+// the mirror write, fenced on the claim rather than on the operation, bumps
+// the operation's version in place (SQL "version + 1", a Firestore increment
+// transform in the same write).
+//
+// SQLite and memledger fence on Version. Firestore fences on Stamp, the
+// store's own update time, which every write moves too (its preconditions
+// compare update times), and keeps Version all the same, so a version the
+// door reports or the CLI shows counts the same writes on every store. Stamp
+// is zero where it is not used. The zero Revision means "does not exist yet".
 type Revision struct {
 	Version int64
 	Stamp   time.Time
 }
+
+// FirstVersion is the Version of a document just created.
+const FirstVersion int64 = 1
 
 // Exists reports whether the revision refers to a stored document.
 func (r Revision) Exists() bool { return r.Version > 0 }
@@ -312,8 +334,10 @@ type Queries interface {
 	// ended (or that were released) at or before now, earliest first.
 	DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error)
 	// ScheduleCheck records a reconcile check without touching state: the
-	// next check time, one more check, and a note (e.g. "not-found"). It is
-	// fenced on op.Rev like any write (ErrConflict) and bumps the version.
+	// next check time, one more check, and a note (e.g. "not-found"). A zero
+	// next means no check is scheduled: it reads back as zero and the
+	// operation is not due. It is fenced on op.Rev like any write
+	// (ErrConflict) and bumps the version.
 	ScheduleCheck(ctx context.Context, op Operation, next time.Time, note string, now time.Time) (Revision, error)
 	// RecordStuckAlert sets op's StuckAlertedAt to at without touching
 	// anything else; fenced on op.Rev (ErrConflict) and bumps the version.

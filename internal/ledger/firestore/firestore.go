@@ -9,7 +9,9 @@
 // costs the one read the ingest door already made, plus the writes, and
 // concurrent writers never wait on each other's locks; the loser gets
 // ErrConflict and re-reads. Claims are fenced the same way on their own
-// update time, which changes whenever a claim is seized or released.
+// update time, which every seize, release and completion moves. Both kinds
+// of document also keep the write count ledger.Revision defines in a
+// "version" field, which no precondition reads.
 package firestore
 
 import (
@@ -139,6 +141,10 @@ type claimDoc struct {
 	// time) and removed once DONE, so "claims to retry" is a single-field
 	// range query.
 	DueAt *time.Time `firestore:"due_at,omitempty"`
+	// Version counts the claim's writes (ledger.Revision). Claims written
+	// before it existed lack it and read their attempts instead, the
+	// number they reported then; the next write continues from there.
+	Version int64 `firestore:"version"`
 	// Message is the results message data (CONTRACT.md §6) as JSON, kept
 	// verbatim so every holder publishes byte-identical data.
 	Message string `firestore:"message"`
@@ -166,7 +172,12 @@ func toHistory(h []ledger.HistoryEntry) []historyDoc {
 	return out
 }
 
+// fromHistory reads a stored list; an empty one is nil, as every adapter
+// reads it (ledger.StoredHistory).
 func fromHistory(h []historyDoc) []ledger.HistoryEntry {
+	if len(h) == 0 {
+		return nil
+	}
 	out := make([]ledger.HistoryEntry, len(h))
 	for i, e := range h {
 		out[i] = ledger.HistoryEntry{At: e.At.UTC(), Source: e.Source, State: lifecycle.State(e.State), UpdateTime: e.UpdateTime.UTC(), Reason: e.Reason, DeliveryID: e.DeliveryID}
@@ -304,7 +315,7 @@ func toClaimDoc(c ledger.Claim) (claimDoc, error) {
 	return claimDoc{
 		Key: c.Key, Operation: c.Operation, Status: string(c.Status), Holder: c.Holder,
 		LeaseUntil: c.LeaseUntil, Attempts: c.Attempts, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
-		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: ptr(c.LeaseUntil), Message: string(msg),
+		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: ptr(c.LeaseUntil), Version: ledger.FirstVersion, Message: string(msg),
 	}, nil
 }
 
@@ -317,8 +328,11 @@ func fromClaimDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Claim, er
 	if err := json.Unmarshal([]byte(d.Message), &m); err != nil {
 		return ledger.Claim{}, fmt.Errorf("decode claim message %s: %w", id, err)
 	}
+	if d.Version == 0 {
+		d.Version = int64(d.Attempts)
+	}
 	return ledger.Claim{
-		ID: id, Rev: ledger.Revision{Version: int64(d.Attempts), Stamp: snap.UpdateTime},
+		ID: id, Rev: ledger.Revision{Version: d.Version, Stamp: snap.UpdateTime},
 		Key: d.Key, Operation: d.Operation, Status: ledger.ClaimStatus(d.Status), Holder: d.Holder,
 		LeaseUntil: d.LeaseUntil.UTC(), Attempts: d.Attempts, CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
 		DoneAt: val(d.DoneAt), ExpireAt: d.ExpireAt.UTC(), Message: m,
@@ -390,21 +404,22 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 		return rev, nil, nil
 	}
 	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder,
-		Rev: ledger.Revision{Version: int64(claim.Attempts), Stamp: writes[1].UpdateTime}}, nil
+		Rev: ledger.Revision{Version: cdoc.Version, Stamp: writes[1].UpdateTime}}, nil
 }
 
 // SeizeClaim implements ledger.Store; it also extends expire_at.
 func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
-	attempts := c.Attempts + 1
+	version := c.Rev.Version + 1
 	stamp, err := s.updateClaim(ctx, c.ID, c.Rev.Stamp, []firestore.Update{
 		{Path: "status", Value: string(ledger.ClaimHeld)}, {Path: "holder", Value: holder},
 		{Path: "lease_until", Value: leaseUntil}, {Path: "due_at", Value: leaseUntil},
-		{Path: "attempts", Value: attempts}, {Path: "updated_at", Value: now}, {Path: "expire_at", Value: expireAt},
+		{Path: "attempts", Value: c.Attempts + 1}, {Path: "updated_at", Value: now}, {Path: "expire_at", Value: expireAt},
+		{Path: "version", Value: version},
 	}, effectDoc{Status: string(ledger.ClaimHeld), LeaseUntil: &leaseUntil})
 	if err != nil {
 		return nil, err
 	}
-	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: ledger.Revision{Version: int64(attempts), Stamp: stamp}}, nil
+	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: ledger.Revision{Version: version, Stamp: stamp}}, nil
 }
 
 // ReleaseClaim implements ledger.Store; it also extends expire_at.
@@ -412,20 +427,22 @@ func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now 
 	_, err := s.updateClaim(ctx, l.ID, l.Rev.Stamp, []firestore.Update{
 		{Path: "status", Value: string(ledger.ClaimReleased)}, {Path: "holder", Value: ""},
 		{Path: "lease_until", Value: now}, {Path: "due_at", Value: now}, {Path: "updated_at", Value: now},
-		{Path: "expire_at", Value: expireAt},
+		{Path: "expire_at", Value: expireAt}, {Path: "version", Value: l.Rev.Version + 1},
 	}, effectDoc{Status: string(ledger.ClaimReleased), LeaseUntil: &now})
 	return err
 }
 
 // updateClaim changes a claim fenced on its update time and mirrors its
-// status on the operation, atomically.
+// status on the operation, atomically. The mirror is not fenced on the
+// operation (the claim's fence orders it), so it bumps the operation's
+// version with an increment transform: part of the same write, no read.
 func (s *Store) updateClaim(ctx context.Context, id string, stamp time.Time, ups []firestore.Update, mirror effectDoc) (time.Time, error) {
 	var resp firestore.CommitResponse
 	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
 		if err := tx.Update(s.claim(id), ups, firestore.LastUpdateTime(stamp)); err != nil {
 			return err
 		}
-		return tx.Update(s.op(id), []firestore.Update{{Path: "effect", Value: mirror}})
+		return tx.Update(s.op(id), []firestore.Update{{Path: "effect", Value: mirror}, {Path: "version", Value: firestore.Increment(1)}})
 	}, firestore.WithCommitResponseTo(&resp))
 	s.counts.Commits.Add(1)
 	if err != nil {
@@ -444,7 +461,7 @@ func (s *Store) updateClaim(ctx context.Context, id string, stamp time.Time, ups
 func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
 	_, err := s.claim(l.ID).Update(ctx, []firestore.Update{
 		{Path: "status", Value: string(ledger.ClaimDone)}, {Path: "done_at", Value: now},
-		{Path: "updated_at", Value: now}, {Path: "due_at", Value: firestore.Delete},
+		{Path: "updated_at", Value: now}, {Path: "due_at", Value: firestore.Delete}, {Path: "version", Value: l.Rev.Version + 1},
 	}, firestore.LastUpdateTime(l.Rev.Stamp))
 	s.counts.Commits.Add(1)
 	if err != nil {
@@ -522,7 +539,7 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
 	version := op.Rev.Version + 1
 	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
-		{Path: "stuck_alerted_at", Value: at}, {Path: "version", Value: version},
+		{Path: "stuck_alerted_at", Value: orDelete(ptr(at))}, {Path: "version", Value: version},
 	}, firestore.LastUpdateTime(op.Rev.Stamp))
 	s.counts.Commits.Add(1)
 	if err != nil {
@@ -532,12 +549,14 @@ func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at ti
 	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
 }
 
-// ScheduleCheck implements ledger.Queries.
+// ScheduleCheck implements ledger.Queries. Times are stored as a full
+// commit stores them: a zero next removes next_check_at (no check is
+// scheduled, so the due query cannot see it), as a settled operation has none.
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
 	version := op.Rev.Version + 1
 	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
-		{Path: "next_check_at", Value: next}, {Path: "checks", Value: op.Checks + 1},
-		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: now}, {Path: "version", Value: version},
+		{Path: "next_check_at", Value: orDelete(ptr(next))}, {Path: "checks", Value: op.Checks + 1},
+		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)}, {Path: "version", Value: version},
 	}, firestore.LastUpdateTime(op.Rev.Stamp))
 	s.counts.Commits.Add(1)
 	if err != nil {

@@ -129,3 +129,38 @@ func TestReadsDocumentsWrittenBefore(t *testing.T) {
 		t.Fatalf("after the rewrite: %#v %#v %v", again.UserMetadata, again.Output, err)
 	}
 }
+
+// TestReadsClaimsWrittenBefore: a claim written before claims kept a
+// version reads its attempts as its version (what it reported then), and
+// its next write counts on from there, as ledger.Revision says.
+func TestReadsClaimsWrittenBefore(t *testing.T) {
+	c, _ := emutest.Firestore(t)
+	s := New(c, nil)
+	ctx := t.Context()
+	op := ledgertest.Op("oldc")
+	op.State, op.NextCheckAt = "SUCCEEDED", time.Time{}
+	claim := ledgertest.Claim("oldc", "h1", time.Unix(0, 0))
+	claim.Attempts = 2
+	if _, _, err := s.CommitOperation(ctx, op, claim); err != nil {
+		t.Fatal(err)
+	}
+	// The old shape: no version field.
+	if _, err := s.claim("oldc").Update(ctx, []firestore.Update{{Path: "version", Value: firestore.Delete}}); err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.GetClaim(ctx, "oldc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read.Rev.Version != 2 {
+		t.Fatalf("old claim read at version %d, want its attempts (2)", read.Rev.Version)
+	}
+	now := time.Now()
+	lease, err := s.SeizeClaim(ctx, read, "h2", now.Add(time.Minute), now.Add(time.Hour), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetClaim(ctx, "oldc"); err != nil || got.Rev.Version != 3 || lease.Rev.Version != 3 || got.Attempts != 3 {
+		t.Fatalf("after a seize: claim %+v (%v), lease %+v; want version 3", got.Rev, err, lease.Rev)
+	}
+}

@@ -26,31 +26,36 @@ type NewStore func(t *testing.T) ledger.Ledger
 // Run runs the suite.
 func Run(t *testing.T, newStore NewStore) {
 	tests := map[string]func(*testing.T, ledger.Ledger){
-		"GetMissing":                  testGetMissing,
-		"CreateAndRead":               testCreateAndRead,
-		"CreateTwiceConflicts":        testCreateTwice,
-		"StaleRevisionConflicts":      testStaleRevision,
-		"ClaimCreatedAtomically":      testClaimAtomic,
-		"ExistingClaimBlocksCommit":   testExistingClaim,
-		"CompleteFencedOnLease":       testCompleteFenced,
-		"SeizeFencesOldHolder":        testSeize,
-		"ReleaseThenSeize":            testRelease,
-		"ConcurrentCommitsOneWins":    testConcurrentCommits,
-		"ConcurrentSeizesOneWins":     testConcurrentSeizes,
-		"TimesKeepMicroseconds":       testTimePrecision,
-		"MessageRoundTripsVerbatim":   testMessage,
-		"MissingClaimCannotComplete":  testMissingClaim,
-		"DueOperations":               testDueOperations,
-		"StuckOperations":             testStuckOperations,
-		"DueClaims":                   testDueClaims,
-		"ScheduleCheck":               testScheduleCheck,
-		"RecordStuckAlert":            testRecordStuckAlert,
-		"ListOperations":              testListOperations,
-		"PageOperations":              testPageOperations,
-		"FreeFormValuesRoundTrip":     testFreeForm,
-		"MaximalOperationCommits":     testMaximal,
-		"SeizeAndReleaseExtendExpiry": testExpiry,
-		"GeminiStatusRoundTrips":      testGeminiStatus,
+		"GetMissing":                    testGetMissing,
+		"CreateAndRead":                 testCreateAndRead,
+		"CreateTwiceConflicts":          testCreateTwice,
+		"StaleRevisionConflicts":        testStaleRevision,
+		"ClaimCreatedAtomically":        testClaimAtomic,
+		"ExistingClaimBlocksCommit":     testExistingClaim,
+		"CompleteFencedOnLease":         testCompleteFenced,
+		"SeizeFencesOldHolder":          testSeize,
+		"ReleaseThenSeize":              testRelease,
+		"ConcurrentCommitsOneWins":      testConcurrentCommits,
+		"ConcurrentSeizesOneWins":       testConcurrentSeizes,
+		"TimesKeepMicroseconds":         testTimePrecision,
+		"MessageRoundTripsVerbatim":     testMessage,
+		"MissingClaimCannotComplete":    testMissingClaim,
+		"DueOperations":                 testDueOperations,
+		"StuckOperations":               testStuckOperations,
+		"DueClaims":                     testDueClaims,
+		"ScheduleCheck":                 testScheduleCheck,
+		"RecordStuckAlert":              testRecordStuckAlert,
+		"ListOperations":                testListOperations,
+		"PageOperations":                testPageOperations,
+		"FreeFormValuesRoundTrip":       testFreeForm,
+		"MaximalOperationCommits":       testMaximal,
+		"SeizeAndReleaseExtendExpiry":   testExpiry,
+		"GeminiStatusRoundTrips":        testGeminiStatus,
+		"RevisionCountsOperationWrites": testOperationRevision,
+		"RevisionCountsClaimWrites":     testClaimRevision,
+		"MirrorWriteFencesStaleWrites":  testMirrorFences,
+		"ScheduleCheckWithoutNext":      testScheduleNoNext,
+		"EmptyListsReadAsNil":           testEmptyLists,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -930,4 +935,209 @@ func testPageOperations(t *testing.T, s ledger.Ledger) {
 	if n, _ := s.CountOperations(ctx(t), ledger.Filter{Kind: opname.KindBatch, StuckAt: cutoff}); n != 3 {
 		t.Errorf("stuck batches after p01 settled = %d, want 3 (p05, p06, p08)", n)
 	}
+}
+
+// sameRev reports whether two revisions are the same stored version.
+func sameRev(a, b ledger.Revision) bool { return a.Version == b.Version && a.Stamp.Equal(b.Stamp) }
+
+// testOperationRevision pins ledger.Revision for an operation: every write
+// to it, whichever method makes it (the effect mirror of a seize or release
+// too), sets Version to one more, so Version counts its writes; a write
+// that returns a revision returns the one a read then gives; completing the
+// claim does not write the operation.
+func testOperationRevision(t *testing.T, s ledger.Ledger) {
+	const id = "r1"
+	expect := func(step string, version int64, returned *ledger.Revision) ledger.Operation {
+		t.Helper()
+		got := mustGet(t, s, id)
+		if got.Rev.Version != version {
+			t.Fatalf("after %s: operation version %d, want %d", step, got.Rev.Version, version)
+		}
+		if returned != nil && !sameRev(*returned, got.Rev) {
+			t.Fatalf("after %s: the write returned %+v, a read gives %+v", step, *returned, got.Rev)
+		}
+		return got
+	}
+	rev, _ := mustCommit(t, s, Op(id), nil)
+	op := expect("create", 1, &rev)
+	rev, err := s.ScheduleCheck(ctx(t), op, t0.Add(time.Hour), "ok", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op = expect("schedule check", 2, &rev)
+	if rev, err = s.RecordStuckAlert(ctx(t), op, t0); err != nil {
+		t.Fatal(err)
+	}
+	op = expect("stuck alert", 3, &rev)
+	rev, _ = mustCommit(t, s, terminal(op, t0.Add(time.Minute)), Claim(id, "h1", t0.Add(time.Minute)))
+	expect("settle", 4, &rev)
+	now := t0.Add(2 * time.Minute)
+	c, err := s.GetClaim(ctx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), far, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("seize (effect mirror)", 5, nil)
+	if err := s.ReleaseClaim(ctx(t), *l2, far, now); err != nil {
+		t.Fatal(err)
+	}
+	expect("release (effect mirror)", 6, nil)
+	if c, err = s.GetClaim(ctx(t), id); err != nil {
+		t.Fatal(err)
+	}
+	l3, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), far, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("second seize", 7, nil)
+	if err := s.CompleteClaim(ctx(t), *l3, now); err != nil {
+		t.Fatal(err)
+	}
+	op = expect("complete (no operation write)", 7, nil)
+	op.Checks++
+	rev, _ = mustCommit(t, s, op, nil)
+	expect("commit after the claim's writes", 8, &rev)
+}
+
+// testClaimRevision pins ledger.Revision for a claim: 1 when created with
+// its operation, one more with every seize, release and completion; a
+// lease carries the claim's revision as a read then gives it.
+func testClaimRevision(t *testing.T, s ledger.Ledger) {
+	const id = "r2"
+	expect := func(step string, version int64, lease *ledger.Lease) ledger.Claim {
+		t.Helper()
+		c, err := s.GetClaim(ctx(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Rev.Version != version {
+			t.Fatalf("after %s: claim version %d, want %d", step, c.Rev.Version, version)
+		}
+		if lease != nil && !sameRev(lease.Rev, c.Rev) {
+			t.Fatalf("after %s: the lease holds %+v, a read gives %+v", step, lease.Rev, c.Rev)
+		}
+		return c
+	}
+	lease := settled(t, s, id, "h1", t0.Add(time.Minute))
+	c := expect("create", 1, lease)
+	now := t0.Add(2 * time.Minute)
+	l2, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), far, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("seize", 2, l2)
+	if err := s.ReleaseClaim(ctx(t), *l2, far, now); err != nil {
+		t.Fatal(err)
+	}
+	c = expect("release", 3, nil)
+	l3, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), far, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("second seize", 4, l3)
+	if err := s.CompleteClaim(ctx(t), *l3, now); err != nil {
+		t.Fatal(err)
+	}
+	if c = expect("complete", 5, nil); c.Attempts != 3 {
+		t.Fatalf("attempts %d after three holders, want 3", c.Attempts)
+	}
+}
+
+// testMirrorFences: a seize or release rewrites the operation's effect
+// mirror, so every fenced write from a read taken before it (a commit, a
+// schedule check, a stuck alert) must fail rather than put the old mirror
+// back or write next to it.
+func testMirrorFences(t *testing.T, s ledger.Ledger) {
+	const id = "m1"
+	lease := settled(t, s, id, "h1", t0.Add(time.Minute))
+	before := mustGet(t, s, id)
+	if err := s.ReleaseClaim(ctx(t), *lease, far, t0); err != nil {
+		t.Fatal(err)
+	}
+	after := mustGet(t, s, id)
+	if after.Rev.Version != before.Rev.Version+1 || after.Effect.Status != ledger.ClaimReleased || !after.Effect.LeaseUntil.Equal(t0) {
+		t.Fatalf("after release: version %d (before %d), mirror %+v", after.Rev.Version, before.Rev.Version, after.Effect)
+	}
+	staleWrites := func(step string, stale ledger.Operation) {
+		t.Helper()
+		conflicted := stale
+		conflicted.Conflicts = []ledger.HistoryEntry{{At: t0, Source: "webhook", State: lifecycle.Failed, Reason: "terminal-conflict"}}
+		if _, _, err := s.CommitOperation(ctx(t), conflicted, nil); !errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("commit from a read older than the %s = %v, want ErrConflict", step, err)
+		}
+		if _, err := s.ScheduleCheck(ctx(t), stale, t0.Add(time.Hour), "ok", t0); !errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("schedule check from a read older than the %s = %v, want ErrConflict", step, err)
+		}
+		if _, err := s.RecordStuckAlert(ctx(t), stale, t0); !errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("stuck alert from a read older than the %s = %v, want ErrConflict", step, err)
+		}
+	}
+	staleWrites("release", before)
+	c, err := s.GetClaim(ctx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SeizeClaim(ctx(t), c, "h2", t0.Add(time.Hour), far, t0); err != nil {
+		t.Fatal(err)
+	}
+	staleWrites("seize", after)
+	got := mustGet(t, s, id)
+	if got.Effect.Status != ledger.ClaimHeld || !got.Effect.LeaseUntil.Equal(t0.Add(time.Hour)) || len(got.Conflicts) != 0 ||
+		got.Checks != 0 || !got.StuckAlertedAt.IsZero() || got.Rev.Version != after.Rev.Version+1 {
+		t.Fatalf("after the seize and the refused stale writes %+v", got)
+	}
+}
+
+// testScheduleNoNext: a zero next time means no scheduled check, on every
+// store: it reads back as zero and the operation leaves DueOperations until
+// a later schedule gives it a time again.
+func testScheduleNoNext(t *testing.T, s ledger.Ledger) {
+	const id = "z1"
+	mustCommit(t, s, Op(id), nil)
+	rev, err := s.ScheduleCheck(ctx(t), mustGet(t, s, id), time.Time{}, "gave-up", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(t, s, id)
+	if !got.NextCheckAt.IsZero() || got.Checks != 1 || got.LastCheck != "gave-up" || !sameRev(got.Rev, rev) {
+		t.Fatalf("after scheduling no check %+v", got)
+	}
+	due, err := s.DueOperations(ctx(t), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 0 {
+		t.Fatalf("due with no check scheduled = %v, want none", ids(due))
+	}
+	if _, err := s.ScheduleCheck(ctx(t), got, t0.Add(time.Minute), "ok", t0); err != nil {
+		t.Fatal(err)
+	}
+	if due, err = s.DueOperations(ctx(t), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !same(ids(due), []string{id}) {
+		t.Fatalf("due after scheduling again = %v, %v; want [%s]", ids(due), err, id)
+	}
+}
+
+// testEmptyLists: an operation's lists (history, conflicts, replays) carry
+// no difference between absent and empty: an empty or nil one reads back
+// as nil, on the create and the update path, on every store.
+func testEmptyLists(t *testing.T, s ledger.Ledger) {
+	const id = "n1"
+	check := func(step string) ledger.Operation {
+		t.Helper()
+		got := mustGet(t, s, id)
+		if got.History != nil || got.Conflicts != nil || got.Replays != nil {
+			t.Fatalf("after %s: history %#v, conflicts %#v, replays %#v; want all nil", step, got.History, got.Conflicts, got.Replays)
+		}
+		return got
+	}
+	op := Op(id)
+	op.History, op.Conflicts, op.Replays = nil, []ledger.HistoryEntry{}, []ledger.Replay{}
+	mustCommit(t, s, op, nil)
+	got := check("create")
+	got.History, got.Conflicts, got.Replays = []ledger.HistoryEntry{}, nil, []ledger.Replay{}
+	mustCommit(t, s, got, nil)
+	check("update")
 }

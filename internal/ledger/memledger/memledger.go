@@ -11,17 +11,16 @@
 //     and a seize or release mirrors the claim on its operation, atomically;
 //   - queries answer in the adapters' orders, bounded by their limit.
 //
-// Revision.Version counts every write to a document, as the SQLite adapter
-// counts it (the effect mirror written by a seize or release bumps the
-// operation's version; a claim's version grows with each of its writes);
-// Revision.Stamp stays zero.
+// Revision.Version counts every write to a document, as ledger.Revision
+// defines it, and fences every write; Revision.Stamp stays zero.
 //
 // Values are copied on the way in and out, so neither a writer nor a reader
 // shares memory with the store. Free-form values (user metadata, output, the
 // claim's message) are kept as their ledger.EncodeJSON text, as both other
 // adapters keep them, so they read back in the same normalized form
-// (numbers float64, arrays []any); times are kept in UTC at microsecond
-// precision, as the other stores keep them.
+// (numbers float64, arrays []any); times and lists are kept in the forms
+// of ledger.StoredTime and ledger.StoredHistory, as the other stores keep
+// them.
 //
 // It tallies reads, writes and commits as the Firestore adapter does, so a
 // test that asserts what a path costs, or that nothing was written, means
@@ -87,39 +86,6 @@ type storedClaim struct {
 	msg []byte
 }
 
-// storedTime is a time as the other stores keep it: UTC, microseconds; the
-// zero time (meaning "absent") stays zero.
-func storedTime(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
-
-func copyHistory(h []ledger.HistoryEntry) []ledger.HistoryEntry {
-	if h == nil {
-		return nil
-	}
-	out := make([]ledger.HistoryEntry, len(h))
-	for i, e := range h {
-		e.At, e.UpdateTime = storedTime(e.At), storedTime(e.UpdateTime)
-		out[i] = e
-	}
-	return out
-}
-
-func copyReplays(r []ledger.Replay) []ledger.Replay {
-	if r == nil {
-		return nil
-	}
-	out := make([]ledger.Replay, len(r))
-	for i, e := range r {
-		e.At = storedTime(e.At)
-		out[i] = e
-	}
-	return out
-}
-
 func copyPtr[T any](p *T) *T {
 	if p == nil {
 		return nil
@@ -163,12 +129,12 @@ func keepOp(o ledger.Operation, version int64) (storedOp, error) {
 	}
 	o.Rev = ledger.Revision{Version: version}
 	o.UpdateTime = lifecycle.ServerTime(o.UpdateTime)
-	o.SubmittedAt, o.SettledAt = storedTime(o.SubmittedAt), storedTime(o.SettledAt)
-	o.NextCheckAt, o.LastCheckAt = storedTime(o.NextCheckAt), storedTime(o.LastCheckAt)
-	o.History, o.Conflicts, o.Replays = copyHistory(o.History), copyHistory(o.Conflicts), copyReplays(o.Replays)
+	o.SubmittedAt, o.SettledAt = ledger.StoredTime(o.SubmittedAt), ledger.StoredTime(o.SettledAt)
+	o.NextCheckAt, o.LastCheckAt = ledger.StoredTime(o.NextCheckAt), ledger.StoredTime(o.LastCheckAt)
+	o.History, o.Conflicts, o.Replays = ledger.StoredHistory(o.History), ledger.StoredHistory(o.Conflicts), ledger.StoredReplays(o.Replays)
 	o.UserMetadata, o.Output, o.Error = nil, nil, copyPtr(o.Error)
-	o.Effect.LeaseUntil = storedTime(o.Effect.LeaseUntil)
-	o.StuckAlertedAt = storedTime(o.StuckAlertedAt)
+	o.Effect.LeaseUntil = ledger.StoredTime(o.Effect.LeaseUntil)
+	o.StuckAlertedAt = ledger.StoredTime(o.StuckAlertedAt)
 	return storedOp{op: o, meta: meta, output: output}, nil
 }
 
@@ -182,20 +148,21 @@ func (s storedOp) operation() (ledger.Operation, error) {
 	if o.Output, err = decodeMap("output", s.output); err != nil {
 		return ledger.Operation{}, fmt.Errorf("memledger: operation %s: %w", o.ID, err)
 	}
-	o.History, o.Conflicts, o.Replays = copyHistory(o.History), copyHistory(o.Conflicts), copyReplays(o.Replays)
+	// Copies: the caller may change what it gets.
+	o.History, o.Conflicts, o.Replays = ledger.StoredHistory(o.History), ledger.StoredHistory(o.Conflicts), ledger.StoredReplays(o.Replays)
 	o.Error = copyPtr(o.Error)
 	return o, nil
 }
 
-// keepClaim returns c as kept at version 1: copied and normalized.
+// keepClaim returns c as kept at ledger.FirstVersion: copied and normalized.
 func keepClaim(c ledger.Claim) (storedClaim, error) {
 	msg, err := ledger.EncodeJSON(c.Message)
 	if err != nil {
 		return storedClaim{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
-	c.Rev = ledger.Revision{Version: 1}
-	c.LeaseUntil, c.CreatedAt, c.UpdatedAt = storedTime(c.LeaseUntil), storedTime(c.CreatedAt), storedTime(c.UpdatedAt)
-	c.DoneAt, c.ExpireAt = storedTime(c.DoneAt), storedTime(c.ExpireAt)
+	c.Rev = ledger.Revision{Version: ledger.FirstVersion}
+	c.LeaseUntil, c.CreatedAt, c.UpdatedAt = ledger.StoredTime(c.LeaseUntil), ledger.StoredTime(c.CreatedAt), ledger.StoredTime(c.UpdatedAt)
+	c.DoneAt, c.ExpireAt = ledger.StoredTime(c.DoneAt), ledger.StoredTime(c.ExpireAt)
 	c.Message = results.Message{}
 	return storedClaim{c: c, msg: msg}, nil
 }
@@ -304,8 +271,8 @@ func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, l
 	var rev ledger.Revision
 	err := s.updateClaim(ctx, "seize claim "+c.ID, c.ID, c.Rev, ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil},
 		func(k *ledger.Claim) {
-			k.Status, k.Holder, k.LeaseUntil, k.Attempts = ledger.ClaimHeld, holder, storedTime(leaseUntil), c.Attempts+1
-			k.UpdatedAt, k.ExpireAt = storedTime(now), storedTime(expireAt)
+			k.Status, k.Holder, k.LeaseUntil, k.Attempts = ledger.ClaimHeld, holder, ledger.StoredTime(leaseUntil), c.Attempts+1
+			k.UpdatedAt, k.ExpireAt = ledger.StoredTime(now), ledger.StoredTime(expireAt)
 			rev = k.Rev
 		})
 	if err != nil {
@@ -319,8 +286,8 @@ func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, l
 func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error {
 	return s.updateClaim(ctx, "release claim "+l.ID, l.ID, l.Rev, ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: now},
 		func(k *ledger.Claim) {
-			k.Status, k.Holder, k.LeaseUntil = ledger.ClaimReleased, "", storedTime(now)
-			k.UpdatedAt, k.ExpireAt = storedTime(now), storedTime(expireAt)
+			k.Status, k.Holder, k.LeaseUntil = ledger.ClaimReleased, "", ledger.StoredTime(now)
+			k.UpdatedAt, k.ExpireAt = ledger.StoredTime(now), ledger.StoredTime(expireAt)
 		})
 }
 
@@ -345,7 +312,7 @@ func (s *Store) updateClaim(ctx context.Context, what, id string, rev ledger.Rev
 	sc.c.Rev.Version++
 	change(&sc.c)
 	so.op.Rev.Version++
-	so.op.Effect = ledger.EffectMirror{Status: mirror.Status, LeaseUntil: storedTime(mirror.LeaseUntil)}
+	so.op.Effect = ledger.EffectMirror{Status: mirror.Status, LeaseUntil: ledger.StoredTime(mirror.LeaseUntil)}
 	s.claims[id], s.ops[id] = sc, so
 	s.counts.Writes.Add(2)
 	return nil
@@ -379,7 +346,7 @@ func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time
 		return err
 	}
 	sc.c.Rev.Version++
-	sc.c.Status, sc.c.DoneAt, sc.c.UpdatedAt = ledger.ClaimDone, storedTime(now), storedTime(now)
+	sc.c.Status, sc.c.DoneAt, sc.c.UpdatedAt = ledger.ClaimDone, ledger.StoredTime(now), ledger.StoredTime(now)
 	s.claims[l.ID] = sc
 	s.counts.Writes.Add(1)
 	return nil
@@ -388,15 +355,15 @@ func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time
 // ScheduleCheck implements ledger.Queries.
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
 	return s.updateOp(ctx, "schedule check", op, func(o *ledger.Operation) {
-		o.NextCheckAt, o.Checks = storedTime(next), op.Checks+1
-		o.LastCheck, o.LastCheckAt = note, storedTime(now)
+		o.NextCheckAt, o.Checks = ledger.StoredTime(next), op.Checks+1
+		o.LastCheck, o.LastCheckAt = note, ledger.StoredTime(now)
 	})
 }
 
 // RecordStuckAlert implements ledger.Queries.
 func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
 	return s.updateOp(ctx, "record stuck alert", op, func(o *ledger.Operation) {
-		o.StuckAlertedAt = storedTime(at)
+		o.StuckAlertedAt = ledger.StoredTime(at)
 	})
 }
 

@@ -168,37 +168,6 @@ func TestValuesCopiedOut(t *testing.T) {
 	}
 }
 
-// TestMirrorFencesStaleCommits: seizing or releasing a claim rewrites the
-// operation's effect mirror, so a commit from a read taken before it must
-// fail rather than put the old mirror back.
-func TestMirrorFencesStaleCommits(t *testing.T) {
-	s := New()
-	before, lease := settle(t, s, "m1", "h1", t0.Add(time.Minute))
-	if err := s.ReleaseClaim(t.Context(), *lease, far, t0); err != nil {
-		t.Fatal(err)
-	}
-	after, err := s.GetOperation(t.Context(), "m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.Rev.Version != before.Rev.Version+1 || after.Effect.Status != ledger.ClaimReleased || !after.Effect.LeaseUntil.Equal(t0) {
-		t.Fatalf("after release: version %d (before %d), mirror %+v", after.Rev.Version, before.Rev.Version, after.Effect)
-	}
-	if _, _, err := s.CommitOperation(t.Context(), before, nil); !errors.Is(err, ledger.ErrConflict) {
-		t.Fatalf("commit from a read older than the release = %v, want ErrConflict", err)
-	}
-	c, err := s.GetClaim(t.Context(), "m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SeizeClaim(t.Context(), c, "h2", t0.Add(time.Hour), far, t0); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.CommitOperation(t.Context(), after, nil); !errors.Is(err, ledger.ErrConflict) {
-		t.Fatalf("commit from a read older than the seize = %v, want ErrConflict", err)
-	}
-}
-
 // TestClaimWritesNeedTheirOperation: a claim whose operation is gone cannot
 // be seized or released (both adapters fail the mirror write), and a missing
 // claim cannot be written at all.

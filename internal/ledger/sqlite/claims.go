@@ -11,11 +11,8 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 )
 
-// firstRev is a new claim's rev. A claim's Revision.Version is its rev, which
-// every write to the claim bumps: unlike Firestore's update-time fence (for
-// which that adapter reports Attempts as the Version), the rev alone fences.
-const firstRev = 1
-
+// A claim's Revision.Version is its rev column, which every write to the
+// claim bumps and every write is fenced on.
 const claimColumns = `id, key, operation, status, holder, lease_until, attempts, created_at, updated_at,
 	done_at, expire_at, message, rev`
 
@@ -68,7 +65,7 @@ func claimArgs(c ledger.Claim) ([]any, error) {
 		sql.Named("lease_until", micros(c.LeaseUntil)), sql.Named("attempts", c.Attempts),
 		sql.Named("created_at", micros(c.CreatedAt)), sql.Named("updated_at", micros(c.UpdatedAt)),
 		sql.Named("done_at", nullMicros(c.DoneAt)), sql.Named("expire_at", micros(c.ExpireAt)),
-		sql.Named("due_at", due), sql.Named("message", string(msg)), sql.Named("rev", firstRev),
+		sql.Named("due_at", due), sql.Named("message", string(msg)), sql.Named("rev", ledger.FirstVersion),
 	}, nil
 }
 

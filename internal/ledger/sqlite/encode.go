@@ -51,37 +51,3 @@ func fromJSON(col sql.NullString, v any) error {
 	}
 	return json.Unmarshal([]byte(col.String), v)
 }
-
-// storedTime is a time as a store keeps it: UTC, microsecond precision. The
-// times inside JSON columns are normalized with it, so they read back as the
-// Firestore adapter's do.
-func storedTime(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
-
-func storedHistory(h []ledger.HistoryEntry) []ledger.HistoryEntry {
-	if h == nil {
-		return nil
-	}
-	out := make([]ledger.HistoryEntry, len(h))
-	for i, e := range h {
-		e.At, e.UpdateTime = storedTime(e.At), storedTime(e.UpdateTime)
-		out[i] = e
-	}
-	return out
-}
-
-func storedReplays(r []ledger.Replay) []ledger.Replay {
-	if r == nil {
-		return nil
-	}
-	out := make([]ledger.Replay, len(r))
-	for i, e := range r {
-		e.At = storedTime(e.At)
-		out[i] = e
-	}
-	return out
-}

@@ -84,9 +84,9 @@ func opArgs(o ledger.Operation, version int64) ([]any, error) {
 		name string
 		v    any
 	}{
-		{"history", storedHistory(o.History)}, {"conflicts", storedHistory(o.Conflicts)},
+		{"history", ledger.StoredHistory(o.History)}, {"conflicts", ledger.StoredHistory(o.Conflicts)},
 		{"user_metadata", o.UserMetadata}, {"output", o.Output}, {"error", o.Error},
-		{"replays", storedReplays(o.Replays)},
+		{"replays", ledger.StoredReplays(o.Replays)},
 	} {
 		col, err := toJSON(j.v)
 		if err != nil {
@@ -131,6 +131,8 @@ func scanOperation(sc scanner) (ledger.Operation, error) {
 			return ledger.Operation{}, fmt.Errorf("decode operation %s: %s: %w", o.ID, j.name, err)
 		}
 	}
+	// Rows written before empty lists were stored as NULL hold "[]".
+	o.History, o.Conflicts, o.Replays = ledger.StoredHistory(o.History), ledger.StoredHistory(o.Conflicts), ledger.StoredReplays(o.Replays)
 	return o, nil
 }
 
@@ -189,7 +191,7 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 	if claim == nil {
 		return rev, nil, nil
 	}
-	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: ledger.Revision{Version: firstRev}}, nil
+	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: ledger.Revision{Version: ledger.FirstVersion}}, nil
 }
 
 // ScheduleCheck implements ledger.Queries.
