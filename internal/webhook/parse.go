@@ -13,6 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
 )
 
 // ErrUnknownType: the delivery is authentic but its event type is not one
@@ -301,7 +302,7 @@ func errorValue(raw json.RawMessage) *ingest.ErrorInfo {
 		// google.rpc.Status in REST form names the code in "status".
 		name, _, _ = stringField(obj, "status")
 	}
-	return &ingest.ErrorInfo{Code: code, Message: prefixed(name, msg)}
+	return &ingest.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
 }
 
 func errorFrom(rawCode json.RawMessage, msg string) *ingest.ErrorInfo {
@@ -309,19 +310,7 @@ func errorFrom(rawCode json.RawMessage, msg string) *ingest.ErrorInfo {
 	if code == 0 && name == "" && msg == "" {
 		return nil
 	}
-	return &ingest.ErrorInfo{Code: code, Message: prefixed(name, msg)}
-}
-
-// prefixed puts a non-numeric code's name in front of the message, so it is
-// not lost (ErrorInfo's code is a number).
-func prefixed(name, msg string) string {
-	switch {
-	case name == "":
-		return msg
-	case msg == "":
-		return name
-	}
-	return name + ": " + msg
+	return &ingest.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
 }
 
 // errorCode returns a numeric code, or a non-numeric code's text.
