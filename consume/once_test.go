@@ -18,6 +18,7 @@ import (
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/results/resultstest"
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 // The acceptance scenario of effectively-once processing: 200 results
@@ -38,23 +39,6 @@ const (
 	scenarioLease    = 10 * time.Minute
 	faultRounds      = 2
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 type plan int
 
@@ -98,7 +82,7 @@ type process struct {
 type scenario struct {
 	t     *testing.T
 	store consume.Store
-	clock *fakeClock
+	clock *testutil.Clock
 
 	mu         sync.Mutex
 	inflight   map[string]int
@@ -156,7 +140,7 @@ func (ps procStore) Update(ctx context.Context, key string, rev consume.Revision
 
 func newScenario(t *testing.T, store consume.Store) *scenario {
 	return &scenario{
-		t: t, store: store, clock: &fakeClock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)},
+		t: t, store: store, clock: testutil.NewClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)),
 		inflight: map[string]int{}, completed: map[string]int{}, stats: map[string]int{},
 		byID: map[string]*delivery{}, gates: map[string]*delivery{},
 	}

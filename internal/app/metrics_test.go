@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,31 +28,13 @@ import (
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // TestMetricsCountWhatHappened: after N signed completions, M duplicate
 // deliveries and one badly signed delivery to the real mux, and one
 // reconcile pass over a registered operation that Gemini reports running,
 // GET /metrics shows exactly those counts.
 func TestMetricsCountWhatHappened(t *testing.T) {
 	const completions, duplicates = 3, 2
-	clk := &clock{t: now}
+	clk := testutil.NewClock(now)
 	fake := fakegemini.New(fakegemini.WithClock(clk.Now))
 	fake.SetBatch("slow", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: now})
 	secret := webhooktest.NewSecret()

@@ -71,70 +71,116 @@ func Container() Defaults { return Defaults{Store: "firestore", Openers: urlopen
 const DefaultJWKSURL = "https://generativelanguage.googleapis.com/.well-known/jwks.json"
 
 // Load reads the configuration through getenv (os.Getenv in production).
+// Every problem is reported, one line each, in the order of the steps.
 func Load(getenv func(string) string, d Defaults) (Config, error) {
-	get := func(k, def string) string {
-		if v := strings.TrimSpace(getenv(k)); v != "" {
-			return v
-		}
-		return def
+	e := &envReader{getenv: getenv}
+	c := e.locations(d)
+	c.WebhookSecrets = splitSecrets(getenv("LROSINK_WEBHOOK_SECRETS"))
+	e.fail(c.Validate())
+	e.checkURLs(c)
+	c.Grace = e.duration("LROSINK_GRACE", 90*time.Second)
+	c.StuckAfter = e.duration("LROSINK_STUCK_AFTER", 6*time.Hour)
+	c.ClaimLease = e.duration("LROSINK_CLAIM_LEASE", 10*time.Minute)
+	c.ReconcileEvery = e.duration("LROSINK_RECONCILE_EVERY", time.Minute)
+	c.WebhookDeadline = e.duration("LROSINK_WEBHOOK_DEADLINE", 10*time.Second)
+	c.AdminToken = e.adminToken()
+	c.MaxBody = e.maxBody()
+	return c, errors.Join(e.errs...)
+}
+
+// envReader reads variables and collects what is wrong with them.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (e *envReader) fail(err error) { e.errs = append(e.errs, err) }
+
+// get returns k's trimmed value, or def when it is unset or blank.
+func (e *envReader) get(k, def string) string {
+	if v := strings.TrimSpace(e.getenv(k)); v != "" {
+		return v
 	}
-	c := Config{
-		Store:             get("LROSINK_STORE", d.Store),
-		FirestoreDatabase: get("LROSINK_FIRESTORE_DATABASE", "(default)"),
-		Project:           get("GOOGLE_CLOUD_PROJECT", ""),
-		Results:           get("LROSINK_RESULTS", d.Results),
-		JWKSURL:           get("LROSINK_JWKS_URL", DefaultJWKSURL),
-		JWTAudience:       get("LROSINK_JWT_AUDIENCE", ""),
-		GeminiAPIKey:      get("GEMINI_API_KEY", ""),
-		GeminiBaseURL:     get("GOOGLE_GEMINI_BASE_URL", ""),
+	return def
+}
+
+// locations reads where lrosink keeps and sends things, and the
+// endpoints and credentials it talks to.
+func (e *envReader) locations(d Defaults) Config {
+	return Config{
+		Store:                 e.get("LROSINK_STORE", d.Store),
+		FirestoreDatabase:     e.get("LROSINK_FIRESTORE_DATABASE", "(default)"),
+		Project:               e.get("GOOGLE_CLOUD_PROJECT", ""),
+		Results:               e.get("LROSINK_RESULTS", d.Results),
+		JWKSURL:               e.get("LROSINK_JWKS_URL", DefaultJWKSURL),
+		JWTAudience:           e.get("LROSINK_JWT_AUDIENCE", ""),
+		GeminiAPIKey:          e.get("GEMINI_API_KEY", ""),
+		GeminiBaseURL:         e.get("GOOGLE_GEMINI_BASE_URL", ""),
+		Openers:               d.Openers,
+		FirestoreEmulatorHost: e.get("FIRESTORE_EMULATOR_HOST", ""),
 	}
-	c.Openers, c.FirestoreEmulatorHost = d.Openers, get("FIRESTORE_EMULATOR_HOST", "")
-	var errs []error
-	for _, s := range strings.Split(getenv("LROSINK_WEBHOOK_SECRETS"), ",") {
+}
+
+// splitSecrets reads the comma-separated secret list, skipping blanks.
+func splitSecrets(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			c.WebhookSecrets = append(c.WebhookSecrets, s)
+			out = append(out, s)
 		}
 	}
-	errs = append(errs, c.Validate())
+	return out
+}
+
+// checkURLs: the JWKS URL is http(s); a Gemini base URL, if set, has a host.
+func (e *envReader) checkURLs(c Config) {
 	if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("LROSINK_JWKS_URL: %q is not an http(s) URL", c.JWKSURL))
+		e.fail(fmt.Errorf("LROSINK_JWKS_URL: %q is not an http(s) URL", c.JWKSURL))
 	}
 	if c.GeminiBaseURL != "" {
 		if u, err := url.Parse(c.GeminiBaseURL); err != nil || u.Host == "" {
-			errs = append(errs, fmt.Errorf("GOOGLE_GEMINI_BASE_URL: %q is not a URL", c.GeminiBaseURL))
+			e.fail(fmt.Errorf("GOOGLE_GEMINI_BASE_URL: %q is not a URL", c.GeminiBaseURL))
 		}
 	}
-	dur := func(k string, def time.Duration) time.Duration {
-		v := getenv(k)
-		if strings.TrimSpace(v) == "" {
-			return def
-		}
-		x, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil || x <= 0 {
-			errs = append(errs, fmt.Errorf("%s: %q is not a positive duration (e.g. 90s, 10m, 6h)", k, v))
-			return def
-		}
-		return x
+}
+
+// duration reads a positive duration; def when unset, or (with an error)
+// when it is not one.
+func (e *envReader) duration(k string, def time.Duration) time.Duration {
+	v := e.getenv(k)
+	if strings.TrimSpace(v) == "" {
+		return def
 	}
-	c.Grace = dur("LROSINK_GRACE", 90*time.Second)
-	c.StuckAfter = dur("LROSINK_STUCK_AFTER", 6*time.Hour)
-	c.ClaimLease = dur("LROSINK_CLAIM_LEASE", 10*time.Minute)
-	c.ReconcileEvery = dur("LROSINK_RECONCILE_EVERY", time.Minute)
-	c.WebhookDeadline = dur("LROSINK_WEBHOOK_DEADLINE", 10*time.Second)
-	if c.AdminToken = strings.TrimSpace(getenv("LROSINK_ADMIN_TOKEN")); c.AdminToken != "" && !goodToken(c.AdminToken) {
-		// Never the value: this line ends up in logs.
-		errs = append(errs, fmt.Errorf("LROSINK_ADMIN_TOKEN: must be at least %d characters from A-Z a-z 0-9 - . _ ~ + / = (e.g. openssl rand -hex 32)", MinAdminTokenLen))
+	x, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || x <= 0 {
+		e.fail(fmt.Errorf("%s: %q is not a positive duration (e.g. 90s, 10m, 6h)", k, v))
+		return def
 	}
-	c.MaxBody = 1 << 20
-	if v := strings.TrimSpace(getenv("LROSINK_MAX_BODY")); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1024 || n > 64<<20 {
-			errs = append(errs, fmt.Errorf("LROSINK_MAX_BODY: %q is not a byte count between 1024 and 67108864", v))
-		} else {
-			c.MaxBody = n
-		}
+	return x
+}
+
+// adminToken reads LROSINK_ADMIN_TOKEN; a weak one is an error that never
+// quotes the value (this line ends up in logs).
+func (e *envReader) adminToken() string {
+	t := strings.TrimSpace(e.getenv("LROSINK_ADMIN_TOKEN"))
+	if t != "" && !goodToken(t) {
+		e.fail(fmt.Errorf("LROSINK_ADMIN_TOKEN: must be at least %d characters from A-Z a-z 0-9 - . _ ~ + / = (e.g. openssl rand -hex 32)", MinAdminTokenLen))
 	}
-	return c, errors.Join(errs...)
+	return t
+}
+
+// maxBody reads LROSINK_MAX_BODY: 1 MiB unless set to 1 KiB..64 MiB.
+func (e *envReader) maxBody() int64 {
+	v := strings.TrimSpace(e.getenv("LROSINK_MAX_BODY"))
+	if v == "" {
+		return 1 << 20
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1024 || n > 64<<20 {
+		e.fail(fmt.Errorf("LROSINK_MAX_BODY: %q is not a byte count between 1024 and 67108864", v))
+		return 1 << 20
+	}
+	return n
 }
 
 // Validate checks what Load cannot check alone, and what an entry point may

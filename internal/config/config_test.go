@@ -156,3 +156,36 @@ func TestWebhookDeadlineAndAdminToken(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryProblemOneLineInOrder: with several bad values Load reports
+// each, one line per variable, in a fixed order (the order an operator
+// reads them in start-up logs), with the valid values still read.
+func TestEveryProblemOneLineInOrder(t *testing.T) {
+	c, err := Load(env(map[string]string{
+		"LROSINK_MAX_BODY":         "lots",
+		"LROSINK_ADMIN_TOKEN":      "short-secret",
+		"LROSINK_WEBHOOK_DEADLINE": "0s",
+		"LROSINK_GRACE":            "soon",
+		"LROSINK_CLAIM_LEASE":      "5m",
+		"GOOGLE_GEMINI_BASE_URL":   "::",
+		"LROSINK_JWKS_URL":         "ftp://x",
+		"LROSINK_WEBHOOK_SECRETS":  "supersecretvalue",
+	}), Serve(local()))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{"LROSINK_WEBHOOK_SECRETS:", "LROSINK_JWKS_URL:", "GOOGLE_GEMINI_BASE_URL:", "LROSINK_GRACE:",
+		"LROSINK_WEBHOOK_DEADLINE:", "LROSINK_ADMIN_TOKEN:", "LROSINK_MAX_BODY:"}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, want[i]) {
+			t.Errorf("line %d = %q, want it to start with %s", i+1, l, want[i])
+		}
+	}
+	if c.ClaimLease != 5*time.Minute || c.Grace != 90*time.Second || c.MaxBody != 1<<20 {
+		t.Errorf("lease %s, grace %s, max body %d: want the valid value read and defaults for the bad ones", c.ClaimLease, c.Grace, c.MaxBody)
+	}
+}

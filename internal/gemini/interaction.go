@@ -14,6 +14,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
 )
 
 // unknownInteractionPrefix marks interaction statuses lrosink has no state
@@ -113,5 +114,5 @@ func interactionError(e interactions.Error) *ingest.ErrorInfo {
 	if n, err := strconv.Atoi(strings.TrimSpace(code)); err == nil {
 		return &ingest.ErrorInfo{Code: n, Message: msg}
 	}
-	return &ingest.ErrorInfo{Message: prefixed(code, msg)}
+	return &ingest.ErrorInfo{Message: results.ErrorMessage(code, msg)}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
 )
 
 func (f *Fetcher) fetchVideo(ctx context.Context, name string) (ingest.Event, error) {
@@ -91,18 +92,7 @@ func rpcError(m map[string]any) *ingest.ErrorInfo {
 	if code == 0 && name == "" {
 		name, _ = m["status"].(string)
 	}
-	return &ingest.ErrorInfo{Code: code, Message: prefixed(name, msg)}
-}
-
-// prefixed puts a non-numeric error code in front of the message.
-func prefixed(name, msg string) string {
-	switch {
-	case name == "":
-		return msg
-	case msg == "":
-		return name
-	}
-	return name + ": " + msg
+	return &ingest.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
 }
 
 // mapInt reads a JSON number out of a decoded map.

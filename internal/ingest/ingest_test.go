@@ -27,25 +27,10 @@ import (
 	"github.com/lrosink/lrosink/internal/results"
 )
 
-// clock is a test clock: time moves only when the test says so.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// clock is the shared fake clock: time moves only when the test says so.
+type clock = testutil.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock() *clock { return testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)) }
 
 // env is one isolated world: a memory ledger, a results sink that keeps
 // everything published, and a clock. (The Pub/Sub sink's own attributes and

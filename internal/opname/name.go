@@ -61,88 +61,19 @@ func (n Name) Key() string { return KeyPrefix + n.Canonical }
 // A prefixed name decides its own kind; a hint that contradicts it is an
 // error, because the event would then be filed under the wrong family.
 func Normalize(raw string, hint Kind) (Name, error) {
-	if len(raw) > MaxRawLen {
-		return Name{}, invalid(raw, fmt.Sprintf("longer than %d bytes (%d)", MaxRawLen, len(raw)))
+	if err := checkInput(raw, hint); err != nil {
+		return Name{}, err
 	}
-	if !utf8.ValidString(raw) {
-		return Name{}, invalid(raw, "not valid UTF-8")
+	segs, err := splitSegments(raw)
+	if err != nil {
+		return Name{}, err
 	}
-	switch hint {
-	case KindUnknown, KindBatch, KindVideo, KindInteraction:
-	default:
-		return Name{}, invalid(raw, fmt.Sprintf("unknown kind hint %q", string(hint)))
+	if segs, err = dropEndpointPrefix(raw, segs); err != nil {
+		return Name{}, err
 	}
-	s := strings.TrimRight(strings.TrimSpace(raw), "/")
-	if s == "" {
-		return Name{}, invalid(raw, "empty")
-	}
-	// Checked after trimming, so a trailing newline from a CLI argument or
-	// a pasted line is tolerated but one inside the name is not.
-	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(s[i:])
-		return Name{}, invalid(raw, fmt.Sprintf("control character %U at byte %d", r, i))
-	}
-
-	segs := strings.Split(s, "/")
-	for i, seg := range segs {
-		if seg == "" {
-			return Name{}, invalid(raw, fmt.Sprintf("empty path segment at position %d", i+1))
-		}
-		if !validSegment(seg) {
-			return Name{}, invalid(raw, fmt.Sprintf("segment %q must match [A-Za-z0-9][A-Za-z0-9._~=+:@-]{0,254}", shorten(seg)))
-		}
-	}
-
-	// The Vertex location prefix carries no identity of its own for our
-	// purposes: the same operation must get one key whatever the endpoint.
-	if segs[0] == "projects" {
-		if len(segs) < 6 || segs[2] != "locations" {
-			return Name{}, invalid(raw, `a "projects/" name must look like projects/P/locations/L/<collection>/<id>`)
-		}
-		segs = segs[4:]
-	}
-	// Vertex spells Veo operations under the publisher; only Google's
-	// models are Gemini API models, so other publishers are rejected.
-	if segs[0] == "publishers" {
-		if len(segs) != 6 || segs[1] != "google" || segs[2] != "models" || segs[4] != "operations" {
-			return Name{}, invalid(raw, "a publisher name must look like publishers/google/models/M/operations/ID")
-		}
-		segs = segs[2:]
-	}
-
-	var n Name
-	switch {
-	case len(segs) == 1:
-		id := segs[0]
-		// "batches/" trims to "batches": a collection word alone is a
-		// truncated name, not an id, and must not become "batches/batches".
-		if isCollection(id) {
-			return Name{}, invalid(raw, fmt.Sprintf("%q is a collection name without an id", id))
-		}
-		switch hint {
-		case KindBatch:
-			n = Name{Canonical: "batches/" + id, Kind: KindBatch, ID: id}
-		case KindVideo:
-			n = Name{Canonical: "operations/" + id, Kind: KindVideo, ID: id}
-		case KindInteraction:
-			n = Name{Canonical: "interactions/" + id, Kind: KindInteraction, ID: id}
-		default:
-			return Name{}, invalid(raw, "a bare id needs a kind (batch, video or interaction)")
-		}
-	case len(segs) == 2 && segs[0] == "batches",
-		len(segs) == 2 && segs[0] == "batchPredictionJobs":
-		n = Name{Canonical: segs[0] + "/" + segs[1], Kind: KindBatch, ID: segs[1]}
-	case len(segs) == 2 && segs[0] == "operations":
-		n = Name{Canonical: "operations/" + segs[1], Kind: KindVideo, ID: segs[1]}
-	case len(segs) == 4 && segs[0] == "models" && segs[2] == "operations":
-		// The model is dropped from the canonical name because webhooks may
-		// not carry it, but kept in APIName because the fetch needs it.
-		n = Name{Canonical: "operations/" + segs[3], Kind: KindVideo, ID: segs[3],
-			APIName: strings.Join(segs, "/")}
-	case len(segs) == 2 && segs[0] == "interactions":
-		n = Name{Canonical: "interactions/" + segs[1], Kind: KindInteraction, ID: segs[1]}
-	default:
-		return Name{}, invalid(raw, "unknown name form; want batches/ID, batchPredictionJobs/ID, operations/ID, models/M/operations/ID, interactions/ID or a bare ID with a kind")
+	n, err := fromSegments(raw, segs, hint)
+	if err != nil {
+		return Name{}, err
 	}
 	if n.APIName == "" {
 		n.APIName = n.Canonical
@@ -151,6 +82,108 @@ func Normalize(raw string, hint Kind) (Name, error) {
 		return Name{}, invalid(raw, fmt.Sprintf("kind %q given, but the name is of kind %q", string(hint), string(n.Kind)))
 	}
 	return n, nil
+}
+
+// checkInput bounds and checks the raw input and the hint before any
+// parsing.
+func checkInput(raw string, hint Kind) error {
+	if len(raw) > MaxRawLen {
+		return invalid(raw, fmt.Sprintf("longer than %d bytes (%d)", MaxRawLen, len(raw)))
+	}
+	if !utf8.ValidString(raw) {
+		return invalid(raw, "not valid UTF-8")
+	}
+	switch hint {
+	case KindUnknown, KindBatch, KindVideo, KindInteraction:
+		return nil
+	}
+	return invalid(raw, fmt.Sprintf("unknown kind hint %q", string(hint)))
+}
+
+// splitSegments trims whitespace and trailing slashes and splits the name
+// into path segments, each of which must be a valid segment.
+func splitSegments(raw string) ([]string, error) {
+	s := strings.TrimRight(strings.TrimSpace(raw), "/")
+	if s == "" {
+		return nil, invalid(raw, "empty")
+	}
+	// Checked after trimming, so a trailing newline from a CLI argument or
+	// a pasted line is tolerated but one inside the name is not.
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return nil, invalid(raw, fmt.Sprintf("control character %U at byte %d", r, i))
+	}
+	segs := strings.Split(s, "/")
+	for i, seg := range segs {
+		if seg == "" {
+			return nil, invalid(raw, fmt.Sprintf("empty path segment at position %d", i+1))
+		}
+		if !validSegment(seg) {
+			return nil, invalid(raw, fmt.Sprintf("segment %q must match [A-Za-z0-9][A-Za-z0-9._~=+:@-]{0,254}", shorten(seg)))
+		}
+	}
+	return segs, nil
+}
+
+// dropEndpointPrefix removes what only says which endpoint spelled the
+// name: the Vertex location prefix carries no identity of its own for our
+// purposes (the same operation must get one key whatever the endpoint),
+// and Vertex spells Veo operations under the publisher. Only Google's
+// models are Gemini API models, so other publishers are rejected.
+func dropEndpointPrefix(raw string, segs []string) ([]string, error) {
+	if segs[0] == "projects" {
+		if len(segs) < 6 || segs[2] != "locations" {
+			return nil, invalid(raw, `a "projects/" name must look like projects/P/locations/L/<collection>/<id>`)
+		}
+		segs = segs[4:]
+	}
+	if segs[0] == "publishers" {
+		if len(segs) != 6 || segs[1] != "google" || segs[2] != "models" || segs[4] != "operations" {
+			return nil, invalid(raw, "a publisher name must look like publishers/google/models/M/operations/ID")
+		}
+		segs = segs[2:]
+	}
+	return segs, nil
+}
+
+// fromSegments maps one of the accepted forms to its Name (APIName only
+// where it differs from Canonical).
+func fromSegments(raw string, segs []string, hint Kind) (Name, error) {
+	switch {
+	case len(segs) == 1:
+		return bareID(raw, segs[0], hint)
+	case len(segs) == 2 && segs[0] == "batches",
+		len(segs) == 2 && segs[0] == "batchPredictionJobs":
+		return Name{Canonical: segs[0] + "/" + segs[1], Kind: KindBatch, ID: segs[1]}, nil
+	case len(segs) == 2 && segs[0] == "operations":
+		return Name{Canonical: "operations/" + segs[1], Kind: KindVideo, ID: segs[1]}, nil
+	case len(segs) == 4 && segs[0] == "models" && segs[2] == "operations":
+		// The model is dropped from the canonical name because webhooks may
+		// not carry it, but kept in APIName because the fetch needs it.
+		return Name{Canonical: "operations/" + segs[3], Kind: KindVideo, ID: segs[3],
+			APIName: strings.Join(segs, "/")}, nil
+	case len(segs) == 2 && segs[0] == "interactions":
+		return Name{Canonical: "interactions/" + segs[1], Kind: KindInteraction, ID: segs[1]}, nil
+	}
+	return Name{}, invalid(raw, "unknown name form; want batches/ID, batchPredictionJobs/ID, operations/ID, models/M/operations/ID, interactions/ID or a bare ID with a kind")
+}
+
+// bareID files an id without a collection under the hint's collection.
+func bareID(raw, id string, hint Kind) (Name, error) {
+	// "batches/" trims to "batches": a collection word alone is a
+	// truncated name, not an id, and must not become "batches/batches".
+	if isCollection(id) {
+		return Name{}, invalid(raw, fmt.Sprintf("%q is a collection name without an id", id))
+	}
+	switch hint {
+	case KindBatch:
+		return Name{Canonical: "batches/" + id, Kind: KindBatch, ID: id}, nil
+	case KindVideo:
+		return Name{Canonical: "operations/" + id, Kind: KindVideo, ID: id}, nil
+	case KindInteraction:
+		return Name{Canonical: "interactions/" + id, Kind: KindInteraction, ID: id}, nil
+	}
+	return Name{}, invalid(raw, "a bare id needs a kind (batch, video or interaction)")
 }
 
 // validSegment reports whether s matches ^[A-Za-z0-9][A-Za-z0-9._~=+:@-]{0,254}$.

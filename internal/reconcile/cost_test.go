@@ -120,7 +120,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer store.Close()
-			c := &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+			c := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 			door, err := ingest.New(ingest.Config{Store: store, Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: c.Now, Grace: 90 * time.Second})
 			if err != nil {
 				b.Fatal(err)

@@ -72,7 +72,7 @@ const poisonCount = 100
 func newPoisonWorld(t *testing.T, store ledger.Ledger, unschedulable bool) (*poisonWorld, []string) {
 	t.Helper()
 	w := &poisonWorld{store: store, sink: &testutil.Recorder{}, fake: fakegemini.New(),
-		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}}
+		clock: testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))}
 	pl := &poisonLedger{Ledger: store, poison: map[string]bool{}, unschedulable: unschedulable}
 	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
 	var err error

@@ -22,17 +22,8 @@ import (
 	"github.com/lrosink/lrosink/internal/reconcile"
 )
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// clock is the shared fake clock: time moves only when the test says so.
+type clock = testutil.Clock
 
 type world struct {
 	t     testing.TB
@@ -58,7 +49,7 @@ func newWorld(t testing.TB, adopt int) *world {
 func newWorldOn(t testing.TB, adopt int, store ledger.Ledger, reads func() int64) *world {
 	t.Helper()
 	w := &world{t: t, store: store, reads: reads, sink: &testutil.Recorder{}, logs: &testutil.SyncBuffer{},
-		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, fake: fakegemini.New()}
+		clock: testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)), fake: fakegemini.New()}
 	log := logging.New(w.logs, slog.LevelInfo, "")
 	var err error
 	if w.door, err = ingest.New(ingest.Config{Store: w.store, Sink: w.sink, Log: log, Now: w.clock.Now, Grace: 90 * time.Second}); err != nil {

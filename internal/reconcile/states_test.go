@@ -34,7 +34,7 @@ type stack struct {
 
 func newStack(t *testing.T, s ledger.Ledger) *stack {
 	t.Helper()
-	k := &stack{t: t, store: s, clk: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)},
+	k := &stack{t: t, store: s, clk: testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)),
 		sink: &testutil.Recorder{}, fake: fakegemini.New()}
 	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
 	var err error

@@ -27,7 +27,7 @@ type storeWorld struct {
 func newStoreWorld(t *testing.T, s ledger.Ledger, tune func(*reconcile.Config)) *storeWorld {
 	t.Helper()
 	w := &storeWorld{t: t, fake: fakegemini.New(), logs: &testutil.SyncBuffer{},
-		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}}
+		clock: testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))}
 	log := logging.New(w.logs, slog.LevelInfo, "")
 	var err error
 	if w.door, err = ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: w.clock.Now, Grace: 90 * time.Second}); err != nil {

@@ -253,109 +253,159 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 // check evaluates the invariants after the drain and fills the report.
 func (r *runner) check(ctx context.Context) {
+	r.reportRun()
+	msgs := r.sink.all()
+	byKey := map[string][]results.Message{}
+	for _, m := range msgs {
+		byKey[m.IdempotencyKey] = append(byKey[m.IdempotencyKey], m)
+	}
+	settle := r.checkOperations(ctx, byKey)
+	r.rep.Final.Messages, r.rep.Final.DistinctKeys, r.rep.Final.ObservedReads = len(msgs), len(byKey), int(r.reads.Load())
+	r.checkKnownKeys(byKey)
+	r.reportStats()
+	r.reportFaults()
+	r.reportLatency(settle)
+	r.reportCost()
+}
+
+// reportRun records what the run was asked to do.
+func (r *runner) reportRun() {
 	rep := &r.rep
 	rep.Seed, rep.Ops, rep.Backend = r.o.Seed, r.o.Ops, r.b.Name
 	rep.Options = optJSON{r.o.Dup, r.o.Reorder, r.o.Drop, r.o.Crash, r.o.LedgerErrors, r.o.PublishErrors, r.o.SlowEffects,
 		r.o.NeverNotified, r.o.NeverFinish, r.o.Horizon.String(), r.o.ReconcileEvery.String(), r.o.Lease.String(), r.o.StuckAfter.String(),
 		r.o.UnstorableMetadata, r.o.Poison, r.o.Incomplete, r.o.PartialBatches, r.o.ErrorObjects, r.o.WebhookOutage.String()}
-	msgs := r.sink.all()
-	byKey := map[string][]int{}
-	for i, m := range msgs {
-		byKey[m.IdempotencyKey] = append(byKey[m.IdempotencyKey], i)
-	}
+}
+
+// checkOperations checks every planned operation against the ledger and
+// the messages published for it (byKey), and returns how long each settled
+// one took after Gemini finished it.
+func (r *runner) checkOperations(ctx context.Context, byKey map[string][]results.Message) []time.Duration {
 	slow := r.sink.slowOps()
 	now := r.clock.Now()
 	var settle []time.Duration
 	for _, p := range r.plans {
-		key := opname.KeyPrefix + p.name
-		id, _ := opname.DocID(key)
-		r.observe(ctx, p) // invariant 1, one last time
-		op, err := r.b.Ledger.GetOperation(ctx, id)
-		if err != nil {
-			r.violate("operation %s is not in the ledger: %v", p.name, err)
-			continue
+		if took, ok := r.checkOperation(ctx, p, byKey[opname.KeyPrefix+p.name], slow[p.name], now); ok {
+			settle = append(settle, took)
 		}
-		r.checkMetadata(p, op)
-		r.checkStuckAlerts(p, op, now)
-		got := byKey[key]
-		if p.poison {
-			r.checkPoison(p, op, len(got), now)
-			continue
-		}
-		if p.terminal == "" {
-			// Invariant 4: never closed by lrosink, alerted when stuck.
-			rep.Final.NeverFinished++
-			if op.State.Terminal() {
-				r.violate("%s never finished in Gemini but the ledger says %s", p.name, op.State)
-			}
-			if len(got) > 0 {
-				r.violate("%s never finished but %d results messages were published", p.name, len(got))
-			}
-			if now.Sub(op.SubmittedAt) > r.o.StuckAfter {
-				rep.Final.StuckUnresolved++
-				if r.stats.alerts[p.name] == 0 {
-					r.violate("%s is stuck (pending since %s) but was never alerted", p.name, op.SubmittedAt.Format(time.RFC3339))
-				}
-			}
-			continue
-		}
-		rep.Final.Terminal++
-		// Invariant 2: no lost completion, and the first terminal is Gemini's.
-		if op.State != p.terminal {
-			r.violate("%s ended %s in Gemini but %s in the ledger", p.name, p.terminal, op.State)
-			continue
-		}
-		switch op.SettledBy {
-		case "webhook":
-			rep.Final.SettledWebhook++
-		case "reconcile":
-			rep.Final.SettledRecon++
-		}
-		end := p.steps[len(p.steps)-1]
-		settle = append(settle, op.SettledAt.Sub(end.at))
-		r.checkOutage(p, op, end.at)
-		// Invariant 4: the claim ends DONE.
-		c, err := r.b.Ledger.GetClaim(ctx, id)
-		if err != nil || c.Status != ledger.ClaimDone {
-			r.violate("%s: claim not DONE at the end (%s, %v)", p.name, c.Status, err)
-		}
-		// Invariant 3: exactly one message, extras only where a process died
-		// after publishing (same key, same data).
-		allowed := 1 + r.faults.explained(p.name) + r.ledgerExplained(id)
-		if slow[p.name] {
-			allowed++
-		}
-		if len(got) == 0 {
-			r.violate("%s settled %s but no results message was published", p.name, op.State)
-			continue
-		}
-		if len(got) > allowed {
-			r.violate("%s: %d results messages, at most %d explained by injected crashes", p.name, len(got), allowed)
-		}
-		rep.Final.ExtraExplained += len(got) - 1
-		attributeExtras(rep, len(got)-1, r.faults.explained(p.name), r.doneAbandoned(id), slow[p.name])
-		first, _ := msgs[got[0]].Data()
-		for _, i := range got {
-			if msgs[i].State != string(p.terminal) {
-				r.violate("%s: message says %s, Gemini %s", p.name, msgs[i].State, p.terminal)
-			}
-			if d, _ := msgs[i].Data(); string(d) != string(first) {
-				r.violate("%s: two different messages for one key", p.name)
-			}
-			if err := ledger.CheckMetadata(msgs[i].UserMetadata); err != nil {
-				r.violate("%s: a message carries metadata over the bound: %v", p.name, err)
-			}
-		}
-		r.checkShapes(p, end, msgs[got[0]])
 	}
-	rep.Final.Messages, rep.Final.DistinctKeys, rep.Final.ObservedReads = len(msgs), len(byKey), int(r.reads.Load())
+	return settle
+}
+
+// checkOperation checks one operation at the end of the run; ok reports
+// whether it settled in Gemini's state (took is then its settle time).
+func (r *runner) checkOperation(ctx context.Context, p plan, got []results.Message, slow bool, now time.Time) (took time.Duration, ok bool) {
+	id, _ := opname.DocID(opname.KeyPrefix + p.name)
+	r.observe(ctx, p) // invariant 1, one last time
+	op, err := r.b.Ledger.GetOperation(ctx, id)
+	if err != nil {
+		r.violate("operation %s is not in the ledger: %v", p.name, err)
+		return 0, false
+	}
+	r.checkMetadata(p, op)
+	r.checkStuckAlerts(p, op, now)
+	switch {
+	case p.poison:
+		r.checkPoison(p, op, len(got), now)
+		return 0, false
+	case p.terminal == "":
+		r.checkNeverFinished(p, op, len(got), now)
+		return 0, false
+	}
+	return r.checkSettled(ctx, p, id, op, got, slow)
+}
+
+// checkNeverFinished: invariant 4, an operation Gemini never finished is
+// never closed by lrosink, and is alerted when stuck.
+func (r *runner) checkNeverFinished(p plan, op ledger.Operation, messages int, now time.Time) {
+	r.rep.Final.NeverFinished++
+	if op.State.Terminal() {
+		r.violate("%s never finished in Gemini but the ledger says %s", p.name, op.State)
+	}
+	if messages > 0 {
+		r.violate("%s never finished but %d results messages were published", p.name, messages)
+	}
+	if now.Sub(op.SubmittedAt) > r.o.StuckAfter {
+		r.rep.Final.StuckUnresolved++
+		if r.stats.alerts[p.name] == 0 {
+			r.violate("%s is stuck (pending since %s) but was never alerted", p.name, op.SubmittedAt.Format(time.RFC3339))
+		}
+	}
+}
+
+// checkSettled checks an operation Gemini finished: invariant 2, no lost
+// completion and the first terminal is Gemini's; then its claim and its
+// messages.
+func (r *runner) checkSettled(ctx context.Context, p plan, id string, op ledger.Operation, got []results.Message, slow bool) (time.Duration, bool) {
+	r.rep.Final.Terminal++
+	if op.State != p.terminal {
+		r.violate("%s ended %s in Gemini but %s in the ledger", p.name, p.terminal, op.State)
+		return 0, false
+	}
+	switch op.SettledBy {
+	case "webhook":
+		r.rep.Final.SettledWebhook++
+	case "reconcile":
+		r.rep.Final.SettledRecon++
+	}
+	end := p.steps[len(p.steps)-1]
+	r.checkOutage(p, op, end.at)
+	// Invariant 4: the claim ends DONE.
+	c, err := r.b.Ledger.GetClaim(ctx, id)
+	if err != nil || c.Status != ledger.ClaimDone {
+		r.violate("%s: claim not DONE at the end (%s, %v)", p.name, c.Status, err)
+	}
+	r.checkMessages(p, id, op, got, slow, end)
+	return op.SettledAt.Sub(end.at), true
+}
+
+// checkMessages: invariant 3, exactly one message, extras only where a
+// process died after publishing (same key, same data); the first says
+// what Gemini said.
+func (r *runner) checkMessages(p plan, id string, op ledger.Operation, got []results.Message, slow bool, end step) {
+	allowed := 1 + r.faults.explained(p.name) + r.ledgerExplained(id)
+	if slow {
+		allowed++
+	}
+	if len(got) == 0 {
+		r.violate("%s settled %s but no results message was published", p.name, op.State)
+		return
+	}
+	if len(got) > allowed {
+		r.violate("%s: %d results messages, at most %d explained by injected crashes", p.name, len(got), allowed)
+	}
+	r.rep.Final.ExtraExplained += len(got) - 1
+	attributeExtras(&r.rep, len(got)-1, r.faults.explained(p.name), r.doneAbandoned(id), slow)
+	first, _ := got[0].Data()
+	for _, m := range got {
+		if m.State != string(p.terminal) {
+			r.violate("%s: message says %s, Gemini %s", p.name, m.State, p.terminal)
+		}
+		if d, _ := m.Data(); string(d) != string(first) {
+			r.violate("%s: two different messages for one key", p.name)
+		}
+		if err := ledger.CheckMetadata(m.UserMetadata); err != nil {
+			r.violate("%s: a message carries metadata over the bound: %v", p.name, err)
+		}
+	}
+	r.checkShapes(p, end, got[0])
+}
+
+// checkKnownKeys: every message is for an operation the run submitted.
+func (r *runner) checkKnownKeys(byKey map[string][]results.Message) {
 	for key := range byKey {
 		name := strings.TrimPrefix(key, opname.KeyPrefix)
 		if !slices.ContainsFunc(r.plans, func(p plan) bool { return p.name == name }) {
 			r.violate("a message for an unknown operation %s", key)
 		}
 	}
-	s := r.stats
+}
+
+// reportStats copies what the real code logged (ingest decisions,
+// deliveries, reconcile passes, alerts) and checks that the webhook
+// outage, and only it, was alerted once and recovered once.
+func (r *runner) reportStats() {
+	rep, s := &r.rep, r.stats
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rep.Outcomes, rep.DropReasons = s.outcomes, s.reasons
@@ -374,25 +424,44 @@ func (r *runner) check(ctx context.Context) {
 	if r.o.WebhookOutage == 0 && s.hookAlerts+s.hookRecovered > 0 {
 		r.violate("no webhook outage, yet %d webhook-disabled alerts and %d recovery lines", s.hookAlerts, s.hookRecovered)
 	}
-	rep.Faults.CrashBeforeCommit, rep.Faults.CrashAfterCommit, rep.Faults.CrashAfterPublish = r.counts.CrashBeforeCommit.Load(), r.counts.CrashAfterCommit.Load(), r.counts.CrashAfterPublish.Load()
-	rep.Faults.LedgerErrors, rep.Faults.PublishErrors, rep.Faults.SlowEffects = r.counts.LedgerErrors.Load(), r.counts.PublishErrors.Load(), r.counts.SlowEffects.Load()
-	rep.Faults.Fenced = r.counts.Fenced.Load()
-	rep.Faults.UnstorableMetadata, rep.Faults.RegisterRefused = r.counts.UnstorableMetadata.Load(), r.counts.RegisterRefused.Load()
-	rep.Faults.MetadataDropped = s.dropped
-	rep.Faults.Poison, rep.Faults.PoisonUnschedulable = r.counts.Poison.Load(), r.counts.PoisonUnschedulable.Load()
-	rep.Faults.Incomplete, rep.Faults.PartialBatches = r.counts.Incomplete.Load(), r.counts.PartialBatches.Load()
-	rep.Faults.ErrorObjects, rep.Faults.LostToOutage = r.counts.ErrorObjects.Load(), r.counts.LostToOutage.Load()
+}
+
+// reportFaults copies what was injected.
+func (r *runner) reportFaults() {
+	f, n := &r.rep.Faults, &r.counts
+	f.CrashBeforeCommit, f.CrashAfterCommit, f.CrashAfterPublish = n.CrashBeforeCommit.Load(), n.CrashAfterCommit.Load(), n.CrashAfterPublish.Load()
+	f.LedgerErrors, f.PublishErrors, f.SlowEffects = n.LedgerErrors.Load(), n.PublishErrors.Load(), n.SlowEffects.Load()
+	f.Fenced = n.Fenced.Load()
+	f.UnstorableMetadata, f.RegisterRefused = n.UnstorableMetadata.Load(), n.RegisterRefused.Load()
+	r.stats.mu.Lock()
+	f.MetadataDropped = r.stats.dropped
+	r.stats.mu.Unlock()
+	f.Poison, f.PoisonUnschedulable = n.Poison.Load(), n.PoisonUnschedulable.Load()
+	f.Incomplete, f.PartialBatches = n.Incomplete.Load(), n.PartialBatches.Load()
+	f.ErrorObjects, f.LostToOutage = n.ErrorObjects.Load(), n.LostToOutage.Load()
+}
+
+// reportLatency: settle times (simulated) and webhook HTTP times (wall).
+func (r *runner) reportLatency(settle []time.Duration) {
+	l := &r.rep.Latency
 	sec := func(d time.Duration) string { return d.Round(time.Second).String() }
-	rep.Latency.SettleP50, rep.Latency.SettleP90 = sec(pct(settle, 0.5)), sec(pct(settle, 0.9))
-	rep.Latency.SettleP99, rep.Latency.SettleMax = sec(pct(settle, 0.99)), sec(pct(settle, 1))
-	rep.Latency.HTTPP50ms = float64(pct(s.latencies, 0.5).Microseconds()) / 1000
-	rep.Latency.HTTPP99ms = float64(pct(s.latencies, 0.99).Microseconds()) / 1000
-	rep.Cost.GeminiCalls = r.fake.TotalCalls()
-	if n := rep.Final.Terminal; n > 0 {
-		rep.Cost.ReadsPerCompletion = float64(rep.Cost.StoreReads) / float64(n)
-		rep.Cost.WritesPerCompletion = float64(rep.Cost.StoreWrites) / float64(n)
+	l.SettleP50, l.SettleP90 = sec(pct(settle, 0.5)), sec(pct(settle, 0.9))
+	l.SettleP99, l.SettleMax = sec(pct(settle, 0.99)), sec(pct(settle, 1))
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	l.HTTPP50ms = float64(pct(r.stats.latencies, 0.5).Microseconds()) / 1000
+	l.HTTPP99ms = float64(pct(r.stats.latencies, 0.99).Microseconds()) / 1000
+}
+
+// reportCost: Gemini calls, and store reads and writes per completion.
+func (r *runner) reportCost() {
+	c := &r.rep.Cost
+	c.GeminiCalls = r.fake.TotalCalls()
+	if n := r.rep.Final.Terminal; n > 0 {
+		c.ReadsPerCompletion = float64(c.StoreReads) / float64(n)
+		c.WritesPerCompletion = float64(c.StoreWrites) / float64(n)
 	}
-	rep.Cost.GeminiCallsPerOperation = float64(rep.Cost.GeminiCalls) / float64(max(1, r.o.Ops))
+	c.GeminiCallsPerOperation = float64(c.GeminiCalls) / float64(max(1, r.o.Ops))
 }
 
 // checkShapes: the first message of a settled operation says what Gemini

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/clock"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
@@ -197,7 +198,7 @@ type delivery struct {
 type runner struct {
 	o       Options
 	b       Backend
-	clock   *Clock
+	clock   *clock.Manual // the simulation's time: it moves only when the simulator says
 	t0      time.Time
 	plans   []plan
 	fake    *fakegemini.Server
@@ -234,7 +235,7 @@ func Run(ctx context.Context, o Options, b Backend) (*Report, error) {
 	}
 	start := time.Now()
 	r := &runner{o: o, b: b, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), last: map[string]lifecycle.Current{}, alerted: map[string]int{}}
-	r.clock = &Clock{now: r.t0}
+	r.clock = clock.NewManual(r.t0)
 	if err := r.setup(); err != nil {
 		return nil, err
 	}

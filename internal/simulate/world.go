@@ -22,26 +22,6 @@ import (
 	"github.com/lrosink/lrosink/internal/results"
 )
 
-// Clock is the simulation's time: it moves only when the simulator says.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now returns the simulated time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Set moves the clock to t.
-func (c *Clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // dice makes fault decisions reproducible: the answer depends on the seed,
 // what is asked and how many times that question was asked before for that
 // operation, not on which goroutine asks first.

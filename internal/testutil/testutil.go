@@ -1,6 +1,6 @@
 // Package testutil holds small helpers shared by the tests of several
-// packages: a buffer a running component and a test can share, and a results
-// sink that keeps what it is given.
+// packages: a buffer a running component and a test can share, a results
+// sink that keeps what it is given, and a fake clock.
 package testutil
 
 import (

@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 // TestSpecVector checks the Standard Webhooks spec's own example (from the
@@ -282,7 +283,7 @@ func TestFixturesJWT(t *testing.T) {
 		}
 	})
 	t.Run("exp leeway boundary", func(t *testing.T) {
-		clk := newClock(f.now().Add(time.Hour + 59*time.Second)) // exp is now+1h
+		clk := testutil.NewClock(f.now().Add(time.Hour + 59*time.Second)) // exp is now+1h
 		v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: srv.Client(), Now: clk.Now})
 		h := headers("", "", f.token(t, "valid"))
 		if _, err := v.Verify(context.Background(), h, body); err != nil {

@@ -126,28 +126,6 @@ func signV1(secret, id, ts string, body []byte) string {
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-func (c *clock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
-
 // jwksServer is a real HTTP server publishing a JWKS and counting requests.
 type jwksServer struct {
 	*httptest.Server

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 // forgedToken is a compact RS256 JWS naming kid, with a signature that does
@@ -72,7 +74,7 @@ func TestJWKSFetchOutlivesCallers(t *testing.T) {
 		slow.ServeHTTP(w, r)
 	})
 	rt := &countingTransport{next: srv.Client().Transport}
-	clk := newClock(f.now())
+	clk := testutil.NewClock(f.now())
 	v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: &http.Client{Transport: rt}, Now: clk.Now})
 
 	hangUps := func(n int) {

@@ -13,6 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
 )
 
 // ErrUnknownType: the delivery is authentic but its event type is not one
@@ -83,68 +84,117 @@ func eventType(t string) (lifecycle.State, opname.Kind, bool) {
 //     data, the claims are the envelope (the dynamic payload shape is
 //     unconfirmed).
 func Parse(body []byte, v Verified) (ingest.Event, error) {
+	raw, err := envelopeBytes(body, v)
+	if err != nil {
+		return ingest.Event{}, err
+	}
+	if ev, ok := parseFast(raw, v); ok {
+		return ev, nil
+	}
+	return parseEnvelope(raw, v)
+}
+
+// envelopeBytes returns the JSON to parse: the body, or for a JWT delivery
+// with an empty body the token's claims. It must be a UTF-8 JSON object.
+func envelopeBytes(body []byte, v Verified) ([]byte, error) {
 	raw := body
 	if len(bytes.TrimSpace(body)) == 0 {
 		if v.Method != MethodJWT || v.Claims["type"] == nil || v.Claims["data"] == nil {
-			return ingest.Event{}, badEnvelope("empty body")
+			return nil, badEnvelope("empty body")
 		}
 		b, err := json.Marshal(v.Claims)
 		if err != nil {
-			return ingest.Event{}, badEnvelope("token claims are not JSON-encodable")
+			return nil, badEnvelope("token claims are not JSON-encodable")
 		}
 		raw = b
 	}
 	if !utf8.Valid(raw) {
-		return ingest.Event{}, badEnvelope("body is not valid UTF-8")
+		return nil, badEnvelope("body is not valid UTF-8")
 	}
 	// Checked before decoding so arrays (however deeply nested) and scalars
 	// get a precise reason; encoding/json's depth limit covers nesting
 	// inside the object.
 	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return ingest.Event{}, badEnvelope("body is not a JSON object")
+		return nil, badEnvelope("body is not a JSON object")
 	}
-	if ev, ok := parseFast(raw, v); ok {
-		return ev, nil
-	}
+	return raw, nil
+}
+
+// parseEnvelope is the map-based decoder: slower than parseFast, but it
+// says precisely what is wrong with an envelope.
+func parseEnvelope(raw []byte, v Verified) (ingest.Event, error) {
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return ingest.Event{}, badEnvelope("body is not valid JSON")
 	}
+	typ, err := envelopeType(env)
+	if err != nil {
+		return ingest.Event{}, err
+	}
+	data, id, err := envelopeData(env)
+	if err != nil {
+		return ingest.Event{}, err
+	}
+	ev := newEvent(typ, id, v)
+	if s, _, ok := stringField(env, "timestamp"); ok {
+		ev.UpdateTime = eventTime(s)
+	}
+	for _, k := range []string{"output_file_uri", "file_name", "video_uri"} {
+		s, _, _ := stringField(data, k)
+		addOutput(&ev, k, s)
+	}
+	msg, _, _ := stringField(data, "error_message")
+	setFailure(&ev, failure(data["error_code"], msg, data["error"], data["errors"]))
+	ev.UserMetadata = firstObject(env["user_metadata"], data["user_metadata"])
+	return ev, nil
+}
 
+// envelopeType returns the envelope's type if lrosink handles it;
+// ErrUnknownType (wrapped) for a well-formed type it does not.
+func envelopeType(env map[string]json.RawMessage) (string, error) {
 	typ, present, isStr := stringField(env, "type")
 	switch {
 	case !present:
-		return ingest.Event{}, badEnvelope("no type")
+		return "", badEnvelope("no type")
 	case !isStr:
-		return ingest.Event{}, badEnvelope("type is not a string")
+		return "", badEnvelope("type is not a string")
 	case strings.TrimSpace(typ) == "":
-		return ingest.Event{}, badEnvelope("empty type")
+		return "", badEnvelope("empty type")
 	}
-	state, kind, known := eventType(typ)
-	if !known {
-		return ingest.Event{}, fmt.Errorf("%w %s", ErrUnknownType, quoteShort(typ))
+	if _, _, known := eventType(typ); !known {
+		return "", fmt.Errorf("%w %s", ErrUnknownType, quoteShort(typ))
 	}
+	return typ, nil
+}
 
+// envelopeData returns the data object and its id (the operation name).
+func envelopeData(env map[string]json.RawMessage) (map[string]json.RawMessage, string, error) {
 	data, ok := objectField(env, "data")
 	if !ok {
 		if env["data"] == nil || isNull(env["data"]) {
-			return ingest.Event{}, badEnvelope("no data")
+			return nil, "", badEnvelope("no data")
 		}
-		return ingest.Event{}, badEnvelope("data is not an object")
+		return nil, "", badEnvelope("data is not an object")
 	}
 	id, present, isStr := stringField(data, "id")
 	switch {
 	case !present:
-		return ingest.Event{}, badEnvelope("no data.id")
+		return nil, "", badEnvelope("no data.id")
 	case !isStr:
-		return ingest.Event{}, badEnvelope("data.id is not a string")
+		return nil, "", badEnvelope("data.id is not a string")
 	case strings.TrimSpace(id) == "":
-		return ingest.Event{}, badEnvelope("empty data.id")
+		return nil, "", badEnvelope("empty data.id")
 	case len(id) > maxNameBytes:
-		return ingest.Event{}, badEnvelope(fmt.Sprintf("data.id longer than %d bytes", maxNameBytes))
+		return nil, "", badEnvelope(fmt.Sprintf("data.id longer than %d bytes", maxNameBytes))
 	}
+	return data, id, nil
+}
 
-	ev := ingest.Event{
+// newEvent is the event a delivery of a known type typ about operation id
+// announces, before its fields are read.
+func newEvent(typ, id string, v Verified) ingest.Event {
+	state, kind, _ := eventType(typ)
+	return ingest.Event{
 		// Exactly as given: opname normalises later, in one place.
 		Name:  id,
 		Kind:  kind,
@@ -154,30 +204,51 @@ func Parse(body []byte, v Verified) (ingest.Event, error) {
 		Source:       ingest.SourceWebhook,
 		DeliveryID:   v.ID,
 	}
-	// A missing or unparsable time stays zero, which lifecycle treats as
-	// 1970-01-01 so the event loses every tie.
-	if s, _, ok := stringField(env, "timestamp"); ok {
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			ev.UpdateTime = t
-		}
+}
+
+// eventTime reads the envelope's timestamp. A missing or unparsable time
+// stays zero, which lifecycle treats as 1970-01-01 so the event loses
+// every tie.
+func eventTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
 	}
-	// Video events are documented with output_file_uri/file_name but a
-	// cookbook uses video_uri, so all three are kept.
-	for _, k := range []string{"output_file_uri", "file_name", "video_uri"} {
-		if s, _, ok := stringField(data, k); ok && s != "" {
-			if ev.Output == nil {
-				ev.Output = make(map[string]any, 3)
-			}
-			ev.Output[k] = s
-		}
+	return t
+}
+
+// addOutput keeps a non-empty output field. Video events are documented
+// with output_file_uri/file_name but a cookbook uses video_uri, so all
+// three are kept.
+func addOutput(ev *ingest.Event, k, s string) {
+	if s == "" {
+		return
 	}
-	msg, _, _ := stringField(data, "error_message")
-	ev.Error = failure(data["error_code"], msg, data["error"], data["errors"])
-	if kind == opname.KindVideo && ev.Error != nil {
+	if ev.Output == nil {
+		ev.Output = make(map[string]any, 3)
+	}
+	ev.Output[k] = s
+}
+
+// setFailure records the event's failure; a video.generated event that
+// carries one is FAILED.
+func setFailure(ev *ingest.Event, e *ingest.ErrorInfo) {
+	ev.Error = e
+	if ev.Kind == opname.KindVideo && e != nil {
 		ev.State = lifecycle.Failed
 	}
-	ev.UserMetadata = userMetadata(env, data)
-	return ev, nil
+}
+
+// firstObject decodes the first of rs that is a JSON object (user_metadata
+// is read from the top level, else from data); nil if none is.
+func firstObject(rs ...json.RawMessage) map[string]any {
+	for _, r := range rs {
+		var out map[string]any
+		if bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) && json.Unmarshal(r, &out) == nil {
+			return out
+		}
+	}
+	return nil
 }
 
 // failure reads an operation's failure from data, in whichever form it
@@ -231,7 +302,7 @@ func errorValue(raw json.RawMessage) *ingest.ErrorInfo {
 		// google.rpc.Status in REST form names the code in "status".
 		name, _, _ = stringField(obj, "status")
 	}
-	return &ingest.ErrorInfo{Code: code, Message: prefixed(name, msg)}
+	return &ingest.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
 }
 
 func errorFrom(rawCode json.RawMessage, msg string) *ingest.ErrorInfo {
@@ -239,19 +310,7 @@ func errorFrom(rawCode json.RawMessage, msg string) *ingest.ErrorInfo {
 	if code == 0 && name == "" && msg == "" {
 		return nil
 	}
-	return &ingest.ErrorInfo{Code: code, Message: prefixed(name, msg)}
-}
-
-// prefixed puts a non-numeric code's name in front of the message, so it is
-// not lost (ErrorInfo's code is a number).
-func prefixed(name, msg string) string {
-	switch {
-	case name == "":
-		return msg
-	case msg == "":
-		return name
-	}
-	return name + ": " + msg
+	return &ingest.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
 }
 
 // errorCode returns a numeric code, or a non-numeric code's text.
@@ -277,18 +336,6 @@ func errorCode(raw json.RawMessage) (int, string) {
 		return int(n), ""
 	}
 	return 0, text
-}
-
-func userMetadata(env, data map[string]json.RawMessage) map[string]any {
-	for _, m := range []map[string]json.RawMessage{env, data} {
-		if r, ok := m["user_metadata"]; ok {
-			var out map[string]any
-			if bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) && json.Unmarshal(r, &out) == nil {
-				return out
-			}
-		}
-	}
-	return nil
 }
 
 // stringField reports whether m[key] is present and non-null, and returns
@@ -348,36 +395,19 @@ func parseFast(raw []byte, v Verified) (ingest.Event, bool) {
 	if json.Unmarshal(raw, &env) != nil || env.Data == nil || strings.TrimSpace(env.Data.ID) == "" || len(env.Data.ID) > maxNameBytes {
 		return ingest.Event{}, false
 	}
-	state, kind, known := eventType(env.Type)
-	if !known {
+	if _, _, known := eventType(env.Type); !known {
 		return ingest.Event{}, false
 	}
 	d := env.Data
-	ev := ingest.Event{Name: d.ID, Kind: kind, State: state, GeminiStatus: env.Type, Source: ingest.SourceWebhook, DeliveryID: v.ID}
+	ev := newEvent(env.Type, d.ID, v)
 	var ts string
 	if json.Unmarshal(env.Timestamp, &ts) == nil {
-		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-			ev.UpdateTime = t
-		}
+		ev.UpdateTime = eventTime(ts)
 	}
 	for _, kv := range [...][2]string{{"output_file_uri", d.OutputFileURI}, {"file_name", d.FileName}, {"video_uri", d.VideoURI}} {
-		if kv[1] != "" {
-			if ev.Output == nil {
-				ev.Output = make(map[string]any, 3)
-			}
-			ev.Output[kv[0]] = kv[1]
-		}
+		addOutput(&ev, kv[0], kv[1])
 	}
-	ev.Error = failure(d.ErrorCode, d.ErrorMessage, d.Error, d.Errors)
-	if kind == opname.KindVideo && ev.Error != nil {
-		ev.State = lifecycle.Failed
-	}
-	for _, r := range [...]json.RawMessage{env.UserMetadata, d.UserMetadata} {
-		var out map[string]any
-		if bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) && json.Unmarshal(r, &out) == nil {
-			ev.UserMetadata = out
-			break
-		}
-	}
+	setFailure(&ev, failure(d.ErrorCode, d.ErrorMessage, d.Error, d.Errors))
+	ev.UserMetadata = firstObject(env.UserMetadata, d.UserMetadata)
 	return ev, true
 }

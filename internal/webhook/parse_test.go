@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -263,6 +264,13 @@ func TestParseJWTClaimsEnvelope(t *testing.T) {
 	noData := Verified{Method: MethodJWT, Claims: map[string]any{"type": "batch.succeeded"}}
 	if _, err := Parse(nil, noData); !errors.As(err, &be) || be.Reason != "empty body" {
 		t.Fatalf("Parse(no data claim) = %v", err)
+	}
+	// Claims that cannot be encoded back to JSON (a verified token's never
+	// are, but Verified is a plain struct) are a bad envelope, not a panic.
+	unencodable := Verified{Method: MethodJWT, Claims: map[string]any{"type": "batch.succeeded",
+		"data": map[string]any{"id": "b"}, "x": math.NaN()}}
+	if _, err := Parse(nil, unencodable); !errors.As(err, &be) || be.Reason != "token claims are not JSON-encodable" {
+		t.Fatalf("Parse(unencodable claims) = %v", err)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 type hostileCase struct {
@@ -361,7 +363,7 @@ func TestSignatureSeparators(t *testing.T) {
 func TestJWKSRefetchRateLimit(t *testing.T) {
 	f := loadFixtures(t)
 	srv := newJWKSServer(t, f.JWT.JWKS)
-	clk := newClock(f.now())
+	clk := testutil.NewClock(f.now())
 	v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: srv.Client(), Now: clk.Now})
 	ctx := context.Background()
 	valid := headers("", "", f.token(t, "valid"))
@@ -410,7 +412,7 @@ func TestJWKSFailures(t *testing.T) {
 	f := loadFixtures(t)
 	srv := newJWKSServer(t, f.JWT.JWKS)
 	srv.serve(http.StatusInternalServerError, []byte("oops"))
-	clk := newClock(f.now())
+	clk := testutil.NewClock(f.now())
 	v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: srv.Client(), Now: clk.Now})
 	valid := headers("", "", f.token(t, "valid"))
 
@@ -437,7 +439,7 @@ func TestJWKSFailures(t *testing.T) {
 func TestJWKSStaleSet(t *testing.T) {
 	f := loadFixtures(t)
 	srv := newJWKSServer(t, f.JWT.JWKS)
-	clk := newClock(f.now())
+	clk := testutil.NewClock(f.now())
 	v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: srv.Client(), Now: clk.Now})
 	valid := headers("", "", f.token(t, "valid"))
 	if _, err := v.Verify(context.Background(), valid, nil); err != nil {
