@@ -66,4 +66,3 @@ func goSource(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
-
