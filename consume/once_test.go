@@ -394,7 +394,7 @@ func checkPlanted(t *testing.T, store consume.Store) {
 
 func openSQLite(t *testing.T) *consume.SQLiteStore {
 	t.Helper()
-	s, err := consume.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "consume.db"))
+	s, err := consume.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "consume.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ var wantRuns = map[string]int{"gemini:batches/a": 1, "gemini:batches/b": 1, "gem
 func sendAll(t *testing.T, s sink.Sink) {
 	t.Helper()
 	for _, m := range []results.Message{resultMsg("batches/a", ""), resultMsg("batches/a", ""), resultMsg("batches/b", ""), resultMsg("batches/a", "r1")} {
-		if err := s.Publish(context.Background(), m); err != nil {
+		if err := s.Publish(t.Context(), m); err != nil {
 			t.Errorf("publish: %v", err) // not Fatal: may run on another goroutine
 			return
 		}
@@ -134,8 +134,7 @@ var settled = func(k map[consume.Kind]int) bool {
 // subscription configured like terraform/pubsub.tf's (exactly-once, ordered)
 // delivers, consume processes each key once; the failed run is redelivered.
 func TestPubSubSource(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := t.Context()
 	ps, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/results"
 	sub := "projects/" + project + "/subscriptions/worker"
@@ -175,7 +174,7 @@ func TestTailFileSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := f.Publish(context.Background(), resultMsg("batches/a", "")); err != nil {
+	if err := f.Publish(t.Context(), resultMsg("batches/a", "")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -183,7 +182,7 @@ func TestTailFileSource(t *testing.T) {
 	src := consume.TailFile(path)
 	src.Poll, src.RetryDelay = 10*time.Millisecond, 10*time.Millisecond
 	c := &consume.Consumer{Store: openSQLite(t), Handler: tl.handle, OnOutcome: tl.outcome}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, src) }()
 	tl.waitFor(t, "the first line", func(k map[consume.Kind]int) bool { return k[consume.Processed] == 1 })
@@ -205,7 +204,7 @@ func TestTailFileSource(t *testing.T) {
 	}
 	_ = w.Close()
 	for _, m := range []results.Message{resultMsg("batches/b", ""), resultMsg("batches/a", "r1")} {
-		if err := f.Publish(context.Background(), m); err != nil {
+		if err := f.Publish(t.Context(), m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -230,7 +229,7 @@ func TestLinesSource(t *testing.T) {
 	src := consume.Lines(pr)
 	src.RetryDelay = time.Millisecond
 	c := &consume.Consumer{Store: openSQLite(t), Handler: tl.handle, OnOutcome: tl.outcome}
-	if err := c.Run(context.Background(), src); err != nil {
+	if err := c.Run(t.Context(), src); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if !settled(tl.kinds) {
@@ -249,7 +248,7 @@ func TestResultDecoding(t *testing.T) {
 "attributes":{"idempotency_key":"gemini:batches/x","operation":"batches/x","state":"INCOMPLETE","kind":"batch"}}`
 	tl := newTally()
 	c := &consume.Consumer{Store: openSQLite(t), Handler: tl.handle, OnOutcome: tl.outcome}
-	if err := c.Run(context.Background(), consume.Lines(strings.NewReader(strings.ReplaceAll(line, "\n", "")+"\n"))); err != nil {
+	if err := c.Run(t.Context(), consume.Lines(strings.NewReader(strings.ReplaceAll(line, "\n", "")+"\n"))); err != nil {
 		t.Fatal(err)
 	}
 	r := tl.results["gemini:batches/x"]

@@ -72,7 +72,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		p.next(t)
 	}
 
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(),
+	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
 		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1280, 800),
 		chromedp.UserDataDir(t.TempDir()))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -549,7 +548,7 @@ func testGracefulShutdown(t *testing.T, bin string) {
 	// sends the body only then. A fresh transport avoids reusing an idle
 	// keep-alive connection, which Shutdown rightly closes.
 	inHandler := make(chan struct{})
-	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{Got100Continue: func() { close(inHandler) }})
+	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{Got100Continue: func() { close(inHandler) }})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/Webhook", pr)
 	if err != nil {
 		t.Fatal(err)

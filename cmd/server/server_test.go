@@ -79,8 +79,7 @@ func TestEndToEnd(t *testing.T) {
 	bin := buildServer(t)
 	fs, fsProject := emutest.Firestore(t)
 	ps, psProject := emutest.PubSub(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx := t.Context()
 	topic, sub := "projects/"+psProject+"/topics/results", "projects/"+psProject+"/subscriptions/worker"
 	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -26,13 +25,13 @@ func TestWorkerOnLines(t *testing.T) {
 	var lines bytes.Buffer
 	w := sink.NewWriter(&lines)
 	for _, m := range []results.Message{message("batches/a", ""), message("batches/a", ""), message("batches/b", ""), message("batches/a", "r1")} {
-		if err := w.Publish(context.Background(), m); err != nil {
+		if err := w.Publish(t.Context(), m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	db := "sqlite:" + filepath.Join(t.TempDir(), "worker.db")
 	var out, logs bytes.Buffer
-	if err := run(context.Background(), []string{"-lines", "-", "-store", db}, bytes.NewReader(lines.Bytes()), &out, &logs); err != nil {
+	if err := run(t.Context(), []string{"-lines", "-", "-store", db}, bytes.NewReader(lines.Bytes()), &out, &logs); err != nil {
 		t.Fatalf("run: %v\n%s", err, logs.String())
 	}
 	var got []string
@@ -54,7 +53,7 @@ func TestWorkerOnLines(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := run(context.Background(), []string{"-lines", "-", "-store", db}, bytes.NewReader(lines.Bytes()), &out, &logs); err != nil {
+	if err := run(t.Context(), []string{"-lines", "-", "-store", db}, bytes.NewReader(lines.Bytes()), &out, &logs); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
 	if out.Len() != 0 {
@@ -68,7 +67,7 @@ func TestWorkerFlags(t *testing.T) {
 		{"-lines", "-", "-subscription", "s"}, // two sources
 		{"-lines", "-", "-store", "mysql:x"},
 	} {
-		if err := run(context.Background(), args, strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+		if err := run(t.Context(), args, strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: no error", args)
 		}
 	}

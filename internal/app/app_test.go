@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -54,7 +53,7 @@ func TestJWTTerminalConfirmedThroughTheWiring(t *testing.T) {
 				JWKSURL: jwks.URL, GeminiAPIKey: tc.key, GeminiBaseURL: geminiURL,
 				Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20,
 				Openers: urlopen.Cloud(sqliteurl.Scheme(false))}
-			a, err := app.New(context.Background(), cfg, logging.New(logs, slog.LevelDebug, ""), app.Options{
+			a, err := app.New(t.Context(), cfg, logging.New(logs, slog.LevelDebug, ""), app.Options{
 				Now: func() time.Time { return now }, Stdout: &stdout,
 			})
 			if err != nil {

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,7 +42,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		WebhookSecrets: []string{secret}, GeminiAPIKey: fakegemini.DefaultAPIKey, GeminiBaseURL: fake.Start(t).URL,
 		Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20,
 		Openers: urlopen.Cloud(sqliteurl.Scheme(false))}
-	a, err := app.New(context.Background(), cfg, logging.New(io.Discard, slog.LevelDebug, ""), app.Options{
+	a, err := app.New(t.Context(), cfg, logging.New(io.Discard, slog.LevelDebug, ""), app.Options{
 		Now: clk.Now, Stdout: &stdout})
 	if err != nil {
 		t.Fatal(err)

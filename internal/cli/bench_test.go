@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,7 +27,7 @@ import (
 //	go test -run='^$' -bench=BenchmarkServeCompletions -benchtime=2000x ./internal/cli/
 func BenchmarkServeCompletions(b *testing.B) {
 	const senders = 4
-	ctx := context.Background()
+	ctx := b.Context()
 	secret := "whsec_" + "YmVuY2htYXJrYmVuY2htYXJrYmVuY2htYXJrISE="
 	cfg, err := config.Load(mapEnv(map[string]string{
 		"LROSINK_STORE":           "sqlite:" + filepath.Join(b.TempDir(), "bench.db"),

@@ -49,7 +49,7 @@ func eachServeStore(t *testing.T, f func(t *testing.T, vars map[string]string)) 
 func openTestLedger(t *testing.T, vars map[string]string) ledger.Ledger {
 	t.Helper()
 	e := &env{getenv: mapEnv(vars)}
-	l, _, closeFn, err := e.openReadLedger(context.Background(), command.NewFlagSet("test"))
+	l, _, closeFn, err := e.openReadLedger(t.Context(), command.NewFlagSet("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func stopWithWorkInFlight(t *testing.T, vars map[string]string, g *gate, opts []
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	vars["LROSINK_WEBHOOK_SECRETS"], vars["LROSINK_RESULTS"] = secret, "file:"+results
 	s := startServeWith(t, vars, append([]Option{WithFaults(g)}, opts...))
-	ctx, hangUp := context.WithCancel(context.Background())
+	ctx, hangUp := context.WithCancel(t.Context())
 	answered := make(chan error, 1)
 	go func() {
 		resp, err := http.DefaultClient.Do(delivery(t, s.base, secret, "drain1", "msg_drain1").WithContext(ctx))
@@ -109,7 +109,7 @@ func TestServeDrainsTheDoorBeforeClosing(t *testing.T) {
 		if lines := resultLines(t, string(b)); len(lines) != 1 || lines[0].Operation != "batches/drain1" {
 			t.Fatalf("results %+v, want the one held completion", lines)
 		}
-		c, err := openTestLedger(t, vars).GetClaim(context.Background(), drainOpID)
+		c, err := openTestLedger(t, vars).GetClaim(t.Context(), drainOpID)
 		if err != nil || c.Status != ledger.ClaimDone {
 			t.Fatalf("claim %+v %v, want DONE", c, err)
 		}
@@ -135,7 +135,7 @@ func TestServeDrainIsBounded(t *testing.T) {
 			t.Fatalf("serve exit %d, want %d naming the work cut off:\n%s", code, command.ExitError, s.stderr.String())
 		}
 		l := openTestLedger(t, vars)
-		ctx := context.Background()
+		ctx := t.Context()
 		if c, err := l.GetClaim(ctx, drainOpID); err != nil || c.Status != ledger.ClaimHeld {
 			t.Fatalf("claim %+v %v, want CLAIMED", c, err)
 		}

@@ -133,7 +133,7 @@ func TestServeAdminToken(t *testing.T) {
 // listening instead is stopped and the test fails.
 func runServeOnce(t *testing.T, env map[string]string, args ...string) runResult {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var out, errb syncBuffer
 	done := make(chan int, 1)

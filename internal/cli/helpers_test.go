@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"net/http"
@@ -35,7 +34,7 @@ type runResult struct {
 func run(t *testing.T, env map[string]string, args ...string) runResult {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, strings.NewReader(""), &out, &errb, mapEnv(env))
+	code := Run(t.Context(), args, strings.NewReader(""), &out, &errb, mapEnv(env))
 	return runResult{code, out.String(), errb.String()}
 }
 
@@ -49,7 +48,7 @@ func storeEnv(t *testing.T) map[string]string {
 // at store, as a delivery to serve would, publishing to pub.
 func settle(t *testing.T, store, name string, state lifecycle.State, pub ingest.Sink) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	s, err := sqlite.Open(ctx, strings.TrimPrefix(store, "sqlite:"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -34,7 +33,7 @@ func TestReconcileCommand(t *testing.T) {
 	// After the grace period, the operation is due.
 	later := func() time.Time { return time.Now().Add(time.Hour) }
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), []string{"reconcile"}, strings.NewReader(""), &out, &errb, mapEnv(env), withNow(later))
+	code := Run(t.Context(), []string{"reconcile"}, strings.NewReader(""), &out, &errb, mapEnv(env), withNow(later))
 	if code != command.ExitOK {
 		t.Fatalf("reconcile: exit %d\n%s%s", code, out.String(), errb.String())
 	}
@@ -54,7 +53,7 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	// A second pass finds nothing due.
 	out.Reset()
-	if code := Run(context.Background(), []string{"reconcile"}, strings.NewReader(""), &out, &errb, mapEnv(env), withNow(later)); code != command.ExitOK ||
+	if code := Run(t.Context(), []string{"reconcile"}, strings.NewReader(""), &out, &errb, mapEnv(env), withNow(later)); code != command.ExitOK ||
 		!strings.Contains(out.String(), `"checked":0`) {
 		t.Fatalf("second pass: exit %d %s", code, out.String())
 	}

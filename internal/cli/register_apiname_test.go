@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,7 +30,7 @@ func TestRegisterCLIAndHTTPStoreTheSameAPIName(t *testing.T) {
 		t.Fatalf("lrosink register: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 
-	ctx := context.Background()
+	ctx := t.Context()
 	cfg, err := loadConfig(mapEnv(env), command.NewFlagSet("test"))
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func startServe(t *testing.T, env map[string]string, args ...string) *server {
 // startServeWith is startServe with Run options.
 func startServeWith(t *testing.T, env map[string]string, opts []Option, args ...string) *server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	s := &server{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	go func() {
 		s.done <- Run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), s.stdout, s.stderr, mapEnv(env), opts...)
@@ -180,7 +180,7 @@ func TestReconcileLoop(t *testing.T) {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		reconcileLoop(context.Background(), stop, f, 1<<40, logging.Discard()) // the ticker never fires
+		reconcileLoop(t.Context(), stop, f, 1<<40, logging.Discard()) // the ticker never fires
 	}()
 	waitFor(t, "the start-up pass", func() bool { return f.passes.Load() == 1 })
 	close(stop)

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,7 +27,7 @@ const evil = `<script>document.title="pwned"</script>"><img src=x onerror=alert(
 
 func store(t *testing.T) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"))
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "l.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +37,7 @@ func store(t *testing.T) *sqlite.Store {
 
 func commit(t *testing.T, s ledger.Store, op ledger.Operation, c *ledger.Claim) {
 	t.Helper()
-	if _, _, err := s.CommitOperation(context.Background(), op, c); err != nil {
+	if _, _, err := s.CommitOperation(t.Context(), op, c); err != nil {
 		t.Fatalf("commit %s: %v", op.ID, err)
 	}
 }

@@ -3,7 +3,6 @@ package emutest
 import (
 	"context"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -11,8 +10,7 @@ import (
 
 // TestFirestoreEmulatorReachable writes and reads back a document.
 func TestFirestoreEmulatorReachable(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := t.Context()
 	c, _ := Firestore(t)
 	doc := c.Collection("smoke").Doc("one")
 	if _, err := doc.Set(ctx, map[string]any{"n": 42}); err != nil {
@@ -29,8 +27,7 @@ func TestFirestoreEmulatorReachable(t *testing.T) {
 
 // TestPubSubEmulatorReachable publishes a message and pulls it back.
 func TestPubSubEmulatorReachable(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := t.Context()
 	c, project := PubSub(t)
 	topic := "projects/" + project + "/topics/smoke"
 	sub := "projects/" + project + "/subscriptions/smoke"

@@ -1,7 +1,6 @@
 package fakegemini_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -23,7 +22,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newClient(t *testing.T, baseURL string) *genai.Client {
 	t.Helper()
-	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+	c, err := genai.NewClient(t.Context(), &genai.ClientConfig{
 		APIKey:      fakegemini.DefaultAPIKey,
 		Backend:     genai.BackendGeminiAPI,
 		HTTPOptions: genai.HTTPOptions{BaseURL: baseURL},
@@ -112,7 +111,7 @@ func TestWithAPIKey(t *testing.T) {
 
 func TestBatchThroughSDK(t *testing.T) {
 	fake, client, _ := setup(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	fake.SetBatch("done", fakegemini.BatchState{
 		State: "BATCH_STATE_SUCCEEDED", DisplayName: "nightly", Model: "models/gemini-x",
 		CreateTime: t0, UpdateTime: t0.Add(time.Minute), EndTime: t0.Add(time.Minute),
@@ -191,7 +190,7 @@ func TestBatchRawShape(t *testing.T) {
 
 func TestNotFoundAndDelete(t *testing.T) {
 	fake, client, _ := setup(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
 	fake.SetVideo("veo", "v1", fakegemini.VideoState{})
 	fake.SetInteraction("i1", fakegemini.InteractionState{Status: "in_progress"})
@@ -223,7 +222,7 @@ func TestNotFoundAndDelete(t *testing.T) {
 
 func TestBatchListPaging(t *testing.T) {
 	fake, client, _ := setup(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	for i := range 5 {
 		fake.SetBatch(fmt.Sprintf("b%d", i), fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
 	}
@@ -267,7 +266,7 @@ func TestBatchListPaging(t *testing.T) {
 
 func TestBatchListBadToken(t *testing.T) {
 	_, client, _ := setup(t)
-	_, err := client.Batches.List(context.Background(), &genai.ListBatchJobsConfig{PageToken: "garbage"})
+	_, err := client.Batches.List(t.Context(), &genai.ListBatchJobsConfig{PageToken: "garbage"})
 	if code := apiCode(t, err); code != 400 {
 		t.Errorf("code %d, want 400", code)
 	}
@@ -275,7 +274,7 @@ func TestBatchListBadToken(t *testing.T) {
 
 func TestVideoThroughSDK(t *testing.T) {
 	fake, client, _ := setup(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	fake.SetVideo("veo-3", "run", fakegemini.VideoState{})
 	fake.SetVideo("veo-3", "ok", fakegemini.VideoState{Done: true, VideoURIs: []string{"https://v/1", "https://v/2"},
 		RAIMediaFilteredCount: 1, RAIMediaFilteredReasons: []string{"policy"}})
@@ -314,7 +313,7 @@ func TestInteractionThroughSDK(t *testing.T) {
 	})
 	fake.SetInteraction("raw", fakegemini.InteractionState{Status: "completed", Updated: t0, UpdatedRaw: "yesterday"})
 
-	resp, err := client.Interactions.Get(context.Background(), interactionReq("v1_abc"))
+	resp, err := client.Interactions.Get(t.Context(), interactionReq("v1_abc"))
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
@@ -332,7 +331,7 @@ func TestInteractionThroughSDK(t *testing.T) {
 		t.Errorf("output text = %v", it.OutputText)
 	}
 
-	resp, err = client.Interactions.Get(context.Background(), interactionReq("raw"))
+	resp, err = client.Interactions.Get(t.Context(), interactionReq("raw"))
 	if err != nil {
 		t.Fatalf("get raw: %v", err)
 	}
@@ -403,7 +402,7 @@ func TestFailNextDrop(t *testing.T) {
 	fake, client, _ := setup(t)
 	fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
 	fake.FailNext("/v1beta/batches/b1", fakegemini.Drop, 1)
-	_, err := client.Batches.Get(context.Background(), "batches/b1", nil)
+	_, err := client.Batches.Get(t.Context(), "batches/b1", nil)
 	if err == nil {
 		t.Fatal("dropped connection: no error")
 	}
@@ -411,7 +410,7 @@ func TestFailNextDrop(t *testing.T) {
 	if errors.As(err, &ae) {
 		t.Errorf("dropped connection gave an API error: %v", err)
 	}
-	if _, err := client.Batches.Get(context.Background(), "batches/b1", nil); err != nil {
+	if _, err := client.Batches.Get(t.Context(), "batches/b1", nil); err != nil {
 		t.Errorf("after the drop: %v", err)
 	}
 }
@@ -438,7 +437,7 @@ func TestUnknownRoutes(t *testing.T) {
 
 func TestConcurrentUse(t *testing.T) {
 	fake, client, _ := setup(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
@@ -479,7 +478,7 @@ func TestSecretsAreDeterministic(t *testing.T) {
 		c := newClient(t, srv.URL)
 		var out []string
 		for range 2 {
-			resp, err := c.Webhooks.Create(context.Background(), createReq("https://example.com/h"))
+			resp, err := c.Webhooks.Create(t.Context(), createReq("https://example.com/h"))
 			if err != nil {
 				t.Fatal(err)
 			}

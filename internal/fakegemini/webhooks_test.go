@@ -1,7 +1,6 @@
 package fakegemini_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -32,7 +31,7 @@ func createReq(uri string) operations.CreateWebhookRequest {
 func TestWebhookLifecycleThroughSDK(t *testing.T) {
 	now := t0
 	fake, client, _ := setup(t, fakegemini.WithClock(func() time.Time { return now }))
-	ctx := context.Background()
+	ctx := t.Context()
 	wh := client.Webhooks
 
 	created, err := wh.Create(ctx, createReq("https://example.com/hook"))
@@ -165,7 +164,7 @@ func TestWebhookLifecycleThroughSDK(t *testing.T) {
 
 func TestWebhookListPaging(t *testing.T) {
 	fake, client, _ := setup(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	var ids []string
 	for range 3 {
 		resp, err := client.Webhooks.Create(ctx, createReq("https://example.com/h"))
@@ -203,7 +202,7 @@ func TestWebhookListPaging(t *testing.T) {
 
 func TestWebhookValidation(t *testing.T) {
 	_, client, _ := setup(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := client.Webhooks.Create(ctx, createReq("")); err == nil {
 		t.Error("create without uri: no error")
 	}

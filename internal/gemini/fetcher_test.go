@@ -54,7 +54,7 @@ func (h *harness) slept() []time.Duration {
 
 func genaiClient(t *testing.T, baseURL, key string) *genai.Client {
 	t.Helper()
-	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+	c, err := genai.NewClient(t.Context(), &genai.ClientConfig{
 		APIKey:      key,
 		Backend:     genai.BackendGeminiAPI,
 		HTTPOptions: genai.HTTPOptions{BaseURL: baseURL},
@@ -83,7 +83,7 @@ func newHarness(t *testing.T, edit ...func(*gemini.Options)) *harness {
 
 func (h *harness) fetch(t *testing.T, kind opname.Kind, name string) ingest.Event {
 	t.Helper()
-	ev, err := h.f.Fetch(context.Background(), kind, name)
+	ev, err := h.f.Fetch(t.Context(), kind, name)
 	if err != nil {
 		t.Fatalf("Fetch(%s, %s): %v", kind, name, err)
 	}
@@ -303,7 +303,7 @@ func TestBatchErrorDetailUnavailable(t *testing.T) {
 func TestBatchErrorDetailCallerGone(t *testing.T) {
 	h := newHarness(t)
 	h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "x"})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h.fake.FailNextMatching(func(r *http.Request) bool {
 		if rawGET("/v1beta/batches/f")(r) {
@@ -328,7 +328,7 @@ func TestListBatchesErrorDetailUnavailable(t *testing.T) {
 	h.fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "bad"})
 	h.fake.SetBatch("b2", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 9, ErrorMessage: "also bad"})
 	h.fake.FailNext("/v1beta/batches/b1", http.StatusForbidden, -1)
-	evs, next, err := h.f.ListBatches(context.Background(), 10, "")
+	evs, next, err := h.f.ListBatches(t.Context(), 10, "")
 	if err != nil || next != "" {
 		t.Fatalf("ListBatches: %v (next %q)", err, next)
 	}
@@ -462,7 +462,7 @@ func TestNotFound(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(string(k.kind), func(t *testing.T) {
 			h := newHarness(t)
-			_, err := h.f.Fetch(context.Background(), k.kind, k.name)
+			_, err := h.f.Fetch(t.Context(), k.kind, k.name)
 			if !errors.Is(err, gemini.ErrNotFound) {
 				t.Fatalf("err = %v (%T), want ErrNotFound", err, err)
 			}
@@ -524,7 +524,7 @@ func Test500ForeverIsTransient(t *testing.T) {
 			k.set(h.fake)
 			h.fake.FailNext(k.path, http.StatusInternalServerError, -1)
 
-			ev, err := h.f.Fetch(context.Background(), k.kind, k.name)
+			ev, err := h.f.Fetch(t.Context(), k.kind, k.name)
 			var te *gemini.TransientError
 			if !errors.As(err, &te) {
 				t.Fatalf("err = %v (%T), want *TransientError", err, err)
@@ -550,7 +550,7 @@ func TestMaxAttempts(t *testing.T) {
 	k := kinds[2]
 	k.set(h.fake)
 	h.fake.FailNext(k.path, http.StatusServiceUnavailable, -1)
-	_, err := h.f.Fetch(context.Background(), k.kind, k.name)
+	_, err := h.f.Fetch(t.Context(), k.kind, k.name)
 	var te *gemini.TransientError
 	if !errors.As(err, &te) || te.Attempts != 2 || h.fake.Calls(k.path) != 2 {
 		t.Errorf("err %v, calls %d", err, h.fake.Calls(k.path))
@@ -561,7 +561,7 @@ func TestSDKRetriesOffEvenIfClientConfiguresThem(t *testing.T) {
 	h := newHarness(t)
 	// Fast SDK retries, so a regression fails quickly instead of sleeping.
 	five, tiny, zero := int32(5), 0.001, 0.0
-	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+	c, err := genai.NewClient(t.Context(), &genai.ClientConfig{
 		APIKey: fakegemini.DefaultAPIKey, Backend: genai.BackendGeminiAPI,
 		HTTPOptions: genai.HTTPOptions{BaseURL: h.url, RetryOptions: &genai.HTTPRetryOptions{
 			Attempts: &five, InitialDelay: &tiny, MaxDelay: &tiny, Jitter: &zero}},
@@ -576,7 +576,7 @@ func TestSDKRetriesOffEvenIfClientConfiguresThem(t *testing.T) {
 	for _, k := range kinds[:2] { // the genai-core kinds
 		k.set(h.fake)
 		h.fake.FailNext(k.path, http.StatusServiceUnavailable, -1)
-		_, err := f.Fetch(context.Background(), k.kind, k.name)
+		_, err := f.Fetch(t.Context(), k.kind, k.name)
 		var te *gemini.TransientError
 		if !errors.As(err, &te) {
 			t.Fatalf("%s: %v", k.kind, err)
@@ -586,7 +586,7 @@ func TestSDKRetriesOffEvenIfClientConfiguresThem(t *testing.T) {
 		}
 	}
 	h.fake.FailNext("/v1beta/batches", http.StatusServiceUnavailable, -1)
-	_, _, err = f.ListBatches(context.Background(), 0, "")
+	_, _, err = f.ListBatches(t.Context(), 0, "")
 	var te *gemini.TransientError
 	if !errors.As(err, &te) || h.fake.Calls("/v1beta/batches") != 2 {
 		t.Errorf("list: err %v, %d calls, want a TransientError after 2", err, h.fake.Calls("/v1beta/batches"))
@@ -606,7 +606,7 @@ func TestTransportErrors(t *testing.T) {
 	}
 
 	h.fake.FailNext(k.path, fakegemini.Drop, -1)
-	_, err := h.f.Fetch(context.Background(), k.kind, k.name)
+	_, err := h.f.Fetch(t.Context(), k.kind, k.name)
 	var te *gemini.TransientError
 	if !errors.As(err, &te) || te.Code != 0 || te.Attempts != gemini.DefaultMaxAttempts {
 		t.Errorf("err = %v", err)
@@ -616,7 +616,7 @@ func TestTransportErrors(t *testing.T) {
 func TestCancelledContextStopsRetrying(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(string(k.kind), func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			var sleeps int
 			h := newHarness(t, func(o *gemini.Options) {
@@ -644,7 +644,7 @@ func TestCancelledContextStopsRetrying(t *testing.T) {
 	}
 
 	t.Run("cancelled during the call", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		fake := fakegemini.New()
 		fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
@@ -675,7 +675,7 @@ func TestCancelledContextStopsRetrying(t *testing.T) {
 
 	t.Run("already cancelled", func(t *testing.T) {
 		h := newHarness(t)
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := h.f.Fetch(ctx, opname.KindBatch, "batches/b1")
 		if !errors.Is(err, context.Canceled) || h.fake.TotalCalls() != 0 {
@@ -691,7 +691,7 @@ func TestOther4xxIsFinal(t *testing.T) {
 				h := newHarness(t)
 				k.set(h.fake)
 				h.fake.FailNext(k.path, code, 1)
-				_, err := h.f.Fetch(context.Background(), k.kind, k.name)
+				_, err := h.f.Fetch(t.Context(), k.kind, k.name)
 				var te *gemini.TransientError
 				if err == nil || errors.Is(err, gemini.ErrNotFound) || errors.As(err, &te) {
 					t.Fatalf("err = %v (%T), want a plain error", err, err)
@@ -711,7 +711,7 @@ func TestWrongKeyIsFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
-	_, err = f.Fetch(context.Background(), opname.KindBatch, "batches/b1")
+	_, err = f.Fetch(t.Context(), opname.KindBatch, "batches/b1")
 	var te *gemini.TransientError
 	if err == nil || errors.As(err, &te) || errors.Is(err, gemini.ErrNotFound) || h.fake.TotalCalls() != 1 {
 		t.Errorf("err = %v, calls %d", err, h.fake.TotalCalls())
@@ -736,7 +736,7 @@ func TestAPINameChecks(t *testing.T) {
 		{opname.KindUnknown, "abc"},
 		{opname.KindBatch, ""},
 	} {
-		_, err := h.f.Fetch(context.Background(), c.kind, c.name)
+		_, err := h.f.Fetch(t.Context(), c.kind, c.name)
 		if !errors.Is(err, opname.ErrInvalidName) {
 			t.Errorf("Fetch(%q, %q) = %v, want ErrInvalidName", c.kind, c.name, err)
 		}
@@ -766,7 +766,7 @@ func TestListBatches(t *testing.T) {
 		if pages > 4 {
 			t.Fatal("paging does not end")
 		}
-		page, next, err := h.f.ListBatches(context.Background(), 2, token)
+		page, next, err := h.f.ListBatches(t.Context(), 2, token)
 		if err != nil {
 			t.Fatalf("ListBatches: %v", err)
 		}
@@ -812,7 +812,7 @@ func TestListBatches(t *testing.T) {
 		t.Errorf("queries %q", queries)
 	}
 
-	if _, _, err := h.f.ListBatches(context.Background(), -1, ""); err == nil {
+	if _, _, err := h.f.ListBatches(t.Context(), -1, ""); err == nil {
 		t.Error("negative page size accepted")
 	}
 }
@@ -820,7 +820,7 @@ func TestListBatches(t *testing.T) {
 func TestNewOptions(t *testing.T) {
 	h := newHarness(t)
 	c := genaiClient(t, h.url, fakegemini.DefaultAPIKey)
-	vertex, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "k", Backend: genai.BackendVertexAI})
+	vertex, err := genai.NewClient(t.Context(), &genai.ClientConfig{APIKey: "k", Backend: genai.BackendVertexAI})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -862,11 +862,11 @@ func TestNewBuildsClientFromOptions(t *testing.T) {
 	}
 	fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", ErrorCode: 5, ErrorMessage: "gone"})
 	fake.SetInteraction("i", fakegemini.InteractionState{Status: "queued"})
-	ev, err := f.Fetch(context.Background(), opname.KindBatch, "batches/f")
+	ev, err := f.Fetch(t.Context(), opname.KindBatch, "batches/f")
 	if err != nil || ev.Error == nil || ev.Error.Code != 5 {
 		t.Fatalf("fetch: %+v %v", ev, err)
 	}
-	if ev, err := f.Fetch(context.Background(), opname.KindInteraction, "interactions/i"); err != nil || ev.State != lifecycle.Pending {
+	if ev, err := f.Fetch(t.Context(), opname.KindInteraction, "interactions/i"); err != nil || ev.State != lifecycle.Pending {
 		t.Fatalf("interaction: %+v %v", ev, err)
 	}
 	// SDK GET, raw GET and the Interactions client all use the given client.
@@ -910,7 +910,7 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	}
 	// A failed detail GET is no error of the fetch, but its logged reason
 	// must not leak the key either.
-	if ev, err := f.Fetch(context.Background(), opname.KindBatch, "batches/rawecho"); err != nil || ev.State != lifecycle.Failed {
+	if ev, err := f.Fetch(t.Context(), opname.KindBatch, "batches/rawecho"); err != nil || ev.State != lifecycle.Failed {
 		t.Fatalf("rawecho: %+v %v", ev, err)
 	}
 	if strings.Contains(logs.String(), key) || logs.CountLines("[REDACTED]") != 1 {
@@ -934,7 +934,7 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 		{opname.KindBatch, "bare", false},
 	}
 	for _, c := range cases {
-		_, err := f.Fetch(context.Background(), c.kind, c.name)
+		_, err := f.Fetch(t.Context(), c.kind, c.name)
 		if err == nil {
 			t.Fatalf("%s: no error", c.name)
 		}
@@ -948,11 +948,11 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 		}
 	}
 	// Redaction keeps the error chain.
-	_, err = f.Fetch(context.Background(), opname.KindBatch, "batches/echo404")
+	_, err = f.Fetch(t.Context(), opname.KindBatch, "batches/echo404")
 	if !errors.Is(err, gemini.ErrNotFound) {
 		t.Errorf("redacted 404 lost ErrNotFound: %v", err)
 	}
-	_, err = f.Fetch(context.Background(), opname.KindBatch, "batches/echo503")
+	_, err = f.Fetch(t.Context(), opname.KindBatch, "batches/echo503")
 	var te *gemini.TransientError
 	if !errors.As(err, &te) {
 		t.Errorf("redacted 503 lost TransientError: %v", err)
@@ -983,7 +983,7 @@ func TestConcurrentFetch(t *testing.T) {
 	for i := range 12 {
 		k := kinds[i%len(kinds)]
 		wg.Go(func() {
-			ev, err := h.f.Fetch(context.Background(), k.kind, k.name)
+			ev, err := h.f.Fetch(t.Context(), k.kind, k.name)
 			if err != nil || ev.State != k.want {
 				t.Errorf("%s: %+v %v", k.name, ev, err)
 			}

@@ -156,9 +156,7 @@ func TestWebhookDeadlineWhileTheStoreHangs(t *testing.T) {
 			t.Fatalf("redelivery answered %+v, want completed or duplicate", got.a)
 		}
 		// Whatever still runs detached finishes before counting.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := door.Drain(ctx); err != nil {
+		if err := door.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if per := rec.PerKey(); len(rec.All()) != 1 || per["gemini:batches/frozen"] != 1 {

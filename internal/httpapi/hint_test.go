@@ -66,7 +66,7 @@ func (h *hintRig) operation(t *testing.T, name string) (ledger.Operation, bool) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := h.store.GetOperation(context.Background(), id)
+	op, err := h.store.GetOperation(t.Context(), id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return op, false
 	}

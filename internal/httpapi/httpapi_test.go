@@ -264,7 +264,7 @@ func TestHostileRequests(t *testing.T) {
 		}
 	}
 	// Nothing was stored, nothing published.
-	ops, err := r.store.ListOperations(context.Background(), "", 10)
+	ops, err := r.store.ListOperations(t.Context(), "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestHostileRequests(t *testing.T) {
 	if status, a := r.do(t, request{name: "good jwt", method: http.MethodPost, body: jwtBody, header: jwtHeaders(r.token(t, nil))}); status != http.StatusOK || a.Outcome != "applied" {
 		t.Fatalf("good JWT delivery: %d %+v", status, a)
 	}
-	if ops, _ := r.store.ListOperations(context.Background(), "", 10); len(ops) != 2 || r.sink.n.Load() != 1 {
+	if ops, _ := r.store.ListOperations(t.Context(), "", 10); len(ops) != 2 || r.sink.n.Load() != 1 {
 		t.Fatalf("control deliveries: %d operations, %d messages", len(ops), r.sink.n.Load())
 	}
 }
@@ -374,14 +374,14 @@ func TestRegister(t *testing.T) {
 	if status, a := post(`{"name":"batch_r1","kind":"batch","metadata":{"job":"j"}}`); status != 201 || a.Outcome != "created" || a.Operation != "batches/batch_r1" {
 		t.Fatalf("register: %d %+v", status, a)
 	}
-	op, err := store.GetOperation(context.Background(), "gemini:batches%2Fbatch_r1")
+	op, err := store.GetOperation(t.Context(), "gemini:batches%2Fbatch_r1")
 	if err != nil || op.UserMetadata["job"] != "j" || op.State != "PENDING" || op.Kind != "batch" {
 		t.Fatalf("registered operation %+v %v", op, err)
 	}
 	if status, a := post(`{"name":"batches/batch_r1","metadata":{"job":"other"}}`); status != 200 || a.Outcome != "known" {
 		t.Fatalf("re-register: %d %+v", status, a)
 	}
-	if again, _ := store.GetOperation(context.Background(), "gemini:batches%2Fbatch_r1"); again.Rev != op.Rev {
+	if again, _ := store.GetOperation(t.Context(), "gemini:batches%2Fbatch_r1"); again.Rev != op.Rev {
 		t.Fatal("re-registering changed the operation")
 	}
 	resp, _ := http.Get(srv.URL)

@@ -42,7 +42,7 @@ func TestWebhookNeverFailsForMetadata(t *testing.T) {
 	if status != http.StatusOK || a.Outcome != string(ingest.OutcomeCompleted) {
 		t.Fatalf("webhook with hard metadata: %d %+v", status, a)
 	}
-	op, err := r.store.GetOperation(context.Background(), "gemini:batches%2Fmeta")
+	op, err := r.store.GetOperation(t.Context(), "gemini:batches%2Fmeta")
 	if err != nil || op.State != "SUCCEEDED" || !reflect.DeepEqual(op.UserMetadata, ledgertest.Normalized(ledgertest.HardMetadata())) {
 		t.Fatalf("stored %s %v, %v", op.State, op.UserMetadata, err)
 	}
@@ -100,7 +100,7 @@ func TestRegisterMetadata(t *testing.T) {
 	if status, a := post(`{"name":"batches/hard","metadata":` + hardMetadataJSON(t) + `}`); status != http.StatusCreated {
 		t.Fatalf("hard metadata: %d %v", status, a)
 	}
-	op, err := store.GetOperation(context.Background(), "gemini:batches%2Fhard")
+	op, err := store.GetOperation(t.Context(), "gemini:batches%2Fhard")
 	if err != nil || !reflect.DeepEqual(op.UserMetadata, ledgertest.Normalized(ledgertest.HardMetadata())) {
 		t.Fatalf("registered metadata %v, %v", op.UserMetadata, err)
 	}

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -78,7 +77,7 @@ func TestRegisterConcurrentAndLate(t *testing.T) {
 		if creator < 0 {
 			t.Fatalf("no register answered 201: %v", status)
 		}
-		op, err := s.GetOperation(context.Background(), "gemini:batches%2Frace")
+		op, err := s.GetOperation(t.Context(), "gemini:batches%2Frace")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,14 +91,14 @@ func TestRegisterConcurrentAndLate(t *testing.T) {
 		}
 
 		// The webhook sees the operation first, echoing one key.
-		if _, err := door.Ingest(context.Background(), ingest.Event{Name: "batches/late", State: lifecycle.Running,
+		if _, err := door.Ingest(t.Context(), ingest.Event{Name: "batches/late", State: lifecycle.Running,
 			UpdateTime: now, Source: ingest.SourceWebhook, UserMetadata: map[string]any{"job": "echoed"}}); err != nil {
 			t.Fatal(err)
 		}
 		if st, a := postRegister(t, srv.URL, `{"name":"batches/late","metadata":{"job":"mine","team":"t1"}}`); st != http.StatusOK || a.Outcome != "known" {
 			t.Fatalf("register after the webhook: %d %+v", st, a)
 		}
-		op, err = s.GetOperation(context.Background(), "gemini:batches%2Flate")
+		op, err = s.GetOperation(t.Context(), "gemini:batches%2Flate")
 		if err != nil || op.UserMetadata["job"] != "echoed" || op.UserMetadata["team"] != "t1" || op.State != lifecycle.Running {
 			t.Fatalf("operation after a late register: %+v %v", op, err)
 		}

@@ -72,7 +72,7 @@ func TestDoneCommitFailingOnceIsRetriedNotRepublished(t *testing.T) {
 		return nil
 	}}
 	d := e.doorOn(s)
-	r, err := d.Ingest(context.Background(), ev("batches/done-once", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r, err := d.Ingest(t.Context(), ev("batches/done-once", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 	if err != nil || !r.Published || r.Outcome != ingest.OutcomeCompleted {
 		t.Fatalf("ingest with one failed DONE commit = %+v, %v; want completed and published", r, err)
 	}
@@ -102,7 +102,7 @@ func TestDoneCommitAlwaysFailingIsBounded(t *testing.T) {
 	e := newEnv(t)
 	s := &doneFailingStore{Store: e.store, fail: func(int) error { return errStoreDown }}
 	d := e.doorOn(s)
-	r, err := d.Ingest(context.Background(), ev("batches/done-never", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r, err := d.Ingest(t.Context(), ev("batches/done-never", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 	if !errors.Is(err, ingest.ErrUnavailable) || !errors.Is(err, errStoreDown) || !r.Published {
 		t.Fatalf("ingest with a DONE commit that always fails = %+v, %v; want published and ErrUnavailable", r, err)
 	}
@@ -135,7 +135,7 @@ func TestDoneCommitIsNotRetriedPastTheLease(t *testing.T) {
 	s := &doneFailingStore{Store: e.store, fail: func(int) error { return errStoreDown },
 		onCall: func(int) { e.clock.Advance(6 * time.Minute) }}
 	d := e.doorOn(s)
-	_, err := d.Ingest(context.Background(), ev("batches/done-slow", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	_, err := d.Ingest(t.Context(), ev("batches/done-slow", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 	if !errors.Is(err, ingest.ErrUnavailable) {
 		t.Fatalf("ingest = %v, want ErrUnavailable", err)
 	}
@@ -154,7 +154,7 @@ func TestDoneCommitFencedIsNotRetried(t *testing.T) {
 		return fmt.Errorf("complete claim: %w", ledger.ErrFenced)
 	}}
 	d := e.doorOn(s)
-	r, err := d.Ingest(context.Background(), ev("batches/done-fenced", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r, err := d.Ingest(t.Context(), ev("batches/done-fenced", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 	if err != nil || !r.Published {
 		t.Fatalf("ingest with a fenced DONE commit = %+v, %v; want published, no error", r, err)
 	}

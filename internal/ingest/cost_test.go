@@ -44,7 +44,7 @@ func costDoor(t testing.TB) (*ingest.Door, *fsledger.Store, *clock) {
 func TestFirestoreCostPerPath(t *testing.T) {
 	t.Parallel()
 	d, s, _ := costDoor(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	run := func(e ingest.Event) func() {
 		return func() {
 			if _, err := d.Ingest(ctx, e); err != nil {
@@ -86,7 +86,7 @@ func BenchmarkIngestFirestoreCost(b *testing.B) {
 	for _, path := range []string{"completion", "duplicate", "stale"} {
 		b.Run(path, func(b *testing.B) {
 			d, s, _ := costDoor(b)
-			ctx := context.Background()
+			ctx := b.Context()
 			var total cost
 			for i := 0; b.Loop(); i++ {
 				name := fmt.Sprintf("batches/b%d", i)
@@ -132,7 +132,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func BenchmarkIngestLatency(b *testing.B) {
 	d, _, _ := costDoor(b)
 	fs, _ := emutest.Firestore(b)
-	ctx := context.Background()
+	ctx := b.Context()
 	var door, bare []time.Duration
 	for i := 0; b.Loop(); i++ {
 		name := fmt.Sprintf("batches/lat%d", i)

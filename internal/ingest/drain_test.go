@@ -25,7 +25,7 @@ func TestDrainWaitsForDetachedWork(t *testing.T) {
 		d := storeDoor(t, s, stuck, newClock())
 		const id = "gemini:batches%2Fdrain"
 
-		ctx, hangUp := context.WithCancel(context.Background())
+		ctx, hangUp := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
 			_, err := d.Ingest(ctx, ev("batches/drain", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
@@ -38,7 +38,7 @@ func TestDrainWaitsForDetachedWork(t *testing.T) {
 		}
 
 		// The bound: a drain whose context has ended returns at once.
-		ended, end := context.WithCancel(context.Background())
+		ended, end := context.WithCancel(t.Context())
 		end()
 		if err := d.Drain(ended); !errors.Is(err, context.Canceled) {
 			t.Fatalf("drain with an ended context = %v, want context.Canceled", err)
@@ -48,16 +48,16 @@ func TestDrainWaitsForDetachedWork(t *testing.T) {
 		}
 
 		// Draining: new work is refused and touches nothing.
-		_, err := d.Ingest(context.Background(), ev("batches/late-comer", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		_, err := d.Ingest(t.Context(), ev("batches/late-comer", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 		if !errors.Is(err, ingest.ErrUnavailable) {
 			t.Fatalf("ingest while draining = %v, want ErrUnavailable", err)
 		}
-		if _, err := s.GetOperation(context.Background(), "gemini:batches%2Flate-comer"); !errors.Is(err, ledger.ErrNotFound) {
+		if _, err := s.GetOperation(t.Context(), "gemini:batches%2Flate-comer"); !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("work refused while draining reached the ledger: %v", err)
 		}
 
 		drained := make(chan error, 1)
-		go func() { drained <- d.Drain(context.Background()) }()
+		go func() { drained <- d.Drain(t.Context()) }()
 		close(stuck.release)
 		if err := <-drained; err != nil {
 			t.Fatalf("drain: %v", err)

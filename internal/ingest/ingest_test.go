@@ -85,9 +85,7 @@ var (
 
 func mustIngest(t *testing.T, d *ingest.Door, e ingest.Event) ingest.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	r, err := d.Ingest(ctx, e)
+	r, err := d.Ingest(t.Context(), e)
 	if err != nil {
 		t.Fatalf("ingest %+v: %v", e, err)
 	}
@@ -96,7 +94,7 @@ func mustIngest(t *testing.T, d *ingest.Door, e ingest.Event) ingest.Result {
 
 func mustOp(t *testing.T, s ledger.Store, id string) ledger.Operation {
 	t.Helper()
-	op, err := s.GetOperation(context.Background(), id)
+	op, err := s.GetOperation(t.Context(), id)
 	if err != nil {
 		t.Fatalf("read %s: %v", id, err)
 	}
@@ -105,7 +103,7 @@ func mustOp(t *testing.T, s ledger.Store, id string) ledger.Operation {
 
 func mustClaim(t *testing.T, s ledger.Store, id string) ledger.Claim {
 	t.Helper()
-	c, err := s.GetClaim(context.Background(), id)
+	c, err := s.GetClaim(t.Context(), id)
 	if err != nil {
 		t.Fatalf("read claim %s: %v", id, err)
 	}
@@ -199,7 +197,7 @@ func TestSixteenConcurrentDeliveriesPublishOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := d.Ingest(context.Background(), ev("batches/burst", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+			_, err := d.Ingest(t.Context(), ev("batches/burst", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 			errs <- err
 		}()
 	}
@@ -238,7 +236,7 @@ func TestTwoPathsTwoHundredOperations(t *testing.T) {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				if _, err := p.d.Ingest(context.Background(), ev(fmt.Sprintf("batches/two-%03d", i), lifecycle.Succeeded, p.at, p.src)); err != nil {
+				if _, err := p.d.Ingest(t.Context(), ev(fmt.Sprintf("batches/two-%03d", i), lifecycle.Succeeded, p.at, p.src)); err != nil {
 					failures.Add(1)
 					t.Errorf("ingest two-%03d from %s: %v", i, p.src, err)
 				}
@@ -279,7 +277,7 @@ func TestPublishFailureReleasesClaimAndNextDeliveryPublishesOnce(t *testing.T) {
 	fs := &flakySink{inner: e.results}
 	fs.fail.Store(1)
 	d := e.door(fs)
-	_, err := d.Ingest(context.Background(), ev("batches/flaky", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	_, err := d.Ingest(t.Context(), ev("batches/flaky", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 	if !errors.Is(err, ingest.ErrSideEffect) {
 		t.Fatalf("ingest with a failing publish = %v, want ErrSideEffect", err)
 	}
@@ -332,7 +330,7 @@ func TestCrashedHolderIsSeizedAndFencedOut(t *testing.T) {
 	id := "gemini:batches%2Fcrash"
 	done := make(chan error, 1)
 	go func() {
-		_, err := oldHolder.Ingest(context.Background(), ev("batches/crash", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		_, err := oldHolder.Ingest(t.Context(), ev("batches/crash", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 		done <- err
 	}()
 	<-stuck.entered
@@ -381,7 +379,7 @@ func TestLedgerUnavailableIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := firestore.NewClient(context.Background(), "unreachable", option.WithGRPCConn(conn))
+	fs, err := firestore.NewClient(t.Context(), "unreachable", option.WithGRPCConn(conn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +390,7 @@ func TestLedgerUnavailableIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, st := range []lifecycle.State{lifecycle.Pending, lifecycle.Succeeded} {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		r, err := d.Ingest(ctx, ev("batches/nowhere", st, tDone, ingest.SourceWebhook))
 		cancel()
 		if err == nil {
@@ -420,7 +418,7 @@ func TestInvalidNameIsRejectedAndNothingStored(t *testing.T) {
 	e := newEnv(t)
 	d := e.door(nil)
 	for _, name := range []string{"", "   ", "files/abc", "batches/../x", "batches/a b", "bare-id-without-kind"} {
-		_, err := d.Ingest(context.Background(), ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		_, err := d.Ingest(t.Context(), ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 		var inv *ingest.InvalidError
 		if !errors.As(err, &inv) {
 			t.Errorf("name %q: error %v, want InvalidError", name, err)
@@ -444,7 +442,7 @@ func TestBurstIsCoalesced(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				if _, err := d.Ingest(context.Background(), ev("batches/coalesce", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil {
+				if _, err := d.Ingest(t.Context(), ev("batches/coalesce", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil {
 					t.Errorf("ingest: %v", err)
 				}
 			}()

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"sync"
@@ -53,7 +52,7 @@ func TestConcurrentRegistrationsKeepEveryCallersMetadata(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				res[i], errs[i] = d.Ingest(context.Background(), register("batches/reg-race",
+				res[i], errs[i] = d.Ingest(t.Context(), register("batches/reg-race",
 					map[string]any{fmt.Sprintf("k%d", i): "v", "shared": fmt.Sprint(i)}))
 			}()
 		}

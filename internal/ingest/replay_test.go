@@ -43,7 +43,7 @@ func recordingDoor(t *testing.T, faults ingest.Faults) (*ingest.Door, *memledger
 func TestReplayPublishesAgainAndRecordsIt(t *testing.T) {
 	t.Parallel()
 	d, s, rec, _ := recordingDoor(t, nil)
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := d.Replay(ctx, "batches/r", ""); !errors.Is(err, ingest.ErrNotSettled) {
 		t.Fatalf("replay of an unknown operation = %v, want ErrNotSettled", err)
 	}
@@ -70,7 +70,7 @@ func TestReplayPublishesAgainAndRecordsIt(t *testing.T) {
 func TestCrashAfterPublishIsTheOnlyDuplicate(t *testing.T) {
 	t.Parallel()
 	d, s, rec, c := recordingDoor(t, &crashOnce{point: ingest.FaultAfterPublish})
-	_, err := d.Ingest(context.Background(), ev("batches/cw", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	_, err := d.Ingest(t.Context(), ev("batches/cw", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
 	if !errors.Is(err, ingest.ErrCrashed) {
 		t.Fatalf("ingest = %v, want the injected crash", err)
 	}
@@ -78,11 +78,11 @@ func TestCrashAfterPublishIsTheOnlyDuplicate(t *testing.T) {
 	if cl := mustClaim(t, s, id); cl.Status != ledger.ClaimHeld {
 		t.Fatalf("claim after the crash %+v", cl)
 	}
-	if r, err := d.RetryClaim(context.Background(), id); err != nil || r.Published {
+	if r, err := d.RetryClaim(t.Context(), id); err != nil || r.Published {
 		t.Fatalf("retry within the lease: %+v %v", r, err)
 	}
 	c.Advance(11 * time.Minute)
-	r, err := d.RetryClaim(context.Background(), id)
+	r, err := d.RetryClaim(t.Context(), id)
 	if err != nil || r.Outcome != ingest.OutcomeRecovered || !r.Published {
 		t.Fatalf("retry after the lease: %+v %v", r, err)
 	}
@@ -101,7 +101,7 @@ func TestCrashAfterPublishIsTheOnlyDuplicate(t *testing.T) {
 func TestCrashAfterCommitPublishesOnce(t *testing.T) {
 	t.Parallel()
 	d, s, rec, c := recordingDoor(t, &crashOnce{point: ingest.FaultAfterCommit})
-	if _, err := d.Ingest(context.Background(), ev("batches/cc", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrCrashed) {
+	if _, err := d.Ingest(t.Context(), ev("batches/cc", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrCrashed) {
 		t.Fatalf("ingest = %v", err)
 	}
 	if op := mustOp(t, s, "gemini:batches%2Fcc"); op.State != lifecycle.Succeeded || len(rec.All()) != 0 {

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"log/slog"
@@ -34,7 +33,7 @@ func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 		t.Parallel()
 		c := testutil.Firestore(t)
 		f(t, testStore{Store: fsledger.New(c, nil), deleteClaim: func(t *testing.T, id string) {
-			if _, err := c.Collection(fsledger.Claims).Doc(id).Delete(context.Background()); err != nil {
+			if _, err := c.Collection(fsledger.Claims).Doc(id).Delete(t.Context()); err != nil {
 				t.Fatalf("delete claim: %v", err)
 			}
 		}})
@@ -42,7 +41,7 @@ func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "ledger.db")
-		s, err := sqlite.Open(context.Background(), path)
+		s, err := sqlite.Open(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,18 +146,18 @@ func TestClaimsExpireFromTheirLastAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := "gemini:batches%2Fttl"
-		if _, err := d.Ingest(context.Background(), ev("batches/ttl", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrSideEffect) {
+		if _, err := d.Ingest(t.Context(), ev("batches/ttl", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrSideEffect) {
 			t.Fatalf("first attempt: %v", err)
 		}
 		c.Advance(29 * 24 * time.Hour) // nobody retried for 29 days
-		if _, err := d.RetryClaim(context.Background(), id); !errors.Is(err, ingest.ErrSideEffect) {
+		if _, err := d.RetryClaim(t.Context(), id); !errors.Is(err, ingest.ErrSideEffect) {
 			t.Fatalf("retry: %v", err)
 		}
 		if cl := mustClaim(t, s, id); cl.Status != ledger.ClaimReleased || !cl.ExpireAt.Equal(c.Now().Add(30*24*time.Hour)) {
 			t.Fatalf("after a seize and a release on day 29: %s, expires %v, want %v", cl.Status, cl.ExpireAt, c.Now().Add(30*24*time.Hour))
 		}
 		c.Advance(2 * 24 * time.Hour) // past the claim's first expiry
-		if r, err := d.RetryClaim(context.Background(), id); err != nil || !r.Published {
+		if r, err := d.RetryClaim(t.Context(), id); err != nil || !r.Published {
 			t.Fatalf("retry on day 31: %+v %v", r, err)
 		}
 		if cl := mustClaim(t, s, id); cl.Status != ledger.ClaimDone || !cl.ExpireAt.Equal(c.Now().Add(30*24*time.Hour)) {
@@ -190,7 +189,7 @@ func TestOwedEffectWithoutClaimAlerts(t *testing.T) {
 			return d
 		}
 		d := newDoor(rec, nil)
-		ctx := context.Background()
+		ctx := t.Context()
 		alerts := func() int { return logs.CountLines(`"alert":"claim-missing"`) }
 
 		// Released (a publish failed), then the claim is lost.

@@ -2,7 +2,6 @@ package logging
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -25,7 +24,7 @@ func TestCloudLoggingFields(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			log := New(&buf, slog.LevelDebug, "p1")
-			ctx := ContextWithTrace(context.Background(), c.header)
+			ctx := ContextWithTrace(t.Context(), c.header)
 			log.WarnContext(ctx, "hello", "k", "v")
 			var got map[string]any
 			if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
@@ -50,7 +49,7 @@ func TestCloudLoggingFields(t *testing.T) {
 func TestSeverityMapping(t *testing.T) {
 	for l, want := range map[slog.Level]string{slog.LevelDebug: "DEBUG", slog.LevelInfo: "INFO", slog.LevelWarn: "WARNING", slog.LevelError: "ERROR"} {
 		var buf bytes.Buffer
-		New(&buf, slog.LevelDebug, "").Log(context.Background(), l, "m")
+		New(&buf, slog.LevelDebug, "").Log(t.Context(), l, "m")
 		var got map[string]any
 		if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
 			t.Fatal(err)

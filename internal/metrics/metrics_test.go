@@ -28,11 +28,11 @@ func (p publisher) Publish(context.Context, results.Message) error { return p.er
 func TestPublishFailuresCounted(t *testing.T) {
 	m := metrics.New()
 	ok, bad := m.Sink(publisher{}), m.Sink(publisher{err: errors.New("topic gone")})
-	_ = ok.Publish(context.Background(), results.Message{})
-	if err := bad.Publish(context.Background(), results.Message{}); err == nil {
+	_ = ok.Publish(t.Context(), results.Message{})
+	if err := bad.Publish(t.Context(), results.Message{}); err == nil {
 		t.Fatal("the wrapper swallowed the error")
 	}
-	_ = bad.Publish(context.Background(), results.Message{})
+	_ = bad.Publish(t.Context(), results.Message{})
 	if n, err := testutil.GatherAndCount(m.Registry(), "lrosink_publish_failures_total"); err != nil || n != 1 {
 		t.Fatalf("%d series, %v", n, err)
 	}
@@ -96,7 +96,7 @@ func (f fetcher) ListBatches(context.Context, int, string) ([]ingest.Event, stri
 // TestGeminiCallsByResult: each fetch counts once by kind and result class.
 func TestGeminiCallsByResult(t *testing.T) {
 	m := metrics.New()
-	ctx := context.Background()
+	ctx := t.Context()
 	_, _ = m.Gemini(fetcher{}).Fetch(ctx, opname.KindVideo, "models/veo/operations/x")
 	_, _ = m.Gemini(fetcher{err: fmt.Errorf("get: %w", gemini.ErrNotFound)}).Fetch(ctx, opname.KindBatch, "batches/x")
 	_, _ = m.Gemini(fetcher{err: &gemini.TransientError{Err: errors.New("503")}}).Fetch(ctx, opname.KindInteraction, "interactions/x")
@@ -139,7 +139,7 @@ lrosink_webhook_requests_total{status="503"} 1
 // TestRegistriesAreSeparate: two Metrics never share counts.
 func TestRegistriesAreSeparate(t *testing.T) {
 	a, b := metrics.New(), metrics.New()
-	_ = a.Sink(publisher{err: errors.New("x")}).Publish(context.Background(), results.Message{})
+	_ = a.Sink(publisher{err: errors.New("x")}).Publish(t.Context(), results.Message{})
 	if got := gathered(t, b, "lrosink_publish_failures_total"); got != 0 {
 		t.Fatalf("the second registry counted %v", got)
 	}

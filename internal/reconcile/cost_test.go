@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"context"
 	"fmt"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"path/filepath"
@@ -27,7 +26,7 @@ func neverNotifiedCalls(t testing.TB, w *world) int {
 	w.fake.SetBatch("slow", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: tDone})
 	for range 6 * 60 {
 		w.clock.Advance(time.Minute)
-		if _, err := w.rec.Pass(context.Background()); err != nil {
+		if _, err := w.rec.Pass(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +72,7 @@ func BenchmarkPassLedgerSize(b *testing.B) {
 				w.clock.Advance(2 * time.Hour) // all 100 due again
 				r0 := w.reads()
 				b.StartTimer()
-				s, err := w.rec.Pass(context.Background())
+				s, err := w.rec.Pass(b.Context())
 				if err != nil || s.Checked != 100 {
 					b.Fatalf("pass %+v %v", s, err)
 				}
@@ -90,7 +89,7 @@ func BenchmarkPassLedgerSize(b *testing.B) {
 // seed writes n settled operations straight through the ledger port.
 func seed(b *testing.B, w *world, n int) {
 	b.Helper()
-	ctx := context.Background()
+	ctx := b.Context()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for i := range n {
@@ -114,7 +113,7 @@ func seed(b *testing.B, w *world, n int) {
 func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 	for _, settled := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("settled=%d", settled), func(b *testing.B) {
-			ctx := context.Background()
+			ctx := b.Context()
 			store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "p2.db"))
 			if err != nil {
 				b.Fatal(err)

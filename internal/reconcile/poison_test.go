@@ -108,14 +108,14 @@ func newPoisonWorld(t *testing.T, store ledger.Ledger, unschedulable bool) (*poi
 
 func (w *poisonWorld) register(t *testing.T, name string) {
 	t.Helper()
-	if _, err := w.door.Ingest(context.Background(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+	if _, err := w.door.Ingest(t.Context(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (w *poisonWorld) get(t *testing.T, id string) ledger.Operation {
 	t.Helper()
-	op, err := w.store.GetOperation(context.Background(), id)
+	op, err := w.store.GetOperation(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestGoodOperationBehindPoisonOnesSettles(t *testing.T) {
 		w, poison := newPoisonWorld(t, store, false)
 		w.clock.Advance(2 * time.Minute)
 		first := w.clock.Now()
-		s, err := w.rec.Pass(context.Background())
+		s, err := w.rec.Pass(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,13 +151,13 @@ func TestGoodOperationBehindPoisonOnesSettles(t *testing.T) {
 		}
 		// Not due again before its backoff: no Gemini call, no error.
 		w.clock.Advance(time.Minute)
-		if s, err := w.rec.Pass(context.Background()); err != nil || s.Checked != 0 || s.Errors != 0 {
+		if s, err := w.rec.Pass(t.Context()); err != nil || s.Checked != 0 || s.Errors != 0 {
 			t.Fatalf("pass inside the backoff: %+v %v", s, err)
 		}
 		// Due again: checked once more, and the backoff doubles.
 		w.clock.Advance(time.Minute)
 		second := w.clock.Now()
-		if s, err := w.rec.Pass(context.Background()); err != nil || s.Checked != poisonCount || s.Errors != poisonCount {
+		if s, err := w.rec.Pass(t.Context()); err != nil || s.Checked != poisonCount || s.Errors != poisonCount {
 			t.Fatalf("second pass: %+v %v", s, err)
 		}
 		for _, id := range poison {
@@ -183,7 +183,7 @@ func TestGoodOperationBehindUnschedulablePoisonSettles(t *testing.T) {
 	stores(t, func(t *testing.T, store ledger.Ledger) {
 		w, poison := newPoisonWorld(t, store, true)
 		w.clock.Advance(2 * time.Minute)
-		s, err := w.rec.Pass(context.Background())
+		s, err := w.rec.Pass(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,7 +87,7 @@ func fakeFetcher(t testing.TB, srv *httptest.Server, log *slog.Logger) *gemini.F
 // mustRegister registers name through the door, as POST /Register does.
 func mustRegister(t testing.TB, door *ingest.Door, name string) {
 	t.Helper()
-	if _, err := door.Ingest(context.Background(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+	if _, err := door.Ingest(t.Context(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -95,7 +95,7 @@ func mustRegister(t testing.TB, door *ingest.Door, name string) {
 // mustPass runs one reconcile pass, which must not fail.
 func mustPass(t testing.TB, rec *reconcile.Reconciler) reconcile.Summary {
 	t.Helper()
-	s, err := rec.Pass(context.Background())
+	s, err := rec.Pass(t.Context())
 	if err != nil {
 		t.Fatalf("pass: %v", err)
 	}
@@ -104,7 +104,7 @@ func mustPass(t testing.TB, rec *reconcile.Reconciler) reconcile.Summary {
 
 func (w *world) op(name string) ledger.Operation {
 	w.t.Helper()
-	op, err := w.store.GetOperation(context.Background(), "gemini:"+strings.ReplaceAll(name, "/", "%2F"))
+	op, err := w.store.GetOperation(w.t.Context(), "gemini:"+strings.ReplaceAll(name, "/", "%2F"))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestStaleReconcileChangesNothing(t *testing.T) {
 	w.clock.Advance(2 * time.Minute)
 	webhookFirst := func(r *http.Request) bool {
 		if strings.HasSuffix(r.URL.Path, "/batches/stale") {
-			if _, err := w.door.Ingest(context.Background(), ingest.Event{Name: "stale", Kind: "batch", State: lifecycle.Succeeded,
+			if _, err := w.door.Ingest(t.Context(), ingest.Event{Name: "stale", Kind: "batch", State: lifecycle.Succeeded,
 				UpdateTime: tDone, Source: ingest.SourceWebhook}); err != nil {
 				t.Errorf("webhook ingest: %v", err)
 			}
@@ -210,7 +210,7 @@ func TestWebhookAndReconcileRacingOnHundredOperations(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := hook.Ingest(context.Background(), ingest.Event{Name: fmt.Sprintf("race-%03d", i), Kind: "batch",
+			if _, err := hook.Ingest(t.Context(), ingest.Event{Name: fmt.Sprintf("race-%03d", i), Kind: "batch",
 				State: lifecycle.Succeeded, UpdateTime: tDone.Add(time.Second), Source: ingest.SourceWebhook}); err != nil {
 				t.Errorf("webhook: %v", err)
 			}

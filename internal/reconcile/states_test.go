@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"context"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -62,7 +61,7 @@ func (k *stack) op(name string) ledger.Operation {
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	op, err := k.store.GetOperation(context.Background(), id)
+	op, err := k.store.GetOperation(k.t.Context(), id)
 	if err != nil {
 		k.t.Fatal(err)
 	}
@@ -78,7 +77,7 @@ func (k *stack) op(name string) ledger.Operation {
 // pending (RUNNING, PENDING) with its status recorded.
 func TestReconcileOnlyEndStatesSettleOnce(t *testing.T) {
 	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
-		ctx := context.Background()
+		ctx := t.Context()
 		k := newStack(t, s)
 		// Gemini's path for each: first answer, then the end state.
 		ops := []struct{ id, first, last string }{

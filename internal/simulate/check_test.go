@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -94,7 +93,7 @@ func (w *checkWorld) publish(p plan, st lifecycle.State, edit func(*results.Mess
 }
 
 func (w *checkWorld) check() *Report {
-	w.r.check(context.Background())
+	w.r.check(w.t.Context())
 	return &w.r.rep
 }
 

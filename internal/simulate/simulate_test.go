@@ -24,7 +24,7 @@ func firestoreBackend(t *testing.T) simulate.Backend {
 	fs, _ := emutest.Firestore(t)
 	ps, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/results"
-	if _, err := ps.TopicAdminClient.CreateTopic(context.Background(), &pubsubpb.Topic{Name: topic}); err != nil {
+	if _, err := ps.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: topic}); err != nil {
 		t.Fatal(err)
 	}
 	pub := sink.NewPubSub(ps, topic)
@@ -38,7 +38,7 @@ func firestoreBackend(t *testing.T) simulate.Backend {
 
 func sqliteBackend(t *testing.T) simulate.Backend {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "sim.db"))
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sim.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func publishConcurrently(t *testing.T, s sink.Sink, n int) {
 			if i%5 == 0 {
 				m.ReplayID = "replay-" + opName(i)
 			}
-			errs <- s.Publish(context.Background(), m)
+			errs <- s.Publish(t.Context(), m)
 		})
 	}
 	wg.Wait()
@@ -122,7 +122,7 @@ func TestFileConcurrentPublishAndAppend(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	if err := f2.Publish(context.Background(), message("batches/appended")); err != nil {
+	if err := f2.Publish(t.Context(), message("batches/appended")); err != nil {
 		t.Fatalf("publish after reopen: %v", err)
 	}
 	if err := f2.Close(); err != nil {
@@ -152,7 +152,7 @@ func TestFileErrors(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewFile: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := f.Publish(ctx, message("batches/cancelled")); !errors.Is(err, context.Canceled) {
 		t.Errorf("publish with a cancelled context: %v, want context.Canceled", err)
@@ -160,7 +160,7 @@ func TestFileErrors(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	if err := f.Publish(context.Background(), message("batches/closed")); err == nil {
+	if err := f.Publish(t.Context(), message("batches/closed")); err == nil {
 		t.Error("publish after Close returned nil error")
 	}
 	if b, err := os.ReadFile(path); err != nil || len(b) != 0 {
@@ -176,7 +176,7 @@ func TestWriterConcurrentPublish(t *testing.T) {
 	publishConcurrently(t, w, concurrent)
 	checkAllOnce(t, checkLines(t, buf.Bytes()), concurrent)
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	before := buf.Len()
 	if err := w.Publish(ctx, message("batches/cancelled")); !errors.Is(err, context.Canceled) {
@@ -194,7 +194,7 @@ func (failingWriter) Write(p []byte) (int, error) { return len(p) / 2, errors.Ne
 
 func TestWriterReportsWriteErrors(t *testing.T) {
 	w := sink.NewWriter(failingWriter{})
-	if err := w.Publish(context.Background(), message("batches/x")); err == nil {
+	if err := w.Publish(t.Context(), message("batches/x")); err == nil {
 		t.Fatal("publish to a failing writer returned nil")
 	}
 }
@@ -205,7 +205,7 @@ func TestLineIsDataPlusAttributes(t *testing.T) {
 	var buf bytes.Buffer
 	m := message("batches/shape")
 	m.ReplayID = "r1"
-	if err := sink.NewWriter(&buf).Publish(context.Background(), m); err != nil {
+	if err := sink.NewWriter(&buf).Publish(t.Context(), m); err != nil {
 		t.Fatal(err)
 	}
 	var line, data map[string]json.RawMessage

@@ -10,7 +10,7 @@ import (
 // TestOpenPubSub: the sink opened with its own client publishes to the
 // topic (Publish succeeds only once the server assigned an id).
 func TestOpenPubSub(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/opened"
 	createTopic(ctx, t, c, topic)

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"sync"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -18,14 +17,6 @@ import (
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/sink"
 )
-
-// testCtx bounds each emulator test so a hang fails rather than stalls.
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func createTopic(ctx context.Context, t *testing.T, c *pubsub.Client, topic string) {
 	t.Helper()
@@ -95,7 +86,7 @@ func newPubSub(t *testing.T, c *pubsub.Client, topic string) *sink.PubSub {
 }
 
 func TestPubSubPublishesDataAttributesAndOrderingKey(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/results"
 	sub := "projects/" + project + "/subscriptions/worker"
@@ -154,7 +145,7 @@ func TestPubSubPublishesDataAttributesAndOrderingKey(t *testing.T) {
 // A failed publish pauses its ordering key in the client; the sink must
 // resume it, or the door's retry of the same operation could never succeed.
 func TestPubSubRetryAfterFailureSucceeds(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/late"
 	sub := "projects/" + project + "/subscriptions/late"
@@ -181,7 +172,7 @@ func TestPubSubRetryAfterFailureSucceeds(t *testing.T) {
 }
 
 func TestPubSubCancelledContext(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/cancel"
 	sub := "projects/" + project + "/subscriptions/cancel"
@@ -209,7 +200,7 @@ func TestPubSubCancelledContext(t *testing.T) {
 }
 
 func TestPubSubPublishAfterCloseFails(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/closed"
 	createTopic(ctx, t, c, topic)

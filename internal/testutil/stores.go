@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,7 +39,7 @@ func EachStore(t *testing.T, f func(t *testing.T, s ledger.Ledger)) {
 		f(t, MemLedger(t))
 	})
 	t.Run("sqlite", func(t *testing.T) {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
 		if err != nil {
 			t.Fatalf("open sqlite ledger: %v", err)
 		}

@@ -2,7 +2,6 @@ package urlopen_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -114,7 +113,7 @@ func TestFirestoreProject(t *testing.T) {
 
 // TestOpenStores opens each ledger scheme for real and writes through it.
 func TestOpenStores(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.db")
 	if _, _, err := urlopen.Cloud(sqliteurl.Scheme(true)).Stores.Open(ctx, "sqlite:"+missing, urlopen.Env{}); err == nil ||
@@ -145,8 +144,7 @@ func TestOpenStores(t *testing.T) {
 
 // TestOpenResults opens each results scheme and publishes one message.
 func TestOpenResults(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/opened"
 	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -34,7 +33,7 @@ func TestSpecVector(t *testing.T) {
 		t.Fatalf("test signer = %q, want %q", got, want)
 	}
 	v := mustVerifier(t, Config{Secrets: []string{secret}, Now: func() time.Time { return time.Unix(1614265330, 0) }})
-	got, err := v.Verify(context.Background(), headers(id, ts, want), []byte(body))
+	got, err := v.Verify(t.Context(), headers(id, ts, want), []byte(body))
 	if err != nil {
 		t.Fatalf("Verify(spec vector): %v", err)
 	}
@@ -42,7 +41,7 @@ func TestSpecVector(t *testing.T) {
 		t.Fatalf("Verified = %+v", got)
 	}
 	// Re-serialised JSON (no space) must not verify: only raw bytes do.
-	_, err = v.Verify(context.Background(), headers(id, ts, want), []byte(`{"test":2432232314}`))
+	_, err = v.Verify(t.Context(), headers(id, ts, want), []byte(`{"test":2432232314}`))
 	wantErr(t, err, http.StatusUnauthorized, ReasonNoMatchingSignature)
 }
 
@@ -116,7 +115,7 @@ func TestFixturesHMAC(t *testing.T) {
 			}
 			v := mustVerifier(t, Config{Secrets: secrets, Now: f.now})
 			body := []byte(d.Body)
-			got, err := v.Verify(context.Background(), d.header(), body)
+			got, err := v.Verify(t.Context(), d.header(), body)
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
@@ -128,7 +127,7 @@ func TestFixturesHMAC(t *testing.T) {
 			for _, i := range []int{0, len(body) / 2, len(body) - 1} {
 				tampered := append([]byte(nil), body...)
 				tampered[i] ^= 0x01
-				_, err := v.Verify(context.Background(), d.header(), tampered)
+				_, err := v.Verify(t.Context(), d.header(), tampered)
 				wantErr(t, err, http.StatusUnauthorized, ReasonNoMatchingSignature)
 			}
 
@@ -216,7 +215,7 @@ func TestRotation(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := mustVerifier(t, Config{Secrets: c.secrets, Now: f.now})
-			_, err := v.Verify(context.Background(), c.d.header(), []byte(c.d.Body))
+			_, err := v.Verify(t.Context(), c.d.header(), []byte(c.d.Body))
 			if c.ok {
 				if err != nil {
 					t.Fatalf("Verify: %v", err)
@@ -238,7 +237,7 @@ func TestFixturesJWT(t *testing.T) {
 	body := []byte(f.delivery(t, "batch.succeeded").Body)
 
 	t.Run("valid", func(t *testing.T) {
-		got, err := newV(f.JWT.Audience).Verify(context.Background(), headers("", "", f.token(t, "valid")), body)
+		got, err := newV(f.JWT.Audience).Verify(t.Context(), headers("", "", f.token(t, "valid")), body)
 		if err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
@@ -256,7 +255,7 @@ func TestFixturesJWT(t *testing.T) {
 	t.Run("valid with webhook headers", func(t *testing.T) {
 		ts := f.now().Add(-time.Minute)
 		h := headers("msg_dyn_1", itoa(ts.Unix()), f.token(t, "valid"))
-		got, err := newV(f.JWT.Audience).Verify(context.Background(), h, body)
+		got, err := newV(f.JWT.Audience).Verify(t.Context(), h, body)
 		if err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
@@ -265,20 +264,20 @@ func TestFixturesJWT(t *testing.T) {
 		}
 	})
 	t.Run("aud array", func(t *testing.T) {
-		if _, err := newV(f.JWT.Audience).Verify(context.Background(), headers("", "", f.token(t, "valid_aud_array")), body); err != nil {
+		if _, err := newV(f.JWT.Audience).Verify(t.Context(), headers("", "", f.token(t, "valid_aud_array")), body); err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
 	})
 	t.Run("no audience configured accepts any aud", func(t *testing.T) {
 		for _, name := range []string{"no_aud", "wrong_aud", "valid"} {
-			if _, err := newV("").Verify(context.Background(), headers("", "", f.token(t, name)), body); err != nil {
+			if _, err := newV("").Verify(t.Context(), headers("", "", f.token(t, name)), body); err != nil {
 				t.Fatalf("Verify(%s): %v", name, err)
 			}
 		}
 	})
 	t.Run("surrounding whitespace", func(t *testing.T) {
 		h := http.Header{"Webhook-Signature": {"  " + f.token(t, "valid") + " "}}
-		if _, err := newV(f.JWT.Audience).Verify(context.Background(), h, body); err != nil {
+		if _, err := newV(f.JWT.Audience).Verify(t.Context(), h, body); err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
 	})
@@ -286,15 +285,15 @@ func TestFixturesJWT(t *testing.T) {
 		clk := testutil.NewClock(f.now().Add(time.Hour + 59*time.Second)) // exp is now+1h
 		v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: srv.Client(), Now: clk.Now})
 		h := headers("", "", f.token(t, "valid"))
-		if _, err := v.Verify(context.Background(), h, body); err != nil {
+		if _, err := v.Verify(t.Context(), h, body); err != nil {
 			t.Fatalf("within 60s leeway: %v", err)
 		}
 		clk.Advance(2 * time.Second)
-		_, err := v.Verify(context.Background(), h, body)
+		_, err := v.Verify(t.Context(), h, body)
 		wantErr(t, err, http.StatusUnauthorized, ReasonTokenExpired)
 	})
 	t.Run("envelope in claims, empty body", func(t *testing.T) {
-		got, err := newV(f.JWT.Audience).Verify(context.Background(), headers("msg_dyn_2", "", f.token(t, "valid_envelope_claims")), nil)
+		got, err := newV(f.JWT.Audience).Verify(t.Context(), headers("msg_dyn_2", "", f.token(t, "valid_envelope_claims")), nil)
 		if err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
@@ -313,7 +312,7 @@ func TestFixturesJWT(t *testing.T) {
 		}
 	})
 	t.Run("envelope body wins over claims", func(t *testing.T) {
-		got, err := newV(f.JWT.Audience).Verify(context.Background(), headers("", "", f.token(t, "valid_envelope_claims")), body)
+		got, err := newV(f.JWT.Audience).Verify(t.Context(), headers("", "", f.token(t, "valid_envelope_claims")), body)
 		if err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
@@ -323,7 +322,7 @@ func TestFixturesJWT(t *testing.T) {
 		}
 	})
 	t.Run("empty body without envelope claims", func(t *testing.T) {
-		got, err := newV(f.JWT.Audience).Verify(context.Background(), headers("", "", f.token(t, "valid")), nil)
+		got, err := newV(f.JWT.Audience).Verify(t.Context(), headers("", "", f.token(t, "valid")), nil)
 		if err != nil {
 			t.Fatalf("Verify: %v", err)
 		}

@@ -1,7 +1,6 @@
 package webhook_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +56,7 @@ func FuzzSignatureHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sig string) {
 		h := webhooktest.Headers("msg_1", now, body, secret)
 		h.Set("webhook-signature", sig)
-		_, err := v.Verify(context.Background(), h, body)
+		_, err := v.Verify(t.Context(), h, body)
 		if err == nil && !containsToken(sig, right) {
 			t.Fatalf("accepted signature header %q", sig)
 		}
@@ -86,7 +85,7 @@ func BenchmarkVerifyParseNormalize(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx := b.Context()
 	b.ReportAllocs()
 	for b.Loop() {
 		ver, err := v.Verify(ctx, h, body)

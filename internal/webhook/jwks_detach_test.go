@@ -81,7 +81,7 @@ func TestJWKSFetchOutlivesCallers(t *testing.T) {
 		t.Helper()
 		for i := range n {
 			waiting := make(chan struct{}, 1)
-			parent, cancel := context.WithCancel(context.Background())
+			parent, cancel := context.WithCancel(t.Context())
 			ctx := &hangUpCtx{Context: parent, waiting: waiting}
 			errc := make(chan error, 1)
 			go func() {
@@ -113,7 +113,7 @@ func TestJWKSFetchOutlivesCallers(t *testing.T) {
 	// The detached fetch completes and fills the cache: a known kid now
 	// verifies without another fetch (the clock has not moved, so a second
 	// fetch would also break the rate limit).
-	if _, err := v.Verify(context.Background(), headers("", "", f.token(t, "valid")), nil); err != nil {
+	if _, err := v.Verify(t.Context(), headers("", "", f.token(t, "valid")), nil); err != nil {
 		t.Fatalf("known kid after the detached fetch: %v", err)
 	}
 	if got := rt.n.Load(); got != 1 {
@@ -130,7 +130,7 @@ func TestJWKSFetchOutlivesCallers(t *testing.T) {
 	hangUps(20)
 	// A caller that does not hang up waits for a fetch still in flight, so
 	// the count below is final.
-	_, err := v.Verify(context.Background(), headers("", "", forgedToken("patient")), nil)
+	_, err := v.Verify(t.Context(), headers("", "", forgedToken("patient")), nil)
 	wantErr(t, err, http.StatusUnauthorized, ReasonUnknownKID)
 	if got := rt.n.Load(); got != 2 {
 		t.Fatalf("JWKS fetches = %d after the refetch interval, want 2", got)

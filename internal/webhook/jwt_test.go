@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
@@ -55,7 +54,7 @@ func TestJWTClaimSetChecks(t *testing.T) {
 		{"payload not an object", `[1,2]`, ReasonBadToken, "claims are not a valid JWT claim set"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := v.Verify(context.Background(), headers("", "", sign(c.payload)), []byte(`{}`))
+			_, err := v.Verify(t.Context(), headers("", "", sign(c.payload)), []byte(`{}`))
 			if c.reason == "" {
 				if err != nil {
 					t.Fatalf("Verify: %v", err)

@@ -196,7 +196,7 @@ func TestHostileInputs(t *testing.T) {
 				c.cfg(&cfg)
 			}
 			v := mustVerifier(t, cfg)
-			got, err := v.Verify(context.Background(), c.h, c.body)
+			got, err := v.Verify(t.Context(), c.h, c.body)
 			if err == nil {
 				t.Fatalf("Verify accepted: %+v", got)
 			}
@@ -217,7 +217,7 @@ func TestErrorsNeverLeak(t *testing.T) {
 			c.cfg(&cfg)
 		}
 		v := mustVerifier(t, cfg)
-		_, err := v.Verify(context.Background(), c.h, c.body)
+		_, err := v.Verify(t.Context(), c.h, c.body)
 		if err == nil {
 			t.Fatalf("%s: accepted", c.name)
 		}
@@ -300,7 +300,7 @@ func TestTimestampTolerance(t *testing.T) {
 		{-5*time.Minute - time.Second, ReasonTimestampTooNew},
 	} {
 		v := mustVerifier(t, Config{Secrets: []string{secret}, Now: func() time.Time { return sent.Add(c.now) }})
-		_, err := v.Verify(context.Background(), d.header(), []byte(d.Body))
+		_, err := v.Verify(t.Context(), d.header(), []byte(d.Body))
 		if c.reason == "" {
 			if err != nil {
 				t.Errorf("now=ts%+v: %v", c.now, err)
@@ -318,7 +318,7 @@ func TestSkipsMalformedEntries(t *testing.T) {
 	d := f.delivery(t, "batch.succeeded")
 	v := mustVerifier(t, Config{Secrets: []string{f.secret(t, "new")}, Now: f.now})
 	sig := "v1a,AAAA junk v1, ,,, v2," + strings.TrimPrefix(d.Signature, "v1,") + "  v1,AAAA=  \t" + d.Signature
-	if _, err := v.Verify(context.Background(), headers(d.ID, d.Timestamp, sig), []byte(d.Body)); err != nil {
+	if _, err := v.Verify(t.Context(), headers(d.ID, d.Timestamp, sig), []byte(d.Body)); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 }
@@ -351,7 +351,7 @@ func TestSignatureSeparators(t *testing.T) {
 		{"\u00a0" + good, false},
 		{"\u0085" + good, false},
 	} {
-		_, err := v.Verify(context.Background(), headers(d.ID, d.Timestamp, c.header), []byte(d.Body))
+		_, err := v.Verify(t.Context(), headers(d.ID, d.Timestamp, c.header), []byte(d.Body))
 		if (err == nil) != c.ok {
 			t.Errorf("header %q: err = %v, want accepted = %v", c.header, err, c.ok)
 		}
@@ -365,7 +365,7 @@ func TestJWKSRefetchRateLimit(t *testing.T) {
 	srv := newJWKSServer(t, f.JWT.JWKS)
 	clk := testutil.NewClock(f.now())
 	v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: srv.Client(), Now: clk.Now})
-	ctx := context.Background()
+	ctx := t.Context()
 	valid := headers("", "", f.token(t, "valid"))
 	unknown := headers("", "", f.token(t, "unknown_kid"))
 	step := func(h http.Header, reason string, hits int64) {
@@ -417,7 +417,7 @@ func TestJWKSFailures(t *testing.T) {
 	valid := headers("", "", f.token(t, "valid"))
 
 	for i := range 3 {
-		_, err := v.Verify(context.Background(), valid, nil)
+		_, err := v.Verify(t.Context(), valid, nil)
 		wantErr(t, err, http.StatusServiceUnavailable, ReasonJWKSUnavailable)
 		if got := srv.Hits(); got != 1 {
 			t.Fatalf("attempt %d: JWKS hits = %d, want 1", i, got)
@@ -425,7 +425,7 @@ func TestJWKSFailures(t *testing.T) {
 	}
 	srv.serve(http.StatusOK, f.JWT.JWKS)
 	clk.Advance(time.Minute)
-	if _, err := v.Verify(context.Background(), valid, nil); err != nil {
+	if _, err := v.Verify(t.Context(), valid, nil); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}
 	if got := srv.Hits(); got != 2 {
@@ -442,18 +442,18 @@ func TestJWKSStaleSet(t *testing.T) {
 	clk := testutil.NewClock(f.now())
 	v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: srv.Client(), Now: clk.Now})
 	valid := headers("", "", f.token(t, "valid"))
-	if _, err := v.Verify(context.Background(), valid, nil); err != nil {
+	if _, err := v.Verify(t.Context(), valid, nil); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	srv.serve(http.StatusBadGateway, nil)
 	clk.Set(f.now().Add(time.Hour + 30*time.Second)) // the token expires at now+1h, 60 s leeway
-	if _, err := v.Verify(context.Background(), valid, nil); err != nil {
+	if _, err := v.Verify(t.Context(), valid, nil); err != nil {
 		t.Fatalf("stale set: %v", err)
 	}
 	if got := srv.Hits(); got != 2 {
 		t.Fatalf("JWKS hits = %d, want 2 (max age forces a refetch)", got)
 	}
-	_, err := v.Verify(context.Background(), headers("", "", f.token(t, "unknown_kid")), nil)
+	_, err := v.Verify(t.Context(), headers("", "", f.token(t, "unknown_kid")), nil)
 	wantErr(t, err, http.StatusServiceUnavailable, ReasonJWKSUnavailable)
 	if got := srv.Hits(); got != 2 {
 		t.Fatalf("JWKS hits = %d, want 2", got)
@@ -468,14 +468,14 @@ func TestJWKSCanceledContext(t *testing.T) {
 	v := mustVerifier(t, Config{JWKSURL: srv.URL, HTTPClient: srv.Client(), Now: f.now})
 	valid := headers("", "", f.token(t, "valid"))
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := v.Verify(ctx, valid, nil)
 	wantErr(t, err, http.StatusServiceUnavailable, ReasonJWKSUnavailable)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v does not wrap context.Canceled", err)
 	}
-	if _, err := v.Verify(context.Background(), valid, nil); err != nil {
+	if _, err := v.Verify(t.Context(), valid, nil); err != nil {
 		t.Fatalf("next caller: %v", err)
 	}
 }
@@ -497,9 +497,9 @@ func TestConcurrentVerify(t *testing.T) {
 		wg.Go(func() {
 			var err error
 			if i%2 == 0 {
-				_, err = v.Verify(context.Background(), headers("", "", valid), nil)
+				_, err = v.Verify(t.Context(), headers("", "", valid), nil)
 			} else {
-				_, err = v.Verify(context.Background(), d.header(), []byte(d.Body))
+				_, err = v.Verify(t.Context(), d.header(), []byte(d.Body))
 			}
 			errs <- err
 		})

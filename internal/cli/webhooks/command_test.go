@@ -83,7 +83,7 @@ type result struct {
 func (e *env) run(t *testing.T, deps webhooks.Deps, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := webhooks.CommandWith(context.Background(), args, &stdout, &stderr, e.getenv, deps)
+	code := webhooks.CommandWith(t.Context(), args, &stdout, &stderr, e.getenv, deps)
 	return result{code, stdout.String(), stderr.String()}
 }
 
@@ -692,7 +692,7 @@ func TestRotateKeepsCurrentSecretsForTheOverlap(t *testing.T) {
 		old, _ := e.fake.Webhook(id)
 		mem := &readingWriter{}
 		const name = "projects/p/secrets/hook"
-		if _, err := mem.AddVersion(context.Background(), name, []byte(old.Secrets[0]+",whsec_olderolderolderolderolder")); err != nil {
+		if _, err := mem.AddVersion(t.Context(), name, []byte(old.Secrets[0]+",whsec_olderolderolderolderolder")); err != nil {
 			t.Fatal(err)
 		}
 		args := []string{"rotate", id, "--secret", name}

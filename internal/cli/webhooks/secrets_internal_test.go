@@ -35,13 +35,13 @@ func (s *stubAdder) AccessSecretVersion(_ context.Context, req *secretmanagerpb.
 func TestSecretManagerWriterReadsLatest(t *testing.T) {
 	stub := &stubAdder{}
 	w := &SecretManagerWriter{client: stub}
-	if _, ok, err := w.Latest(context.Background(), "projects/p/secrets/s"); ok || err != nil {
+	if _, ok, err := w.Latest(t.Context(), "projects/p/secrets/s"); ok || err != nil {
 		t.Fatalf("no version yet: ok=%v err=%v", ok, err)
 	}
-	if _, err := w.AddVersion(context.Background(), "projects/p/secrets/s", []byte("whsec_a,whsec_b")); err != nil {
+	if _, err := w.AddVersion(t.Context(), "projects/p/secrets/s", []byte("whsec_a,whsec_b")); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := w.Latest(context.Background(), "projects/p/secrets/s")
+	got, ok, err := w.Latest(t.Context(), "projects/p/secrets/s")
 	if !ok || err != nil || string(got) != "whsec_a,whsec_b" {
 		t.Fatalf("latest = %q %v %v", got, ok, err)
 	}
@@ -56,7 +56,7 @@ func TestSecretManagerWriterReadsLatest(t *testing.T) {
 func TestSecretManagerWriterSendsPayloadWithCRC32C(t *testing.T) {
 	stub := &stubAdder{}
 	w := &SecretManagerWriter{client: stub}
-	v, err := w.AddVersion(context.Background(), "projects/p/secrets/s", []byte("123456789"))
+	v, err := w.AddVersion(t.Context(), "projects/p/secrets/s", []byte("123456789"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestSecretManagerWriterSendsPayloadWithCRC32C(t *testing.T) {
 	}
 
 	stub.err = errors.New("PermissionDenied")
-	if _, err := w.AddVersion(context.Background(), "projects/p/secrets/s", []byte("x")); err == nil ||
+	if _, err := w.AddVersion(t.Context(), "projects/p/secrets/s", []byte("x")); err == nil ||
 		!errors.Is(err, stub.err) || !strings.Contains(err.Error(), "projects/p/secrets/s") {
 		t.Errorf("err = %v, want the wrapped failure naming the secret", err)
 	}

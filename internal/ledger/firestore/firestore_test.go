@@ -1,7 +1,6 @@
 package firestore
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -67,7 +66,7 @@ func docSize(t *testing.T, snap *firestore.DocumentSnapshot) int {
 func TestMaximalDocumentsFitWithRoom(t *testing.T) {
 	c, _ := emutest.Firestore(t)
 	s := New(c, nil)
-	ctx := context.Background()
+	ctx := t.Context()
 	op, claim := ledgertest.MaximalOperation("h1", time.Now().Add(time.Minute))
 	if _, _, err := s.CommitOperation(ctx, op, claim); err != nil {
 		t.Fatalf("commit: %v", err)
@@ -91,7 +90,7 @@ func TestMaximalDocumentsFitWithRoom(t *testing.T) {
 func TestReadsDocumentsWrittenBefore(t *testing.T) {
 	c, _ := emutest.Firestore(t)
 	s := New(c, nil)
-	ctx := context.Background()
+	ctx := t.Context()
 	op := ledgertest.Op("old")
 	op.UserMetadata = map[string]any{"job": "j1", "n": 3, "tags": []any{"a", "b"}, "inner": map[string]any{"x": 1.5}}
 	op.Output = map[string]any{"video_uris": []string{"gs://v/1"}, "count": 2}

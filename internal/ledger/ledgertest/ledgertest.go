@@ -4,7 +4,6 @@
 package ledgertest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,12 +70,6 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
 // released claims.
 var far = t0.Add(30 * 24 * time.Hour)
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
-
 // Op returns a valid new operation document for tests.
 func Op(id string) ledger.Operation {
 	return ledger.Operation{
@@ -99,7 +92,7 @@ func Claim(id, holder string, leaseUntil time.Time) *ledger.Claim {
 
 func mustCommit(t *testing.T, s ledger.Store, op ledger.Operation, c *ledger.Claim) (ledger.Revision, *ledger.Lease) {
 	t.Helper()
-	rev, lease, err := s.CommitOperation(ctx(t), op, c)
+	rev, lease, err := s.CommitOperation(t.Context(), op, c)
 	if err != nil {
 		t.Fatalf("commit %s: %v", op.ID, err)
 	}
@@ -108,7 +101,7 @@ func mustCommit(t *testing.T, s ledger.Store, op ledger.Operation, c *ledger.Cla
 
 func mustGet(t *testing.T, s ledger.Store, id string) ledger.Operation {
 	t.Helper()
-	op, err := s.GetOperation(ctx(t), id)
+	op, err := s.GetOperation(t.Context(), id)
 	if err != nil {
 		t.Fatalf("get %s: %v", id, err)
 	}
@@ -123,10 +116,10 @@ func terminal(op ledger.Operation, leaseUntil time.Time) ledger.Operation {
 }
 
 func testGetMissing(t *testing.T, s ledger.Ledger) {
-	if _, err := s.GetOperation(ctx(t), "nope"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetOperation(t.Context(), "nope"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("GetOperation(missing) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetClaim(ctx(t), "nope"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetClaim(t.Context(), "nope"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("GetClaim(missing) = %v, want ErrNotFound", err)
 	}
 }
@@ -156,7 +149,7 @@ func testCreateAndRead(t *testing.T, s ledger.Ledger) {
 
 func testCreateTwice(t *testing.T, s ledger.Ledger) {
 	mustCommit(t, s, Op("a2"), nil)
-	if _, _, err := s.CommitOperation(ctx(t), Op("a2"), nil); !errors.Is(err, ledger.ErrConflict) {
+	if _, _, err := s.CommitOperation(t.Context(), Op("a2"), nil); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("second create = %v, want ErrConflict", err)
 	}
 }
@@ -169,7 +162,7 @@ func testStaleRevision(t *testing.T, s ledger.Ledger) {
 	mustCommit(t, s, first, nil)
 	second := read // still at the old revision
 	second.State = lifecycle.RequiresAction
-	if _, _, err := s.CommitOperation(ctx(t), second, nil); !errors.Is(err, ledger.ErrConflict) {
+	if _, _, err := s.CommitOperation(t.Context(), second, nil); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit at stale revision = %v, want ErrConflict", err)
 	}
 	if got := mustGet(t, s, "a3"); got.State != lifecycle.Running || got.Rev.Version != 2 {
@@ -184,7 +177,7 @@ func testClaimAtomic(t *testing.T, s ledger.Ledger) {
 	if lease == nil || lease.Holder != "h1" || lease.ID != "a4" {
 		t.Fatalf("lease %+v", lease)
 	}
-	c, err := s.GetClaim(ctx(t), "a4")
+	c, err := s.GetClaim(t.Context(), "a4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,13 +195,13 @@ func testExistingClaim(t *testing.T, s ledger.Ledger) {
 	// may change.
 	other := terminal(mustGet(t, s, "a5"), t0)
 	other.SettledBy = "reconcile"
-	if _, _, err := s.CommitOperation(ctx(t), other, Claim("a5", "h2", t0)); !errors.Is(err, ledger.ErrConflict) {
+	if _, _, err := s.CommitOperation(t.Context(), other, Claim("a5", "h2", t0)); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit with an existing claim = %v, want ErrConflict", err)
 	}
 	if got := mustGet(t, s, "a5"); got.SettledBy != "webhook" || got.Rev.Version != 2 {
 		t.Fatalf("operation changed by a failed commit: %+v", got)
 	}
-	if c, _ := s.GetClaim(ctx(t), "a5"); c.Holder != "h1" {
+	if c, _ := s.GetClaim(t.Context(), "a5"); c.Holder != "h1" {
 		t.Fatalf("claim changed by a failed commit: %+v", c)
 	}
 }
@@ -224,70 +217,70 @@ func testCompleteFenced(t *testing.T, s ledger.Ledger) {
 	lease := settled(t, s, "a6", "h1", t0.Add(time.Minute))
 	forged := *lease
 	forged.Holder, forged.Rev = "someone-else", ledger.Revision{Version: 7, Stamp: t0}
-	if err := s.CompleteClaim(ctx(t), forged, t0); !errors.Is(err, ledger.ErrFenced) {
+	if err := s.CompleteClaim(t.Context(), forged, t0); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("complete with a foreign lease = %v, want ErrFenced", err)
 	}
-	if err := s.CompleteClaim(ctx(t), *lease, t0.Add(time.Second)); err != nil {
+	if err := s.CompleteClaim(t.Context(), *lease, t0.Add(time.Second)); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	c, _ := s.GetClaim(ctx(t), "a6")
+	c, _ := s.GetClaim(t.Context(), "a6")
 	if c.Status != ledger.ClaimDone || !c.DoneAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("claim after complete %+v", c)
 	}
-	if err := s.CompleteClaim(ctx(t), *lease, t0.Add(2*time.Second)); !errors.Is(err, ledger.ErrFenced) {
+	if err := s.CompleteClaim(t.Context(), *lease, t0.Add(2*time.Second)); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("second complete = %v, want ErrFenced", err)
 	}
 }
 
 func testSeize(t *testing.T, s ledger.Ledger) {
 	old := settled(t, s, "a7", "h1", t0.Add(time.Minute))
-	c, _ := s.GetClaim(ctx(t), "a7")
+	c, _ := s.GetClaim(t.Context(), "a7")
 	now := t0.Add(2 * time.Minute) // the lease ran out
-	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), far, now)
+	lease, err := s.SeizeClaim(t.Context(), c, "h2", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatalf("seize: %v", err)
 	}
 	if lease.Holder != "h2" {
 		t.Fatalf("lease %+v", lease)
 	}
-	if err := s.CompleteClaim(ctx(t), *old, now); !errors.Is(err, ledger.ErrFenced) {
+	if err := s.CompleteClaim(t.Context(), *old, now); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("late DONE by the old holder = %v, want ErrFenced", err)
 	}
-	if _, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), far, now); !errors.Is(err, ledger.ErrFenced) {
+	if _, err := s.SeizeClaim(t.Context(), c, "h3", now.Add(time.Minute), far, now); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("seize from a stale read = %v, want ErrFenced", err)
 	}
-	got, _ := s.GetClaim(ctx(t), "a7")
+	got, _ := s.GetClaim(t.Context(), "a7")
 	if got.Holder != "h2" || got.Attempts != 2 || got.Status != ledger.ClaimHeld {
 		t.Fatalf("claim after seize %+v", got)
 	}
 	if op := mustGet(t, s, "a7"); op.Effect.Status != ledger.ClaimHeld || !op.Effect.LeaseUntil.Equal(now.Add(time.Minute)) {
 		t.Fatalf("mirror after seize %+v", op.Effect)
 	}
-	if err := s.CompleteClaim(ctx(t), *lease, now); err != nil {
+	if err := s.CompleteClaim(t.Context(), *lease, now); err != nil {
 		t.Fatalf("new holder completes: %v", err)
 	}
 }
 
 func testRelease(t *testing.T, s ledger.Ledger) {
 	lease := settled(t, s, "a8", "h1", t0.Add(time.Hour))
-	if err := s.ReleaseClaim(ctx(t), *lease, far, t0); err != nil {
+	if err := s.ReleaseClaim(t.Context(), *lease, far, t0); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if op := mustGet(t, s, "a8"); op.Effect.Status != ledger.ClaimReleased || !op.Effect.Owed(t0) {
 		t.Fatalf("mirror after release %+v", op.Effect)
 	}
-	if err := s.CompleteClaim(ctx(t), *lease, t0); !errors.Is(err, ledger.ErrFenced) {
+	if err := s.CompleteClaim(t.Context(), *lease, t0); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("complete after release = %v, want ErrFenced", err)
 	}
-	c, _ := s.GetClaim(ctx(t), "a8")
+	c, _ := s.GetClaim(t.Context(), "a8")
 	if c.Status != ledger.ClaimReleased || c.Live(t0) {
 		t.Fatalf("claim after release %+v", c)
 	}
-	l2, err := s.SeizeClaim(ctx(t), c, "h2", t0.Add(time.Minute), far, t0)
+	l2, err := s.SeizeClaim(t.Context(), c, "h2", t0.Add(time.Minute), far, t0)
 	if err != nil {
 		t.Fatalf("seize released claim: %v", err)
 	}
-	if err := s.CompleteClaim(ctx(t), *l2, t0); err != nil {
+	if err := s.CompleteClaim(t.Context(), *l2, t0); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 }
@@ -326,7 +319,7 @@ func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
 	read := mustGet(t, s, "a9")
 	exactlyOneWins(t, "commits from one read", ledger.ErrConflict, func(i int) error {
 		op := terminal(read, t0.Add(time.Minute))
-		_, _, err := s.CommitOperation(ctx(t), op, Claim("a9", fmt.Sprint("h", i), t0.Add(time.Minute)))
+		_, _, err := s.CommitOperation(t.Context(), op, Claim("a9", fmt.Sprint("h", i), t0.Add(time.Minute)))
 		return err
 	})
 	if got := mustGet(t, s, "a9"); got.Rev.Version != 2 {
@@ -336,9 +329,9 @@ func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
 
 func testConcurrentSeizes(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "a10", "h0", t0)
-	c, _ := s.GetClaim(ctx(t), "a10")
+	c, _ := s.GetClaim(t.Context(), "a10")
 	exactlyOneWins(t, "seizes", ledger.ErrFenced, func(i int) error {
-		_, err := s.SeizeClaim(ctx(t), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), far, t0.Add(time.Minute))
+		_, err := s.SeizeClaim(t.Context(), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), far, t0.Add(time.Minute))
 		return err
 	})
 }
@@ -358,7 +351,7 @@ func testTimePrecision(t *testing.T, s ledger.Ledger) {
 
 func testMessage(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "a12", "h1", t0)
-	c, err := s.GetClaim(ctx(t), "a12")
+	c, err := s.GetClaim(t.Context(), "a12")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +365,7 @@ func testMessage(t *testing.T, s ledger.Ledger) {
 func testMissingClaim(t *testing.T, s ledger.Ledger) {
 	mustCommit(t, s, Op("a13"), nil)
 	l := ledger.Lease{ID: "a13", OpID: "a13", Holder: "h", Rev: ledger.Revision{Version: 1, Stamp: t0}}
-	if err := s.CompleteClaim(ctx(t), l, t0); !errors.Is(err, ledger.ErrFenced) {
+	if err := s.CompleteClaim(t.Context(), l, t0); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("complete missing claim = %v, want ErrFenced", err)
 	}
 }
@@ -399,19 +392,19 @@ func testDueOperations(t *testing.T, s ledger.Ledger) {
 	settledOp := Op("d0")
 	mustCommit(t, s, settledOp, nil)
 	mustCommit(t, s, terminal(mustGet(t, s, "d0"), t0), nil)
-	got, err := s.DueOperations(ctx(t), t0.Add(2*time.Minute), ledger.DueCursor{}, 10)
+	got, err := s.DueOperations(t.Context(), t0.Add(2*time.Minute), ledger.DueCursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !same(ids(got), []string{"d1", "c2", "d2", "e2"}) {
 		t.Fatalf("due = %v, want [d1 c2 d2 e2] (earliest first, ties by id, settled excluded)", ids(got))
 	}
-	if got, _ := s.DueOperations(ctx(t), t0.Add(time.Hour), ledger.DueCursor{}, 1); !same(ids(got), []string{"d1"}) {
+	if got, _ := s.DueOperations(t.Context(), t0.Add(time.Hour), ledger.DueCursor{}, 1); !same(ids(got), []string{"d1"}) {
 		t.Fatalf("due with limit 1 = %v", ids(got))
 	}
 	// The cursor starts strictly after (next check time, id), inside a tie too.
 	for after, want := range map[string][]string{"d1": {"c2", "d2", "e2", "d3"}, "c2": {"d2", "e2", "d3"}, "e2": {"d3"}, "d3": {}} {
-		got, err := s.DueOperations(ctx(t), t0.Add(time.Hour), ledger.After(mustGet(t, s, after)), 10)
+		got, err := s.DueOperations(t.Context(), t0.Add(time.Hour), ledger.After(mustGet(t, s, after)), 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -423,7 +416,7 @@ func testDueOperations(t *testing.T, s ledger.Ledger) {
 	var paged []string
 	var cur ledger.DueCursor
 	for range 10 {
-		page, err := s.DueOperations(ctx(t), t0.Add(time.Hour), cur, 2)
+		page, err := s.DueOperations(t.Context(), t0.Add(time.Hour), cur, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,7 +438,7 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 		mustCommit(t, s, op, nil)
 	}
 	mustCommit(t, s, terminal(mustGet(t, s, "s4"), t0), nil) // settled: never stuck
-	got, err := s.StuckOperations(ctx(t), t0.Add(-6*time.Hour), 10)
+	got, err := s.StuckOperations(t.Context(), t0.Add(-6*time.Hour), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,15 +450,15 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 func testDueClaims(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "c1", "h1", t0.Add(time.Minute))     // lease ends at +1m
 	l2 := settled(t, s, "c2", "h2", t0.Add(time.Hour)) // released at +30s
-	if err := s.ReleaseClaim(ctx(t), *l2, far, t0.Add(30*time.Second)); err != nil {
+	if err := s.ReleaseClaim(t.Context(), *l2, far, t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	l3 := settled(t, s, "c3", "h3", t0) // DONE: never due
-	if err := s.CompleteClaim(ctx(t), *l3, t0); err != nil {
+	if err := s.CompleteClaim(t.Context(), *l3, t0); err != nil {
 		t.Fatal(err)
 	}
 	settled(t, s, "c4", "h4", t0.Add(time.Hour)) // live
-	got, err := s.DueClaims(ctx(t), t0.Add(2*time.Minute), 10)
+	got, err := s.DueClaims(t.Context(), t0.Add(2*time.Minute), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +474,7 @@ func testDueClaims(t *testing.T, s ledger.Ledger) {
 func testScheduleCheck(t *testing.T, s ledger.Ledger) {
 	mustCommit(t, s, Op("k1"), nil)
 	op := mustGet(t, s, "k1")
-	rev, err := s.ScheduleCheck(ctx(t), op, t0.Add(4*time.Minute), "not-found", t0.Add(time.Minute))
+	rev, err := s.ScheduleCheck(t.Context(), op, t0.Add(4*time.Minute), "not-found", t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,13 +483,13 @@ func testScheduleCheck(t *testing.T, s ledger.Ledger) {
 		!got.NextCheckAt.Equal(t0.Add(4*time.Minute)) || !got.LastCheckAt.Equal(t0.Add(time.Minute)) || got.State != lifecycle.Pending {
 		t.Fatalf("after schedule %+v", got)
 	}
-	if _, err := s.ScheduleCheck(ctx(t), op, t0, "x", t0); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.ScheduleCheck(t.Context(), op, t0, "x", t0); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("schedule at a stale revision = %v, want ErrConflict", err)
 	}
 	// A commit from before the schedule must not overwrite it either.
 	stale := op
 	stale.State = lifecycle.Running
-	if _, _, err := s.CommitOperation(ctx(t), stale, nil); !errors.Is(err, ledger.ErrConflict) {
+	if _, _, err := s.CommitOperation(t.Context(), stale, nil); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit at a revision older than the schedule = %v, want ErrConflict", err)
 	}
 }
@@ -508,7 +501,7 @@ func testRecordStuckAlert(t *testing.T, s ledger.Ledger) {
 		t.Fatalf("a new operation has StuckAlertedAt %v", op.StuckAlertedAt)
 	}
 	at := t0.Add(6 * time.Hour)
-	rev, err := s.RecordStuckAlert(ctx(t), op, at)
+	rev, err := s.RecordStuckAlert(t.Context(), op, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,12 +510,12 @@ func testRecordStuckAlert(t *testing.T, s ledger.Ledger) {
 		got.Checks != op.Checks || !got.NextCheckAt.Equal(op.NextCheckAt) || got.UserMetadata["job"] != "j1" {
 		t.Fatalf("after recording the alert %+v", got)
 	}
-	if _, err := s.RecordStuckAlert(ctx(t), op, at.Add(time.Hour)); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.RecordStuckAlert(t.Context(), op, at.Add(time.Hour)); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("record at a stale revision = %v, want ErrConflict", err)
 	}
 	// Every later write keeps it: a check, and a commit of what was read.
 	got.Rev = rev
-	if rev, err = s.ScheduleCheck(ctx(t), got, t0.Add(7*time.Hour), "ok", at); err != nil {
+	if rev, err = s.ScheduleCheck(t.Context(), got, t0.Add(7*time.Hour), "ok", at); err != nil {
 		t.Fatal(err)
 	}
 	got = mustGet(t, s, "sa1")
@@ -540,18 +533,18 @@ func testListOperations(t *testing.T, s ledger.Ledger) {
 		mustCommit(t, s, op, nil)
 	}
 	mustCommit(t, s, terminal(mustGet(t, s, "l2"), t0), nil)
-	all, err := s.ListOperations(ctx(t), "", 10)
+	all, err := s.ListOperations(t.Context(), "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !same(ids(all), []string{"l3", "l2", "l1"}) {
 		t.Fatalf("list = %v, want newest first", ids(all))
 	}
-	pending, _ := s.ListOperations(ctx(t), lifecycle.Pending, 10)
+	pending, _ := s.ListOperations(t.Context(), lifecycle.Pending, 10)
 	if !same(ids(pending), []string{"l3", "l1"}) {
 		t.Fatalf("list PENDING = %v", ids(pending))
 	}
-	if two, _ := s.ListOperations(ctx(t), "", 2); len(two) != 2 {
+	if two, _ := s.ListOperations(t.Context(), "", 2); len(two) != 2 {
 		t.Fatalf("limit ignored: %v", ids(two))
 	}
 }
@@ -616,7 +609,7 @@ func testFreeForm(t *testing.T, s ledger.Ledger) {
 	got = mustGet(t, s, "f1")
 	checkFree(t, "metadata (update)", got.UserMetadata, op.UserMetadata)
 	checkFree(t, "output (update)", got.Output, op.Output)
-	claim, err := s.GetClaim(ctx(t), "f1")
+	claim, err := s.GetClaim(t.Context(), "f1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,19 +683,19 @@ func MaximalOperation(holder string, leaseUntil time.Time) (ledger.Operation, *l
 func testMaximal(t *testing.T, s ledger.Ledger) {
 	op, c := MaximalOperation("h1", t0.Add(time.Minute))
 	_, lease := mustCommit(t, s, op, c)
-	got, err := s.GetClaim(ctx(t), op.ID)
+	got, err := s.GetClaim(t.Context(), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := t0.Add(2 * time.Minute)
-	l2, err := s.SeizeClaim(ctx(t), got, "h2", now.Add(time.Minute), far, now)
+	l2, err := s.SeizeClaim(t.Context(), got, "h2", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatalf("seize: %v", err)
 	}
-	if err := s.CompleteClaim(ctx(t), *lease, now); !errors.Is(err, ledger.ErrFenced) {
+	if err := s.CompleteClaim(t.Context(), *lease, now); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("complete by the seized holder = %v, want ErrFenced", err)
 	}
-	if err := s.ReleaseClaim(ctx(t), *l2, far, now); err != nil {
+	if err := s.ReleaseClaim(t.Context(), *l2, far, now); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	read := mustGet(t, s, op.ID)
@@ -716,7 +709,7 @@ func testMaximal(t *testing.T, s ledger.Ledger) {
 	}
 	checkFree(t, "maximal metadata", read.UserMetadata, op.UserMetadata)
 	checkFree(t, "maximal output", read.Output, op.Output)
-	claim, err := s.GetClaim(ctx(t), op.ID)
+	claim, err := s.GetClaim(t.Context(), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -732,33 +725,33 @@ func testMaximal(t *testing.T, s ledger.Ledger) {
 // Completing it leaves ExpireAt as the last seize set it.
 func testExpiry(t *testing.T, s ledger.Ledger) {
 	settled(t, s, "e1", "h1", t0.Add(time.Minute))
-	c, _ := s.GetClaim(ctx(t), "e1")
+	c, _ := s.GetClaim(t.Context(), "e1")
 	if !c.ExpireAt.Equal(t0.Add(30 * 24 * time.Hour)) {
 		t.Fatalf("new claim expires %v", c.ExpireAt)
 	}
 	now := t0.Add(20 * 24 * time.Hour)
-	lease, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), now.Add(30*24*time.Hour), now)
+	lease, err := s.SeizeClaim(t.Context(), c, "h2", now.Add(time.Minute), now.Add(30*24*time.Hour), now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, _ = s.GetClaim(ctx(t), "e1"); !c.ExpireAt.Equal(now.Add(30 * 24 * time.Hour)) {
+	if c, _ = s.GetClaim(t.Context(), "e1"); !c.ExpireAt.Equal(now.Add(30 * 24 * time.Hour)) {
 		t.Fatalf("after a seize the claim expires %v, want %v", c.ExpireAt, now.Add(30*24*time.Hour))
 	}
 	later := now.Add(45 * 24 * time.Hour)
-	if err := s.ReleaseClaim(ctx(t), *lease, later.Add(30*24*time.Hour), later); err != nil {
+	if err := s.ReleaseClaim(t.Context(), *lease, later.Add(30*24*time.Hour), later); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ = s.GetClaim(ctx(t), "e1"); !c.ExpireAt.Equal(later.Add(30 * 24 * time.Hour)) {
+	if c, _ = s.GetClaim(t.Context(), "e1"); !c.ExpireAt.Equal(later.Add(30 * 24 * time.Hour)) {
 		t.Fatalf("after a release the claim expires %v, want %v", c.ExpireAt, later.Add(30*24*time.Hour))
 	}
-	lease, err = s.SeizeClaim(ctx(t), c, "h3", later.Add(time.Minute), later.Add(31*24*time.Hour), later)
+	lease, err = s.SeizeClaim(t.Context(), c, "h3", later.Add(time.Minute), later.Add(31*24*time.Hour), later)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CompleteClaim(ctx(t), *lease, later); err != nil {
+	if err := s.CompleteClaim(t.Context(), *lease, later); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ = s.GetClaim(ctx(t), "e1"); c.Status != ledger.ClaimDone || !c.ExpireAt.Equal(later.Add(31*24*time.Hour)) {
+	if c, _ = s.GetClaim(t.Context(), "e1"); c.Status != ledger.ClaimDone || !c.ExpireAt.Equal(later.Add(31*24*time.Hour)) {
 		t.Fatalf("after DONE: %s, expires %v", c.Status, c.ExpireAt)
 	}
 }
@@ -775,7 +768,7 @@ func testGeminiStatus(t *testing.T, s ledger.Ledger) {
 	if got.GeminiStatus != "requires_continuation" {
 		t.Fatalf("after create: gemini status %q", got.GeminiStatus)
 	}
-	if _, err := s.ScheduleCheck(ctx(t), got, t0.Add(time.Hour), "not-found", t0); err != nil {
+	if _, err := s.ScheduleCheck(t.Context(), got, t0.Add(time.Hour), "not-found", t0); err != nil {
 		t.Fatal(err)
 	}
 	got = mustGet(t, s, "g1")
@@ -787,14 +780,14 @@ func testGeminiStatus(t *testing.T, s ledger.Ledger) {
 	c := Claim("g1", "h1", t0.Add(time.Minute))
 	c.Message.State, c.Message.GeminiStatus = string(lifecycle.Incomplete), "budget_exceeded"
 	_, lease := mustCommit(t, s, next, c)
-	if err := s.ReleaseClaim(ctx(t), *lease, far, t0); err != nil {
+	if err := s.ReleaseClaim(t.Context(), *lease, far, t0); err != nil {
 		t.Fatal(err)
 	}
 	got = mustGet(t, s, "g1")
 	if got.GeminiStatus != "budget_exceeded" || got.State != lifecycle.Incomplete || got.Effect.Status != ledger.ClaimReleased {
 		t.Fatalf("after settle and release: state %s gemini status %q effect %s", got.State, got.GeminiStatus, got.Effect.Status)
 	}
-	claim, err := s.GetClaim(ctx(t), "g1")
+	claim, err := s.GetClaim(t.Context(), "g1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -807,7 +800,7 @@ func testGeminiStatus(t *testing.T, s ledger.Ledger) {
 	legacy := Claim("g2", "h1", t0.Add(time.Minute))
 	legacy.Message.GeminiStatus = ""
 	mustCommit(t, s, terminal(mustGet(t, s, "g2"), t0.Add(time.Minute)), legacy)
-	claim, err = s.GetClaim(ctx(t), "g2")
+	claim, err = s.GetClaim(t.Context(), "g2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -872,7 +865,7 @@ func testPageOperations(t *testing.T, s ledger.Ledger) {
 	}
 	// Newest first; ties (p04..p06 at +3 min) by id, descending.
 	want := []string{"p11", "p10", "p09", "p08", "p07", "p06", "p05", "p04", "p03", "p02", "p01"}
-	all, err := s.PageOperations(ctx(t), ledger.Filter{}, ledger.ListCursor{}, 100)
+	all, err := s.PageOperations(t.Context(), ledger.Filter{}, ledger.ListCursor{}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -897,7 +890,7 @@ func testPageOperations(t *testing.T, s ledger.Ledger) {
 				}
 			}
 		}
-		n, err := s.CountOperations(ctx(t), f)
+		n, err := s.CountOperations(t.Context(), f)
 		if err != nil {
 			t.Fatalf("CountOperations(%+v): %v", f, err)
 		}
@@ -908,7 +901,7 @@ func testPageOperations(t *testing.T, s ledger.Ledger) {
 			var got []string
 			var after ledger.ListCursor
 			for range len(ops) + 1 {
-				page, err := s.PageOperations(ctx(t), f, after, size)
+				page, err := s.PageOperations(t.Context(), f, after, size)
 				if err != nil {
 					t.Fatalf("PageOperations(%+v, %+v, %d): %v", f, after, size, err)
 				}
@@ -926,13 +919,13 @@ func testPageOperations(t *testing.T, s ledger.Ledger) {
 			}
 		}
 	}
-	if none, err := s.PageOperations(ctx(t), ledger.Filter{}, ledger.ListCursor{}, 0); err != nil || len(none) != 0 {
+	if none, err := s.PageOperations(t.Context(), ledger.Filter{}, ledger.ListCursor{}, 0); err != nil || len(none) != 0 {
 		t.Errorf("PageOperations(limit 0) = %v, %v; want nothing", ids(none), err)
 	}
 	// A settled operation leaves the stuck set.
 	p01 := mustGet(t, s, "p01")
 	mustCommit(t, s, terminal(p01, t0), nil)
-	if n, _ := s.CountOperations(ctx(t), ledger.Filter{Kind: opname.KindBatch, StuckAt: cutoff}); n != 3 {
+	if n, _ := s.CountOperations(t.Context(), ledger.Filter{Kind: opname.KindBatch, StuckAt: cutoff}); n != 3 {
 		t.Errorf("stuck batches after p01 settled = %d, want 3 (p05, p06, p08)", n)
 	}
 }
@@ -960,40 +953,40 @@ func testOperationRevision(t *testing.T, s ledger.Ledger) {
 	}
 	rev, _ := mustCommit(t, s, Op(id), nil)
 	op := expect("create", 1, &rev)
-	rev, err := s.ScheduleCheck(ctx(t), op, t0.Add(time.Hour), "ok", t0)
+	rev, err := s.ScheduleCheck(t.Context(), op, t0.Add(time.Hour), "ok", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	op = expect("schedule check", 2, &rev)
-	if rev, err = s.RecordStuckAlert(ctx(t), op, t0); err != nil {
+	if rev, err = s.RecordStuckAlert(t.Context(), op, t0); err != nil {
 		t.Fatal(err)
 	}
 	op = expect("stuck alert", 3, &rev)
 	rev, _ = mustCommit(t, s, terminal(op, t0.Add(time.Minute)), Claim(id, "h1", t0.Add(time.Minute)))
 	expect("settle", 4, &rev)
 	now := t0.Add(2 * time.Minute)
-	c, err := s.GetClaim(ctx(t), id)
+	c, err := s.GetClaim(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l2, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), far, now)
+	l2, err := s.SeizeClaim(t.Context(), c, "h2", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect("seize (effect mirror)", 5, nil)
-	if err := s.ReleaseClaim(ctx(t), *l2, far, now); err != nil {
+	if err := s.ReleaseClaim(t.Context(), *l2, far, now); err != nil {
 		t.Fatal(err)
 	}
 	expect("release (effect mirror)", 6, nil)
-	if c, err = s.GetClaim(ctx(t), id); err != nil {
+	if c, err = s.GetClaim(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	l3, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), far, now)
+	l3, err := s.SeizeClaim(t.Context(), c, "h3", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect("second seize", 7, nil)
-	if err := s.CompleteClaim(ctx(t), *l3, now); err != nil {
+	if err := s.CompleteClaim(t.Context(), *l3, now); err != nil {
 		t.Fatal(err)
 	}
 	op = expect("complete (no operation write)", 7, nil)
@@ -1009,7 +1002,7 @@ func testClaimRevision(t *testing.T, s ledger.Ledger) {
 	const id = "r2"
 	expect := func(step string, version int64, lease *ledger.Lease) ledger.Claim {
 		t.Helper()
-		c, err := s.GetClaim(ctx(t), id)
+		c, err := s.GetClaim(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1024,21 +1017,21 @@ func testClaimRevision(t *testing.T, s ledger.Ledger) {
 	lease := settled(t, s, id, "h1", t0.Add(time.Minute))
 	c := expect("create", 1, lease)
 	now := t0.Add(2 * time.Minute)
-	l2, err := s.SeizeClaim(ctx(t), c, "h2", now.Add(time.Minute), far, now)
+	l2, err := s.SeizeClaim(t.Context(), c, "h2", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect("seize", 2, l2)
-	if err := s.ReleaseClaim(ctx(t), *l2, far, now); err != nil {
+	if err := s.ReleaseClaim(t.Context(), *l2, far, now); err != nil {
 		t.Fatal(err)
 	}
 	c = expect("release", 3, nil)
-	l3, err := s.SeizeClaim(ctx(t), c, "h3", now.Add(time.Minute), far, now)
+	l3, err := s.SeizeClaim(t.Context(), c, "h3", now.Add(time.Minute), far, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect("second seize", 4, l3)
-	if err := s.CompleteClaim(ctx(t), *l3, now); err != nil {
+	if err := s.CompleteClaim(t.Context(), *l3, now); err != nil {
 		t.Fatal(err)
 	}
 	if c = expect("complete", 5, nil); c.Attempts != 3 {
@@ -1054,7 +1047,7 @@ func testMirrorFences(t *testing.T, s ledger.Ledger) {
 	const id = "m1"
 	lease := settled(t, s, id, "h1", t0.Add(time.Minute))
 	before := mustGet(t, s, id)
-	if err := s.ReleaseClaim(ctx(t), *lease, far, t0); err != nil {
+	if err := s.ReleaseClaim(t.Context(), *lease, far, t0); err != nil {
 		t.Fatal(err)
 	}
 	after := mustGet(t, s, id)
@@ -1065,22 +1058,22 @@ func testMirrorFences(t *testing.T, s ledger.Ledger) {
 		t.Helper()
 		conflicted := stale
 		conflicted.Conflicts = []ledger.HistoryEntry{{At: t0, Source: "webhook", State: lifecycle.Failed, Reason: "terminal-conflict"}}
-		if _, _, err := s.CommitOperation(ctx(t), conflicted, nil); !errors.Is(err, ledger.ErrConflict) {
+		if _, _, err := s.CommitOperation(t.Context(), conflicted, nil); !errors.Is(err, ledger.ErrConflict) {
 			t.Fatalf("commit from a read older than the %s = %v, want ErrConflict", step, err)
 		}
-		if _, err := s.ScheduleCheck(ctx(t), stale, t0.Add(time.Hour), "ok", t0); !errors.Is(err, ledger.ErrConflict) {
+		if _, err := s.ScheduleCheck(t.Context(), stale, t0.Add(time.Hour), "ok", t0); !errors.Is(err, ledger.ErrConflict) {
 			t.Fatalf("schedule check from a read older than the %s = %v, want ErrConflict", step, err)
 		}
-		if _, err := s.RecordStuckAlert(ctx(t), stale, t0); !errors.Is(err, ledger.ErrConflict) {
+		if _, err := s.RecordStuckAlert(t.Context(), stale, t0); !errors.Is(err, ledger.ErrConflict) {
 			t.Fatalf("stuck alert from a read older than the %s = %v, want ErrConflict", step, err)
 		}
 	}
 	staleWrites("release", before)
-	c, err := s.GetClaim(ctx(t), id)
+	c, err := s.GetClaim(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SeizeClaim(ctx(t), c, "h2", t0.Add(time.Hour), far, t0); err != nil {
+	if _, err := s.SeizeClaim(t.Context(), c, "h2", t0.Add(time.Hour), far, t0); err != nil {
 		t.Fatal(err)
 	}
 	staleWrites("seize", after)
@@ -1097,7 +1090,7 @@ func testMirrorFences(t *testing.T, s ledger.Ledger) {
 func testScheduleNoNext(t *testing.T, s ledger.Ledger) {
 	const id = "z1"
 	mustCommit(t, s, Op(id), nil)
-	rev, err := s.ScheduleCheck(ctx(t), mustGet(t, s, id), time.Time{}, "gave-up", t0)
+	rev, err := s.ScheduleCheck(t.Context(), mustGet(t, s, id), time.Time{}, "gave-up", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1105,17 +1098,17 @@ func testScheduleNoNext(t *testing.T, s ledger.Ledger) {
 	if !got.NextCheckAt.IsZero() || got.Checks != 1 || got.LastCheck != "gave-up" || !sameRev(got.Rev, rev) {
 		t.Fatalf("after scheduling no check %+v", got)
 	}
-	due, err := s.DueOperations(ctx(t), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
+	due, err := s.DueOperations(t.Context(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(due) != 0 {
 		t.Fatalf("due with no check scheduled = %v, want none", ids(due))
 	}
-	if _, err := s.ScheduleCheck(ctx(t), got, t0.Add(time.Minute), "ok", t0); err != nil {
+	if _, err := s.ScheduleCheck(t.Context(), got, t0.Add(time.Minute), "ok", t0); err != nil {
 		t.Fatal(err)
 	}
-	if due, err = s.DueOperations(ctx(t), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !same(ids(due), []string{id}) {
+	if due, err = s.DueOperations(t.Context(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !same(ids(due), []string{id}) {
 		t.Fatalf("due after scheduling again = %v, %v; want [%s]", ids(due), err, id)
 	}
 }

@@ -24,16 +24,10 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
 
 var far = t0.Add(30 * 24 * time.Hour)
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // openAt opens a store on path and closes it when the test ends.
 func openAt(t testing.TB, path string) *Store {
 	t.Helper()
-	s, err := Open(testCtx(t), path)
+	s, err := Open(t.Context(), path)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", path, err)
 	}
@@ -57,7 +51,7 @@ func TestConformance(t *testing.T) {
 // settle commits op id as PENDING, then SUCCEEDED with a claim held by holder.
 func settle(t *testing.T, s *Store, id, holder string, leaseUntil time.Time) (ledger.Operation, *ledger.Lease) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := t.Context()
 	if _, _, err := s.CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +73,7 @@ func settle(t *testing.T, s *Store, id, holder string, leaseUntil time.Time) (le
 // store, with times at microsecond precision in UTC.
 func TestRoundTrip(t *testing.T) {
 	s := openTemp(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	cet := time.FixedZone("CET", 3600)
 	at := time.Date(2026, 3, 4, 5, 6, 7, 891234567, cet)
 	op := ledger.Operation{
@@ -133,7 +127,7 @@ func TestRoundTrip(t *testing.T) {
 // due_at follows the claim's status.
 func TestClaimRevAndDueAt(t *testing.T) {
 	s := openTemp(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	_, lease := settle(t, s, "v1", "h1", t0.Add(time.Minute))
 	dueAt := func() sql.NullInt64 {
 		t.Helper()
@@ -205,7 +199,7 @@ func planProblem(details []string) string {
 
 func explain(t *testing.T, db *sql.DB, query string, args ...any) []string {
 	t.Helper()
-	rows, err := db.QueryContext(testCtx(t), "EXPLAIN QUERY PLAN "+query, args...)
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
 		t.Fatalf("explain %q: %v", query, err)
 	}
@@ -326,7 +320,7 @@ func TestQueryPlans(t *testing.T) {
 func TestTwoStoresOneFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shared.db")
 	stores := []*Store{openAt(t, path), openAt(t, path)}
-	ctx := testCtx(t)
+	ctx := t.Context()
 	for round := range 16 {
 		id := fmt.Sprint("two", round)
 		if _, _, err := stores[0].CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
@@ -386,7 +380,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 func TestWriteTakesLockAtBegin(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock.db")
 	a, b := openAt(t, path), openAt(t, path)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	if _, _, err := a.CommitOperation(ctx, ledgertest.Op("w1"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +409,7 @@ func TestWriteTakesLockAtBegin(t *testing.T) {
 // TestReopen: what was committed is there after Close and Open.
 func TestReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "reopen.db")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +450,7 @@ func TestReopen(t *testing.T) {
 
 func TestPragmas(t *testing.T) {
 	s := openTemp(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	for _, p := range []struct {
 		db   *sql.DB
 		name string
@@ -487,7 +481,7 @@ func TestPragmas(t *testing.T) {
 // version 1 (no stuck_alerted_at, no gemini_status) opens, keeps its operations and records alerts.
 func TestMigratesStuckAlertedAt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	s := openAt(t, path)
 	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("m1"), nil); err != nil {
 		t.Fatal(err)
@@ -513,7 +507,7 @@ func TestMigratesStuckAlertedAt(t *testing.T) {
 
 func TestNewerSchemaRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "future.db")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
@@ -532,7 +526,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 
 func TestOpenNeedsAFile(t *testing.T) {
 	for _, path := range []string{"", ":memory:", "file::memory:?cache=shared"} {
-		if s, err := Open(testCtx(t), path); err == nil {
+		if s, err := Open(t.Context(), path); err == nil {
 			s.Close()
 			t.Errorf("Open(%q) succeeded; two pools on an in-memory database would not share it", path)
 		}
@@ -540,7 +534,7 @@ func TestOpenNeedsAFile(t *testing.T) {
 	// A path with URI metacharacters is a file name, not parameters.
 	odd := filepath.Join(t.TempDir(), "a?b#c%d.db")
 	s := openAt(t, odd)
-	if _, _, err := s.CommitOperation(testCtx(t), ledgertest.Op("o1"), nil); err != nil {
+	if _, _, err := s.CommitOperation(t.Context(), ledgertest.Op("o1"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(odd); err != nil {
@@ -552,7 +546,7 @@ func TestOpenNeedsAFile(t *testing.T) {
 // fencing error (the ingest door must answer "unavailable", not re-read).
 func TestCancelledContext(t *testing.T) {
 	s := openTemp(t)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, _, err := s.CommitOperation(ctx, ledgertest.Op("c1"), nil)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrConflict) {
@@ -561,7 +555,7 @@ func TestCancelledContext(t *testing.T) {
 	if _, err := s.GetOperation(ctx, "c1"); !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("get with a cancelled context = %v", err)
 	}
-	if _, err := s.GetOperation(testCtx(t), "c1"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetOperation(t.Context(), "c1"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("the cancelled commit wrote: %v", err)
 	}
 }
@@ -570,7 +564,7 @@ func TestCancelledContext(t *testing.T) {
 // create PENDING, RUNNING, SUCCEEDED with its claim, claim DONE.
 func BenchmarkCommit(b *testing.B) {
 	s := openTemp(b)
-	ctx := testCtx(b)
+	ctx := b.Context()
 	commits := 0
 	for i := 0; b.Loop(); i++ {
 		op := ledgertest.Op(fmt.Sprint("b", i))
@@ -601,7 +595,7 @@ func BenchmarkCommit(b *testing.B) {
 // no status and take one on the next commit.
 func TestMigratesVersion1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	db, err := openPool(ctx, dsn(path, false), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -656,7 +650,7 @@ func TestSchemaVersionCountsTheMigrations(t *testing.T) {
 // stored as "[]" (not NULL) read them back as nil, as every adapter does.
 func TestEmptyListsWrittenBeforeReadAsNil(t *testing.T) {
 	s := openTemp(t)
-	ctx := testCtx(t)
+	ctx := t.Context()
 	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("old"), nil); err != nil {
 		t.Fatal(err)
 	}

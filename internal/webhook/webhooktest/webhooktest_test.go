@@ -1,7 +1,6 @@
 package webhooktest
 
 import (
-	"context"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -21,10 +20,10 @@ func TestSignedByThisPackageVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := []byte(`{"type":"batch.succeeded","data":{"id":"batches/x"}}`)
-	if _, err := v.Verify(context.Background(), Headers("msg_1", now, body, secret), body); err != nil {
+	if _, err := v.Verify(t.Context(), Headers("msg_1", now, body, secret), body); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	if _, err := v.Verify(context.Background(), Headers("msg_1", now, body, NewSecret()), body); err == nil {
+	if _, err := v.Verify(t.Context(), Headers("msg_1", now, body, NewSecret()), body); err == nil {
 		t.Fatal("a signature with another secret verified")
 	}
 	got := Signature("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
@@ -56,7 +55,7 @@ func TestJWTSignerVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := v.Verify(context.Background(), JWTHeaders("msg_1", good), []byte(`{}`))
+	got, err := v.Verify(t.Context(), JWTHeaders("msg_1", good), []byte(`{}`))
 	if err != nil || got.Method != webhook.MethodJWT || got.ID != "msg_1" {
 		t.Fatalf("verify: %+v %v", got, err)
 	}
@@ -64,7 +63,7 @@ func TestJWTSignerVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(context.Background(), JWTHeaders("msg_1", forged), []byte(`{}`)); err == nil {
+	if _, err := v.Verify(t.Context(), JWTHeaders("msg_1", forged), []byte(`{}`)); err == nil {
 		t.Fatal("another key's token verified")
 	}
 }
