@@ -48,11 +48,7 @@ func runReconcile(ctx context.Context, e *env, args []string) error {
 	if _, err := reconcileDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e.getenv, fs)
-	if err != nil {
-		return err
-	}
-	a, err := e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), false)
+	a, err := e.toolApp(ctx, fs, false)
 	if err != nil {
 		return err
 	}

@@ -54,11 +54,7 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	if _, err := req.Validate(); err != nil {
 		return command.Usagef("%v", err)
 	}
-	cfg, err := loadConfig(e.getenv, fs)
-	if err != nil {
-		return err
-	}
-	a, err := e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), true)
+	a, err := e.toolApp(ctx, fs, true)
 	if err != nil {
 		return err
 	}

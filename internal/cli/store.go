@@ -104,6 +104,17 @@ func (e *env) newApp(ctx context.Context, cfg config.Config, log *slog.Logger, n
 	return app.New(ctx, cfg, log, app.Options{Now: e.now, Stdout: e.stdout, Faults: e.faults})
 }
 
+// toolApp builds the App of a one-shot command (register, replay,
+// reconcile) from the environment and fs's flags, logging to stderr at
+// toolLogger's level.
+func (e *env) toolApp(ctx context.Context, fs *flag.FlagSet, newDB bool) (*app.App, error) {
+	cfg, err := loadConfig(e.getenv, fs)
+	if err != nil {
+		return nil, err
+	}
+	return e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), newDB)
+}
+
 // toolLogger is the log of the one-shot commands: JSON on stderr like
 // serve's, but only warnings and errors, so the command's own answer is
 // not buried in per-decision lines.
