@@ -103,6 +103,9 @@ type Reconciler struct {
 	cfg      Config
 	schedule retry.Backoff // of the next check: BackoffMin doubling to BackoffMax
 	hooks    webhookHealth
+	// noPolling says once per instance that nothing is polled (no key),
+	// as the webhook health check does: a warning every pass is noise.
+	noPolling sync.Once
 }
 
 // New checks cfg and fills defaults.
@@ -174,7 +177,9 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	}
 	degraded := r.checkWebhooks(ctx, now, &t)
 	if r.cfg.Gemini == nil {
-		r.cfg.Log.WarnContext(ctx, "reconcile: GEMINI_API_KEY is not set; pending operations are not polled")
+		r.noPolling.Do(func() {
+			r.cfg.Log.WarnContext(ctx, "reconcile: GEMINI_API_KEY is not set; pending operations are not polled")
+		})
 	} else {
 		if err := r.checkDue(ctx, now, degraded, &t); err != nil {
 			return t.s, err

@@ -124,8 +124,8 @@ func TestWebhookDisabledPollsAtMinimumInterval(t *testing.T) {
 	})
 }
 
-// TestWebhookHealthSkippedWithoutAPIKey: without Gemini the health check is
-// skipped and says so once, not on every pass.
+// TestWebhookHealthSkippedWithoutAPIKey: without Gemini the health check
+// and the polling are skipped, and each says so once, not on every pass.
 func TestWebhookHealthSkippedWithoutAPIKey(t *testing.T) {
 	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
 		w := newStoreWorld(t, s, func(c *reconcile.Config) { c.Gemini = nil })
@@ -135,6 +135,9 @@ func TestWebhookHealthSkippedWithoutAPIKey(t *testing.T) {
 		}
 		if n := w.logs.CountLines(`webhook health is not checked`); n != 1 {
 			t.Fatalf("%d skip lines in 3 passes, want 1:\n%s", n, w.logs.String())
+		}
+		if n := w.logs.CountLines(`pending operations are not polled`); n != 1 {
+			t.Fatalf("%d not-polled lines in 3 passes, want 1:\n%s", n, w.logs.String())
 		}
 		if w.fake.TotalCalls() != 0 {
 			t.Fatalf("%d calls to Gemini without a key", w.fake.TotalCalls())
