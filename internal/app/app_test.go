@@ -2,23 +2,17 @@ package app_test
 
 import (
 	"bytes"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4/jwt"
 
-	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
-	"github.com/lrosink/lrosink/internal/urlopen"
-	"github.com/lrosink/lrosink/internal/urlopen/sqliteurl"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -49,17 +43,8 @@ func TestJWTTerminalConfirmedThroughTheWiring(t *testing.T) {
 			calls := fake.TotalCalls()
 			var stdout bytes.Buffer
 			logs := &testutil.SyncBuffer{}
-			cfg := config.Config{Store: "sqlite:" + filepath.Join(t.TempDir(), "l.db"), Results: "stdout",
-				JWKSURL: jwks.URL, GeminiAPIKey: tc.key, GeminiBaseURL: geminiURL,
-				Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20,
-				Openers: urlopen.Cloud(sqliteurl.Scheme(false))}
-			a, err := app.New(t.Context(), cfg, logging.New(logs, slog.LevelDebug, ""), app.Options{
-				Now: func() time.Time { return now }, Stdout: &stdout,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = a.Close() })
+			cfg := testConfig(t, geminiURL, func(c *config.Config) { c.JWKSURL, c.GeminiAPIKey = jwks.URL, tc.key })
+			a := newApp(t, cfg, logs, &stdout, func() time.Time { return now })
 
 			tok, err := signer.Token(jwt.Claims{Expiry: jwt.NewNumericDate(now.Add(5 * time.Minute)), IssuedAt: jwt.NewNumericDate(now)})
 			if err != nil {
@@ -94,16 +79,10 @@ func TestReconcileChecksWebhookHealthThroughTheWiring(t *testing.T) {
 		t.Fatal("SetWebhookState")
 	}
 	logs := &testutil.SyncBuffer{}
-	cfg := config.Config{Store: "sqlite:" + filepath.Join(t.TempDir(), "l.db"), Results: "stdout",
-		WebhookSecrets: []string{webhooktest.NewSecret()}, GeminiAPIKey: fakegemini.DefaultAPIKey, GeminiBaseURL: fake.Start(t).URL,
-		Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20,
-		Openers: urlopen.Cloud(sqliteurl.Scheme(false))}
-	a, err := app.New(t.Context(), cfg, logging.New(logs, slog.LevelDebug, ""), app.Options{
-		Now: func() time.Time { return now }, Stdout: &bytes.Buffer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
+	cfg := testConfig(t, fake.Start(t).URL, func(c *config.Config) {
+		c.WebhookSecrets, c.GeminiAPIKey = []string{webhooktest.NewSecret()}, fakegemini.DefaultAPIKey
+	})
+	a := newApp(t, cfg, logs, &bytes.Buffer{}, func() time.Time { return now })
 	w := httptest.NewRecorder()
 	a.Mux().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/Reconcile", nil))
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"webhooks_disabled":1`) {

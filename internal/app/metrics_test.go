@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,14 +14,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/fakegemini"
-
-	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
-	"github.com/lrosink/lrosink/internal/urlopen"
-	"github.com/lrosink/lrosink/internal/urlopen/sqliteurl"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -38,16 +31,10 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	fake.SetBatch("slow", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: now})
 	secret := webhooktest.NewSecret()
 	var stdout testutil.SyncBuffer
-	cfg := config.Config{Store: "sqlite:" + filepath.Join(t.TempDir(), "l.db"), Results: "stdout",
-		WebhookSecrets: []string{secret}, GeminiAPIKey: fakegemini.DefaultAPIKey, GeminiBaseURL: fake.Start(t).URL,
-		Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20,
-		Openers: urlopen.Cloud(sqliteurl.Scheme(false))}
-	a, err := app.New(t.Context(), cfg, logging.New(io.Discard, slog.LevelDebug, ""), app.Options{
-		Now: clk.Now, Stdout: &stdout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
+	cfg := testConfig(t, fake.Start(t).URL, func(c *config.Config) {
+		c.WebhookSecrets, c.GeminiAPIKey = []string{secret}, fakegemini.DefaultAPIKey
+	})
+	a := newApp(t, cfg, nil, &stdout, clk.Now)
 	srv := httptest.NewServer(a.Mux())
 	t.Cleanup(srv.Close)
 
