@@ -92,9 +92,6 @@ func (r *Registry[T]) With(schemes ...Scheme[T]) *Registry[T] {
 	return c
 }
 
-// Variable is the setting r opens.
-func (r *Registry[T]) Variable() string { return r.variable }
-
 // Names lists the registered schemes in order.
 func (r *Registry[T]) Names() []string { return slices.Sorted(maps.Keys(r.schemes)) }
 
