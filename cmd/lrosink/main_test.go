@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lrosink/lrosink/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/results/resultstest"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 

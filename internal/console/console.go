@@ -262,12 +262,38 @@ type row struct {
 	Claim string
 }
 
+// unavailable answers 503 when the ledger failed a read (err is logged).
+func (c *Console) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+}
+
+// stuckAt is the stuck cutoff: an operation still pending that was
+// submitted at or before it is stuck.
+func (c *Console) stuckAt() time.Time { return c.cfg.Now().Add(-c.cfg.StuckAfter) }
+
+func isStuck(op ledger.Operation, cutoff time.Time) bool {
+	return !op.State.Terminal() && !op.SubmittedAt.After(cutoff)
+}
+
 func (c *Console) filter(f listForm) ledger.Filter {
 	lf := ledger.Filter{State: f.State, Kind: f.Kind}
 	if f.Stuck {
-		lf.StuckAt = c.cfg.Now().Add(-c.cfg.StuckAfter)
+		lf.StuckAt = c.stuckAt()
 	}
 	return lf
+}
+
+// page reads one page of the operations f matches and how many match.
+func (c *Console) page(ctx context.Context, f ledger.Filter, after ledger.ListCursor, limit int) ([]ledger.Operation, int64, error) {
+	ops, err := c.cfg.Ledger.PageOperations(ctx, f, after, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	total, err := c.cfg.Ledger.CountOperations(ctx, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ops, total, nil
 }
 
 // claimReads bounds the concurrent claim reads of one page.
@@ -278,13 +304,13 @@ const claimReads = 8
 // not updated when a claim is done (that would cost a write per
 // completion), so it cannot tell DONE from a holder still at work.
 func (c *Console) rows(ctx context.Context, ops []ledger.Operation) ([]row, error) {
-	cutoff := c.cfg.Now().Add(-c.cfg.StuckAfter)
+	cutoff := c.stuckAt()
 	out := make([]row, len(ops))
 	errs := make([]error, len(ops))
 	sem := make(chan struct{}, claimReads)
 	var wg sync.WaitGroup
 	for i, op := range ops {
-		out[i] = row{Operation: op, Stuck: !op.State.Terminal() && !op.SubmittedAt.After(cutoff)}
+		out[i] = row{Operation: op, Stuck: isStuck(op, cutoff)}
 		if !op.State.Terminal() {
 			continue
 		}
@@ -315,20 +341,14 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Bad filter: "+err.Error(), nil)
 		return
 	}
-	lf := c.filter(f)
-	ops, err := c.cfg.Ledger.PageOperations(r.Context(), lf, f.After, c.cfg.PageSize)
+	ops, total, err := c.page(r.Context(), c.filter(f), f.After, c.cfg.PageSize)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
-		return
-	}
-	total, err := c.cfg.Ledger.CountOperations(r.Context(), lf)
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		c.unavailable(w, r, err)
 		return
 	}
 	rows, err := c.rows(r.Context(), ops)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		c.unavailable(w, r, err)
 		return
 	}
 	d := listData{Form: f, States: lifecycle.States(), Kinds: kinds(), Rows: rows, Total: total,
@@ -372,10 +392,10 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "No operation with this id.", nil)
 		return
 	case err != nil:
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		c.unavailable(w, r, err)
 		return
 	}
-	d := opData{Op: op, Stuck: !op.State.Terminal() && !op.SubmittedAt.After(c.cfg.Now().Add(-c.cfg.StuckAfter)),
+	d := opData{Op: op, Stuck: isStuck(op, c.stuckAt()),
 		Metadata: pretty(op.UserMetadata), Output: pretty(op.Output)}
 	if op.State.Terminal() {
 		cl, err := c.cfg.Ledger.GetClaim(r.Context(), id)
@@ -383,7 +403,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, ledger.ErrNotFound):
 			// Expired by the TTL policy after it was done.
 		case err != nil:
-			c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+			c.unavailable(w, r, err)
 			return
 		default:
 			d.Claim = &cl
@@ -396,12 +416,10 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 	}
 	// An event without a server time is stored at the epoch (it loses
 	// every tie): show none rather than 1970.
-	for i, h := range op.History {
-		if h.UpdateTime.Equal(time.Unix(0, 0)) {
-			op.History[i].UpdateTime = time.Time{}
-		}
-	}
 	for _, h := range op.History {
+		if h.UpdateTime.Equal(time.Unix(0, 0)) {
+			h.UpdateTime = time.Time{}
+		}
 		d.Timeline = append(d.Timeline, event{At: h.At, Kind: "applied", State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
 	}
 	for _, h := range op.Conflicts {
@@ -418,7 +436,9 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 const maxStuckRows = 200
 
 type stuckData struct {
-	Ops        []row
+	// Ops are all pending (the stuck filter), so they have no claim to
+	// show: the page's table needs the operations only.
+	Ops        []ledger.Operation
 	OpsTotal   int64
 	Claims     []ledger.Claim
 	StuckAfter time.Duration
@@ -428,15 +448,9 @@ type stuckData struct {
 
 func (c *Console) stuck(w http.ResponseWriter, r *http.Request) {
 	f := listForm{Stuck: true}
-	lf := c.filter(f)
-	ops, err := c.cfg.Ledger.PageOperations(r.Context(), lf, ledger.ListCursor{}, maxStuckRows)
+	ops, total, err := c.page(r.Context(), c.filter(f), ledger.ListCursor{}, maxStuckRows)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
-		return
-	}
-	total, err := c.cfg.Ledger.CountOperations(r.Context(), lf)
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		c.unavailable(w, r, err)
 		return
 	}
 	// Every claim that is not DONE has a due time (its lease end, or its
@@ -444,15 +458,10 @@ func (c *Console) stuck(w http.ResponseWriter, r *http.Request) {
 	// through the same index the reconciler uses.
 	claims, err := c.cfg.Ledger.DueClaims(r.Context(), c.cfg.Now().AddDate(100, 0, 0), maxStuckRows)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
+		c.unavailable(w, r, err)
 		return
 	}
-	rows, err := c.rows(r.Context(), ops)
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger did not answer.", err)
-		return
-	}
-	d := stuckData{Ops: rows, OpsTotal: total, Claims: claims, StuckAfter: c.cfg.StuckAfter, Limit: maxStuckRows}
+	d := stuckData{Ops: ops, OpsTotal: total, Claims: claims, StuckAfter: c.cfg.StuckAfter, Limit: maxStuckRows}
 	if total > int64(len(ops)) {
 		d.More = f.query()
 	}

@@ -104,8 +104,11 @@ func (m *Metrics) ObserveDecision(source ingest.Source, res ingest.Result, err e
 	m.decisions.WithLabelValues(outcome, reason, string(source)).Inc()
 }
 
-// errorReason classifies a door error as the Webhook function's answer
-// does, so the label set stays small whatever the error says.
+// errorReason classifies a door error into a small, fixed label set,
+// whatever the error says. The names are the Webhook function's answer
+// reasons (httpapi), except that a failed confirmation is one
+// "not-confirmed" (the answer splits it by Gemini's error) and an injected
+// crash is "crashed" (the answer says ledger-unavailable).
 func errorReason(err error) string {
 	var invalid *ingest.InvalidError
 	switch {

@@ -92,9 +92,6 @@ func (r *Registry[T]) With(schemes ...Scheme[T]) *Registry[T] {
 	return c
 }
 
-// Variable is the setting r opens.
-func (r *Registry[T]) Variable() string { return r.variable }
-
 // Names lists the registered schemes in order.
 func (r *Registry[T]) Names() []string { return slices.Sorted(maps.Keys(r.schemes)) }
 
@@ -144,25 +141,28 @@ func validSchemeName(s string) bool {
 // Check validates value without opening it. The error is one line that
 // starts with the variable's name.
 func (r *Registry[T]) Check(value string, env Env) error {
+	_, _, err := r.checked(value, env)
+	return err
+}
+
+// checked finds value's scheme and runs its check; rest follows "scheme:".
+func (r *Registry[T]) checked(value string, env Env) (Scheme[T], string, error) {
 	s, rest, err := r.lookup(value)
 	if err != nil {
-		return err
+		return s, "", err
 	}
 	if err := s.Check(rest, env); err != nil {
-		return r.wrap(err, "%q is not %s", value, s.Form)
+		return s, "", r.wrap(err, "%q is not %s", value, s.Form)
 	}
-	return nil
+	return s, rest, nil
 }
 
 // Open validates and opens value. close is never nil when err is nil.
 func (r *Registry[T]) Open(ctx context.Context, value string, env Env) (T, func() error, error) {
 	var zero T
-	s, rest, err := r.lookup(value)
+	s, rest, err := r.checked(value, env)
 	if err != nil {
 		return zero, nil, err
-	}
-	if err := s.Check(rest, env); err != nil {
-		return zero, nil, r.wrap(err, "%q is not %s", value, s.Form)
 	}
 	v, closeFn, err := s.Open(ctx, rest, env)
 	if err != nil {
