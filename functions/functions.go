@@ -18,9 +18,11 @@ import (
 func Names() []string { return []string{"Webhook", "Register", "Reconcile", "Console"} }
 
 // Register registers the functions, served by a, with functions-framework.
-// Call it once, before funcframework starts.
-func Register(a *app.App) error {
-	console, err := a.Console()
+// Call it once, before funcframework starts. target is FUNCTION_TARGET (""
+// serves every function): a service that serves the Console alone runs no
+// reconcile passes, so its console does not wait for any.
+func Register(a *app.App, target string) error {
+	console, err := a.Console(target != "Console")
 	if err != nil {
 		return err // embedded templates that do not parse: a broken build
 	}

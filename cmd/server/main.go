@@ -37,8 +37,9 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	if t := os.Getenv("FUNCTION_TARGET"); t != "" && !slices.Contains(functions.Names(), t) {
-		return fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", t, strings.Join(functions.Names(), ", "))
+	target := os.Getenv("FUNCTION_TARGET")
+	if target != "" && !slices.Contains(functions.Names(), target) {
+		return fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", target, strings.Join(functions.Names(), ", "))
 	}
 	// config.Container() can open firestore, pubsub:, file: and stdout:
 	// only; this binary does not link SQLite.
@@ -51,7 +52,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err // names the variable at fault
 	}
-	if err := functions.Register(a); err != nil {
+	if err := functions.Register(a, target); err != nil {
 		return err
 	}
 	port := os.Getenv("PORT")

@@ -236,4 +236,16 @@ func TestConsoleTarget(t *testing.T) {
 		!strings.Contains(body.String(), ">batches/console_ft<") {
 		t.Fatalf("GET / on the Console target = %d %s at %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Request.URL, body)
 	}
+	// This service never runs a pass (the Reconcile service does): its
+	// health page must say where the passes are, not wait for one here.
+	resp, err = http.Get(base + "/ui/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body.Reset()
+	_, _ = body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(body.String(), "on Cloud Run the Reconcile service does") {
+		t.Fatalf("the Console target's health page does not point at the Reconcile service:\n%s", body)
+	}
 }

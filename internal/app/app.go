@@ -168,10 +168,16 @@ func (a *App) Reconcile() http.Handler {
 
 // Console is the Console function's handler: the read-only console at
 // /ui/ (console.Prefix); with LROSINK_ADMIN_TOKEN set it requires that bearer
-// token, as Register and Reconcile do.
-func (a *App) Console() (http.Handler, error) {
-	h, err := console.New(console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
-		Passes: a.Passes, Settings: a.settings(), Guard: a.consoleGuard})
+// token, as Register and Reconcile do. passesHere says whether this process
+// serves Reconcile too: only then are its recent passes worth showing;
+// otherwise the health page says where passes run.
+func (a *App) Console(passesHere bool) (http.Handler, error) {
+	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
+		Settings: a.settings(), Guard: a.consoleGuard}
+	if passesHere {
+		cfg.Passes = a.Passes
+	}
+	h, err := console.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +222,7 @@ func (a *App) Mux() *http.ServeMux {
 	mux.Handle("/Register", a.Register())
 	mux.Handle("/Reconcile", a.Reconcile())
 	mux.Handle("GET /metrics", a.Metrics.Handler())
-	if ui, err := a.Console(); err != nil {
+	if ui, err := a.Console(true); err != nil {
 		// The templates are embedded and parsed by the console's tests:
 		// this is a broken build, not a configuration.
 		a.Log.Error("console unavailable", "error", err.Error())
