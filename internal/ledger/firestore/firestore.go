@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -40,14 +39,7 @@ const (
 
 // Counts tallies document reads and writes and commits, so benchmarks can
 // report the Firestore cost of each ingest path.
-type Counts struct {
-	Reads, Writes, Commits atomic.Int64
-}
-
-// Snapshot returns the current tallies.
-func (c *Counts) Snapshot() (reads, writes, commits int64) {
-	return c.Reads.Load(), c.Writes.Load(), c.Commits.Load()
-}
+type Counts = ledger.Counts
 
 // Store is the Firestore ledger.
 type Store struct {
