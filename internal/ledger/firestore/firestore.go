@@ -529,30 +529,28 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 
 // RecordStuckAlert implements ledger.Queries.
 func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
-	version := op.Rev.Version + 1
-	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
-		{Path: "stuck_alerted_at", Value: orDelete(ptr(at))}, {Path: "version", Value: version},
-	}, firestore.LastUpdateTime(op.Rev.Stamp))
-	s.counts.Commits.Add(1)
-	if err != nil {
-		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, "record stuck alert "+op.ID)
-	}
-	s.counts.Writes.Add(1)
-	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
+	return s.updateOp(ctx, "record stuck alert", op, []firestore.Update{{Path: "stuck_alerted_at", Value: orDelete(ptr(at))}})
 }
 
 // ScheduleCheck implements ledger.Queries. Times are stored as a full
 // commit stores them: a zero next removes next_check_at (no check is
 // scheduled, so the due query cannot see it), as a settled operation has none.
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
-	version := op.Rev.Version + 1
-	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
+	return s.updateOp(ctx, "schedule check", op, []firestore.Update{
 		{Path: "next_check_at", Value: orDelete(ptr(next))}, {Path: "checks", Value: op.Checks + 1},
-		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)}, {Path: "version", Value: version},
-	}, firestore.LastUpdateTime(op.Rev.Stamp))
+		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)},
+	})
+}
+
+// updateOp writes some fields of op, fenced on its update time, and bumps
+// its version: one write, no read.
+func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, ups []firestore.Update) (ledger.Revision, error) {
+	version := op.Rev.Version + 1
+	wr, err := s.op(op.ID).Update(ctx, append(ups, firestore.Update{Path: "version", Value: version}),
+		firestore.LastUpdateTime(op.Rev.Stamp))
 	s.counts.Commits.Add(1)
 	if err != nil {
-		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, "schedule check "+op.ID)
+		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, verb+" "+op.ID)
 	}
 	s.counts.Writes.Add(1)
 	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
