@@ -11,16 +11,11 @@ import (
 )
 
 // Confirmer fetches an operation's current state from the Gemini API: the
-// reconciler's fetch (*gemini.Fetcher). An error wrapping
-// ErrOperationNotFound means the API does not know the operation (404).
+// reconciler's fetch (*gemini.Fetcher). Its errors have a fetcherr kind:
+// NotFound means the API does not know the operation (404).
 type Confirmer interface {
 	Fetch(ctx context.Context, kind opname.Kind, apiName string) (Event, error)
 }
-
-// ErrOperationNotFound is wrapped by a Confirmer's error when the Gemini API
-// answered 404: the fetch error kind fetcherr.NotFound, which every fetch
-// adapter maps a 404 to.
-var ErrOperationNotFound = fetcherr.ErrNotFound
 
 // ErrNotConfirmed wraps a failed confirmation: the hint can be neither
 // applied nor rejected for now (503, so the sender redelivers). The cause
@@ -69,7 +64,7 @@ func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Ev
 		}
 		got, err := d.cfg.Confirmer.Fetch(ctx, name.Kind, name.APIName)
 		switch {
-		case errors.Is(err, ErrOperationNotFound):
+		case fetcherr.KindOf(err) == fetcherr.NotFound:
 			// Redelivering cannot help: answer 200 and store nothing. A
 			// registered operation keeps being checked by the reconciler.
 			return Result{Outcome: OutcomeDropped, Reason: ReasonNotConfirmed, Operation: name.Canonical}, nil

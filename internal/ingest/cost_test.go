@@ -81,6 +81,44 @@ func TestFirestoreCostPerPath(t *testing.T) {
 	}
 }
 
+// TestReplayCost pins what a replay reads and writes: the claim, then the
+// operation it records the replay on (one commit). When the claim is gone
+// the message is rebuilt from the operation, which is read once for both.
+func TestReplayCost(t *testing.T) {
+	t.Parallel()
+	c := testutil.Firestore(t)
+	s := fsledger.New(c, nil)
+	d, err := ingest.New(ingest.Config{Store: s, Sink: &countingSink{}, Log: logging.Discard(), Now: newClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	replay := func(name string) func() {
+		return func() {
+			if _, err := d.Replay(ctx, name, ""); err != nil {
+				t.Fatalf("replay %s: %v", name, err)
+			}
+		}
+	}
+	mustIngest(t, d, ev("batches/withclaim", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	mustIngest(t, d, ev("batches/noclaim", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	if _, err := c.Collection(fsledger.Claims).Doc("gemini:batches%2Fnoclaim").Delete(ctx); err != nil {
+		t.Fatalf("delete claim: %v", err)
+	}
+	for _, r := range []struct {
+		path      string
+		got, want cost
+	}{
+		{"with its claim", measure(t, s, replay("batches/withclaim")), cost{2, 1, 1}},
+		{"claim gone", measure(t, s, replay("batches/noclaim")), cost{2, 1, 1}},
+	} {
+		if r.got != r.want {
+			t.Errorf("replay %s: %d reads %d writes %d commits, want %d/%d/%d", r.path,
+				r.got.reads, r.got.writes, r.got.commits, r.want.reads, r.want.writes, r.want.commits)
+		}
+	}
+}
+
 // BenchmarkIngestFirestoreCost reports reads/writes per path.
 func BenchmarkIngestFirestoreCost(b *testing.B) {
 	for _, path := range []string{"completion", "duplicate", "stale"} {

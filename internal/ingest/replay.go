@@ -31,8 +31,10 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 	}
 	c, err := d.cfg.Store.GetClaim(ctx, id)
 	rebuilt := errors.Is(err, ledger.ErrNotFound)
+	var op ledger.Operation // read for the rebuilt message; the first record attempt reuses it
 	if rebuilt {
-		op, oerr := d.cfg.Store.GetOperation(ctx, id)
+		var oerr error
+		op, oerr = d.cfg.Store.GetOperation(ctx, id)
 		switch {
 		case errors.Is(oerr, ledger.ErrNotFound) || (oerr == nil && !op.State.Terminal()):
 			return "", fmt.Errorf("replay %s: %w", name.Canonical, ErrNotSettled)
@@ -52,9 +54,10 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 	}
 	// Record it; a concurrent writer only makes us re-read and append again.
 	for attempt := 1; ; attempt++ {
-		op, err := d.cfg.Store.GetOperation(ctx, id)
-		if err != nil {
-			return replayID, fmt.Errorf("%w: replay %s published as %s but not recorded: %w", ErrUnavailable, name.Canonical, replayID, err)
+		if attempt > 1 || !rebuilt {
+			if op, err = d.cfg.Store.GetOperation(ctx, id); err != nil {
+				return replayID, fmt.Errorf("%w: replay %s published as %s but not recorded: %w", ErrUnavailable, name.Canonical, replayID, err)
+			}
 		}
 		op.Replays = append(op.Replays, ledger.Replay{ID: replayID, At: d.cfg.Now()})
 		if len(op.Replays) > ledger.MaxHistory {

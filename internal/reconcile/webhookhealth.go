@@ -3,7 +3,8 @@ package reconcile
 import (
 	"context"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -76,14 +77,14 @@ func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally)
 			current[w.ID] = w
 		}
 	}
-	for _, id := range sortedIDs(current) {
+	for _, id := range slices.Sorted(maps.Keys(current)) {
 		if _, known := h.disabled[id]; !known {
 			w := current[id]
 			r.cfg.Log.ErrorContext(ctx, "project webhook disabled by Gemini: completions arrive only by polling",
 				webhookAttrs("alert", w)...)
 		}
 	}
-	for _, id := range sortedIDs(h.disabled) {
+	for _, id := range slices.Sorted(maps.Keys(h.disabled)) {
 		if _, still := current[id]; still {
 			continue
 		}
@@ -103,13 +104,4 @@ func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally)
 func webhookAttrs(key string, w Webhook) []any {
 	return []any{slog.String(key, "webhook-disabled"), slog.String("webhook_id", w.ID),
 		slog.String("webhook_name", w.Name), slog.String("webhook_uri", w.URI), slog.String("webhook_state", w.State)}
-}
-
-func sortedIDs(m map[string]Webhook) []string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }

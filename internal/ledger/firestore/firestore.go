@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -40,14 +39,7 @@ const (
 
 // Counts tallies document reads and writes and commits, so benchmarks can
 // report the Firestore cost of each ingest path.
-type Counts struct {
-	Reads, Writes, Commits atomic.Int64
-}
-
-// Snapshot returns the current tallies.
-func (c *Counts) Snapshot() (reads, writes, commits int64) {
-	return c.Reads.Load(), c.Writes.Load(), c.Commits.Load()
-}
+type Counts = ledger.Counts
 
 // Store is the Firestore ledger.
 type Store struct {
@@ -537,70 +529,52 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 
 // RecordStuckAlert implements ledger.Queries.
 func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
-	version := op.Rev.Version + 1
-	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
-		{Path: "stuck_alerted_at", Value: orDelete(ptr(at))}, {Path: "version", Value: version},
-	}, firestore.LastUpdateTime(op.Rev.Stamp))
-	s.counts.Commits.Add(1)
-	if err != nil {
-		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, "record stuck alert "+op.ID)
-	}
-	s.counts.Writes.Add(1)
-	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
+	return s.updateOp(ctx, "record stuck alert", op, []firestore.Update{{Path: "stuck_alerted_at", Value: orDelete(ptr(at))}})
 }
 
 // ScheduleCheck implements ledger.Queries. Times are stored as a full
 // commit stores them: a zero next removes next_check_at (no check is
 // scheduled, so the due query cannot see it), as a settled operation has none.
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
-	version := op.Rev.Version + 1
-	wr, err := s.op(op.ID).Update(ctx, []firestore.Update{
+	return s.updateOp(ctx, "schedule check", op, []firestore.Update{
 		{Path: "next_check_at", Value: orDelete(ptr(next))}, {Path: "checks", Value: op.Checks + 1},
-		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)}, {Path: "version", Value: version},
-	}, firestore.LastUpdateTime(op.Rev.Stamp))
+		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)},
+	})
+}
+
+// updateOp writes some fields of op, fenced on its update time, and bumps
+// its version: one write, no read.
+func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, ups []firestore.Update) (ledger.Revision, error) {
+	version := op.Rev.Version + 1
+	wr, err := s.op(op.ID).Update(ctx, append(ups, firestore.Update{Path: "version", Value: version}),
+		firestore.LastUpdateTime(op.Rev.Stamp))
 	s.counts.Commits.Add(1)
 	if err != nil {
-		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, "schedule check "+op.ID)
+		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, verb+" "+op.ID)
 	}
 	s.counts.Writes.Add(1)
 	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
 }
 
-// listQuery is PageOperations' and CountOperations' query without a stuck
-// filter: newest submission first, ties by document id (the order a
-// descending index keeps them in anyway). Served by the single-field index
-// on submitted_at, or with state and/or kind by a composite index declared
-// in terraform/firestore_indexes.tf.
-func (s *Store) listQuery(f ledger.Filter) firestore.Query {
-	q := s.client.Collection(Operations).Query
-	if f.Kind != "" {
-		q = q.Where("kind", "==", string(f.Kind))
-	}
-	if f.State != "" {
-		q = q.Where("state", "==", string(f.State))
-	}
-	return q.OrderBy("submitted_at", firestore.Desc).OrderBy("__name__", firestore.Desc)
-}
-
-// stuckListQuery is listQuery for the stuck filter: pending_since (which
-// equals submitted_at while an operation is not terminal, and is absent
-// after) bounds it, so the order is the same.
-func (s *Store) stuckListQuery(f ledger.Filter) firestore.Query {
-	q := s.client.Collection(Operations).Where("pending_since", "<=", f.StuckAt)
-	if f.Kind != "" {
-		q = q.Where("kind", "==", string(f.Kind))
-	}
-	if f.State != "" {
-		q = q.Where("state", "==", string(f.State))
-	}
-	return q.OrderBy("pending_since", firestore.Desc).OrderBy("__name__", firestore.Desc)
-}
-
+// filtered is PageOperations' and CountOperations' query: newest
+// submission first, ties by document id (the order a descending index keeps
+// them in anyway). Served by the single-field index on submitted_at, or
+// with state and/or kind by a composite index declared in
+// terraform/firestore_indexes.tf. The stuck filter bounds pending_since
+// instead, which equals submitted_at while an operation is not terminal
+// (and is absent after), so the order is the same.
 func (s *Store) filtered(f ledger.Filter) firestore.Query {
-	if f.StuckAt.IsZero() {
-		return s.listQuery(f)
+	q, order := s.client.Collection(Operations).Query, "submitted_at"
+	if !f.StuckAt.IsZero() {
+		q, order = q.Where("pending_since", "<=", f.StuckAt), "pending_since"
 	}
-	return s.stuckListQuery(f)
+	if f.Kind != "" {
+		q = q.Where("kind", "==", string(f.Kind))
+	}
+	if f.State != "" {
+		q = q.Where("state", "==", string(f.State))
+	}
+	return q.OrderBy(order, firestore.Desc).OrderBy("__name__", firestore.Desc)
 }
 
 // PageOperations implements ledger.Queries.

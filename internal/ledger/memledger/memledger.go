@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -58,17 +57,8 @@ func New() *Store {
 	return &Store{ops: map[string]storedOp{}, claims: map[string]storedClaim{}}
 }
 
-// Counts tallies what the Firestore adapter would bill: a read per document
-// read (a query costs at least one), a write per document written by a
-// commit that succeeded, and a commit per commit attempted.
-type Counts struct {
-	Reads, Writes, Commits atomic.Int64
-}
-
-// Snapshot returns the current tallies.
-func (c *Counts) Snapshot() (reads, writes, commits int64) {
-	return c.Reads.Load(), c.Writes.Load(), c.Commits.Load()
-}
+// Counts tallies what the Firestore adapter would bill (ledger.Counts).
+type Counts = ledger.Counts
 
 // Counts returns the store's tallies.
 func (s *Store) Counts() *Counts { return &s.counts }

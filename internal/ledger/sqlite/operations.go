@@ -196,23 +196,19 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 
 // ScheduleCheck implements ledger.Queries.
 func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
-	err := s.write(ctx, "schedule check "+op.ID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlScheduleCheck, nullMicros(next), op.Checks+1, note, nullMicros(now), op.ID, op.Rev.Version)
-		if err != nil {
-			return err
-		}
-		return affected(res, ledger.ErrConflict)
-	})
-	if err != nil {
-		return ledger.Revision{}, err
-	}
-	return ledger.Revision{Version: op.Rev.Version + 1}, nil
+	return s.updateOp(ctx, "schedule check", op, sqlScheduleCheck, nullMicros(next), op.Checks+1, note, nullMicros(now))
 }
 
 // RecordStuckAlert implements ledger.Queries.
 func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
-	err := s.write(ctx, "record stuck alert "+op.ID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlRecordStuckAlert, nullMicros(at), op.ID, op.Rev.Version)
+	return s.updateOp(ctx, "record stuck alert", op, sqlRecordStuckAlert, nullMicros(at))
+}
+
+// updateOp runs query, an UPDATE of some fields of op whose last two
+// parameters are op's id and the version read (the fence), after args.
+func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, query string, args ...any) (ledger.Revision, error) {
+	err := s.write(ctx, verb+" "+op.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, append(args, op.ID, op.Rev.Version)...)
 		if err != nil {
 			return err
 		}
