@@ -81,7 +81,7 @@ func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Ev
 		if n, nerr := opname.Normalize(got.Name, name.Kind); nerr == nil && n.Key() == name.Key() {
 			name = n
 		}
-		return d.retry(ctx, id, name, ev)
+		return d.retry(ctx, id, name, ev, nil)
 	})
 }
 
@@ -93,7 +93,7 @@ func (d *Door) unconfirmed(ctx context.Context, id string, name opname.Name, hin
 	ev := Event{Name: hint.Name, Kind: hint.Kind, State: lifecycle.Pending, Source: hint.Source,
 		DeliveryID: hint.DeliveryID, delivered: hint.State}
 	*logged = ev
-	res, err := d.retry(ctx, id, name, ev)
+	res, err := d.retry(ctx, id, name, ev, nil)
 	if err != nil {
 		return res, err
 	}

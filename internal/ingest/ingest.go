@@ -230,6 +230,16 @@ func randomToken() string {
 
 // Ingest applies one event. It is the only way operation state changes.
 func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
+	return d.IngestRead(ctx, ev, nil)
+}
+
+// IngestRead is Ingest for a caller that has just read the event's
+// operation (the reconciler, which lists due operations): the first
+// attempt decides on read instead of reading it again. Every commit is
+// fenced on the revision it decided on, so a copy that is no longer
+// current costs one conflict and a re-read, never a wrong write; a drop
+// decided on it stands, as the stored state only moves forward.
+func (d *Door) IngestRead(ctx context.Context, ev Event, read *ledger.Operation) (Result, error) {
 	name, err := opname.Normalize(ev.Name, ev.Kind)
 	if err != nil {
 		d.cfg.Log.WarnContext(ctx, "ingest decision", "outcome", "rejected", "reason", "invalid-name",
@@ -247,7 +257,10 @@ func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
 			return d.confirm(ctx, id, name, ev)
 		}
 	}
-	f := func(ctx context.Context) (Result, error) { return d.ingest(ctx, id, name, ev) }
+	if read != nil && read.ID != id {
+		read = nil // not this event's operation: read it
+	}
+	f := func(ctx context.Context) (Result, error) { return d.ingest(ctx, id, name, ev, read) }
 	if ev.Source == SourceRegister {
 		// Not coalesced: registrations carry different metadata and do not
 		// come in bursts. Concurrent first registrations race on the create
@@ -358,20 +371,22 @@ func (d *Door) Drain(ctx context.Context) error {
 	}
 }
 
-func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev Event) (res Result, err error) {
+func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev Event, read *ledger.Operation) (res Result, err error) {
 	start := d.cfg.Now()
 	defer func() { d.log(ctx, ev, res, err, start) }()
-	return d.retry(ctx, id, name, ev)
+	return d.retry(ctx, id, name, ev, read)
 }
 
-// retry runs attempts until one is not lost to a concurrent writer.
-func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event) (Result, error) {
+// retry runs attempts until one is not lost to a concurrent writer; the
+// first decides on read when the caller gave it, every later one re-reads.
+func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event, read *ledger.Operation) (Result, error) {
 	var res Result
 	// Another writer got there first: back off a little, re-read, decide again.
 	r := retry.Retrier{MaxAttempts: d.cfg.MaxAttempts, Delay: conflictBackoff().Delay,
 		Retryable: func(err error) bool { return errors.Is(err, ledger.ErrConflict) }}
 	n, err := r.Do(ctx, func(ctx context.Context) (err error) {
-		res, err = d.attempt(ctx, id, name, ev)
+		res, err = d.attempt(ctx, id, name, ev, read)
+		read = nil
 		return err
 	})
 	var we *retry.WaitError
@@ -385,12 +400,10 @@ func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event)
 }
 
 // attempt is one read-decide-commit round; ErrConflict means "re-read".
-func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Event) (Result, error) {
-	op, err := d.cfg.Store.GetOperation(ctx, id)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		op = ledger.Operation{ID: id}
-	case err != nil:
+// read, when given, is the operation as its caller just read it.
+func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Event, read *ledger.Operation) (Result, error) {
+	op, err := d.current(ctx, id, read)
+	if err != nil {
 		return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
 	}
 	now := d.cfg.Now()
@@ -439,6 +452,19 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Even
 		}
 	}
 	return res, nil
+}
+
+// current is the operation to decide on: read, or the stored one (a new
+// one when there is none).
+func (d *Door) current(ctx context.Context, id string, read *ledger.Operation) (ledger.Operation, error) {
+	if read != nil {
+		return *read, nil
+	}
+	op, err := d.cfg.Store.GetOperation(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Operation{ID: id}, nil
+	}
+	return op, err
 }
 
 func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name, ev Event, dec lifecycle.Decision, now time.Time) (Result, error) {

@@ -160,3 +160,45 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 		})
 	}
 }
+
+// TestPassReadsEachDueOperationOnce: the door decides on the operation the
+// pass has just listed instead of reading it again, so each due operation
+// costs the pass one billed read (its share of the due query), on the
+// memory ledger and on Firestore alike. Counted as the difference between
+// a pass over 20 and a pass over 10 due operations, so the fixed reads of a
+// pass (claims, stuck, the due query's first read) cancel out.
+func TestPassReadsEachDueOperationOnce(t *testing.T) {
+	t.Parallel()
+	perPass := func(t *testing.T, w *world, due int) int64 {
+		for i := range due {
+			id := fmt.Sprintf("due-%d-%03d", due, i)
+			w.register("batches/" + id)
+			w.fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: tDone})
+		}
+		w.clock.Advance(2 * time.Hour) // every registered operation is due
+		w.pass()                       // RUNNING applied: each is rescheduled
+		w.clock.Advance(2 * time.Hour)
+		r0 := w.reads()
+		if s := w.pass(); s.Checked != due {
+			t.Fatalf("pass checked %d, want %d", s.Checked, due)
+		}
+		return w.reads() - r0
+	}
+	for _, c := range []struct {
+		name  string
+		world func(t *testing.T) *world
+	}{
+		{"memory", func(t *testing.T) *world { return newWorld(t, 0) }},
+		{"firestore", func(t *testing.T) *world {
+			fs := testutil.FirestoreLedger(t)
+			return newWorldOn(t, 0, fs, func() int64 { r, _, _ := fs.Counts().Snapshot(); return r })
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ten, twenty := perPass(t, c.world(t), 10), perPass(t, c.world(t), 20)
+			if per := float64(twenty-ten) / 10; per != 1 {
+				t.Fatalf("a pass reads %.1f times per due operation (%d reads for 10, %d for 20), want 1", per, ten, twenty)
+			}
+		})
+	}
+}

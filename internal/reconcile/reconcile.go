@@ -33,6 +33,8 @@ type Fetcher interface {
 // Door is the ingest door as the reconciler uses it.
 type Door interface {
 	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
+	// IngestRead is Ingest deciding first on the operation as just read.
+	IngestRead(ctx context.Context, ev ingest.Event, read *ledger.Operation) (ingest.Result, error)
 	RetryClaim(ctx context.Context, id string) (ingest.Result, error)
 }
 
@@ -297,7 +299,8 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error())
 	default:
 		ev.Source = ingest.SourceReconcile
-		res, err := r.cfg.Door.Ingest(ctx, ev)
+		// The door decides on op as listed, not on a second read of it.
+		res, err := r.cfg.Door.IngestRead(ctx, ev, &op)
 		if err != nil {
 			// The door logged why. The operation is rescheduled with
 			// backoff like any failed check: left due, one the door can
