@@ -350,16 +350,7 @@ func TestRegister(t *testing.T) {
 	t.Parallel()
 	store := testutil.MemLedger(t)
 	_, srv := registerServer(t, store)
-	post := func(body string) (int, httpapi.Answer) {
-		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var a httpapi.Answer
-		_ = json.NewDecoder(resp.Body).Decode(&a)
-		return resp.StatusCode, a
-	}
+	post := func(body string) (int, httpapi.Answer) { return postRegister(t, srv.URL, body) }
 	for _, c := range []struct {
 		body   string
 		status int
