@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -61,17 +62,8 @@ type needs struct {
 	tools, packages map[string]string
 }
 
-func (n needs) sortedTools() []string    { return sortedKeys(n.tools) }
-func (n needs) sortedPackages() []string { return sortedKeys(n.packages) }
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func (n needs) sortedTools() []string    { return slices.Sorted(maps.Keys(n.tools)) }
+func (n needs) sortedPackages() []string { return slices.Sorted(maps.Keys(n.packages)) }
 
 // shellWords are not tools: shell keywords and builtins, and the base
 // utilities every Debian image has (coreutils, util-linux, grep, sed).

@@ -46,7 +46,7 @@ func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 	}
 	// Loopback needs no token.
 	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
-		if err := checkExposure(addr, ""); err != nil {
+		if err := checkExposure(t.Context(), addr, ""); err != nil {
 			t.Errorf("%s: %v", addr, err)
 		}
 	}

@@ -266,23 +266,21 @@ type claimView struct {
 }
 
 func newOpView(op ledger.Operation) opView {
-	nonNil := func(h []ledger.HistoryEntry) []ledger.HistoryEntry {
-		if h == nil {
-			return []ledger.HistoryEntry{}
-		}
-		return h
-	}
-	v := opView{
+	return opView{
 		Name: op.Name, APIName: op.APIName, Kind: string(op.Kind), State: string(op.State), Version: op.Rev.Version,
 		UpdateTime: utc(op.UpdateTime), SubmittedAt: utc(op.SubmittedAt), SettledAt: utc(op.SettledAt), SettledBy: op.SettledBy,
 		NextCheckAt: utc(op.NextCheckAt), Checks: op.Checks, LastCheck: op.LastCheck, LastCheckAt: utc(op.LastCheckAt),
-		History: nonNil(op.History), Conflicts: nonNil(op.Conflicts), Replays: op.Replays,
+		History: nonNil(op.History), Conflicts: nonNil(op.Conflicts), Replays: nonNil(op.Replays),
 		Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata,
 	}
-	if v.Replays == nil {
-		v.Replays = []ledger.Replay{}
+}
+
+// nonNil makes an absent list empty, so that JSON shows [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	return v
+	return s
 }
 
 func newClaimView(c ledger.Claim) *claimView {

@@ -87,7 +87,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	listen := listenAddr(*addr, e.getenv)
-	if err := checkExposure(listen, cfg.AdminToken); err != nil {
+	if err := checkExposure(ctx, listen, cfg.AdminToken); err != nil {
 		return err
 	}
 	log := logging.New(e.stderr, slog.LevelInfo, cfg.Project)
@@ -135,7 +135,7 @@ func listenAddr(flagAddr string, getenv func(string) string) string {
 // have no authentication of their own. Loopback means every address the
 // host resolves to is loopback; an empty or unspecified host (":8080",
 // "0.0.0.0") is every interface.
-func checkExposure(addr, token string) error {
+func checkExposure(ctx context.Context, addr, token string) error {
 	if token != "" {
 		return nil
 	}
@@ -143,13 +143,13 @@ func checkExposure(addr, token string) error {
 	if err != nil {
 		return &command.ConfigError{Err: fmt.Errorf("listen address %q: %w", addr, err)}
 	}
-	if loopback(host) {
+	if loopback(ctx, host) {
 		return nil
 	}
 	return &command.ConfigError{Err: fmt.Errorf("listen address %q is not loopback: set LROSINK_ADMIN_TOKEN (then /Register and /Reconcile require Authorization: Bearer <token>), or listen on 127.0.0.1", addr)}
 }
 
-func loopback(host string) bool {
+func loopback(ctx context.Context, host string) bool {
 	if host == "" {
 		return false
 	}
@@ -158,7 +158,7 @@ func loopback(host string) bool {
 	}
 	// A name: loopback only if everything it resolves to is (net.Listen
 	// binds one of them). Unresolvable: not known to be loopback.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil || len(ips) == 0 {

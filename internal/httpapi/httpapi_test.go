@@ -23,6 +23,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
@@ -36,6 +37,19 @@ var now = time.Unix(1767000000, 0).UTC()
 type countingSink struct{ n atomic.Int64 }
 
 func (c *countingSink) Publish(context.Context, results.Message) error { c.n.Add(1); return nil }
+
+// registerServer serves the Register function on a door over store; the
+// server closes when the test ends.
+func registerServer(t *testing.T, store ledger.Ledger) (*ingest.Door, *httptest.Server) {
+	t.Helper()
+	door, err := ingest.New(ingest.Config{Store: store, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.Register(door, logging.Discard()))
+	t.Cleanup(srv.Close)
+	return door, srv
+}
 
 // rig is a Webhook function over a memory ledger with a JWKS server.
 type rig struct {
@@ -335,22 +349,8 @@ func TestNoSecretsConfigured(t *testing.T) {
 func TestRegister(t *testing.T) {
 	t.Parallel()
 	store := testutil.MemLedger(t)
-	door, err := ingest.New(ingest.Config{Store: store, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(httpapi.Register(door, logging.Discard()))
-	defer srv.Close()
-	post := func(body string) (int, httpapi.Answer) {
-		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var a httpapi.Answer
-		_ = json.NewDecoder(resp.Body).Decode(&a)
-		return resp.StatusCode, a
-	}
+	_, srv := registerServer(t, store)
+	post := func(body string) (int, httpapi.Answer) { return postRegister(t, srv.URL, body) }
 	for _, c := range []struct {
 		body   string
 		status int

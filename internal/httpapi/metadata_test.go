@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
@@ -58,12 +57,7 @@ func TestWebhookNeverFailsForMetadata(t *testing.T) {
 func TestRegisterMetadata(t *testing.T) {
 	t.Parallel()
 	store := testutil.MemLedger(t)
-	door, err := ingest.New(ingest.Config{Store: store, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(httpapi.Register(door, logging.Discard()))
-	defer srv.Close()
+	_, srv := registerServer(t, store)
 	post := func(body string) (int, map[string]string) {
 		t.Helper()
 		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))

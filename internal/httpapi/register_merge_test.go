@@ -4,17 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
-	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
 
@@ -40,12 +37,7 @@ func TestRegisterConcurrentAndLate(t *testing.T) {
 	t.Parallel()
 	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
 		t.Parallel()
-		door, err := ingest.New(ingest.Config{Store: s, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(httpapi.Register(door, logging.Discard()))
-		defer srv.Close()
+		door, srv := registerServer(t, s)
 
 		const n = 8
 		status, answers := make([]int, n), make([]httpapi.Answer, n)

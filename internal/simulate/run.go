@@ -102,28 +102,22 @@ func Defaults() Options {
 }
 
 // Validate checks that rates are probabilities and spans make sense.
-// faultRate says whether a rate is a fault's chance per delivery or call.
-func faultRate(name string) bool {
-	switch name {
-	case "dup", "reorder", "drop", "crash", "ledger-errors", "publish-errors", "slow-effects", "unstorable-metadata", "poison":
-		return true
-	}
-	return false
-}
-
 func (o Options) Validate() error {
+	// A fault chance of 1 never lets a delivery through (--dup 1 would
+	// duplicate forever): a fault's chance per delivery or call is in
+	// [0, 1); a workload share in [0, 1].
 	for _, r := range []struct {
-		name string
-		v    float64
-	}{{"dup", o.Dup}, {"reorder", o.Reorder}, {"drop", o.Drop}, {"crash", o.Crash}, {"ledger-errors", o.LedgerErrors},
-		{"publish-errors", o.PublishErrors}, {"slow-effects", o.SlowEffects}, {"unstorable-metadata", o.UnstorableMetadata},
-		{"never-notified", o.NeverNotified}, {"never-finish", o.NeverFinish}, {"poison", o.Poison}, {"incomplete", o.Incomplete},
-		{"partial-batches", o.PartialBatches}, {"error-objects", o.ErrorObjects}} {
-		// A fault chance of 1 never lets a delivery through (--dup 1 would
-		// duplicate forever): faults are in [0, 1); workload shares in [0, 1].
-		limitOK := r.v < 1 || (r.v == 1 && !faultRate(r.name))
+		name  string
+		v     float64
+		fault bool
+	}{{"dup", o.Dup, true}, {"reorder", o.Reorder, true}, {"drop", o.Drop, true}, {"crash", o.Crash, true},
+		{"ledger-errors", o.LedgerErrors, true}, {"publish-errors", o.PublishErrors, true}, {"slow-effects", o.SlowEffects, true},
+		{"unstorable-metadata", o.UnstorableMetadata, true}, {"never-notified", o.NeverNotified, false},
+		{"never-finish", o.NeverFinish, false}, {"poison", o.Poison, true}, {"incomplete", o.Incomplete, false},
+		{"partial-batches", o.PartialBatches, false}, {"error-objects", o.ErrorObjects, false}} {
+		limitOK := r.v < 1 || (r.v == 1 && !r.fault)
 		if !(r.v >= 0 && limitOK) { // also refuses NaN
-			return fmt.Errorf("--%s %v: want a probability in [0, 1%s", r.name, r.v, map[bool]string{true: ")", false: "]"}[faultRate(r.name)])
+			return fmt.Errorf("--%s %v: want a probability in [0, 1%s", r.name, r.v, map[bool]string{true: ")", false: "]"}[r.fault])
 		}
 	}
 	switch {

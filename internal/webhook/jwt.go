@@ -62,7 +62,7 @@ func (v *Verifier) verifyJWT(ctx context.Context, h http.Header, raw string) (Ve
 	if err != nil {
 		return Verified{}, err
 	}
-	id := h.Get(hdrID)
+	id := h.Get(canonical(hdrID))
 	if id == "" {
 		id = std.ID
 	}
@@ -76,7 +76,7 @@ func (v *Verifier) verifyJWT(ctx context.Context, h http.Header, raw string) (Ve
 // deliveries (unconfirmed whether Gemini sends them); a timestamp that is
 // sent must still be fresh. Zero when none is sent.
 func (v *Verifier) optionalTimestamp(h http.Header, now time.Time) (time.Time, error) {
-	rawTS := h.Get(hdrTimestamp)
+	rawTS := h.Get(canonical(hdrTimestamp))
 	if rawTS == "" {
 		return time.Time{}, nil
 	}

@@ -61,6 +61,18 @@ func eventType(t string) (lifecycle.State, opname.Kind, bool) {
 	}
 }
 
+// EventTypes are the event types Parse handles, as a webhook subscribes to
+// them (GEMINI.md §3): each one eventType knows but the stale alias
+// batch.completed. `lrosink webhooks create` subscribes to them by default.
+// A function, so no caller can change the list.
+func EventTypes() []string {
+	return []string{
+		"batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired",
+		"interaction.requires_action", "interaction.completed", "interaction.failed", "interaction.cancelled",
+		"video.generated",
+	}
+}
+
 // Parse turns a verified delivery body into an ingest event. The envelope is
 //
 //	{"type", "version", "timestamp", "data": {"id", "output_file_uri",

@@ -55,6 +55,26 @@ func TestParseEventTypes(t *testing.T) {
 	}
 }
 
+// TestEventTypesAreParsed: every type a webhook subscribes to by default
+// (EventTypes) is one Parse handles, and each is listed once; the stale
+// alias batch.completed is parsed but not subscribed to.
+func TestEventTypesAreParsed(t *testing.T) {
+	types := EventTypes()
+	if len(types) != 9 {
+		t.Fatalf("EventTypes() = %v, want the nine types Gemini documents", types)
+	}
+	seen := map[string]bool{}
+	for _, typ := range types {
+		if _, _, known := eventType(typ); !known || seen[typ] {
+			t.Errorf("EventTypes() lists %q: known %v, repeated %v", typ, known, seen[typ])
+		}
+		seen[typ] = true
+	}
+	if seen["batch.completed"] {
+		t.Error("EventTypes() subscribes to the stale alias batch.completed")
+	}
+}
+
 func TestParseFields(t *testing.T) {
 	type want struct {
 		name string

@@ -10,19 +10,10 @@ import (
 	"strings"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/webhook"
 	"google.golang.org/genai/interactions/models/operations"
 	"google.golang.org/genai/interactions/models/webhooks"
 )
-
-// contractEvents are the event types lrosink handles (GEMINI.md §3): the
-// default subscription. A function, so no caller can change the default.
-func contractEvents() []string {
-	return []string{
-		"batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired",
-		"interaction.requires_action", "interaction.completed", "interaction.failed", "interaction.cancelled",
-		"video.generated",
-	}
-}
 
 func createDoc() command.Doc {
 	return command.Doc{
@@ -53,7 +44,7 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 	fs := command.NewFlagSet("create")
 	uri := fs.String("uri", "", "HTTPS `URL` Gemini delivers events to (required)")
 	var events command.ListValue
-	fs.Var(&events, "events", "`EVENTS` to subscribe to, comma-separated or repeated (default: all nine: "+strings.Join(contractEvents(), ",")+")")
+	fs.Var(&events, "events", "`EVENTS` to subscribe to, comma-separated or repeated (default: all nine: "+strings.Join(webhook.EventTypes(), ",")+")")
 	name := fs.String("name", "", "display `NAME` of the webhook")
 	secret := fs.String("secret", "", "store the signing secret as a new version of this Secret Manager `SECRET` (projects/P/secrets/S) instead of printing it")
 	if _, err := createDoc().Parse(r.stdout, fs, args); err != nil {
@@ -62,11 +53,12 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 	if err := checkURI(*uri); err != nil {
 		return err
 	}
+	known := webhook.EventTypes()
 	if len(events) == 0 {
-		events = contractEvents()
+		events = known
 	}
 	for _, ev := range events {
-		if !slices.Contains(contractEvents(), ev) {
+		if !slices.Contains(known, ev) {
 			r.warnf("note: %q is not an event lrosink knows; subscribing to it anyway", ev)
 		}
 	}
