@@ -382,9 +382,7 @@ func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev Event
 func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event, read *ledger.Operation) (Result, error) {
 	var res Result
 	// Another writer got there first: back off a little, re-read, decide again.
-	r := retry.Retrier{MaxAttempts: d.cfg.MaxAttempts, Delay: conflictBackoff().Delay,
-		Retryable: func(err error) bool { return errors.Is(err, ledger.ErrConflict) }}
-	n, err := r.Do(ctx, func(ctx context.Context) (err error) {
+	n, err := d.conflictRetrier().Do(ctx, func(ctx context.Context) (err error) {
 		res, err = d.attempt(ctx, id, name, ev, read)
 		read = nil
 		return err
@@ -754,6 +752,13 @@ func moreSpecific(candidate, current string) bool {
 // The door's retries back off linearly, 5 units per attempt, with full
 // jitter so that racing retries spread out: conflicts in milliseconds
 // (retry n waits up to 5n ms), the DONE commit in tens (up to 50n ms).
+// conflictRetrier retries a read-decide-commit round lost to a concurrent
+// writer (ErrConflict), up to MaxAttempts, on conflictBackoff.
+func (d *Door) conflictRetrier() retry.Retrier {
+	return retry.Retrier{MaxAttempts: d.cfg.MaxAttempts, Delay: conflictBackoff().Delay,
+		Retryable: func(err error) bool { return errors.Is(err, ledger.ErrConflict) }}
+}
+
 func conflictBackoff() retry.Backoff {
 	return retry.Backoff{Initial: 5 * time.Millisecond, Increment: 5 * time.Millisecond, Jitter: 1}
 }

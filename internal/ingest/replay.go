@@ -52,13 +52,18 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 	if err := d.cfg.Sink.Publish(ctx, m); err != nil {
 		return "", fmt.Errorf("%w: replay %s: %w", ErrSideEffect, name.Canonical, err)
 	}
-	// Record it; a concurrent writer only makes us re-read and append again.
-	for attempt := 1; ; attempt++ {
-		if attempt > 1 || !rebuilt {
+	// Record it; a concurrent writer only makes us re-read and append again,
+	// on the door's conflict schedule. The first attempt reuses the read
+	// the rebuilt message came from.
+	read := rebuilt
+	if _, err := d.conflictRetrier().Do(ctx, func(ctx context.Context) error {
+		if !read {
+			var err error
 			if op, err = d.cfg.Store.GetOperation(ctx, id); err != nil {
-				return replayID, fmt.Errorf("%w: replay %s published as %s but not recorded: %w", ErrUnavailable, name.Canonical, replayID, err)
+				return err
 			}
 		}
+		read = false
 		op.Replays = append(op.Replays, ledger.Replay{ID: replayID, At: d.cfg.Now()})
 		if len(op.Replays) > ledger.MaxHistory {
 			op.Replays = op.Replays[len(op.Replays)-ledger.MaxHistory:]
@@ -66,14 +71,12 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 		if rebuilt {
 			op.Effect = ledger.EffectMirror{Status: ledger.ClaimDone}
 		}
-		_, _, err = d.cfg.Store.CommitOperation(ctx, op, nil)
-		if err == nil {
-			d.cfg.Log.InfoContext(ctx, "replay", "operation", name.Canonical, "replay_id", replayID, "idempotency_key", m.IdempotencyKey,
-				"rebuilt_from_operation", rebuilt)
-			return replayID, nil
-		}
-		if !errors.Is(err, ledger.ErrConflict) || attempt >= d.cfg.MaxAttempts {
-			return replayID, fmt.Errorf("%w: replay %s published as %s but not recorded: %w", ErrUnavailable, name.Canonical, replayID, err)
-		}
+		_, _, err := d.cfg.Store.CommitOperation(ctx, op, nil)
+		return err
+	}); err != nil {
+		return replayID, fmt.Errorf("%w: replay %s published as %s but not recorded: %w", ErrUnavailable, name.Canonical, replayID, err)
 	}
+	d.cfg.Log.InfoContext(ctx, "replay", "operation", name.Canonical, "replay_id", replayID, "idempotency_key", m.IdempotencyKey,
+		"rebuilt_from_operation", rebuilt)
+	return replayID, nil
 }
