@@ -556,25 +556,41 @@ func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, 
 	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
 }
 
-// filtered is PageOperations' and CountOperations' query: newest
-// submission first, ties by document id (the order a descending index keeps
-// them in anyway). Served by the single-field index on submitted_at, or
-// with state and/or kind by a composite index declared in
-// terraform/firestore_indexes.tf. The stuck filter bounds pending_since
-// instead, which equals submitted_at while an operation is not terminal
-// (and is absent after), so the order is the same.
-func (s *Store) filtered(f ledger.Filter) firestore.Query {
-	q, order := s.client.Collection(Operations).Query, "submitted_at"
-	if !f.StuckAt.IsZero() {
-		q, order = q.Where("pending_since", "<=", f.StuckAt), "pending_since"
-	}
+// listQuery is PageOperations' and CountOperations' query without a stuck
+// filter: newest submission first, ties by document id (the order a
+// descending index keeps them in anyway). Served by the single-field index
+// on submitted_at, or with state and/or kind by a composite index declared
+// in terraform/firestore_indexes.tf.
+func (s *Store) listQuery(f ledger.Filter) firestore.Query {
+	q := s.client.Collection(Operations).Query
 	if f.Kind != "" {
 		q = q.Where("kind", "==", string(f.Kind))
 	}
 	if f.State != "" {
 		q = q.Where("state", "==", string(f.State))
 	}
-	return q.OrderBy(order, firestore.Desc).OrderBy("__name__", firestore.Desc)
+	return q.OrderBy("submitted_at", firestore.Desc).OrderBy("__name__", firestore.Desc)
+}
+
+// stuckListQuery is listQuery for the stuck filter: pending_since (which
+// equals submitted_at while an operation is not terminal, and is absent
+// after) bounds it, so the order is the same.
+func (s *Store) stuckListQuery(f ledger.Filter) firestore.Query {
+	q := s.client.Collection(Operations).Where("pending_since", "<=", f.StuckAt)
+	if f.Kind != "" {
+		q = q.Where("kind", "==", string(f.Kind))
+	}
+	if f.State != "" {
+		q = q.Where("state", "==", string(f.State))
+	}
+	return q.OrderBy("pending_since", firestore.Desc).OrderBy("__name__", firestore.Desc)
+}
+
+func (s *Store) filtered(f ledger.Filter) firestore.Query {
+	if f.StuckAt.IsZero() {
+		return s.listQuery(f)
+	}
+	return s.stuckListQuery(f)
 }
 
 // PageOperations implements ledger.Queries.
