@@ -15,10 +15,10 @@ locals {
   run_logs  = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-(${join("|", keys(local.services))})$\""
   decisions = "${local.run_logs} AND jsonPayload.message=\"ingest decision\""
 
-  # Each policy's documentation names its section as runbook#anchor; the
+  # Each policy's documentation links its section as runbook#anchor; the
   # anchors are GitHub's slugs of docs/OPERATIONS.md headings (checked by
   # deploy_test).
-  runbook = "docs/OPERATIONS.md of the lrosink repository"
+  runbook = var.runbook_url
 }
 
 # Events dropped by the monotonic reducer (stale, lower rank, regress from a

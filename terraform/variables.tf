@@ -336,3 +336,14 @@ variable "reconcile_absent_after" {
     error_message = "reconcile_absent_after must be seconds between 120s and 84600s, e.g. 1200s."
   }
 }
+
+variable "runbook_url" {
+  description = "Where the alert policies' documentation points for the runbook: docs/OPERATIONS.md as your team reads it, e.g. https://github.com/ORG/lrosink/blob/main/docs/OPERATIONS.md (each alert appends #its-section)."
+  type        = string
+  default     = "docs/OPERATIONS.md"
+
+  validation {
+    condition     = !strcontains(var.runbook_url, "#")
+    error_message = "runbook_url must not contain '#': each alert appends the anchor of its section."
+  }
+}
