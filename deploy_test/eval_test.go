@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -132,6 +133,11 @@ func hclFunctions() map[string]function.Function {
 func newEvaluator(c *config, overrides map[string]string) (*evaluator, error) {
 	e := &evaluator{c: c, vars: map[string]cty.Value{}, locals: map[string]cty.Value{},
 		keys: map[string][]string{}, counted: map[string]bool{}}
+	for name := range overrides {
+		if !slices.ContainsFunc(c.variables, func(v block) bool { return v.Labels[0] == name }) {
+			return nil, fmt.Errorf("override of undeclared variable %q", name)
+		}
+	}
 	for _, v := range c.variables {
 		name := v.Labels[0]
 		if src, ok := overrides[name]; ok {
