@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The one lrosink image: cmd/server (functions-framework). Every Cloud Run
-# service runs it; FUNCTION_TARGET (Webhook, Reconcile, Register) selects
-# the function served at "/".
+# service of terraform/run.tf (local.services) runs it; FUNCTION_TARGET
+# (Webhook, Reconcile, Register, Console) selects the function served at "/".
 #
 #   docker build -t lrosink .
 #   docker run --rm -p 8080:8080 -e FUNCTION_TARGET=Webhook -e ... lrosink

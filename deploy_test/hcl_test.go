@@ -57,9 +57,13 @@ type config struct {
 	locals    map[string]*hclsyntax.Attribute
 	localsSrc map[string]block // the locals block each local is defined in
 	terraform []block
+	all       []block // every top-level block
 	// literalLocals are the locals that evaluate without any reference
-	// (pure literals), for for_each expansion.
+	// (pure literals).
 	literalLocals map[string]cty.Value
+	// eval is the configuration evaluated with the variables' defaults
+	// (eval_test.go).
+	eval *evaluator
 }
 
 func loadConfig(t *testing.T) *config {
@@ -82,6 +86,7 @@ func loadConfig(t *testing.T) *config {
 		body := f.Body.(*hclsyntax.Body)
 		for _, b := range body.Blocks {
 			bl := block{Block: b, file: path, src: f.Bytes}
+			c.all = append(c.all, bl)
 			switch b.Type {
 			case "resource":
 				if _, dup := c.resources[bl.addr()]; dup {
@@ -109,6 +114,11 @@ func loadConfig(t *testing.T) *config {
 			c.literalLocals[name] = v
 		}
 	}
+	e, err := newEvaluator(c, nil)
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", tfDir, err)
+	}
+	c.eval = e
 	return c
 }
 
@@ -204,135 +214,76 @@ func refTo(e hclsyntax.Expression, typ, attrName string) []string {
 }
 
 // envVar is one environment variable of a Cloud Run container, from a
-// static env block or from a dynamic "env" block over an object.
+// static env block or from a dynamic "env" block, evaluated.
 type envVar struct {
-	name        string
-	value       hclsyntax.Expression // nil when it comes from value_source
-	valueSource *hclsyntax.Block
+	name  string
+	value string // "" when it comes from value_source
+	// secret is the evaluated value_source.secret_key_ref.secret (the
+	// symbol of a secret's attribute), "" for a plain value.
+	secret      string
+	valueSource bool
 }
 
-// envs lists the container env vars of a Cloud Run v2 service.
-func (c *config) envs(svc block) []envVar {
+// envs lists the container env vars of one Cloud Run v2 service instance.
+func envs(svc instance) []envVar {
 	var out []envVar
 	for _, ct := range children(bodyOf(child(svc.Body, "template")), "containers") {
-		for _, e := range children(ct.Body, "env") {
-			name, _ := literal(attr(e.Body, "name"))
-			v := envVar{name: name, valueSource: child(e.Body, "value_source")}
-			if a := attr(e.Body, "value"); a != nil {
-				v.value = a.Expr
+		for _, e := range dynBlocks(ct.Body, "env", svc.ctx) {
+			name, _ := evalString(attr(e.body, "name"), e.ctx)
+			v := envVar{name: name}
+			if vs := child(e.body, "value_source"); vs != nil {
+				v.valueSource = true
+				v.secret, _ = evalString(attr(bodyOf(child(vs.Body, "secret_key_ref")), "secret"), e.ctx)
+			} else {
+				v.value, _ = evalString(attr(e.body, "value"), e.ctx)
 			}
 			out = append(out, v)
 		}
-		for _, d := range children(ct.Body, "dynamic") {
-			if len(d.Labels) != 1 || d.Labels[0] != "env" {
-				continue
-			}
-			fe := attr(d.Body, "for_each")
-			if fe == nil {
-				continue
-			}
-			for _, item := range c.objectItems(fe.Expr, 0) {
-				out = append(out, envVar{name: item.key, value: item.value})
-			}
-		}
 	}
 	return out
 }
 
-type objItem struct {
-	key   string
-	value hclsyntax.Expression
-}
+// services expands the Cloud Run services.
+func (c *config) services() []instance { return c.eval.ofType("google_cloud_run_v2_service") }
 
-// objectItems collects the literal-keyed items of the object constructors
-// in e, following local.X references (merge(local.a, {...}) and the like).
-func (c *config) objectItems(e hclsyntax.Expression, depth int) []objItem {
-	if depth > 8 {
-		return nil
-	}
-	var out []objItem
-	hclsyntax.VisitAll(e, func(n hclsyntax.Node) hcl.Diagnostics {
-		switch x := n.(type) {
-		case *hclsyntax.ObjectConsExpr:
-			for _, it := range x.Items {
-				k, diags := it.KeyExpr.Value(nil)
-				if diags.HasErrors() || k.Type() != cty.String {
-					continue
-				}
-				out = append(out, objItem{key: k.AsString(), value: it.ValueExpr})
-			}
-		case *hclsyntax.ScopeTraversalExpr:
-			if x.Traversal.RootName() == "local" && len(x.Traversal) >= 2 {
-				if a, ok := x.Traversal[1].(hcl.TraverseAttr); ok {
-					if l := c.locals[a.Name]; l != nil {
-						out = append(out, c.objectItems(l.Expr, depth+1)...)
-					}
-				}
-			}
-		}
-		return nil
-	})
-	return out
-}
-
-// functionTarget is the FUNCTION_TARGET literal of a Cloud Run service.
-func (c *config) functionTarget(svc block) string {
-	for _, e := range c.envs(svc) {
-		if e.name == "FUNCTION_TARGET" && e.value != nil {
-			if v, diags := e.value.Value(nil); !diags.HasErrors() && v.Type() == cty.String {
-				return v.AsString()
-			}
+// functionTarget is the FUNCTION_TARGET of a Cloud Run service instance.
+func functionTarget(svc instance) string {
+	for _, e := range envs(svc) {
+		if e.name == "FUNCTION_TARGET" {
+			return e.value
 		}
 	}
 	return ""
 }
 
-// serviceByTarget maps FUNCTION_TARGET to the service's resource name.
-func (c *config) serviceByTarget(t *testing.T) map[string]string {
+// serviceByTarget maps FUNCTION_TARGET to the service instance.
+func (c *config) serviceByTarget(t *testing.T) map[string]instance {
 	t.Helper()
-	out := map[string]string{}
-	for _, svc := range c.ofType("google_cloud_run_v2_service") {
-		ft := c.functionTarget(svc)
+	out := map[string]instance{}
+	for _, svc := range c.services() {
+		ft := functionTarget(svc)
 		if ft == "" {
-			t.Errorf("%s: no literal FUNCTION_TARGET env var", svc)
+			t.Errorf("%s: no FUNCTION_TARGET env var", svc)
 			continue
 		}
 		if prev, dup := out[ft]; dup {
-			t.Errorf("FUNCTION_TARGET=%s is served by both %s and %s", ft, prev, svc.Labels[1])
+			t.Errorf("FUNCTION_TARGET=%s is served by both %s and %s", ft, prev.addr(), svc.addr())
 		}
-		out[ft] = svc.Labels[1]
+		out[ft] = svc
 	}
 	return out
 }
 
-// instances expands a resource's for_each over a literal local (or a
-// literal map/set) and returns the evaluation context of each instance;
-// a resource without for_each has one instance. ok is false when for_each
-// cannot be evaluated without a provider.
+// instances expands a resource's for_each or count (eval_test.go) and
+// returns the evaluation context of each instance; a resource without
+// either has one instance. ok is false when for_each cannot be evaluated
+// without a provider.
 func (c *config) instances(b block) (ctxs []*hcl.EvalContext, ok bool) {
-	vars := map[string]cty.Value{}
-	if len(c.literalLocals) > 0 {
-		vars["local"] = cty.ObjectVal(c.literalLocals)
+	is, ok := c.eval.instances(b)
+	for _, i := range is {
+		ctxs = append(ctxs, i.ctx)
 	}
-	base := &hcl.EvalContext{Variables: vars}
-	fe := attr(b.Body, "for_each")
-	if fe == nil {
-		return []*hcl.EvalContext{base}, true
-	}
-	v, diags := fe.Expr.Value(base)
-	if diags.HasErrors() || !v.IsWhollyKnown() || !v.CanIterateElements() {
-		return nil, false
-	}
-	for it := v.ElementIterator(); it.Next(); {
-		k, val := it.Element()
-		if v.Type().IsSetType() {
-			k = val
-		}
-		ctx := base.NewChild()
-		ctx.Variables = map[string]cty.Value{"each": cty.ObjectVal(map[string]cty.Value{"key": k, "value": val})}
-		ctxs = append(ctxs, ctx)
-	}
-	return ctxs, true
+	return ctxs, ok
 }
 
 func evalString(a *hclsyntax.Attribute, ctx *hcl.EvalContext) (string, bool) {

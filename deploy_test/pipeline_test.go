@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -286,4 +287,85 @@ func providedTools(s buildStep) map[string]bool {
 		}
 	}
 	return have
+}
+
+// `gcloud builds submit` uploads what .gcloudignore does not exclude, and
+// the build runs `make test` on it: no pattern may exclude a file of the
+// source tree (the Go packages, terraform/, docs/, deploy_test/, scripts/,
+// the Makefile, ...). Excluding .git is fine: the suite passes without it
+// (scripts/check-deploy.sh runs the version test on a git archive copy).
+func TestGcloudignoreKeepsTheSource(t *testing.T) {
+	var patterns []string
+	for _, l := range strings.Split(readFile(t, "../.gcloudignore"), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue // comments, and #!include:.gitignore (files git ignores are not source)
+		}
+		patterns = append(patterns, l)
+	}
+	if !slices.Contains(patterns, ".git") {
+		t.Error(".gcloudignore does not drop .git: the upload would carry the whole history")
+	}
+	checked := 0
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("..", path)
+		if rel == "." {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || strings.HasSuffix(d.Name(), ".test") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		// Directories, and the kinds of files the source is made of (not a
+		// developer's local state or binaries, which are rightly excluded).
+		if !d.IsDir() && !sourceFile[filepath.Ext(rel)] && !sourceFile[d.Name()] {
+			return nil
+		}
+		checked++
+		for _, p := range patterns {
+			if ignoreMatches(p, rel, d.IsDir()) {
+				t.Errorf(".gcloudignore pattern %q excludes %s, which the build needs", p, rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("walked %d paths: the walk is broken", checked)
+	}
+}
+
+var sourceFile = map[string]bool{
+	".go": true, ".tf": true, ".hcl": true, ".md": true, ".sh": true, ".yaml": true, ".json": true,
+	".html": true, ".css": true, ".js": true, ".png": true, ".sql": true, ".txt": true,
+	"Makefile": true, "Dockerfile": true, "go.mod": true, "go.sum": true,
+}
+
+// ignoreMatches applies one gitignore-style pattern (the subset
+// .gcloudignore uses) to a slash-separated path relative to the root.
+func ignoreMatches(p, rel string, dir bool) bool {
+	if strings.HasSuffix(p, "/") {
+		if !dir {
+			return false
+		}
+		p = strings.TrimSuffix(p, "/")
+	}
+	if rest, ok := strings.CutPrefix(p, "**/"); ok {
+		m, _ := filepath.Match(rest, filepath.Base(rel))
+		return m
+	}
+	if strings.Contains(p, "/") {
+		m, _ := filepath.Match(strings.TrimPrefix(p, "/"), rel)
+		return m
+	}
+	m, _ := filepath.Match(p, filepath.Base(rel))
+	return m
 }

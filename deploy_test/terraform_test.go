@@ -1,13 +1,16 @@
 package deploy_test
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 var functions = []string{"Webhook", "Reconcile", "Register", "Console"}
@@ -18,80 +21,90 @@ func TestEachServiceHasItsOwnServiceAccount(t *testing.T) {
 	c := loadConfig(t)
 	byTarget := c.serviceByTarget(t)
 	for _, f := range functions {
-		if byTarget[f] == "" {
+		if byTarget[f].Block == nil {
 			t.Errorf("no google_cloud_run_v2_service with FUNCTION_TARGET=%s", f)
 		}
 	}
 	owner := map[string]string{} // service account -> service
-	for _, svc := range c.ofType("google_cloud_run_v2_service") {
-		a := attr(bodyOf(child(svc.Body, "template")), "service_account")
-		if a == nil {
+	for _, svc := range c.services() {
+		sa, ok := svc.str(bodyOf(child(svc.Body, "template")), "service_account")
+		if !ok {
 			t.Errorf("%s: template has no service_account (it would run as the Compute Engine default account)", svc)
 			continue
 		}
-		sas := refTo(a.Expr, "google_service_account", "email")
-		if len(sas) != 1 {
-			t.Errorf("%s: template.service_account = %s, want a reference to google_service_account.<name>.email", svc, svc.text(a.Expr))
+		if !strings.HasPrefix(sa, "google_service_account.") || !strings.HasSuffix(sa, ".email") {
+			t.Errorf("%s: template.service_account = %s, want the email of a google_service_account", svc, sa)
 			continue
 		}
-		sa := sas[0]
-		if _, ok := c.resources["google_service_account."+sa]; !ok {
-			t.Errorf("%s: google_service_account.%s is not declared", svc, sa)
+		acct := resourceOf(sa)
+		if prev, dup := owner[acct]; dup {
+			t.Errorf("%s and %s share %s: each service needs its own", prev, svc.addr(), acct)
 		}
-		if prev, dup := owner[sa]; dup {
-			t.Errorf("%s and %s share google_service_account.%s: each service needs its own", prev, svc.addr(), sa)
-		}
-		owner[sa] = svc.addr()
+		owner[acct] = svc.addr()
 	}
 }
 
+// publicAccess evaluates the configuration with one value of
+// var.webhook_public_access and returns, per service, how it is public:
+// "invoker_iam_disabled", "allUsers", "allAuthenticatedUsers" or "".
+func publicAccess(t *testing.T, c *config, access string) map[string][]string {
+	t.Helper()
+	e, err := newEvaluator(c, map[string]string{"webhook_public_access": fmt.Sprintf("%q", access)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, svc := range e.ofType("google_cloud_run_v2_service") {
+		if v := svc.val(nil, "invoker_iam_disabled"); v != cty.NilVal && v.Type() == cty.Bool && v.True() {
+			out[svc.addr()] = append(out[svc.addr()], "invoker_iam_disabled")
+		} else if v == cty.NilVal && attr(svc.Body, "invoker_iam_disabled") != nil {
+			t.Errorf("%s: invoker_iam_disabled cannot be evaluated", svc)
+		}
+	}
+	for _, g := range e.ofType("google_cloud_run_v2_service_iam_member") {
+		m, _ := g.str(nil, "member")
+		if m != "allUsers" && m != "allAuthenticatedUsers" {
+			continue
+		}
+		role, _ := g.str(nil, "role")
+		name, _ := g.str(nil, "name")
+		if role != "roles/run.invoker" {
+			t.Errorf("%s: %s granted %s", g, m, role)
+		}
+		out[resourceOf(name)] = append(out[resourceOf(name)], m)
+	}
+	return out
+}
+
 // Only the Webhook may be invoked without credentials: Gemini cannot present
-// Google credentials and the handler verifies signatures. Reconcile and
-// Register are protected by IAM.
+// Google credentials and the handler verifies signatures. Reconcile,
+// Register and Console are protected by IAM. The Webhook is public in
+// exactly one way, chosen by var.webhook_public_access.
 func TestOnlyWebhookIsPublic(t *testing.T) {
 	c := loadConfig(t)
-	webhook := c.serviceByTarget(t)["Webhook"]
+	webhook := c.serviceByTarget(t)["Webhook"].addr()
+	for access, want := range map[string]string{"invoker-iam-disabled": "invoker_iam_disabled", "allUsers": "allUsers"} {
+		got := publicAccess(t, c, access)
+		if !slices.Equal(got[webhook], []string{want}) {
+			t.Errorf("webhook_public_access=%q: the Webhook (%s) is public by %v, want exactly [%s]", access, webhook, got[webhook], want)
+		}
+		for svc, how := range got {
+			if svc != webhook {
+				t.Errorf("webhook_public_access=%q: %s is public (%v); only the Webhook may be", access, svc, how)
+			}
+		}
+	}
 	public := regexp.MustCompile(`\ball(Authenticated)?Users\b`)
-	var publicGrants int
 	for _, r := range c.resources {
-		found := false
+		if r.Labels[0] == "google_cloud_run_v2_service_iam_member" {
+			continue // evaluated above
+		}
 		hclsyntax.VisitAll(r.Body, func(n hclsyntax.Node) hcl.Diagnostics {
 			if a, ok := n.(*hclsyntax.Attribute); ok && public.MatchString(r.text(a.Expr)) {
-				found = true
+				t.Errorf("%s grants something to allUsers/allAuthenticatedUsers: only the Webhook's run.invoker may be public", r)
 			}
 			return nil
 		})
-		if !found {
-			continue
-		}
-		typ := r.Labels[0]
-		if typ != "google_cloud_run_v2_service_iam_member" {
-			t.Errorf("%s grants something to allUsers/allAuthenticatedUsers: only the Webhook's run.invoker may be public", r)
-			continue
-		}
-		role, _ := literal(attr(r.Body, "role"))
-		targets := refTo(attr(r.Body, "name").Expr, "google_cloud_run_v2_service", "name")
-		if role != "roles/run.invoker" || len(targets) != 1 || targets[0] != webhook {
-			t.Errorf("%s: public grant of %q on %v; only roles/run.invoker on the Webhook service (google_cloud_run_v2_service.%s) may be public", r, role, targets, webhook)
-			continue
-		}
-		if m, _ := literal(attr(r.Body, "member")); m != "allUsers" {
-			t.Errorf("%s: member must be the literal \"allUsers\"", r)
-			continue
-		}
-		publicGrants++
-	}
-	if publicGrants != 1 {
-		t.Errorf("found %d allUsers run.invoker grants on the Webhook, want exactly 1 (Gemini must be able to call it)", publicGrants)
-	}
-	// Public without IAM by another route.
-	for _, svc := range c.ofType("google_cloud_run_v2_service") {
-		if svc.Labels[1] == webhook {
-			continue
-		}
-		if a := attr(svc.Body, "invoker_iam_disabled"); a != nil && svc.text(a.Expr) != "false" {
-			t.Errorf("%s: invoker_iam_disabled makes the service public; only the Webhook may be", svc)
-		}
 	}
 	// Variables feeding invoker lists must not default to public members.
 	for _, v := range c.variables {
@@ -148,15 +161,16 @@ func TestNoSecretValues(t *testing.T) {
 		}
 	}
 	secretName := regexp.MustCompile(`(?i)(SECRET|API_KEY|TOKEN|PASSWORD|PRIVATE)`)
-	for _, svc := range c.ofType("google_cloud_run_v2_service") {
-		for _, e := range c.envs(svc) {
-			if e.value != nil {
-				if p := hasPrefix(svc.text(e.value)); p != "" {
-					t.Errorf("%s: env %s value contains %q", svc, e.name, p)
-				}
-				if secretName.MatchString(e.name) {
-					t.Errorf("%s: env %s is set by value; a secret must come from value_source.secret_key_ref", svc, e.name)
-				}
+	for _, svc := range c.services() {
+		for _, e := range envs(svc) {
+			if e.valueSource {
+				continue
+			}
+			if p := hasPrefix(e.value); p != "" {
+				t.Errorf("%s: env %s value contains %q", svc, e.name, p)
+			}
+			if secretName.MatchString(e.name) {
+				t.Errorf("%s: env %s is set by value; a secret must come from value_source.secret_key_ref", svc, e.name)
 			}
 		}
 	}
@@ -172,7 +186,7 @@ func TestNoSecretValues(t *testing.T) {
 	}
 	// Anywhere in the files: nothing that looks like an actual secret.
 	realSecret := regexp.MustCompile(`whsec_[A-Za-z0-9+/=]{8,}|-----BEGIN [A-Z ]*PRIVATE KEY-----|AIza[0-9A-Za-z_-]{30,}`)
-	for _, r := range append(append(append([]block{}, c.variables...), c.outputs...), mapValues(c.resources)...) {
+	for _, r := range c.all {
 		if m := realSecret.FindString(string(r.src[r.Range().Start.Byte:r.Range().End.Byte])); m != "" {
 			t.Errorf("%s: contains something that looks like a secret (%.10s...)", r, m)
 		}
@@ -184,28 +198,26 @@ func TestNoSecretValues(t *testing.T) {
 func TestSecretAccessIsPerService(t *testing.T) {
 	c := loadConfig(t)
 	mounts := map[string][]string{} // secret -> service accounts mounting it
-	for _, svc := range c.ofType("google_cloud_run_v2_service") {
-		sa := refTo(attr(bodyOf(child(svc.Body, "template")), "service_account").Expr, "google_service_account", "email")
-		for _, e := range c.envs(svc) {
-			ref := child(bodyOf(e.valueSource), "secret_key_ref")
-			if ref == nil {
+	for _, svc := range c.services() {
+		sa, _ := svc.str(bodyOf(child(svc.Body, "template")), "service_account")
+		for _, e := range envs(svc) {
+			if !e.valueSource {
 				continue
 			}
-			secrets := refTo(attr(ref.Body, "secret").Expr, "google_secret_manager_secret", "")
-			if len(secrets) != 1 || len(sa) != 1 {
-				t.Errorf("%s: env %s must reference one google_secret_manager_secret", svc, e.name)
+			if !strings.HasPrefix(e.secret, "google_secret_manager_secret.") {
+				t.Errorf("%s: env %s must reference one google_secret_manager_secret (got %q)", svc, e.name, e.secret)
 				continue
 			}
-			mounts[secrets[0]] = append(mounts[secrets[0]], sa[0])
+			mounts[resourceOf(e.secret)] = append(mounts[resourceOf(e.secret)], resourceOf(sa))
 		}
 	}
 	targets := c.serviceByTarget(t)
 	wantMount := map[string]string{"Webhook": "LROSINK_WEBHOOK_SECRETS", "Reconcile": "GEMINI_API_KEY"}
 	for fn, env := range wantMount {
-		svc := c.resources["google_cloud_run_v2_service."+targets[fn]]
+		svc := targets[fn]
 		found := false
-		for _, e := range c.envs(svc) {
-			if e.name == env && e.valueSource != nil {
+		for _, e := range envs(svc) {
+			if e.name == env && e.valueSource {
 				found = true
 			}
 		}
@@ -214,22 +226,23 @@ func TestSecretAccessIsPerService(t *testing.T) {
 		}
 	}
 	granted := map[string][]string{}
-	for _, g := range c.ofType("google_secret_manager_secret_iam_member") {
-		secrets := refTo(attr(g.Body, "secret_id").Expr, "google_secret_manager_secret", "")
-		members := refTo(attr(g.Body, "member").Expr, "google_service_account", "")
-		if len(secrets) != 1 || len(members) != 1 {
-			t.Errorf("%s: want one secret and one google_service_account member", g)
+	for _, g := range c.eval.ofType("google_secret_manager_secret_iam_member") {
+		secret, _ := g.str(nil, "secret_id")
+		member, _ := g.str(nil, "member")
+		if !strings.HasPrefix(secret, "google_secret_manager_secret.") || !strings.HasPrefix(member, "google_service_account.") {
+			t.Errorf("%s: want one secret and one google_service_account member (got %q, %q)", g, secret, member)
 			continue
 		}
-		if !slices.Contains(mounts[secrets[0]], members[0]) {
-			t.Errorf("%s: google_service_account.%s may read secret %s but runs no service that mounts it", g, members[0], secrets[0])
+		s, m := resourceOf(secret), resourceOf(member)
+		if !slices.Contains(mounts[s], m) {
+			t.Errorf("%s: %s may read secret %s but runs no service that mounts it", g, m, s)
 		}
-		granted[secrets[0]] = append(granted[secrets[0]], members[0])
+		granted[s] = append(granted[s], m)
 	}
 	for s, sas := range mounts {
 		for _, sa := range sas {
 			if !slices.Contains(granted[s], sa) {
-				t.Errorf("secret %s is mounted by google_service_account.%s's service but not granted to it (the revision would fail to start)", s, sa)
+				t.Errorf("secret %s is mounted by %s's service but not granted to it (the revision would fail to start)", s, sa)
 			}
 		}
 	}
@@ -244,8 +257,8 @@ func TestSecretAccessIsPerService(t *testing.T) {
 // token of an account that may invoke exactly that service.
 func TestSchedulerCallsReconcileWithOIDC(t *testing.T) {
 	c := loadConfig(t)
-	reconcile := c.serviceByTarget(t)["Reconcile"]
-	jobs := c.ofType("google_cloud_scheduler_job")
+	reconcile := c.serviceByTarget(t)["Reconcile"].addr()
+	jobs := c.eval.ofType("google_cloud_scheduler_job")
 	if len(jobs) == 0 {
 		t.Fatal("no google_cloud_scheduler_job: nothing would run Reconcile")
 	}
@@ -255,11 +268,10 @@ func TestSchedulerCallsReconcileWithOIDC(t *testing.T) {
 			t.Errorf("%s: no http_target", job)
 			continue
 		}
-		uri := attr(ht.Body, "uri")
-		if uri == nil || !slices.Equal(refTo(uri.Expr, "google_cloud_run_v2_service", "uri"), []string{reconcile}) {
-			t.Errorf("%s: http_target.uri must be google_cloud_run_v2_service.%s.uri (the FUNCTION_TARGET=Reconcile service)", job, reconcile)
+		if uri, _ := job.str(ht.Body, "uri"); uri != reconcile+".uri" {
+			t.Errorf("%s: http_target.uri = %q, want %s.uri (the FUNCTION_TARGET=Reconcile service)", job, uri, reconcile)
 		}
-		if m, _ := literal(attr(ht.Body, "http_method")); m != "POST" {
+		if m, _ := job.str(ht.Body, "http_method"); m != "POST" {
 			t.Errorf("%s: http_method = %q, want POST", job, m)
 		}
 		if child(ht.Body, "oauth_token") != nil {
@@ -270,36 +282,36 @@ func TestSchedulerCallsReconcileWithOIDC(t *testing.T) {
 			t.Errorf("%s: http_target has no oidc_token: Reconcile would answer 403", job)
 			continue
 		}
-		sas := refTo(attr(oidc.Body, "service_account_email").Expr, "google_service_account", "email")
-		if len(sas) != 1 {
+		email, _ := job.str(oidc.Body, "service_account_email")
+		if !strings.HasPrefix(email, "google_service_account.") {
 			t.Errorf("%s: oidc_token.service_account_email must reference a google_service_account", job)
 			continue
 		}
-		if aud := attr(oidc.Body, "audience"); aud != nil && !slices.Equal(refTo(aud.Expr, "google_cloud_run_v2_service", "uri"), []string{reconcile}) {
-			t.Errorf("%s: oidc_token.audience must be the Reconcile service URL", job)
+		sa := resourceOf(email)
+		if aud, ok := job.str(oidc.Body, "audience"); ok && aud != reconcile+".uri" {
+			t.Errorf("%s: oidc_token.audience = %q, want the Reconcile service URL", job, aud)
 		}
-		for _, svc := range c.ofType("google_cloud_run_v2_service") {
-			if slices.Equal(refTo(attr(bodyOf(child(svc.Body, "template")), "service_account").Expr, "google_service_account", "email"), sas) {
+		for _, svc := range c.services() {
+			if runAs, _ := svc.str(bodyOf(child(svc.Body, "template")), "service_account"); resourceOf(runAs) == sa {
 				t.Errorf("%s: the scheduler uses %s's runtime account; give it its own", job, svc)
 			}
 		}
 		// The scheduler account may invoke Reconcile, and nothing else.
 		invokes := map[string]bool{}
-		for _, g := range c.ofType("google_cloud_run_v2_service_iam_member") {
-			if !slices.Equal(refTo(attr(g.Body, "member").Expr, "google_service_account", ""), sas) {
+		for _, g := range c.eval.ofType("google_cloud_run_v2_service_iam_member") {
+			if m, _ := g.str(nil, "member"); resourceOf(m) != sa {
 				continue
 			}
-			role, _ := literal(attr(g.Body, "role"))
-			for _, s := range refTo(attr(g.Body, "name").Expr, "google_cloud_run_v2_service", "name") {
-				invokes[s] = role == "roles/run.invoker"
-			}
+			role, _ := g.str(nil, "role")
+			name, _ := g.str(nil, "name")
+			invokes[resourceOf(name)] = role == "roles/run.invoker"
 		}
 		if !invokes[reconcile] {
-			t.Errorf("%s: google_service_account.%s has no roles/run.invoker on google_cloud_run_v2_service.%s", job, sas[0], reconcile)
+			t.Errorf("%s: %s has no roles/run.invoker on %s", job, sa, reconcile)
 		}
 		for s := range invokes {
 			if s != reconcile {
-				t.Errorf("%s: the scheduler account also has a role on google_cloud_run_v2_service.%s", job, s)
+				t.Errorf("%s: the scheduler account also has a role on %s", job, s)
 			}
 		}
 	}
@@ -441,4 +453,83 @@ func mapValues(m map[string]block) []block {
 		out = append(out, v)
 	}
 	return out
+}
+
+// `terraform destroy` must not half-succeed: the resources holding data
+// (undelivered results, dead letters, the images, the ledger) stop it at
+// plan time with prevent_destroy, before anything is deleted; the secrets
+// and services refuse deletion while var.deletion_protection is on.
+// docs/DEPLOY.md "Tearing down" has the steps to do it on purpose.
+func TestDestroySafety(t *testing.T) {
+	c := loadConfig(t)
+	for _, typ := range []string{"google_pubsub_subscription", "google_artifact_registry_repository", "google_firestore_database"} {
+		rs := c.ofType(typ)
+		if len(rs) == 0 {
+			t.Errorf("no %s", typ)
+		}
+		for _, r := range rs {
+			if a := attr(bodyOf(child(r.Body, "lifecycle")), "prevent_destroy"); a == nil || r.text(a.Expr) != "true" {
+				t.Errorf("%s: lifecycle { prevent_destroy = true } missing: it holds data `terraform destroy` would lose", r)
+			}
+		}
+	}
+	for _, typ := range []string{"google_secret_manager_secret", "google_cloud_run_v2_service"} {
+		for _, r := range c.eval.ofType(typ) {
+			if v := r.val(nil, "deletion_protection"); v == cty.NilVal || v.Type() != cty.Bool || !v.True() {
+				t.Errorf("%s: deletion_protection must be on by default (var.deletion_protection)", r)
+			}
+		}
+	}
+	doc := readFile(t, "../docs/DEPLOY.md")
+	if !strings.Contains(doc, "## Tearing down") || !strings.Contains(doc, "deletion_protection=false") || !strings.Contains(doc, "prevent_destroy") {
+		t.Error(`docs/DEPLOY.md needs a "## Tearing down" section: deletion_protection=false, then prevent_destroy`)
+	}
+}
+
+// The Webhook keeps CPU outside requests (its door work goes on after a 503
+// deadline-exceeded answer), and a reconcile pass ends before Cloud
+// Scheduler's attempt deadline.
+func TestRuntimeSettings(t *testing.T) {
+	c := loadConfig(t)
+	targets := c.serviceByTarget(t)
+	wh := targets["Webhook"]
+	res := child(bodyOf(child(bodyOf(child(wh.Body, "template")), "containers")), "resources")
+	if v := wh.val(bodyOf(res), "cpu_idle"); v == cty.NilVal || v.Type() != cty.Bool || v.True() {
+		t.Errorf("%s: cpu_idle must be false: work detached from a 503 deadline-exceeded answer would run CPU-throttled", wh)
+	}
+	deadline := ""
+	for _, e := range envs(targets["Reconcile"]) {
+		if e.name == "LROSINK_RECONCILE_DEADLINE" {
+			deadline = e.value
+		}
+	}
+	jobs := c.eval.ofType("google_cloud_scheduler_job")
+	if len(jobs) != 1 {
+		t.Fatalf("want one scheduler job, got %d", len(jobs))
+	}
+	attempt, _ := jobs[0].str(nil, "attempt_deadline")
+	d, err1 := time.ParseDuration(deadline)
+	a, err2 := time.ParseDuration(attempt)
+	if err1 != nil || err2 != nil || d <= 0 || d >= a {
+		t.Errorf("Reconcile LROSINK_RECONCILE_DEADLINE = %q, Scheduler attempt_deadline = %q: the pass deadline must be a duration below the attempt deadline", deadline, attempt)
+	}
+	// Also for the shortest and the longest attempt deadline allowed.
+	for _, ad := range []string{"15s", "1800s"} {
+		e, err := newEvaluator(c, map[string]string{"reconcile_attempt_deadline": fmt.Sprintf("%q", ad)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, svc := range e.ofType("google_cloud_run_v2_service") {
+			for _, ev := range envs(svc) {
+				if ev.name != "LROSINK_RECONCILE_DEADLINE" {
+					continue
+				}
+				d, err := time.ParseDuration(ev.value)
+				a, _ := time.ParseDuration(ad)
+				if err != nil || d <= 0 || d >= a {
+					t.Errorf("reconcile_attempt_deadline=%s: LROSINK_RECONCILE_DEADLINE = %q, want a positive duration below it", ad, ev.value)
+				}
+			}
+		}
+	}
 }

@@ -4,6 +4,9 @@
 #   2. tflint (core Terraform ruleset only, terraform/.tflint.hcl)
 #   3. the container binary, built exactly as the Dockerfile builds it
 #      (scripts/build-flags.sh is the one definition of the build flags)
+#   4. the suite's version test on a copy of the source without .git (what
+#      `gcloud builds submit` uploads: .gcloudignore drops .git), so `make
+#      test` in Cloud Build cannot fail on a missing repository
 # The deployment rules test (deploy_test/: service accounts, public services,
 # secrets, Firestore indexes vs queries, Scheduler -> Reconcile) runs with the
 # other Go tests in `make test`.
@@ -49,5 +52,24 @@ lrosink_build_server "$tmp/server"
 # The distroless/static base has no libc: the binary must be static.
 go version -m "$tmp/server" | grep -q 'CGO_ENABLED=0' || die "cmd/server was not built with CGO_ENABLED=0"
 echo "built ./cmd/server: $(du -h "$tmp/server" | cut -f1), static (CGO_ENABLED=0), -trimpath, stripped"
+
+step "version test on a source tree without .git (git archive)"
+# Only from a git checkout; the copy itself (or a Cloud Build upload) has
+# nothing to archive. The archive holds the committed tree plus tracked
+# changes (git stash create), extracted outside any repository.
+if command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  archive=$(mktemp -d)
+  trap 'rm -rf "$tmp" "$archive"' EXIT
+  rev=$(git stash create)
+  git archive "${rev:-HEAD}" | tar -x -C "$archive"
+  [ ! -e "$archive/.git" ] || die "the archive copy has a .git"
+  (cd "$archive" && ! git rev-parse --is-inside-work-tree >/dev/null 2>&1) ||
+    die "$archive is inside a git repository: the copy would not be without .git"
+  (cd "$archive" && go test -count=1 -run 'TestBinary/VersionNamesTheRevision' ./cmd/lrosink/) ||
+    die "the version test fails on a source tree without .git (what Cloud Build uploads)"
+  echo "version test on a git archive copy: ok"
+else
+  echo "not a git checkout: skipped (this tree is already without .git)"
+fi
 
 printf '\ncheck-deploy: all checks passed\n'

@@ -1,11 +1,42 @@
-# The Docker repository for the one lrosink image (all four services run
-# it; FUNCTION_TARGET selects the function).
+# The Docker repository for the one lrosink image (every service of
+# local.services runs it; FUNCTION_TARGET selects the function).
+#
+# prevent_destroy: it holds the images the running revisions and every
+# rollback target use; `terraform destroy` stops at plan time instead of
+# deleting them (docs/DEPLOY.md, "Tearing down").
+#
+# Cleanup: every build pushes one image; keep the var.image_keep_count most
+# recent versions (KEEP wins over DELETE, so the running image and the
+# rollback candidates stay) and delete the others once 30 days old.
 resource "google_artifact_registry_repository" "images" {
   project       = var.project_id
   location      = var.region
   repository_id = var.artifact_repository_id
   format        = "DOCKER"
   description   = "lrosink container images (cmd/server), built by Cloud Build from the Dockerfile"
+
+  cleanup_policy_dry_run = false
+
+  cleanup_policies {
+    id     = "keep-recent"
+    action = "KEEP"
+    most_recent_versions {
+      keep_count = var.image_keep_count
+    }
+  }
+
+  cleanup_policies {
+    id     = "delete-old"
+    action = "DELETE"
+    condition {
+      tag_state  = "ANY"
+      older_than = "2592000s"
+    }
+  }
+
+  lifecycle {
+    prevent_destroy = true
+  }
 
   depends_on = [google_project_service.apis]
 }

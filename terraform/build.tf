@@ -2,9 +2,11 @@
 # one (whose grants vary by project age and org policy), allowed exactly
 # what cloudbuild.yaml does:
 #   push the image            -> artifactregistry.writer on the repository
-#   roll out the 3 services   -> run.developer on each service, and
+#   roll out the services     -> run.developer on each service, and
 #                                iam.serviceAccountUser on each runtime
-#                                account (a revision runs as that account)
+#                                account (a revision runs as that account);
+#                                both for_each over local.services, the list
+#                                cloudbuild.yaml rolls out (deploy_test)
 #   read the uploaded source  -> storage.objectViewer on the staging bucket
 #   write build logs          -> logging.logWriter (options.logging:
 #                                CLOUD_LOGGING_ONLY, required with a
@@ -16,7 +18,7 @@ resource "google_service_account" "build" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-build"
   display_name = "lrosink Cloud Build"
-  description  = "Builds the lrosink image and rolls it out to the four Cloud Run services"
+  description  = "Builds the lrosink image and rolls it out to the lrosink Cloud Run services"
 
   depends_on = [google_project_service.apis]
 }
@@ -63,27 +65,19 @@ resource "google_project_iam_member" "build_log_writer" {
 }
 
 resource "google_cloud_run_v2_service_iam_member" "build_deployer" {
-  for_each = {
-    webhook   = google_cloud_run_v2_service.webhook.name
-    reconcile = google_cloud_run_v2_service.reconcile.name
-    register  = google_cloud_run_v2_service.register.name
-  }
+  for_each = local.services
 
   project  = var.project_id
-  location = var.region
-  name     = each.value
+  location = google_cloud_run_v2_service.service[each.key].location
+  name     = google_cloud_run_v2_service.service[each.key].name
   role     = "roles/run.developer"
   member   = google_service_account.build.member
 }
 
 resource "google_service_account_iam_member" "build_act_as" {
-  for_each = {
-    webhook   = google_service_account.webhook.name
-    reconcile = google_service_account.reconcile.name
-    register  = google_service_account.register.name
-  }
+  for_each = local.services
 
-  service_account_id = each.value
+  service_account_id = google_service_account.runtime[each.key].name
   role               = "roles/iam.serviceAccountUser"
   member             = google_service_account.build.member
 }

@@ -25,6 +25,13 @@ resource "google_firestore_database" "default" {
   delete_protection_state = "DELETE_PROTECTION_ENABLED"
   deletion_policy         = "ABANDON"
 
+  # Abandoning it would leave a database the next apply cannot create
+  # again (409 already exists): `terraform destroy` stops at plan time
+  # instead (docs/DEPLOY.md, "Tearing down").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [google_project_service.apis]
 }
 
@@ -44,6 +51,24 @@ resource "google_firestore_field" "claims_expire_at" {
   project    = var.project_id
   database   = google_firestore_database.default.name
   collection = "claims"
+  field      = "expire_at"
+
+  ttl_config {}
+
+  index_config {}
+}
+
+# TTL on the downstream worker's processed records (package consume,
+# consume.NewFirestoreStore(client, "processed")): each record carries
+# expire_at (its retention after its last write), and without this policy
+# the collection grows forever. Only when the worker keeps its records in
+# this project's (default) database (var.consumer_processed_collection).
+resource "google_firestore_field" "processed_expire_at" {
+  count = var.consumer_processed_collection == "" ? 0 : 1
+
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = var.consumer_processed_collection
   field      = "expire_at"
 
   ttl_config {}

@@ -10,47 +10,14 @@
 # - roles/pubsub.publisher to Register: registering an operation never
 #   settles it, so Register never publishes.
 
-locals {
-  runtime_accounts = {
-    webhook   = "Webhook: verifies Gemini deliveries and ingests them"
-    reconcile = "Reconcile: polls Gemini for overdue operations, retries owed publishes"
-    register  = "Register: records submitted operations as PENDING"
-    console   = "Console: reads the ledger for the read-only operations console"
-  }
-}
+# One runtime account per service of local.services (run.tf).
+resource "google_service_account" "runtime" {
+  for_each = local.services
 
-resource "google_service_account" "webhook" {
   project      = var.project_id
-  account_id   = "${var.name_prefix}-webhook"
-  display_name = "lrosink Webhook (Cloud Run)"
-  description  = local.runtime_accounts.webhook
-
-  depends_on = [google_project_service.apis]
-}
-
-resource "google_service_account" "reconcile" {
-  project      = var.project_id
-  account_id   = "${var.name_prefix}-reconcile"
-  display_name = "lrosink Reconcile (Cloud Run)"
-  description  = local.runtime_accounts.reconcile
-
-  depends_on = [google_project_service.apis]
-}
-
-resource "google_service_account" "register" {
-  project      = var.project_id
-  account_id   = "${var.name_prefix}-register"
-  display_name = "lrosink Register (Cloud Run)"
-  description  = local.runtime_accounts.register
-
-  depends_on = [google_project_service.apis]
-}
-
-resource "google_service_account" "console" {
-  project      = var.project_id
-  account_id   = "${var.name_prefix}-console"
-  display_name = "lrosink Console (Cloud Run)"
-  description  = local.runtime_accounts.console
+  account_id   = "${var.name_prefix}-${each.key}"
+  display_name = "lrosink ${each.value.target} (Cloud Run)"
+  description  = each.value.description
 
   depends_on = [google_project_service.apis]
 }
@@ -61,7 +28,7 @@ resource "google_service_account" "console" {
 resource "google_project_iam_member" "console_datastore_viewer" {
   project = var.project_id
   role    = "roles/datastore.viewer"
-  member  = google_service_account.console.member
+  member  = google_service_account.runtime["console"].member
 }
 
 # Cloud Scheduler calls Reconcile with an OIDC token of this account.
@@ -79,9 +46,9 @@ resource "google_service_account" "scheduler" {
 # at project level is the narrowest grant.
 resource "google_project_iam_member" "datastore_user" {
   for_each = {
-    webhook   = google_service_account.webhook.member
-    reconcile = google_service_account.reconcile.member
-    register  = google_service_account.register.member
+    webhook   = google_service_account.runtime["webhook"].member
+    reconcile = google_service_account.runtime["reconcile"].member
+    register  = google_service_account.runtime["register"].member
   }
 
   project = var.project_id
@@ -92,8 +59,8 @@ resource "google_project_iam_member" "datastore_user" {
 # Publishing results: on the results topic only.
 resource "google_pubsub_topic_iam_member" "results_publisher" {
   for_each = {
-    webhook   = google_service_account.webhook.member
-    reconcile = google_service_account.reconcile.member
+    webhook   = google_service_account.runtime["webhook"].member
+    reconcile = google_service_account.runtime["reconcile"].member
   }
 
   project = var.project_id
@@ -105,14 +72,14 @@ resource "google_pubsub_topic_iam_member" "results_publisher" {
 # Each secret is readable by the one service that needs it.
 resource "google_secret_manager_secret_iam_member" "webhook_secrets" {
   project   = var.project_id
-  secret_id = google_secret_manager_secret.webhook.secret_id
+  secret_id = google_secret_manager_secret.secret["webhook"].secret_id
   role      = "roles/secretmanager.secretAccessor"
-  member    = google_service_account.webhook.member
+  member    = google_service_account.runtime["webhook"].member
 }
 
 resource "google_secret_manager_secret_iam_member" "gemini_api_key" {
   project   = var.project_id
-  secret_id = google_secret_manager_secret.gemini_api_key.secret_id
+  secret_id = google_secret_manager_secret.secret["gemini_api_key"].secret_id
   role      = "roles/secretmanager.secretAccessor"
-  member    = google_service_account.reconcile.member
+  member    = google_service_account.runtime["reconcile"].member
 }

@@ -9,7 +9,9 @@
 #   pubsub.tf             results topic, worker subscription, dead letters
 #   secrets.tf            webhook secrets and Gemini API key (secrets only, no versions)
 #   iam.tf                one service account per service, least privilege
-#   run.tf                the Webhook, Reconcile and Register services, invoker IAM
+#   run.tf                THE list of services (local.services): the Cloud Run
+#                         services and their invoker IAM, derived from it
+#   moved.tf              earlier resource addresses, so upgrades move, not re-create
 #   scheduler.tf          Cloud Scheduler -> Reconcile (OIDC)
 #   monitoring.tf         log-based metrics and alert policies
 #   build.tf              Cloud Build account and source bucket for cloudbuild.yaml
@@ -17,8 +19,9 @@
 #
 # deploy_test/ checks the security and consistency rules of these files
 # (distinct service accounts, only Webhook public, no secret values, indexes
-# matching the code's queries, Scheduler -> Reconcile with OIDC) without a
-# provider; scripts/check-deploy.sh runs it with terraform fmt and tflint.
+# matching the code's queries, Scheduler -> Reconcile with OIDC, every
+# rolled-out service granted to the build account, log filters matching the
+# code's log lines) without a provider; scripts/check-deploy.sh runs it with terraform fmt and tflint.
 
 # The project number names the Pub/Sub service agent (pubsub.tf).
 data "google_project" "this" {

@@ -1,17 +1,24 @@
 # Log-based metrics and alerts. lrosink logs one JSON line per ingest
 # decision (message "ingest decision", fields outcome, reason, source,
-# operation, and error when it failed) and one ERROR line per stuck operation
-# per reconcile pass ("alert":"stuck"); Cloud Run turns these stdout lines
-# into jsonPayload. What each metric means and what to do about it:
-# docs/OPERATIONS.md.
+# operation, and error and failure when it failed), one per webhook answer
+# ("webhook answer", status, reason), one per reconcile pass ("reconcile
+# pass") and one ERROR line per operator alert ("alert":"stuck",
+# "webhook-disabled", "claim-missing"); Cloud Run turns these stdout lines
+# into jsonPayload. Filters use structured fields only, never a match on
+# error text: deploy_test (TestLogMetricFiltersMatchTheCodesLines) runs the
+# code, captures the lines it writes and evaluates every filter on them.
+# What each metric means and what to do about it: docs/OPERATIONS.md.
 
 locals {
   # Only lrosink's own services, in case other services in the project log
   # similar lines.
-  run_logs  = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-(webhook|reconcile|register)$\""
+  run_logs  = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-(${join("|", keys(local.services))})$\""
   decisions = "${local.run_logs} AND jsonPayload.message=\"ingest decision\""
 
-  runbook = "docs/OPERATIONS.md of the lrosink repository"
+  # Each policy's documentation links its section as runbook#anchor; the
+  # anchors are GitHub's slugs of docs/OPERATIONS.md headings (checked by
+  # deploy_test).
+  runbook = var.runbook_url
 }
 
 # Events dropped by the monotonic reducer (stale, lower rank, regress from a
@@ -136,12 +143,15 @@ resource "google_logging_metric" "stuck_operations" {
 }
 
 # A results publish that failed: the claim was released and the message is
-# owed (the next delivery or reconcile pass retries it).
+# owed (the next delivery or reconcile pass retries it). The door marks
+# exactly these lines failure="publish"; the error text also says
+# "publish" in lines that are not publish failures (a missing claim that
+# "lrosink replay republishes", a DONE commit after a publish that worked).
 resource "google_logging_metric" "publish_failures" {
   project     = var.project_id
   name        = "${var.name_prefix}_publish_failures"
   description = "Ingest decisions that failed to publish the results message (retried by the next delivery or reconcile pass)."
-  filter      = "${local.decisions} AND severity=ERROR AND jsonPayload.error=~\"publish\""
+  filter      = "${local.decisions} AND severity=ERROR AND jsonPayload.failure=\"publish\""
 
   metric_descriptor {
     metric_kind  = "DELTA"
@@ -154,20 +164,52 @@ resource "google_logging_metric" "publish_failures" {
 }
 
 # Webhook deliveries refused with 401 (bad signature, unknown secret, clock
-# skew). A burst right after a secret rotation means the new secret is not
-# in LROSINK_WEBHOOK_SECRETS yet.
+# skew), from the handler's own "webhook answer" line, by reason. A burst
+# right after a secret rotation means the new secret is not in
+# LROSINK_WEBHOOK_SECRETS yet.
 resource "google_logging_metric" "webhook_unauthorized" {
   project     = var.project_id
   name        = "${var.name_prefix}_webhook_unauthorized"
-  description = "Webhook requests answered 401 (signature or token not accepted)."
-  filter      = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${google_cloud_run_v2_service.webhook.name}\" AND log_id(\"run.googleapis.com/requests\") AND httpRequest.status=401"
+  description = "Webhook requests answered 401 (signature or token not accepted), by reason."
+  filter      = "${local.run_logs} AND jsonPayload.message=\"webhook answer\" AND jsonPayload.status=401"
 
   metric_descriptor {
     metric_kind  = "DELTA"
     value_type   = "INT64"
     unit         = "1"
     display_name = "lrosink webhook 401s"
+
+    labels {
+      key         = "reason"
+      value_type  = "STRING"
+      description = "Why the delivery was refused (e.g. no-matching-signature, timestamp-too-old)"
+    }
   }
+
+  label_extractors = {
+    reason = "EXTRACT(jsonPayload.reason)"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# One line per finished reconcile pass: the absence alert below fires when
+# none arrives (Scheduler stopped, the job was paused or deleted, or every
+# pass fails before its end).
+resource "google_logging_metric" "reconcile_passes" {
+  project     = var.project_id
+  name        = "${var.name_prefix}_reconcile_passes"
+  description = "Reconcile passes that ran to their end."
+  filter      = "${local.run_logs} AND jsonPayload.message=\"reconcile pass\""
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "lrosink reconcile passes"
+  }
+
+  depends_on = [google_project_service.apis]
 }
 
 # Gemini disabled a project webhook (after failed deliveries, or by hand):
@@ -222,23 +264,120 @@ resource "google_logging_metric" "reconcile_job_failures" {
   }
 }
 
-resource "google_monitoring_alert_policy" "stuck_operations" {
+# Threshold alerts: one per log-based metric an operator must act on. Each
+# fires when the metric's sum over `period` exceeds `above`; `section` is
+# the docs/OPERATIONS.md heading of its runbook (as a link anchor).
+locals {
+  threshold_alerts = {
+    stuck_operations = {
+      display_name = "lrosink: stuck operations"
+      condition    = "Reconcile reported a stuck operation"
+      metric       = google_logging_metric.stuck_operations.name
+      resource     = "cloud_run_revision"
+      above        = 0
+      period       = "600s"
+      auto_close   = "3600s"
+      section      = "alert-stuck-operations"
+      text         = <<-EOT
+        An operation has been pending longer than LROSINK_STUCK_AFTER (${var.stuck_after}).
+        lrosink never closes it on its own. Find it with `lrosink ops list --stuck`.
+      EOT
+    }
+    publish_failures = {
+      display_name = "lrosink: results publish failures"
+      condition    = "Results message could not be published"
+      metric       = google_logging_metric.publish_failures.name
+      resource     = "cloud_run_revision"
+      above        = 0
+      period       = "300s"
+      auto_close   = "1800s"
+      section      = "alert-results-publish-failures"
+      text         = <<-EOT
+        lrosink failed to publish a results message to ${local.results_topic_path}.
+        The claim was released, so the next delivery or reconcile pass retries it.
+        Check Pub/Sub health and the publisher grant.
+      EOT
+    }
+    reconcile_job_failures = {
+      display_name = "lrosink: reconcile job failing"
+      condition    = "Cloud Scheduler could not run Reconcile"
+      metric       = google_logging_metric.reconcile_job_failures.name
+      resource     = "cloud_scheduler_job"
+      above        = 2
+      period       = "900s"
+      auto_close   = "3600s"
+      section      = "alert-reconcile-job-failing"
+      text         = <<-EOT
+        Several reconcile passes failed in 15 minutes: lost webhooks are not being
+        recovered and owed publishes are not retried.
+      EOT
+    }
+    webhook_disabled = {
+      display_name = "lrosink: project webhook disabled"
+      condition    = "Gemini reports a project webhook disabled"
+      metric       = google_logging_metric.webhook_disabled.name
+      resource     = "cloud_run_revision"
+      above        = 0
+      period       = "600s"
+      auto_close   = "86400s"
+      section      = "alert-project-webhook-disabled"
+      text         = <<-EOT
+        Gemini disabled a project webhook: nothing is delivered and completions arrive
+        only through Reconcile polling (minutes late, not lost). Check `lrosink webhooks list`.
+      EOT
+    }
+    claim_missing = {
+      display_name = "lrosink: results claim missing"
+      condition    = "A settled operation's results claim is gone"
+      metric       = google_logging_metric.claim_missing.name
+      resource     = "cloud_run_revision"
+      above        = 0
+      period       = "600s"
+      auto_close   = "86400s"
+      section      = "alert-claim-missing"
+      text         = <<-EOT
+        An operation settled, its results message may still be owed, and its claim
+        document is gone: nothing is published for it until an operator acts. The log line
+        names the operation.
+      EOT
+    }
+    webhook_unauthorized = {
+      display_name = "lrosink: webhook deliveries refused"
+      condition    = "Webhook deliveries answered 401"
+      metric       = google_logging_metric.webhook_unauthorized.name
+      resource     = "cloud_run_revision"
+      above        = 5
+      period       = "600s"
+      auto_close   = "3600s"
+      section      = "alert-webhook-deliveries-refused"
+      text         = <<-EOT
+        The Webhook refused more than 5 deliveries in 10 minutes (401: signature or token
+        not accepted). After a secret rotation: the new secret is not accepted yet. Gemini
+        retries refused deliveries and disables a webhook that keeps failing.
+      EOT
+    }
+  }
+}
+
+resource "google_monitoring_alert_policy" "threshold" {
+  for_each = local.threshold_alerts
+
   project               = var.project_id
-  display_name          = "lrosink: stuck operations"
+  display_name          = each.value.display_name
   combiner              = "OR"
   notification_channels = var.notification_channels
 
   conditions {
-    display_name = "Reconcile reported a stuck operation"
+    display_name = each.value.condition
 
     condition_threshold {
-      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.stuck_operations.name}\""
+      filter          = "resource.type=\"${each.value.resource}\" AND metric.type=\"logging.googleapis.com/user/${each.value.metric}\""
       comparison      = "COMPARISON_GT"
-      threshold_value = 0
+      threshold_value = each.value.above
       duration        = "0s"
 
       aggregations {
-        alignment_period     = "600s"
+        alignment_period     = each.value.period
         per_series_aligner   = "ALIGN_SUM"
         cross_series_reducer = "REDUCE_SUM"
       }
@@ -250,33 +389,31 @@ resource "google_monitoring_alert_policy" "stuck_operations" {
   }
 
   alert_strategy {
-    auto_close = "3600s"
+    auto_close = each.value.auto_close
   }
 
   documentation {
     mime_type = "text/markdown"
-    content   = <<-EOT
-      An operation has been pending longer than LROSINK_STUCK_AFTER (${var.stuck_after}).
-      lrosink never closes it on its own. Find it with `lrosink ops list --stuck`,
-      then follow "Stuck operations" in ${local.runbook}.
-    EOT
+    content   = "${each.value.text}\nRunbook: ${local.runbook}#${each.value.section}"
   }
 }
 
-resource "google_monitoring_alert_policy" "publish_failures" {
+# No reconcile pass for var.reconcile_absent_after: nothing recovers lost
+# webhooks, retries owed publishes or reports stuck operations, and the
+# failure alert above cannot fire when Scheduler makes no attempt at all
+# (job paused or deleted, Cloud Scheduler API disabled).
+resource "google_monitoring_alert_policy" "reconcile_absent" {
   project               = var.project_id
-  display_name          = "lrosink: results publish failures"
+  display_name          = "lrosink: no reconcile pass"
   combiner              = "OR"
   notification_channels = var.notification_channels
 
   conditions {
-    display_name = "Results message could not be published"
+    display_name = "No reconcile pass logged for ${var.reconcile_absent_after}"
 
-    condition_threshold {
-      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.publish_failures.name}\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
+    condition_absent {
+      filter   = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.reconcile_passes.name}\""
+      duration = var.reconcile_absent_after
 
       aggregations {
         alignment_period     = "300s"
@@ -291,137 +428,11 @@ resource "google_monitoring_alert_policy" "publish_failures" {
   }
 
   alert_strategy {
-    auto_close = "1800s"
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = <<-EOT
-      lrosink failed to publish a results message to ${local.results_topic_path}.
-      The claim was released, so the next delivery or reconcile pass retries it.
-      Check Pub/Sub health and the publisher grant; see "Publish failures" in ${local.runbook}.
-    EOT
-  }
-}
-
-resource "google_monitoring_alert_policy" "reconcile_job_failures" {
-  project               = var.project_id
-  display_name          = "lrosink: reconcile job failing"
-  combiner              = "OR"
-  notification_channels = var.notification_channels
-
-  conditions {
-    display_name = "Cloud Scheduler could not run Reconcile"
-
-    condition_threshold {
-      filter          = "resource.type=\"cloud_scheduler_job\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.reconcile_job_failures.name}\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 2
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "900s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-      }
-
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  alert_strategy {
     auto_close = "3600s"
   }
 
   documentation {
     mime_type = "text/markdown"
-    content   = <<-EOT
-      Several reconcile passes failed in 15 minutes: lost webhooks are not being
-      recovered and owed publishes are not retried. See "Reconcile job failing" in ${local.runbook}.
-    EOT
-  }
-}
-
-resource "google_monitoring_alert_policy" "webhook_disabled" {
-  project               = var.project_id
-  display_name          = "lrosink: project webhook disabled"
-  combiner              = "OR"
-  notification_channels = var.notification_channels
-
-  conditions {
-    display_name = "Gemini reports a project webhook disabled"
-
-    condition_threshold {
-      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.webhook_disabled.name}\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "600s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-      }
-
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  alert_strategy {
-    auto_close = "86400s"
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = <<-EOT
-      Gemini disabled a project webhook: nothing is delivered and completions arrive
-      only through Reconcile polling (minutes late, not lost). Check `lrosink webhooks list`,
-      then follow "Alert: project webhook disabled" in ${local.runbook}.
-    EOT
-  }
-}
-
-resource "google_monitoring_alert_policy" "claim_missing" {
-  project               = var.project_id
-  display_name          = "lrosink: results claim missing"
-  combiner              = "OR"
-  notification_channels = var.notification_channels
-
-  conditions {
-    display_name = "A settled operation's results claim is gone"
-
-    condition_threshold {
-      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.claim_missing.name}\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "600s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-      }
-
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  alert_strategy {
-    auto_close = "86400s"
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = <<-EOT
-      An operation settled, its results message may still be owed, and its claim
-      document is gone: nothing is published for it until an operator acts. The log line
-      names the operation; follow "Alert: claim missing" in ${local.runbook}.
-    EOT
+    content   = "No reconcile pass ran to its end for ${var.reconcile_absent_after} (schedule ${var.reconcile_schedule}).\nRunbook: ${local.runbook}#alert-no-reconcile-pass"
   }
 }

@@ -1,16 +1,16 @@
 output "webhook_url" {
   description = "Public URL of the Webhook service: register it with Gemini (lrosink webhooks create --uri ...)."
-  value       = google_cloud_run_v2_service.webhook.uri
+  value       = google_cloud_run_v2_service.service["webhook"].uri
 }
 
 output "register_url" {
   description = "URL of the Register service (IAM-protected; call it with an identity token of a register_invokers member)."
-  value       = google_cloud_run_v2_service.register.uri
+  value       = google_cloud_run_v2_service.service["register"].uri
 }
 
 output "reconcile_url" {
   description = "URL of the Reconcile service (IAM-protected; called by Cloud Scheduler)."
-  value       = google_cloud_run_v2_service.reconcile.uri
+  value       = google_cloud_run_v2_service.service["reconcile"].uri
 }
 
 output "results_topic" {
@@ -30,12 +30,12 @@ output "dead_letter_subscription" {
 
 output "webhook_secret_name" {
   description = "Secret Manager secret for LROSINK_WEBHOOK_SECRETS (the name only; its versions are added out of band)."
-  value       = google_secret_manager_secret.webhook.id
+  value       = google_secret_manager_secret.secret["webhook"].id
 }
 
 output "gemini_api_key_secret_name" {
   description = "Secret Manager secret for the Gemini API key used by Reconcile (the name only)."
-  value       = google_secret_manager_secret.gemini_api_key.id
+  value       = google_secret_manager_secret.secret["gemini_api_key"].id
 }
 
 output "image_repository" {
@@ -54,16 +54,16 @@ output "build_source_staging_dir" {
 }
 
 output "service_names" {
-  description = "Cloud Run service names, for gcloud run services update and the cloudbuild.yaml _SERVICE_PREFIX substitution."
-  value = {
-    webhook   = google_cloud_run_v2_service.webhook.name
-    reconcile = google_cloud_run_v2_service.reconcile.name
-    register  = google_cloud_run_v2_service.register.name
-    console   = google_cloud_run_v2_service.console.name
-  }
+  description = "Cloud Run service names by key of local.services: what cloudbuild.yaml rolls out (_SERVICE_PREFIX-KEY) and gcloud run services update takes."
+  value       = { for k, s in google_cloud_run_v2_service.service : k => s.name }
+}
+
+output "service_urls" {
+  description = "Cloud Run service URLs by key of local.services."
+  value       = { for k, s in google_cloud_run_v2_service.service : k => s.uri }
 }
 
 output "console_url" {
   description = "URL of the Console service (IAM-protected): open it with gcloud run services proxy (docs/OPERATIONS.md)."
-  value       = google_cloud_run_v2_service.console.uri
+  value       = google_cloud_run_v2_service.service["console"].uri
 }

@@ -36,6 +36,12 @@ resource "google_pubsub_subscription" "dead_letter" {
   expiration_policy {
     ttl = ""
   }
+
+  # Holds undelivered dead letters: `terraform destroy` must not drop them
+  # (docs/DEPLOY.md, "Tearing down").
+  lifecycle {
+    prevent_destroy = true
+  }
 }
 
 # Example pull subscription for a downstream worker (examples/worker).
@@ -73,6 +79,12 @@ resource "google_pubsub_subscription" "results" {
     ttl = ""
   }
 
+  # Holds the results not yet acknowledged by the worker: `terraform
+  # destroy` must not drop them (docs/DEPLOY.md, "Tearing down").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   # The service agent must be able to move messages before the first one
   # dead-letters.
   depends_on = [
@@ -86,7 +98,10 @@ locals {
 
 # Dead-lettering is done by the Pub/Sub service agent: it must publish to
 # the dead-letter topic and acknowledge (subscriber) on the source
-# subscription.
+# subscription. On a new project the agent may not exist yet when these
+# grants are applied ("Service account service-NNN@gcp-sa-pubsub... does not
+# exist"): docs/DEPLOY.md creates it first (gcloud beta services identity
+# create --service=pubsub.googleapis.com).
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
   project = var.project_id
   topic   = google_pubsub_topic.dead_letter.name

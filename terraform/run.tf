@@ -1,5 +1,11 @@
-# Four Cloud Run services from ONE image (cmd/server, functions-framework):
-# FUNCTION_TARGET selects the function served at "/".
+# The Cloud Run services, ONE list of them (local.services). The services,
+# their runtime accounts (iam.tf), their invoker grants (below), the build
+# account's deployer and actAs grants (build.tf) and the outputs are all
+# derived from it with for_each, so adding a service cannot miss a grant;
+# cloudbuild.yaml rolls out exactly these keys (deploy_test checks it).
+#
+# All run ONE image (cmd/server, functions-framework): FUNCTION_TARGET
+# selects the function served at "/".
 #
 # Image ownership: Terraform creates each service with var.image; after that
 # Cloud Build rolls out new images (`gcloud run services update --image`,
@@ -25,30 +31,120 @@ locals {
     LROSINK_CLAIM_LEASE        = var.claim_lease
   }
 
-  webhook_env = merge(local.common_env, var.jwt_audience == "" ? {} : {
-    LROSINK_JWT_AUDIENCE = var.jwt_audience
-  })
+  # A pass must end (and answer) before Cloud Scheduler gives up on it, or
+  # every slow pass counts as a failed attempt and is retried on top of
+  # itself: 30 s below the attempt deadline (a fifth below, for short ones).
+  reconcile_attempt_seconds = tonumber(trimsuffix(var.reconcile_attempt_deadline, "s"))
+  reconcile_deadline        = "${max(local.reconcile_attempt_seconds - 30, floor(local.reconcile_attempt_seconds * 0.8))}s"
+
+  # What a service has unless its entry in local.services says otherwise:
+  # IAM-protected (no invoker but those listed), request-based billing, the
+  # common configuration, no secret.
+  service_defaults = {
+    ingress              = var.private_ingress
+    invokers             = {}
+    invoker_iam_disabled = false
+    concurrency          = 80
+    timeout              = "30s"
+    cpu_idle             = true
+    memory               = "512Mi"
+    env                  = local.common_env
+    secret_env           = {}
+  }
+
+  # THE list of services, each entry merged over local.service_defaults:
+  #   target        FUNCTION_TARGET (the function served at "/")
+  #   description   of the service and of its runtime account
+  #   ingress       network path; every service but the Webhook is IAM-protected
+  #   invokers      name => IAM member granted roles/run.invoker
+  #   invoker_iam_disabled  public without IAM (Webhook only, see var.webhook_public_access)
+  #   concurrency, timeout, cpu_idle, memory, max_instances
+  #   env, secret_env  plain env vars, and env vars from Secret Manager (name => secret id)
+  services = { for k, s in {
+    webhook = {
+      target      = "Webhook"
+      description = "lrosink Webhook: Gemini completion webhooks (public; deliveries are authenticated by signature)"
+      # Gemini calls it from the internet and cannot present Google
+      # credentials; authentication is the webhook signature (Standard
+      # Webhooks HMAC or JWT), checked on the raw body before the ledger is
+      # touched. Public either by disabling the invoker IAM check (works
+      # under domain-restricted sharing) or by allUsers.
+      ingress              = "INGRESS_TRAFFIC_ALL"
+      invoker_iam_disabled = var.webhook_public_access == "invoker-iam-disabled"
+      invokers             = var.webhook_public_access == "allUsers" ? { allUsers = "allUsers" } : {}
+      timeout              = "60s"
+      # false (CPU always allocated, instance-based billing): a delivery
+      # the door has not finished within LROSINK_WEBHOOK_DEADLINE is
+      # answered 503 deadline-exceeded while the door's work goes on
+      # detached (it commits, publishes or releases its claim). With
+      # request-based billing Cloud Run throttles the CPU once the answer
+      # is sent, so that work would crawl and its claim stay held until the
+      # lease ran out.
+      cpu_idle      = false
+      max_instances = var.max_instances.webhook
+      env = merge(local.common_env, var.jwt_audience == "" ? {} : {
+        LROSINK_JWT_AUDIENCE = var.jwt_audience
+      })
+      secret_env = { LROSINK_WEBHOOK_SECRETS = google_secret_manager_secret.secret["webhook"].secret_id }
+    }
+    reconcile = {
+      target      = "Reconcile"
+      description = "lrosink Reconcile: one bounded pass over overdue operations and owed publishes (called by Cloud Scheduler)"
+      # Only the Cloud Scheduler account (scheduler.tf).
+      invokers = { scheduler = google_service_account.scheduler.member }
+      # One pass per instance at a time; passes are bounded and fenced, so
+      # an overlap (a slow pass meeting the next tick) is safe, just wasteful.
+      concurrency   = 1
+      timeout       = var.reconcile_attempt_deadline
+      max_instances = var.max_instances.reconcile
+      env           = merge(local.common_env, { LROSINK_RECONCILE_DEADLINE = local.reconcile_deadline })
+      secret_env    = { GEMINI_API_KEY = google_secret_manager_secret.secret["gemini_api_key"].secret_id }
+    }
+    register = {
+      target        = "Register"
+      description   = "lrosink Register: submitters record operations as PENDING (IAM-protected)"
+      invokers      = { for m in var.register_invokers : m => m }
+      max_instances = var.max_instances.register
+    }
+    console = {
+      target      = "Console"
+      description = "lrosink Console: the read-only operations console at /ui/ (IAM-protected; reach it with gcloud run services proxy)"
+      # Operators, through `gcloud run services proxy`, which adds their
+      # identity token.
+      invokers      = { for m in var.console_invokers : m => m }
+      concurrency   = 20
+      memory        = "256Mi"
+      max_instances = var.max_instances.console
+    }
+  } : k => merge(local.service_defaults, s) }
+
+  # One roles/run.invoker grant per (service, invoker), keyed "service/name".
+  invoker_grants = merge([
+    for svc, s in local.services : {
+      for name, member in s.invokers : "${svc}/${name}" => { service = svc, member = member }
+    }
+  ]...)
 }
 
-resource "google_cloud_run_v2_service" "webhook" {
-  project     = var.project_id
-  name        = "${var.name_prefix}-webhook"
-  location    = var.region
-  description = "lrosink Webhook: Gemini completion webhooks (public; deliveries are authenticated by signature)"
+resource "google_cloud_run_v2_service" "service" {
+  for_each = local.services
 
-  # Gemini calls it from the internet; authentication is the webhook
-  # signature (Standard Webhooks HMAC or RS256 JWT), checked on the raw body.
-  ingress             = "INGRESS_TRAFFIC_ALL"
-  deletion_protection = var.deletion_protection
+  project              = var.project_id
+  name                 = "${var.name_prefix}-${each.key}"
+  location             = var.region
+  description          = each.value.description
+  ingress              = each.value.ingress
+  invoker_iam_disabled = each.value.invoker_iam_disabled
+  deletion_protection  = var.deletion_protection
 
   template {
-    service_account                  = google_service_account.webhook.email
-    timeout                          = "60s"
-    max_instance_request_concurrency = 80
+    service_account                  = google_service_account.runtime[each.key].email
+    timeout                          = each.value.timeout
+    max_instance_request_concurrency = each.value.concurrency
 
     scaling {
       min_instance_count = 0
-      max_instance_count = var.max_instances.webhook
+      max_instance_count = each.value.max_instances
     }
 
     containers {
@@ -61,30 +157,33 @@ resource "google_cloud_run_v2_service" "webhook" {
       resources {
         limits = {
           cpu    = "1"
-          memory = "512Mi"
+          memory = each.value.memory
         }
-        cpu_idle = true
+        cpu_idle = each.value.cpu_idle
       }
 
       env {
         name  = "FUNCTION_TARGET"
-        value = "Webhook"
+        value = each.value.target
       }
 
       dynamic "env" {
-        for_each = local.webhook_env
+        for_each = each.value.env
         content {
           name  = env.key
           value = env.value
         }
       }
 
-      env {
-        name = "LROSINK_WEBHOOK_SECRETS"
-        value_source {
-          secret_key_ref {
-            secret  = google_secret_manager_secret.webhook.secret_id
-            version = "latest"
+      dynamic "env" {
+        for_each = each.value.secret_env
+        content {
+          name = env.key
+          value_source {
+            secret_key_ref {
+              secret  = env.value
+              version = "latest"
+            }
           }
         }
       }
@@ -99,259 +198,24 @@ resource "google_cloud_run_v2_service" "webhook" {
     ]
   }
 
+  # A revision starts only when its account can read what it mounts and
+  # reach the ledger and the topic (iam.tf).
   depends_on = [
     google_project_service.apis,
     google_project_iam_member.datastore_user,
+    google_project_iam_member.console_datastore_viewer,
     google_pubsub_topic_iam_member.results_publisher,
     google_secret_manager_secret_iam_member.webhook_secrets,
-  ]
-}
-
-resource "google_cloud_run_v2_service" "reconcile" {
-  project     = var.project_id
-  name        = "${var.name_prefix}-reconcile"
-  location    = var.region
-  description = "lrosink Reconcile: one bounded pass over overdue operations and owed publishes (called by Cloud Scheduler)"
-
-  # Protected by IAM: only the scheduler account may invoke it.
-  ingress             = var.private_ingress
-  deletion_protection = var.deletion_protection
-
-  template {
-    service_account = google_service_account.reconcile.email
-    timeout         = var.reconcile_attempt_deadline
-    # One pass per instance at a time; passes are bounded and fenced, so an
-    # overlap (a slow pass meeting the next tick) is safe, just wasteful.
-    max_instance_request_concurrency = 1
-
-    scaling {
-      min_instance_count = 0
-      max_instance_count = var.max_instances.reconcile
-    }
-
-    containers {
-      image = var.image
-
-      ports {
-        container_port = 8080
-      }
-
-      resources {
-        limits = {
-          cpu    = "1"
-          memory = "512Mi"
-        }
-        cpu_idle = true
-      }
-
-      env {
-        name  = "FUNCTION_TARGET"
-        value = "Reconcile"
-      }
-
-      dynamic "env" {
-        for_each = local.common_env
-        content {
-          name  = env.key
-          value = env.value
-        }
-      }
-
-      env {
-        name = "GEMINI_API_KEY"
-        value_source {
-          secret_key_ref {
-            secret  = google_secret_manager_secret.gemini_api_key.secret_id
-            version = "latest"
-          }
-        }
-      }
-    }
-  }
-
-  lifecycle {
-    ignore_changes = [
-      template[0].containers[0].image,
-      client,
-      client_version,
-    ]
-  }
-
-  depends_on = [
-    google_project_service.apis,
-    google_project_iam_member.datastore_user,
-    google_pubsub_topic_iam_member.results_publisher,
     google_secret_manager_secret_iam_member.gemini_api_key,
   ]
 }
 
-resource "google_cloud_run_v2_service" "register" {
-  project     = var.project_id
-  name        = "${var.name_prefix}-register"
-  location    = var.region
-  description = "lrosink Register: submitters record operations as PENDING (IAM-protected)"
-
-  # Protected by IAM: only var.register_invokers may invoke it.
-  ingress             = var.private_ingress
-  deletion_protection = var.deletion_protection
-
-  template {
-    service_account                  = google_service_account.register.email
-    timeout                          = "30s"
-    max_instance_request_concurrency = 80
-
-    scaling {
-      min_instance_count = 0
-      max_instance_count = var.max_instances.register
-    }
-
-    containers {
-      image = var.image
-
-      ports {
-        container_port = 8080
-      }
-
-      resources {
-        limits = {
-          cpu    = "1"
-          memory = "512Mi"
-        }
-        cpu_idle = true
-      }
-
-      env {
-        name  = "FUNCTION_TARGET"
-        value = "Register"
-      }
-
-      dynamic "env" {
-        for_each = local.common_env
-        content {
-          name  = env.key
-          value = env.value
-        }
-      }
-    }
-  }
-
-  lifecycle {
-    ignore_changes = [
-      template[0].containers[0].image,
-      client,
-      client_version,
-    ]
-  }
-
-  depends_on = [
-    google_project_service.apis,
-    google_project_iam_member.datastore_user,
-  ]
-}
-
-resource "google_cloud_run_v2_service" "console" {
-  project     = var.project_id
-  name        = "${var.name_prefix}-console"
-  location    = var.region
-  description = "lrosink Console: the read-only operations console at /ui/ (IAM-protected; reach it with gcloud run services proxy)"
-
-  # Protected by IAM: only var.console_invokers may invoke it (operators,
-  # through `gcloud run services proxy`, which adds their identity token).
-  ingress             = var.private_ingress
-  deletion_protection = var.deletion_protection
-
-  template {
-    service_account                  = google_service_account.console.email
-    timeout                          = "30s"
-    max_instance_request_concurrency = 20
-
-    scaling {
-      min_instance_count = 0
-      max_instance_count = var.max_instances.console
-    }
-
-    containers {
-      image = var.image
-
-      ports {
-        container_port = 8080
-      }
-
-      resources {
-        limits = {
-          cpu    = "1"
-          memory = "256Mi"
-        }
-        cpu_idle = true
-      }
-
-      env {
-        name  = "FUNCTION_TARGET"
-        value = "Console"
-      }
-
-      dynamic "env" {
-        for_each = local.common_env
-        content {
-          name  = env.key
-          value = env.value
-        }
-      }
-    }
-  }
-
-  lifecycle {
-    ignore_changes = [
-      template[0].containers[0].image,
-      client,
-      client_version,
-    ]
-  }
-
-  depends_on = [
-    google_project_service.apis,
-    google_project_iam_member.console_datastore_viewer,
-  ]
-}
-
-# The Webhook is the ONLY public service: Gemini cannot present Google
-# credentials, so allUsers may invoke it and the handler authenticates every
-# delivery by its signature before touching the ledger.
-resource "google_cloud_run_v2_service_iam_member" "webhook_public" {
-  project  = var.project_id
-  location = google_cloud_run_v2_service.webhook.location
-  name     = google_cloud_run_v2_service.webhook.name
-  role     = "roles/run.invoker"
-  member   = "allUsers"
-}
-
-# Reconcile: invoked by the Cloud Scheduler account only.
-resource "google_cloud_run_v2_service_iam_member" "reconcile_scheduler" {
-  project  = var.project_id
-  location = google_cloud_run_v2_service.reconcile.location
-  name     = google_cloud_run_v2_service.reconcile.name
-  role     = "roles/run.invoker"
-  member   = google_service_account.scheduler.member
-}
-
-# Register: invoked by the job submitters listed in var.register_invokers.
-resource "google_cloud_run_v2_service_iam_member" "register_invokers" {
-  for_each = toset(var.register_invokers)
+resource "google_cloud_run_v2_service_iam_member" "invoker" {
+  for_each = local.invoker_grants
 
   project  = var.project_id
-  location = google_cloud_run_v2_service.register.location
-  name     = google_cloud_run_v2_service.register.name
+  location = google_cloud_run_v2_service.service[each.value.service].location
+  name     = google_cloud_run_v2_service.service[each.value.service].name
   role     = "roles/run.invoker"
-  member   = each.value
-}
-
-# Console: invoked by the operators listed in var.console_invokers.
-resource "google_cloud_run_v2_service_iam_member" "console_invokers" {
-  for_each = toset(var.console_invokers)
-
-  project  = var.project_id
-  location = google_cloud_run_v2_service.console.location
-  name     = google_cloud_run_v2_service.console.name
-  role     = "roles/run.invoker"
-  member   = each.value
+  member   = each.value.member
 }

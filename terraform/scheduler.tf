@@ -22,19 +22,19 @@ resource "google_cloud_scheduler_job" "reconcile" {
   }
 
   http_target {
-    uri         = google_cloud_run_v2_service.reconcile.uri
+    uri         = google_cloud_run_v2_service.service["reconcile"].uri
     http_method = "POST"
 
     # Cloud Run checks the token's audience against the service URL and the
-    # account's run.invoker grant (run.tf).
+    # account's run.invoker grant (run.tf, local.services.reconcile.invokers).
     oidc_token {
       service_account_email = google_service_account.scheduler.email
-      audience              = google_cloud_run_v2_service.reconcile.uri
+      audience              = google_cloud_run_v2_service.service["reconcile"].uri
     }
   }
 
   depends_on = [
     google_project_service.apis,
-    google_cloud_run_v2_service_iam_member.reconcile_scheduler,
+    google_cloud_run_v2_service_iam_member.invoker,
   ]
 }

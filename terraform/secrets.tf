@@ -5,28 +5,50 @@
 #   gcloud secrets versions add SECRET_ID --data-file=-
 # Cloud Run reads them at instance start through env value_source (version
 # "latest"), so a new version takes effect with the next revision.
+#
+# deletion_protection: deleting a secret deletes its versions, and the
+# webhook signing secret cannot be fetched from Gemini again (only a new
+# one, with a new webhook registration). Tearing down on purpose:
+# docs/DEPLOY.md, "Tearing down".
+#
+# Replication: automatic unless var.secret_replica_locations names regions
+# (an organization policy restricting resource locations refuses automatic
+# replication).
 
-# LROSINK_WEBHOOK_SECRETS: comma-separated whsec_ secrets (several during a
-# rotation). Read by the Webhook service only.
-resource "google_secret_manager_secret" "webhook" {
-  project   = var.project_id
-  secret_id = var.webhook_secret_id
-
-  replication {
-    auto {}
+locals {
+  secrets = {
+    # LROSINK_WEBHOOK_SECRETS: comma-separated signing secrets (several during
+    # a rotation). Read by the Webhook service only.
+    webhook = var.webhook_secret_id
+    # GEMINI_API_KEY: used by the Reconcile service to ask Gemini for the
+    # state of overdue operations.
+    gemini_api_key = var.gemini_api_key_secret_id
   }
-
-  depends_on = [google_project_service.apis]
 }
 
-# GEMINI_API_KEY: used by the Reconcile service to ask Gemini for the state
-# of overdue operations.
-resource "google_secret_manager_secret" "gemini_api_key" {
-  project   = var.project_id
-  secret_id = var.gemini_api_key_secret_id
+resource "google_secret_manager_secret" "secret" {
+  for_each = local.secrets
+
+  project             = var.project_id
+  secret_id           = each.value
+  deletion_protection = var.deletion_protection
 
   replication {
-    auto {}
+    dynamic "auto" {
+      for_each = length(var.secret_replica_locations) == 0 ? [1] : []
+      content {}
+    }
+    dynamic "user_managed" {
+      for_each = length(var.secret_replica_locations) == 0 ? [] : [1]
+      content {
+        dynamic "replicas" {
+          for_each = var.secret_replica_locations
+          content {
+            location = replicas.value
+          }
+        }
+      }
+    }
   }
 
   depends_on = [google_project_service.apis]

@@ -58,7 +58,7 @@ variable "name_prefix" {
 }
 
 variable "image" {
-  description = "Container image of the FIRST revision of the four services (built from the Dockerfile, e.g. REGION-docker.pkg.dev/PROJECT/lrosink/lrosink:TAG). Later images are rolled out by Cloud Build (cloudbuild.yaml); Terraform ignores image changes after creation."
+  description = "Container image of the FIRST revision of every service of local.services (run.tf) (built from the Dockerfile, e.g. REGION-docker.pkg.dev/PROJECT/lrosink/lrosink:TAG). Later images are rolled out by Cloud Build (cloudbuild.yaml); Terraform ignores image changes after creation."
   type        = string
 
   validation {
@@ -277,7 +277,73 @@ variable "console_invokers" {
 }
 
 variable "deletion_protection" {
-  description = "Cloud Run deletion protection of the services: while true, `terraform destroy` (or a replacement) of a service fails."
+  description = "Deletion protection of the Cloud Run services and the Secret Manager secrets: while true, `terraform destroy` (or a replacement) of one of them fails. Tearing down on purpose: docs/DEPLOY.md, \"Tearing down\"."
   type        = bool
   default     = true
+}
+
+variable "webhook_public_access" {
+  description = "How the Webhook service is made public (Gemini cannot present Google credentials; every delivery is authenticated by its signature). \"invoker-iam-disabled\": Cloud Run's invoker IAM check is disabled on that service (Cloud Run's recommended way; works where the domain-restricted-sharing organization policy forbids allUsers). \"allUsers\": roles/run.invoker granted to allUsers."
+  type        = string
+  default     = "invoker-iam-disabled"
+
+  validation {
+    condition     = contains(["invoker-iam-disabled", "allUsers"], var.webhook_public_access)
+    error_message = "webhook_public_access must be \"invoker-iam-disabled\" or \"allUsers\"."
+  }
+}
+
+variable "secret_replica_locations" {
+  description = "Regions holding the Secret Manager secrets' replicas (user-managed replication), e.g. [\"europe-west1\"]. Empty: automatic replication, which an organization policy restricting resource locations (gcp.resourceLocations) refuses. Cannot be changed after creation without re-creating the secrets."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for l in var.secret_replica_locations : can(regex("^[a-z]+-[a-z]+[0-9]+$", l))])
+    error_message = "secret_replica_locations entries must be regions such as europe-west1."
+  }
+}
+
+variable "image_keep_count" {
+  description = "Artifact Registry cleanup: the most recent image versions always kept (rollback candidates); older versions are deleted once 30 days old."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.image_keep_count >= 1 && floor(var.image_keep_count) == var.image_keep_count
+    error_message = "image_keep_count must be a positive integer."
+  }
+}
+
+variable "consumer_processed_collection" {
+  description = "Firestore collection (in this project's (default) database) where consume.NewFirestoreStore keeps a worker's processed records; Terraform adds the TTL policy on its expire_at field. Empty: no TTL policy (the worker keeps its records elsewhere)."
+  type        = string
+  default     = "processed"
+
+  validation {
+    condition     = var.consumer_processed_collection == "" || can(regex("^[A-Za-z0-9_-]{1,100}$", var.consumer_processed_collection))
+    error_message = "consumer_processed_collection must be a collection id (letters, digits, _ and -) or empty."
+  }
+}
+
+variable "reconcile_absent_after" {
+  description = "Alert when no reconcile pass has been logged for this long (a metric-absence condition, 120s to 84600s): Cloud Scheduler stopped calling, or every pass fails before its end."
+  type        = string
+  default     = "1200s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.reconcile_absent_after)) && try(tonumber(trimsuffix(var.reconcile_absent_after, "s")) >= 120 && tonumber(trimsuffix(var.reconcile_absent_after, "s")) <= 84600, false)
+    error_message = "reconcile_absent_after must be seconds between 120s and 84600s, e.g. 1200s."
+  }
+}
+
+variable "runbook_url" {
+  description = "Where the alert policies' documentation points for the runbook: docs/OPERATIONS.md as your team reads it, e.g. https://github.com/ORG/lrosink/blob/main/docs/OPERATIONS.md (each alert appends #its-section)."
+  type        = string
+  default     = "docs/OPERATIONS.md"
+
+  validation {
+    condition     = !strcontains(var.runbook_url, "#")
+    error_message = "runbook_url must not contain '#': each alert appends the anchor of its section."
+  }
 }

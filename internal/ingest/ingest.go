@@ -670,6 +670,11 @@ func (d *Door) log(ctx context.Context, ev Event, res Result, err error, start t
 	}
 	if err != nil {
 		attrs = append(attrs, "error", err.Error())
+		if errors.Is(err, ErrSideEffect) {
+			// What the publish-failure alert counts (terraform/monitoring.tf):
+			// other errors mention "publish" in their text too.
+			attrs = append(attrs, "failure", "publish")
+		}
 		d.cfg.Log.ErrorContext(ctx, "ingest decision", attrs...)
 		return
 	}

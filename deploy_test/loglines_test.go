@@ -1,0 +1,476 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/memledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/internal/webhook"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+)
+
+// The log-based metrics (terraform/monitoring.tf) count lines the code
+// writes; a filter that matches no real line counts nothing, and one that
+// matches the wrong lines pages for nothing. This test runs the door, the
+// reconciler and the Webhook handler with the production JSON logger,
+// captures the lines of each scenario, and evaluates every metric filter on
+// them as Cloud Logging would (a Cloud Run stdout JSON line becomes
+// jsonPayload; its severity field the entry's severity).
+
+// metricScenarios: for each metric (resource name), the scenarios whose
+// lines it must count. Every Cloud Run metric needs an entry.
+var metricScenarios = map[string][]string{
+	"ingest_dropped":        {"dropped"},
+	"ingest_duplicates":     {"duplicate"},
+	"reconcile_completions": {"reconcile-completed"},
+	"claims_recovered":      {"recovered"},
+	"stuck_operations":      {"stuck"},
+	"publish_failures":      {"publish-failed"},
+	"webhook_unauthorized":  {"unauthorized"},
+	"webhook_disabled":      {"webhook-disabled"},
+	"claim_missing":         {"claim-missing"},
+	"reconcile_passes":      {"reconcile-pass"},
+}
+
+// metricNotScenarios: scenarios whose lines a metric must NOT count. The
+// publish-failure alert must not fire for a missing claim (whose error says
+// "lrosink replay republishes it") nor for a DONE commit that failed after
+// a publish that worked.
+var metricNotScenarios = map[string][]string{
+	"publish_failures":      {"claim-missing", "done-commit-failed", "completed", "recovered"},
+	"reconcile_completions": {"completed"},
+	"webhook_unauthorized":  {"completed", "bad-envelope"},
+	"claim_missing":         {"publish-failed"},
+}
+
+// logEntry is a captured line as Cloud Logging stores it.
+type logEntry struct {
+	service  string // resource.labels.service_name
+	severity string
+	payload  map[string]any
+	raw      string
+}
+
+func TestLogMetricFiltersMatchTheCodesLines(t *testing.T) {
+	c := loadConfig(t)
+	prefix := c.eval.vars["name_prefix"].AsString()
+	lines := generateLines(t, prefix)
+	metrics := map[string]instance{}
+	for _, m := range c.eval.ofType("google_logging_metric") {
+		metrics[m.Labels[1]] = m
+	}
+	for name, m := range metrics {
+		filter, ok := m.str(nil, "filter")
+		if !ok {
+			t.Errorf("%s: filter cannot be evaluated", m)
+			continue
+		}
+		conds, err := parseFilter(filter)
+		if err != nil {
+			t.Errorf("%s: %v", m, err)
+			continue
+		}
+		if rt := condValue(conds, "resource.type"); rt != "cloud_run_revision" {
+			// Not a line lrosink writes (e.g. Cloud Scheduler's own logs).
+			continue
+		}
+		want, ok := metricScenarios[name]
+		if !ok {
+			t.Errorf("%s: no scenario in metricScenarios generates the lines it counts: add one", m)
+			continue
+		}
+		for _, sc := range want {
+			if len(lines[sc]) == 0 {
+				t.Fatalf("scenario %s logged nothing", sc)
+			}
+			n, err := countMatches(conds, lines[sc])
+			if err != nil {
+				t.Errorf("%s: %v", m, err)
+			} else if n == 0 {
+				t.Errorf("%s: filter\n  %s\nmatches none of the lines of scenario %q:\n%s", m, filter, sc, rawLines(lines[sc]))
+			}
+		}
+		for _, sc := range metricNotScenarios[name] {
+			n, err := countMatches(conds, lines[sc])
+			if err != nil {
+				t.Errorf("%s: %v", m, err)
+			} else if n > 0 {
+				t.Errorf("%s: filter\n  %s\nmatches %d line(s) of scenario %q, which it must not count:\n%s", m, filter, n, sc, rawLines(lines[sc]))
+			}
+		}
+	}
+	for name := range metricScenarios {
+		if _, ok := metrics[name]; !ok {
+			t.Errorf("metricScenarios names google_logging_metric.%s, which is not declared", name)
+		}
+	}
+}
+
+func rawLines(es []logEntry) string {
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "  [%s] %s\n", e.service, e.raw)
+	}
+	return b.String()
+}
+
+// cond is one `field op value` term of a Logging query.
+type cond struct{ field, op, value string }
+
+var condRE = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_.]*)\s*(=~|!~|!=|>=|<=|=|:|>|<)\s*(.+)$`)
+
+// parseFilter reads the subset of the Logging query language the metrics
+// use: terms joined by AND. Anything else is an error, so a filter this
+// test cannot judge fails instead of passing unchecked.
+func parseFilter(f string) ([]cond, error) {
+	var out []cond
+	for _, term := range strings.Split(f, " AND ") {
+		term = strings.TrimSpace(term)
+		if strings.Contains(term, " OR ") || strings.HasPrefix(term, "NOT ") || strings.HasPrefix(term, "(") {
+			return nil, fmt.Errorf("filter term %q: only AND-joined comparisons are understood here", term)
+		}
+		m := condRE.FindStringSubmatch(term)
+		if m == nil {
+			return nil, fmt.Errorf("filter term %q: not a comparison this test understands (e.g. log_id(), which no line lrosink writes answers)", term)
+		}
+		v := m[3]
+		if strings.HasPrefix(v, `"`) {
+			u, err := strconv.Unquote(v)
+			if err != nil {
+				return nil, fmt.Errorf("filter term %q: %v", term, err)
+			}
+			v = u
+		}
+		out = append(out, cond{m[1], m[2], v})
+	}
+	return out, nil
+}
+
+func condValue(cs []cond, field string) string {
+	for _, c := range cs {
+		if c.field == field && c.op == "=" {
+			return c.value
+		}
+	}
+	return ""
+}
+
+var severities = []string{"DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY"}
+
+func countMatches(cs []cond, es []logEntry) (int, error) {
+	n := 0
+	for _, e := range es {
+		ok, err := matches(cs, e)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func matches(cs []cond, e logEntry) (bool, error) {
+	for _, c := range cs {
+		var got string
+		var present bool
+		switch {
+		case c.field == "resource.type":
+			got, present = "cloud_run_revision", true
+		case c.field == "resource.labels.service_name":
+			got, present = e.service, true
+		case c.field == "severity":
+			got, present = e.severity, true
+		case strings.HasPrefix(c.field, "jsonPayload."):
+			var v any = e.payload
+			present = true
+			for _, p := range strings.Split(strings.TrimPrefix(c.field, "jsonPayload."), ".") {
+				m, ok := v.(map[string]any)
+				if !ok {
+					present = false
+					break
+				}
+				if v, ok = m[p]; !ok {
+					present = false
+					break
+				}
+			}
+			if present {
+				got = fmt.Sprint(v)
+			}
+		default:
+			return false, fmt.Errorf("field %s: no line lrosink writes has it", c.field)
+		}
+		if !present {
+			return false, nil
+		}
+		ok, err := compare(c, got)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func compare(c cond, got string) (bool, error) {
+	switch c.op {
+	case "=":
+		return got == c.value, nil
+	case "!=":
+		return got != c.value, nil
+	case ":":
+		return strings.Contains(strings.ToLower(got), strings.ToLower(c.value)), nil
+	case "=~", "!~":
+		re, err := regexp.Compile(c.value)
+		if err != nil {
+			return false, fmt.Errorf("%s %s: %v", c.field, c.op, err)
+		}
+		return re.MatchString(got) == (c.op == "=~"), nil
+	case ">=", "<=", ">", "<":
+		var a, b int
+		if c.field == "severity" {
+			a, b = slices.Index(severities, got), slices.Index(severities, c.value)
+			if b < 0 {
+				return false, fmt.Errorf("severity %q unknown", c.value)
+			}
+		} else {
+			x, err1 := strconv.ParseFloat(got, 64)
+			y, err2 := strconv.ParseFloat(c.value, 64)
+			if err1 != nil || err2 != nil {
+				return false, nil
+			}
+			a, b = int(x), int(y)
+		}
+		switch c.op {
+		case ">=":
+			return a >= b, nil
+		case "<=":
+			return a <= b, nil
+		case ">":
+			return a > b, nil
+		default:
+			return a < b, nil
+		}
+	}
+	return false, fmt.Errorf("operator %s not understood", c.op)
+}
+
+// switchWriter sends the log to the current scenario's buffer (setup steps
+// write to io.Discard).
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *switchWriter) to(w io.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w = w
+}
+
+// faultySink fails every publish while fail is set.
+type faultySink struct {
+	mu   sync.Mutex
+	fail bool
+}
+
+func (s *faultySink) Publish(ctx context.Context, m results.Message) error {
+	s.mu.Lock()
+	fail := s.fail
+	s.mu.Unlock()
+	if fail {
+		return errors.New("rpc error: code = Unavailable desc = the topic is unreachable")
+	}
+	return nil
+}
+
+func (s *faultySink) set(fail bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = fail
+}
+
+// lossyStore is the memory ledger with two faults: claims that are gone
+// (deleted out of band) and DONE commits that fail.
+type lossyStore struct {
+	*memledger.Store
+	mu           sync.Mutex
+	lost         map[string]bool
+	failComplete bool
+}
+
+func (s *lossyStore) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
+	s.mu.Lock()
+	lost := s.lost[id]
+	s.mu.Unlock()
+	if lost {
+		return ledger.Claim{}, ledger.ErrNotFound
+	}
+	return s.Store.GetClaim(ctx, id)
+}
+
+func (s *lossyStore) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
+	s.mu.Lock()
+	fail := s.failComplete
+	s.mu.Unlock()
+	if fail {
+		return errors.New("rpc error: code = Unavailable desc = firestore unreachable")
+	}
+	return s.Store.CompleteClaim(ctx, l, now)
+}
+
+// disabledHooks is the project webhook list as Gemini reports it with one
+// webhook disabled.
+type disabledHooks struct{}
+
+func (disabledHooks) ListWebhooks(context.Context) ([]reconcile.Webhook, error) {
+	return []reconcile.Webhook{{ID: "wh_1", Name: "webhooks/wh_1", URI: "https://example.invalid/", State: "disabled", Disabled: true}}, nil
+}
+
+// generateLines runs each scenario and returns its lines by scenario name.
+func generateLines(t *testing.T, prefix string) map[string][]logEntry {
+	t.Helper()
+	ctx := t.Context()
+	sw := &switchWriter{w: io.Discard}
+	log := logging.New(sw, slog.LevelInfo, "p")
+	clock := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	store := &lossyStore{Store: memledger.New(), lost: map[string]bool{}}
+	sink := &faultySink{}
+	door, err := ingest.New(ingest.Config{Store: store, Sink: sink, Log: log, Now: clock.Now,
+		Lease: 10 * time.Minute, ClaimTTL: 30 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]logEntry{}
+	tDone := time.Date(2026, 11, 21, 11, 30, 0, 0, time.UTC)
+	ev := func(name string, st lifecycle.State, src ingest.Source) ingest.Event {
+		return ingest.Event{Name: name, State: st, UpdateTime: tDone, Source: src}
+	}
+	ingestStep := func(e ingest.Event) { _, _ = door.Ingest(ctx, e) }
+	// run captures what step logs as scenario name, from the given service.
+	run := func(name, service string, step func()) {
+		var buf bytes.Buffer
+		sw.to(&buf)
+		step()
+		sw.to(io.Discard)
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			if l == "" {
+				continue
+			}
+			var p map[string]any
+			if err := json.Unmarshal([]byte(l), &p); err != nil {
+				t.Fatalf("scenario %s: a log line is not JSON: %q", name, l)
+			}
+			sev, _ := p["severity"].(string)
+			out[name] = append(out[name], logEntry{service: prefix + "-" + service, severity: sev, payload: p, raw: l})
+		}
+	}
+
+	run("completed", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Succeeded, ingest.SourceWebhook)) })
+	run("duplicate", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Succeeded, ingest.SourceWebhook)) })
+	run("dropped", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Running, ingest.SourceWebhook)) })
+	run("reconcile-completed", "reconcile", func() { ingestStep(ev("batches/b", lifecycle.Failed, ingest.SourceReconcile)) })
+
+	sink.set(true)
+	run("publish-failed", "webhook", func() { ingestStep(ev("batches/c", lifecycle.Succeeded, ingest.SourceWebhook)) })
+	sink.set(false)
+	run("recovered", "webhook", func() { ingestStep(ev("batches/c", lifecycle.Succeeded, ingest.SourceWebhook)) })
+
+	// Released by a failed publish, then its claim is lost.
+	sink.set(true)
+	ingestStep(ev("batches/d", lifecycle.Succeeded, ingest.SourceWebhook))
+	sink.set(false)
+	store.mu.Lock()
+	store.lost["gemini:batches%2Fd"] = true
+	store.mu.Unlock()
+	run("claim-missing", "webhook", func() { ingestStep(ev("batches/d", lifecycle.Succeeded, ingest.SourceWebhook)) })
+
+	store.mu.Lock()
+	store.failComplete = true
+	store.mu.Unlock()
+	run("done-commit-failed", "webhook", func() { ingestStep(ev("batches/e", lifecycle.Succeeded, ingest.SourceWebhook)) })
+	store.mu.Lock()
+	store.failComplete = false
+	store.mu.Unlock()
+
+	// A registered operation pending for longer than StuckAfter, and a
+	// project webhook Gemini reports disabled: one pass logs both alerts
+	// and its summary line.
+	ingestStep(ingest.Event{Name: "batches/f", State: lifecycle.Pending, Source: ingest.SourceRegister})
+	clock.Advance(2 * time.Hour)
+	rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: door, Log: log, Now: clock.Now,
+		StuckAfter: time.Hour, Webhooks: disabledHooks{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("reconcile", "reconcile", func() {
+		if _, err := rec.Pass(ctx); err != nil {
+			t.Errorf("reconcile pass: %v", err)
+		}
+	})
+	for _, e := range out["reconcile"] {
+		switch {
+		case e.payload["alert"] == "stuck":
+			out["stuck"] = append(out["stuck"], e)
+		case e.payload["alert"] == "webhook-disabled":
+			out["webhook-disabled"] = append(out["webhook-disabled"], e)
+		case e.payload["message"] == "reconcile pass":
+			out["reconcile-pass"] = append(out["reconcile-pass"], e)
+		}
+	}
+
+	// The Webhook function over real HTTP: a delivery signed with a secret
+	// it does not know is refused 401; a body that is no envelope, 400.
+	secret := webhooktest.NewSecret()
+	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.Webhook(door, v, log, 1<<20))
+	defer srv.Close()
+	post := func(body []byte, secret string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = webhooktest.Headers("msg_1", time.Now(), body, secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	body := []byte(`{"type":"batch.succeeded","data":{"id":"batches/g"}}`)
+	run("unauthorized", "webhook", func() { post(body, webhooktest.NewSecret()) })
+	run("bad-envelope", "webhook", func() { post([]byte(`{"not":"an envelope"}`), secret) })
+	return out
+}
