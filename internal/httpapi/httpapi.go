@@ -83,7 +83,7 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
 	case errors.Is(err, ingest.ErrNotConfirmed):
-		// A JWT delivery's terminal could not be checked with Gemini; the
+		// A hint's (v1a, JWT) terminal could not be checked with Gemini; the
 		// error (logged by the door) says why. Transient: Gemini is busy or
 		// down; otherwise e.g. a rejected API key.
 		reason := "gemini-error"
