@@ -78,3 +78,23 @@ func TestSendV1AToServe(t *testing.T) {
 		t.Fatalf("serve's webhook answer does not log auth v1a:\n%s", s.stderr.String())
 	}
 }
+
+// TestServeV1APublicKeys: with LROSINK_WEBHOOK_PUBLIC_KEYS, serve checks v1a
+// entries against that list alone and never reads the JWKS (here a file that
+// does not exist, which would answer 503 jwks-unavailable if it were read).
+func TestServeV1APublicKeys(t *testing.T) {
+	key := webhooktest.NewEd25519Key()
+	keyFile := filepath.Join(t.TempDir(), "dev.whsk")
+	if err := os.WriteFile(keyFile, []byte(key.SecretKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := storeEnv(t)
+	env["LROSINK_JWKS_URL"] = "file://" + filepath.Join(t.TempDir(), "missing.json")
+	env["LROSINK_WEBHOOK_PUBLIC_KEYS"] = key.PublicKey()
+	s := startServe(t, env)
+	r := run(t, nil, "send", "batch.succeeded", "--id", "pk-1", "--url", s.base+"/Webhook", "--ed25519-key", keyFile)
+	// Verified, and a hint: without GEMINI_API_KEY it is not applied.
+	if r.code != command.ExitOK || !strings.Contains(r.stdout, `"outcome":"unconfirmed"`) || !strings.Contains(r.stdout, `"reason":"no-gemini-api-key"`) {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
