@@ -3,9 +3,9 @@
 // Static (project) webhooks are signed with Standard Webhooks HMAC-SHA256
 // (v1); dynamic (per-request webhook_config) deliveries are documented as an
 // RS256 JWT in webhook-signature and seen live as Standard Webhooks v1a
-// (Ed25519) signatures; both are checked against Google's JWKS. The package neither serves HTTP
-// nor stores anything: the handler calls Verify on the raw body, then Parse,
-// and maps the typed errors to status codes.
+// (Ed25519) signatures; both are checked against Google's JWKS. The package
+// neither serves HTTP nor stores anything: the handler calls Verify on the
+// raw body, then Parse, and maps the typed errors to status codes.
 package webhook
 
 import (
