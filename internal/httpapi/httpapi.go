@@ -128,7 +128,7 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 	claims := &claimNames{log: log}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		status, a, verified := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
+		status, a, au := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
 		if status == 0 {
 			return // answered by readBody or methodPOST
 		}
@@ -141,9 +141,16 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		// webhook-id is an opaque delivery id, safe to log; the signature
 		// and body are not logged.
 		// auth is how the delivery was authenticated (v1, v1a, jwt; empty
-		// when it was not): v1a and jwt deliveries are hints.
-		log.Log(ctx, level, "webhook answer", "status", status, "outcome", a.Outcome, "reason", a.Reason,
-			"operation", a.Operation, "delivery_id", truncate(r.Header.Get("webhook-id"), 128), "auth", verified.Method)
+		// when it was not): v1a and jwt deliveries are hints. A refusal's
+		// detail (entry counts, the JWKS error) is for operators only: it is
+		// built from fixed text and quoted, truncated values, never a
+		// signature or a secret, and is not put in the answer.
+		attrs := []any{"status", status, "outcome", a.Outcome, "reason", a.Reason,
+			"operation", a.Operation, "delivery_id", truncate(r.Header.Get("webhook-id"), 128), "auth", au.method}
+		if au.err != nil {
+			attrs = append(attrs, "detail", au.err.Error())
+		}
+		log.Log(ctx, level, "webhook answer", attrs...)
 		reply(w, status, a)
 	})
 }
@@ -151,27 +158,32 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 // errDeadline is the cause of a webhook context that ran out of time.
 var errDeadline = errors.New("webhook deadline exceeded")
 
-// webhookAnswer also returns what verification established (zero when the
-// delivery was not authenticated), for the log line.
-func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer, webhook.Verified) {
+// auth is what verification established, for the log line: the method, or
+// why the delivery was refused.
+type auth struct {
+	method string
+	err    error
+}
+
+func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer, auth) {
 	// The deadline runs from the request's arrival: the sender counts a
 	// held connection as a failed delivery anyway.
 	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errDeadline)
 	defer cancel()
 	if !methodPOST(w, r) {
-		return 0, Answer{}, webhook.Verified{}
+		return 0, Answer{}, auth{}
 	}
 	body, ok := readBody(w, r, maxBody)
 	if !ok {
-		return 0, Answer{}, webhook.Verified{}
+		return 0, Answer{}, auth{}
 	}
 	verified, err := v.Verify(ctx, r.Header, body)
 	if err != nil {
 		var verr *webhook.Error
 		if errors.As(err, &verr) {
-			return verr.Status, Answer{Outcome: "rejected", Reason: verr.Reason}, webhook.Verified{}
+			return verr.Status, Answer{Outcome: "rejected", Reason: verr.Reason}, auth{err: verr}
 		}
-		return http.StatusUnauthorized, Answer{Outcome: "rejected", Reason: "invalid-signature"}, webhook.Verified{}
+		return http.StatusUnauthorized, Answer{Outcome: "rejected", Reason: "invalid-signature"}, auth{}
 	}
 	if verified.Method == webhook.MethodJWT {
 		claims.note(ctx, verified.Claims)
@@ -180,11 +192,11 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	var bad *webhook.BadEnvelopeError
 	switch {
 	case errors.Is(err, webhook.ErrUnknownType):
-		return http.StatusOK, Answer{Outcome: "ignored", Reason: "unknown-event-type"}, verified
+		return http.StatusOK, Answer{Outcome: "ignored", Reason: "unknown-event-type"}, auth{method: verified.Method}
 	case errors.As(err, &bad):
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: bad.Reason}, verified
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: bad.Reason}, auth{method: verified.Method}
 	case err != nil:
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope"}, verified
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope"}, auth{method: verified.Method}
 	}
 	// Only a v1 signature binds a delivery to this deployment (the secret
 	// is ours). A JWT does not cover the body, and a v1a key is Google's,
@@ -201,10 +213,10 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
 			op = n.Canonical
 		}
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "deadline-exceeded", Operation: op}, verified
+		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "deadline-exceeded", Operation: op}, auth{method: verified.Method}
 	}
 	status, a := ingestAnswer(res, err)
-	return status, a, verified
+	return status, a, auth{method: verified.Method}
 }
 
 // claimNames logs the claim names of the first verified dynamic-webhook

@@ -110,6 +110,18 @@ func TestV1ADeliveriesAreHints(t *testing.T) {
 		t.Fatalf("%d webhook answers logged with auth v1, want 1:\n%s", n, h.logs)
 	}
 
+	// A refusal's log line says what was checked, never the signature.
+	stranger := webhooktest.NewEd25519Key()
+	forgedBody := forged("batch.failed", "batches/b-ok")
+	if got := h.deliverV1A(t, stranger, "msg_x", forgedBody); got != (v1aAnswer{401, "rejected", "no-matching-signature"}) {
+		t.Fatalf("a key not trusted: %+v", got)
+	}
+	sig := strings.TrimPrefix(stranger.Signature("msg_x", now, []byte(forgedBody)), "v1a,")
+	if n := countLines(h.logs.String(), `"status":401`, `"detail":"webhook: no-matching-signature: 0 v1 signature(s) checked against 1 secret(s), 1 of 1 v1a signature(s) checked"`); n != 1 ||
+		strings.Contains(h.logs.String(), sig[:24]) {
+		t.Fatalf("refusal log line (found %d) lacks the detail or shows the signature:\n%s", n, h.logs)
+	}
+
 	noKey := newV1ARig(t, false, key)
 	if got := noKey.deliverV1A(t, key, "msg_nk", forged("batch.failed", "batches/b-nk")); got != (v1aAnswer{200, "unconfirmed", "no-gemini-api-key"}) {
 		t.Fatalf("without a confirmer: %+v, want 200 unconfirmed no-gemini-api-key", got)
