@@ -73,8 +73,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	}()
 	// The verifier first: it needs no I/O, and a bad secret should be the
 	// error reported, not whatever a store client then says.
-	if a.Verifier, err = webhook.NewVerifier(webhook.Config{Secrets: cfg.WebhookSecrets, JWKSURL: cfg.JWKSURL,
-		Audience: cfg.JWTAudience, HTTPClient: o.HTTPClient, Now: o.Now}); err != nil {
+	if a.Verifier, err = webhook.NewVerifier(webhook.Config{Secrets: cfg.WebhookSecrets, PublicKeys: cfg.WebhookPublicKeys,
+		JWKSURL: cfg.JWKSURL, Audience: cfg.JWTAudience, HTTPClient: o.HTTPClient, Now: o.Now}); err != nil {
 		return nil, err
 	}
 	// Both settings go through the binary's registry of schemes
@@ -94,7 +94,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	}
 	a.Results, a.closers = s, append(a.closers, closeSink)
 	// One Gemini fetcher serves the reconciler and the door, which confirms
-	// dynamic-webhook (JWT) terminals with it; without a key neither polls.
+	// dynamic-webhook (v1a, JWT) terminals with it; without a key neither
+	// polls.
 	dc := ingest.Config{Store: a.Ledger, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
 	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,

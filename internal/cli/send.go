@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -29,7 +30,7 @@ const maxAnswer = 64 << 10
 func sendDoc() command.Doc {
 	return command.Doc{
 		Path: "send",
-		Args: "EVENT_TYPE --id ID [--url URL] [--secret S] [--data k=v ...]",
+		Args: "EVENT_TYPE --id ID [--url URL] [--secret S] [--ed25519-key FILE] [--data k=v ...]",
 		Arg:  "EVENT_TYPE",
 		Summary: `Sign and send one Standard Webhooks delivery, as Gemini would, and print the HTTP status
 and the answer. The body is {"type":EVENT_TYPE,"version":"v1","timestamp":now,
@@ -37,13 +38,24 @@ and the answer. The body is {"type":EVENT_TYPE,"version":"v1","timestamp":now,
 Exit status 0 on a 2xx answer, 1 otherwise.
 
 EVENT_TYPE is e.g. batch.succeeded, batch.failed, video.generated, interaction.completed;
-ID is the operation's id or name as Gemini sends it (batch_123, batches/batch_123).`,
+ID is the operation's id or name as Gemini sends it (batch_123, batches/batch_123).
+
+--ed25519-key signs a v1a (Ed25519) entry instead, as live dynamic webhooks are
+signed; with --secret too, the header carries both entries. The receiving serve
+needs the public key: LROSINK_WEBHOOK_PUBLIC_KEYS=whpk_… or a JWKS file in
+LROSINK_JWKS_URL=file:///path/jwks.json. A key pair with openssl:
+  openssl genpkey -algorithm ed25519 -out dev.pem
+  echo "whsk_$(openssl pkey -in dev.pem -outform DER | tail -c 32 | base64)" > dev.whsk
+  echo "whpk_$(openssl pkey -in dev.pem -pubout -outform DER | tail -c 32 | base64)"
+A v1a delivery is a hint: serve confirms a terminal state with Gemini, and answers
+200 unconfirmed/no-gemini-api-key without GEMINI_API_KEY (verified, not applied).`,
 		Env: `  LROSINK_WEBHOOK_SECRETS  the first secret signs, when --secret is not given (serve prints
                            its generated dev secret on start-up when none is configured)`,
 		Examples: []string{
 			"lrosink send batch.succeeded --id batch_123",
 			"lrosink send batch.succeeded --id batch_123 --data output_file_uri=gs://bucket/results.jsonl",
 			"lrosink send video.generated --id models/veo-3.0-generate-001/operations/xyz --url http://127.0.0.1:9000/Webhook",
+			"lrosink send interaction.completed --id v1_abc --ed25519-key dev.whsk",
 		},
 	}
 }
@@ -53,6 +65,7 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	id := fs.String("id", "", "the operation `ID` (data.id)")
 	target := fs.String("url", defaultSendURL, "send to `URL`")
 	secretFlag := fs.String("secret", "", "sign with `whsec_…` (default: the first of LROSINK_WEBHOOK_SECRETS, which keeps it out of the process list)")
+	edKeyFile := fs.String("ed25519-key", "", "sign a v1a entry with the whsk_… Ed25519 secret key in `FILE` (then no whsec_ secret is needed)")
 	data := metaValue{}
 	fs.Var(data, "data", "an extra data field `k=v`; repeatable")
 	pos, err := sendDoc().Parse(e.stdout, fs, args)
@@ -69,16 +82,57 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return command.Usagef("--url %q: want an absolute http(s) URL", *target)
 	}
-	secret, err := signingSecret(*secretFlag, e)
-	if err != nil {
-		return err
+	var edKey *webhooktest.Ed25519Key
+	if *edKeyFile != "" {
+		if edKey, err = readEd25519Key(*edKeyFile); err != nil {
+			return err
+		}
+	}
+	secret := ""
+	if edKey == nil || *secretFlag != "" {
+		if secret, err = signingSecret(*secretFlag, e); err != nil {
+			return err
+		}
 	}
 	now := e.now() // one instant for the body and the signature
 	body, err := deliveryBody(pos[0], *id, data, now)
 	if err != nil {
 		return err
 	}
-	return e.deliver(ctx, u, body, secret, now)
+	return e.deliver(ctx, u, body, signers{secret: secret, ed: edKey}, now)
+}
+
+// readEd25519Key reads a whsk_ secret key from path. Errors say what is
+// wrong, never the file's content.
+func readEd25519Key(path string) (*webhooktest.Ed25519Key, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, command.Usagef("--ed25519-key: %v", err)
+	}
+	k, err := webhooktest.ParseSecretKey(string(raw))
+	if err != nil {
+		return nil, command.Usagef("--ed25519-key %s: the key %v", path, err)
+	}
+	return k, nil
+}
+
+// signers are what send signs a delivery with: a whsec_ secret (v1), an
+// Ed25519 key (v1a), or both.
+type signers struct {
+	secret string
+	ed     *webhooktest.Ed25519Key
+}
+
+func (s signers) headers(id string, now time.Time, body []byte) http.Header {
+	var secrets []string
+	if s.secret != "" {
+		secrets = append(secrets, s.secret)
+	}
+	h := webhooktest.Headers(id, now, body, secrets...)
+	if s.ed != nil {
+		h.Set("webhook-signature", strings.TrimSpace(h.Get("webhook-signature")+" "+s.ed.Signature(id, now, body)))
+	}
+	return h
 }
 
 // signingSecret is --secret, else the first of LROSINK_WEBHOOK_SECRETS,
@@ -117,14 +171,14 @@ func deliveryBody(eventType, id string, data metaValue, now time.Time) ([]byte, 
 	return body, nil
 }
 
-// deliver signs body with secret at now, POSTs it to u and prints the answer; a
-// non-2xx answer is exit status 1 (the answer says why).
-func (e *env) deliver(ctx context.Context, u *url.URL, body []byte, secret string, now time.Time) error {
+// deliver signs body at now, POSTs it to u and prints the answer; a non-2xx
+// answer is exit status 1 (the answer says why).
+func (e *env) deliver(ctx context.Context, u *url.URL, body []byte, sign signers, now time.Time) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build the request: %w", err)
 	}
-	req.Header = webhooktest.Headers("msg_"+randomHex(12), now, body, secret)
+	req.Header = sign.headers("msg_"+randomHex(12), now, body)
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {

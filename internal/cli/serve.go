@@ -54,12 +54,16 @@ its lease by the next run).`,
                      "Authorization: Bearer <token>" (401 otherwise). /Webhook is authenticated
                      by its signature and /healthz is open. 16+ characters: openssl rand -hex 32
   GEMINI_API_KEY     lets reconcile passes poll Gemini (without it they only retry claims) and
-                     confirms dynamic-webhook (JWT) terminal states, which are not applied without it
-  LROSINK_JWKS_URL, LROSINK_JWT_AUDIENCE, LROSINK_MAX_BODY, GOOGLE_CLOUD_PROJECT  see the contract`,
+                     confirms dynamic-webhook (v1a, JWT) terminal states, not applied without it
+  LROSINK_JWKS_URL   Google's keys for dynamic webhooks (Ed25519 for v1a, RS256 for JWTs); a
+                     local set for trying v1a: file:///path/jwks.json (see lrosink send --help)
+  LROSINK_WEBHOOK_PUBLIC_KEYS  whpk_... Ed25519 keys: a fixed v1a trust list, never fetched
+  LROSINK_JWT_AUDIENCE, LROSINK_MAX_BODY, GOOGLE_CLOUD_PROJECT  see the contract`,
 		Examples: []string{
 			"lrosink serve",
 			"lrosink serve > results.jsonl",
 			"LROSINK_WEBHOOK_SECRETS=whsec_... lrosink serve --addr 127.0.0.1:9000",
+			"LROSINK_JWKS_URL=file://$PWD/jwks.json lrosink serve",
 			"lrosink serve --store sqlite:/var/lib/lrosink/ledger.db --results file:/var/lib/lrosink/results.jsonl",
 			"lrosink serve --reconcile-every 30s --grace 2m",
 			"LROSINK_ADMIN_TOKEN=$(openssl rand -hex 32) lrosink serve --addr 0.0.0.0:8080",

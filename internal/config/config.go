@@ -26,8 +26,11 @@ type Config struct {
 	// "file:PATH" or "stdout".
 	Results        string
 	WebhookSecrets []string
-	JWKSURL        string
-	JWTAudience    string
+	// WebhookPublicKeys are whpk_… Ed25519 keys: when set, the only keys
+	// v1a signatures are checked against (the JWKS is not fetched for v1a).
+	WebhookPublicKeys []string
+	JWKSURL           string
+	JWTAudience       string
 	// GeminiAPIKey is a secret: never log it.
 	GeminiAPIKey   string
 	GeminiBaseURL  string
@@ -67,7 +70,8 @@ func Serve(o urlopen.Openers) Defaults {
 // Container is the default of cmd/server (Cloud Run): no sqlite:.
 func Container() Defaults { return Defaults{Store: "firestore", Openers: urlopen.Cloud()} }
 
-// DefaultJWKSURL is where Gemini publishes the keys of dynamic webhooks.
+// DefaultJWKSURL is where Gemini publishes the keys of dynamic webhooks
+// (RS256 for the documented JWTs, Ed25519 for the v1a signatures sent live).
 const DefaultJWKSURL = "https://generativelanguage.googleapis.com/.well-known/jwks.json"
 
 // Load reads the configuration through getenv (os.Getenv in production).
@@ -76,6 +80,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	e := &envReader{getenv: getenv}
 	c := e.locations(d)
 	c.WebhookSecrets = splitSecrets(getenv("LROSINK_WEBHOOK_SECRETS"))
+	c.WebhookPublicKeys = splitSecrets(getenv("LROSINK_WEBHOOK_PUBLIC_KEYS"))
 	e.fail(c.Validate())
 	e.checkURLs(c)
 	c.Grace = e.duration("LROSINK_GRACE", 90*time.Second)
@@ -132,10 +137,11 @@ func splitSecrets(v string) []string {
 	return out
 }
 
-// checkURLs: the JWKS URL is http(s); a Gemini base URL, if set, has a host.
+// checkURLs: the JWKS URL is http(s) or file:///path; a Gemini base URL,
+// if set, has a host.
 func (e *envReader) checkURLs(c Config) {
-	if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		e.fail(fmt.Errorf("LROSINK_JWKS_URL: %q is not an http(s) URL", c.JWKSURL))
+	if _, err := webhook.ParseJWKSURL(c.JWKSURL); err != nil {
+		e.fail(fmt.Errorf("LROSINK_JWKS_URL: %q is not an http(s) URL or file:///path", c.JWKSURL))
 	}
 	if c.GeminiBaseURL != "" {
 		if u, err := url.Parse(c.GeminiBaseURL); err != nil || u.Host == "" {
@@ -187,7 +193,7 @@ func (e *envReader) maxBody() int64 {
 // change after Load (flags, a generated dev secret), without any I/O:
 // LROSINK_STORE and LROSINK_RESULTS against the binary's schemes (with the
 // variables a scheme depends on, such as GOOGLE_CLOUD_PROJECT) and that
-// every webhook secret decodes. Each problem is one line naming its
+// every webhook secret and public key decodes. Each problem is one line naming its
 // variable; no line quotes a secret.
 func (c *Config) Validate() error {
 	errs := []error{c.Openers.Check(c.Store, c.Results, c.URLEnv(nil))}
@@ -195,6 +201,11 @@ func (c *Config) Validate() error {
 		if err := webhook.CheckSecret(s); err != nil {
 			// The position, never the value: this line ends up in logs.
 			errs = append(errs, fmt.Errorf("LROSINK_WEBHOOK_SECRETS: secret #%d %v", i+1, err))
+		}
+	}
+	for i, k := range c.WebhookPublicKeys {
+		if err := webhook.CheckPublicKey(k); err != nil {
+			errs = append(errs, fmt.Errorf("LROSINK_WEBHOOK_PUBLIC_KEYS: key #%d %v", i+1, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -60,12 +60,14 @@ func TestInvalidNamesTheVariable(t *testing.T) {
 		"GOOGLE_GEMINI_BASE_URL":   "::",
 		"LROSINK_WEBHOOK_DEADLINE": "0s",
 		"LROSINK_ADMIN_TOKEN":      "short-secret",
+		// A whsec_ secret given as a public key: refused without quoting it.
+		"LROSINK_WEBHOOK_PUBLIC_KEYS": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 	} {
 		_, err := Load(env(map[string]string{k: v}), Serve(local()))
 		if err == nil || !strings.HasPrefix(err.Error(), k+":") {
 			t.Errorf("%s=%q: error %v, want one naming %s", k, v, err, k)
 		}
-		if (k == "LROSINK_WEBHOOK_SECRETS" || k == "LROSINK_ADMIN_TOKEN") && err != nil && strings.Contains(err.Error(), v) {
+		if (k == "LROSINK_WEBHOOK_SECRETS" || k == "LROSINK_ADMIN_TOKEN" || k == "LROSINK_WEBHOOK_PUBLIC_KEYS") && err != nil && strings.Contains(err.Error(), v) {
 			t.Errorf("the error reveals the secret: %v", err)
 		}
 	}
@@ -187,5 +189,23 @@ func TestEveryProblemOneLineInOrder(t *testing.T) {
 	}
 	if c.ClaimLease != 5*time.Minute || c.Grace != 90*time.Second || c.MaxBody != 1<<20 {
 		t.Errorf("lease %s, grace %s, max body %d: want the valid value read and defaults for the bad ones", c.ClaimLease, c.Grace, c.MaxBody)
+	}
+}
+
+// TestV1AKeySources: LROSINK_WEBHOOK_PUBLIC_KEYS is read as a list of
+// whpk_ keys, and LROSINK_JWKS_URL may name a local file.
+func TestV1AKeySources(t *testing.T) {
+	pk := "whpk_" + strings.Repeat("A", 43) + "="
+	c, err := Load(env(map[string]string{"LROSINK_WEBHOOK_PUBLIC_KEYS": " " + pk + ", ," + pk,
+		"LROSINK_JWKS_URL": "file:///etc/lrosink/jwks.json"}), Serve(local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.WebhookPublicKeys) != 2 || c.WebhookPublicKeys[0] != pk || c.JWKSURL != "file:///etc/lrosink/jwks.json" {
+		t.Fatalf("%+v", c)
+	}
+	_, err = Load(env(map[string]string{"LROSINK_JWKS_URL": "file:jwks.json"}), Serve(local()))
+	if err == nil || !strings.HasPrefix(err.Error(), "LROSINK_JWKS_URL:") {
+		t.Fatalf("a relative file URL: %v", err)
 	}
 }

@@ -83,7 +83,7 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
 	case errors.Is(err, ingest.ErrNotConfirmed):
-		// A JWT delivery's terminal could not be checked with Gemini; the
+		// A hint's (v1a, JWT) terminal could not be checked with Gemini; the
 		// error (logged by the door) says why. Transient: Gemini is busy or
 		// down; otherwise e.g. a rejected API key.
 		reason := "gemini-error"
@@ -128,7 +128,7 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 	claims := &claimNames{log: log}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		status, a := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
+		status, a, au := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
 		if status == 0 {
 			return // answered by readBody or methodPOST
 		}
@@ -140,8 +140,17 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		}
 		// webhook-id is an opaque delivery id, safe to log; the signature
 		// and body are not logged.
-		log.Log(ctx, level, "webhook answer", "status", status, "outcome", a.Outcome, "reason", a.Reason,
-			"operation", a.Operation, "delivery_id", truncate(r.Header.Get("webhook-id"), 128))
+		// auth is how the delivery was authenticated (v1, v1a, jwt; empty
+		// when it was not): v1a and jwt deliveries are hints. A refusal's
+		// detail (entry counts, the JWKS error) is for operators only: it is
+		// built from fixed text and quoted, truncated values, never a
+		// signature or a secret, and is not put in the answer.
+		attrs := []any{"status", status, "outcome", a.Outcome, "reason", a.Reason,
+			"operation", a.Operation, "delivery_id", truncate(r.Header.Get("webhook-id"), 128), "auth", au.method}
+		if au.err != nil {
+			attrs = append(attrs, "detail", au.err.Error())
+		}
+		log.Log(ctx, level, "webhook answer", attrs...)
 		reply(w, status, a)
 	})
 }
@@ -149,25 +158,32 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 // errDeadline is the cause of a webhook context that ran out of time.
 var errDeadline = errors.New("webhook deadline exceeded")
 
-func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer) {
+// auth is what verification established, for the log line: the method, or
+// why the delivery was refused.
+type auth struct {
+	method string
+	err    error
+}
+
+func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer, auth) {
 	// The deadline runs from the request's arrival: the sender counts a
 	// held connection as a failed delivery anyway.
 	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errDeadline)
 	defer cancel()
 	if !methodPOST(w, r) {
-		return 0, Answer{}
+		return 0, Answer{}, auth{}
 	}
 	body, ok := readBody(w, r, maxBody)
 	if !ok {
-		return 0, Answer{}
+		return 0, Answer{}, auth{}
 	}
 	verified, err := v.Verify(ctx, r.Header, body)
 	if err != nil {
 		var verr *webhook.Error
 		if errors.As(err, &verr) {
-			return verr.Status, Answer{Outcome: "rejected", Reason: verr.Reason}
+			return verr.Status, Answer{Outcome: "rejected", Reason: verr.Reason}, auth{err: verr}
 		}
-		return http.StatusUnauthorized, Answer{Outcome: "rejected", Reason: "invalid-signature"}
+		return http.StatusUnauthorized, Answer{Outcome: "rejected", Reason: "invalid-signature"}, auth{}
 	}
 	if verified.Method == webhook.MethodJWT {
 		claims.note(ctx, verified.Claims)
@@ -176,14 +192,18 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	var bad *webhook.BadEnvelopeError
 	switch {
 	case errors.Is(err, webhook.ErrUnknownType):
-		return http.StatusOK, Answer{Outcome: "ignored", Reason: "unknown-event-type"}
+		return http.StatusOK, Answer{Outcome: "ignored", Reason: "unknown-event-type"}, auth{method: verified.Method}
 	case errors.As(err, &bad):
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: bad.Reason}
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: bad.Reason}, auth{method: verified.Method}
 	case err != nil:
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope"}
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope"}, auth{method: verified.Method}
 	}
-	// The token does not cover the body: the door confirms what it states.
-	ev.Hint = verified.Method == webhook.MethodJWT
+	// Only a v1 signature binds a delivery to this deployment (the secret
+	// is ours). A JWT does not cover the body, and a v1a key is Google's,
+	// shared by every Gemini project: a genuine delivery about another
+	// project's operation can be replayed here. Both are hints, whose
+	// terminal states the door confirms with Gemini under our key.
+	ev.Hint = verified.Method == webhook.MethodJWT || verified.Method == webhook.MethodV1A
 	res, err := door.Ingest(ctx, ev)
 	if err != nil && errors.Is(context.Cause(ctx), errDeadline) {
 		// The door's work goes on detached from this request (it completes,
@@ -193,9 +213,10 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
 			op = n.Canonical
 		}
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "deadline-exceeded", Operation: op}
+		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "deadline-exceeded", Operation: op}, auth{method: verified.Method}
 	}
-	return ingestAnswer(res, err)
+	status, a := ingestAnswer(res, err)
+	return status, a, auth{method: verified.Method}
 }
 
 // claimNames logs the claim names of the first verified dynamic-webhook

@@ -3,12 +3,8 @@ package webhook
 import (
 	"context"
 	"crypto/rsa"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -20,16 +16,6 @@ const (
 	// It is separate from Tolerance, which bounds the HMAC replay window;
 	// 60 s is go-jose's default and the usual choice for server-side checks.
 	jwtLeeway = time.Minute
-	// jwksRefetchInterval bounds JWKS fetches: an attacker sending random
-	// kids must not turn us into a load generator against the JWKS host.
-	jwksRefetchInterval = time.Minute
-	// jwksMaxAge makes a key removed from the JWKS (revoked) stop verifying
-	// within an hour even if we keep seeing its kid.
-	jwksMaxAge = time.Hour
-	// jwksTimeout caps one fetch; Gemini waits only seconds for our answer.
-	jwksTimeout = 5 * time.Second
-	// jwksMaxBytes caps the JWKS body; real ones are a few KiB.
-	jwksMaxBytes = 1 << 20
 )
 
 // allowedAlgs is the only algorithm accepted: parsing rejects none, HS256
@@ -54,7 +40,7 @@ func (v *Verifier) verifyJWT(ctx context.Context, h http.Header, raw string) (Ve
 	if err != nil {
 		return Verified{}, err
 	}
-	key, kerr := v.jwks.key(ctx, kid, now)
+	key, kerr := v.jwks.rsaKey(ctx, kid, now)
 	if kerr != nil {
 		return Verified{}, kerr
 	}
@@ -148,162 +134,4 @@ func claimError(err error) *Error {
 	default:
 		return unauthorized(ReasonBadToken, "claims rejected")
 	}
-}
-
-// jwksCache holds the last good key set and rate-limits refetches.
-//
-// A refetch is recorded (attemptAt) when it starts and runs detached from
-// the caller that triggered it, bounded by jwksTimeout: a caller that hangs
-// up neither erases the attempt (forged tokens with random kids would then
-// drive unbounded fetches) nor wastes the fetch, which still fills the cache.
-// Callers needing the outcome wait for it or for their own context; a
-// caller arriving while a fetch runs shares it.
-type jwksCache struct {
-	url    string
-	client *http.Client
-
-	mu        sync.Mutex
-	set       *jose.JSONWebKeySet // last good set; nil before the first success
-	fetchedAt time.Time           // when set was fetched
-	attemptAt time.Time           // start of the last fetch, successful or not
-	lastErr   error               // error of the last finished fetch; nil after a success
-	inflight  chan struct{}       // non-nil while a fetch runs; closed when it ends
-}
-
-func newJWKSCache(u string, c *http.Client) *jwksCache {
-	return &jwksCache{url: u, client: c}
-}
-
-// key returns the RS256 verification key for kid, refetching the JWKS when
-// kid is unknown or the set is older than jwksMaxAge, at most once per
-// jwksRefetchInterval (measured with the Verifier's clock).
-func (c *jwksCache) key(ctx context.Context, kid string, now time.Time) (*rsa.PublicKey, *Error) {
-	c.mu.Lock()
-	if c.set != nil && now.Sub(c.fetchedAt) < jwksMaxAge {
-		if k := lookupKey(c.set, kid); k != nil {
-			c.mu.Unlock()
-			return k, nil
-		}
-	}
-	wait := c.inflight
-	if wait == nil && (c.attemptAt.IsZero() || now.Sub(c.attemptAt) >= jwksRefetchInterval) {
-		if err := ctx.Err(); err != nil {
-			// Gone before anything started: start nothing on its behalf.
-			c.mu.Unlock()
-			return nil, unavailable("", err)
-		}
-		wait = make(chan struct{})
-		c.inflight, c.attemptAt = wait, now
-		go c.refresh(now, wait)
-	}
-	c.mu.Unlock()
-
-	if wait != nil {
-		select {
-		case <-wait:
-		default:
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return nil, unavailable("waiting for the JWKS", ctx.Err())
-			}
-		}
-	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// A stale set still answers for known kids when the refetch failed:
-	// a JWKS outage should not reject deliveries we can verify.
-	if c.set != nil {
-		if k := lookupKey(c.set, kid); k != nil {
-			return k, nil
-		}
-	}
-	if c.lastErr != nil {
-		// We cannot tell an unknown kid from a key we failed to load:
-		// answer 503 so Gemini redelivers.
-		return nil, unavailable("", c.lastErr)
-	}
-	return nil, unauthorized(ReasonUnknownKID, "kid "+quoteShort(kid)+" is not in the JWKS")
-}
-
-// refresh runs one fetch started at now (the Verifier's clock) and closes
-// done when it has recorded the outcome. Its context is its own: no caller
-// can cancel it, and jwksTimeout bounds it, so it cannot leak.
-func (c *jwksCache) refresh(now time.Time, done chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), jwksTimeout)
-	defer cancel()
-	set, err := c.fetch(ctx)
-	c.mu.Lock()
-	if err == nil {
-		c.set, c.fetchedAt, c.lastErr = set, now, nil
-	} else {
-		c.lastErr = err
-	}
-	c.inflight = nil
-	c.mu.Unlock()
-	close(done)
-}
-
-func lookupKey(set *jose.JSONWebKeySet, kid string) *rsa.PublicKey {
-	for _, k := range set.Key(kid) {
-		if pub, ok := k.Key.(*rsa.PublicKey); ok {
-			return pub
-		}
-	}
-	return nil
-}
-
-func (c *jwksCache) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
-	if err != nil {
-		return nil, fmt.Errorf("building JWKS request: %w", err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("requesting JWKS: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("JWKS answered status %d", resp.StatusCode)
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading JWKS: %w", err)
-	}
-	if len(raw) > jwksMaxBytes {
-		return nil, errors.New("JWKS larger than 1 MiB")
-	}
-	return parseJWKS(raw)
-}
-
-// parseJWKS keeps only public RSA signing keys with a kid. Keys are decoded
-// one by one so that a key type go-jose does not know (or a malformed key)
-// cannot disable the others.
-func parseJWKS(raw []byte) (*jose.JSONWebKeySet, error) {
-	var doc struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("decoding JWKS: %w", err)
-	}
-	set := &jose.JSONWebKeySet{}
-	for _, r := range doc.Keys {
-		var k jose.JSONWebKey
-		if err := k.UnmarshalJSON(r); err != nil {
-			continue
-		}
-		if _, ok := k.Key.(*rsa.PublicKey); !ok || k.KeyID == "" {
-			continue
-		}
-		if (k.Use != "" && k.Use != "sig") || (k.Algorithm != "" && k.Algorithm != string(jose.RS256)) {
-			continue
-		}
-		set.Keys = append(set.Keys, k)
-	}
-	if len(set.Keys) == 0 {
-		return nil, errors.New("JWKS has no usable RS256 keys")
-	}
-	return set, nil
 }

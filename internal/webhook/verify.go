@@ -1,14 +1,16 @@
 // Package webhook verifies and parses Gemini API webhook deliveries.
 //
-// Static (project) webhooks are signed with Standard Webhooks HMAC-SHA256;
-// dynamic (per-request webhook_config) deliveries carry an RS256 JWT in
-// webhook-signature, checked against a JWKS. The package neither serves HTTP
-// nor stores anything: the handler calls Verify on the raw body, then Parse,
-// and maps the typed errors to status codes.
+// Static (project) webhooks are signed with Standard Webhooks HMAC-SHA256
+// (v1); dynamic (per-request webhook_config) deliveries are documented as an
+// RS256 JWT in webhook-signature and seen live as Standard Webhooks v1a
+// (Ed25519) signatures; both are checked against Google's JWKS. The package
+// neither serves HTTP nor stores anything: the handler calls Verify on the
+// raw body, then Parse, and maps the typed errors to status codes.
 package webhook
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -25,10 +27,17 @@ import (
 // direction (Standard Webhooks; Gemini's "strict replay protection").
 const DefaultTolerance = 5 * time.Minute
 
-// Methods reported in Verified.Method.
+// Methods reported in Verified.Method, named as logs show them (auth).
 const (
-	MethodHMAC = "hmac"
-	MethodJWT  = "jwt"
+	// MethodHMAC: a v1 HMAC-SHA256 entry matched one of our secrets.
+	MethodHMAC = "v1"
+	// MethodV1A: a v1a Ed25519 entry verified under a Google key, which
+	// every Gemini project shares: authentic from Google, not proof that
+	// the operation is ours.
+	MethodV1A = "v1a"
+	// MethodJWT: an RS256 JWT verified under a Google key (body not
+	// covered).
+	MethodJWT = "jwt"
 )
 
 // Standard Webhooks header names; http.Header.Get canonicalises them.
@@ -58,15 +67,21 @@ type Config struct {
 	// Secrets are whsec_… signing secrets. During rotation several are
 	// active; a delivery is valid if any v1 signature matches any secret.
 	Secrets []string
-	// JWKSURL is where dynamic-webhook RS256 keys are published. Empty
-	// disables JWT deliveries (they are answered 401 no-jwks-configured).
+	// JWKSURL is where dynamic-webhook keys are published: RS256 keys
+	// (by kid) for JWTs, OKP Ed25519 keys for v1a entries. http(s), or
+	// file:///path for a local set. Empty disables JWT deliveries, and v1a
+	// ones unless PublicKeys is set (401 no-jwks-configured).
 	JWKSURL string
+	// PublicKeys are whpk_… Ed25519 public keys. When set they are the
+	// only keys v1a entries are checked against (a fixed trust list; the
+	// JWKS is then used for JWTs only).
+	PublicKeys []string
 	// Audience, if non-empty, must appear in a JWT's aud claim.
 	Audience string
 	// Tolerance bounds |now - webhook-timestamp|; zero means
 	// DefaultTolerance.
 	Tolerance time.Duration
-	// HTTPClient fetches the JWKS; required if JWKSURL is set.
+	// HTTPClient fetches the JWKS; required if JWKSURL is http(s).
 	HTTPClient *http.Client
 	// Now is the clock; required.
 	Now func() time.Time
@@ -81,7 +96,7 @@ type Verified struct {
 	// Timestamp is the delivery attempt time: webhook-timestamp, or for JWT
 	// deliveries without it the token's iat (or the zero time).
 	Timestamp time.Time
-	// Method is MethodHMAC or MethodJWT.
+	// Method is MethodHMAC, MethodV1A or MethodJWT.
 	Method string
 	// Claims are the verified JWT claims (nil for HMAC). Gemini's claim set
 	// is undocumented, so they are kept for logging and as a fallback
@@ -92,6 +107,7 @@ type Verified struct {
 // Verifier authenticates webhook deliveries. It is safe for concurrent use.
 type Verifier struct {
 	keys      [][]byte
+	edKeys    []ed25519.PublicKey // fixed v1a trust list; nil: the JWKS's
 	tolerance time.Duration
 	audience  string
 	now       func() time.Time
@@ -120,17 +136,38 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		keys = append(keys, key)
 	}
 	v := &Verifier{keys: keys, tolerance: tol, audience: cfg.Audience, now: cfg.Now}
+	for i, s := range cfg.PublicKeys {
+		k, err := DecodePublicKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: key at index %d %v", publicKeysEnv, i, err)
+		}
+		v.edKeys = append(v.edKeys, k)
+	}
 	if cfg.JWKSURL != "" {
-		u, err := url.Parse(cfg.JWKSURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, errors.New("webhook: JWKS URL must be an absolute http(s) URL")
+		u, err := ParseJWKSURL(cfg.JWKSURL)
+		if err != nil {
+			return nil, fmt.Errorf("webhook: %w", err)
 		}
-		if cfg.HTTPClient == nil {
-			return nil, errors.New("webhook: Config.HTTPClient is required when JWKSURL is set")
+		if u.Scheme != "file" && cfg.HTTPClient == nil {
+			return nil, errors.New("webhook: Config.HTTPClient is required when JWKSURL is http(s)")
 		}
-		v.jwks = newJWKSCache(cfg.JWKSURL, cfg.HTTPClient)
+		v.jwks = newJWKSCache(u, cfg.HTTPClient)
 	}
 	return v, nil
+}
+
+// ParseJWKSURL accepts an absolute http(s) URL or a file:///absolute/path
+// (a local JWKS for development), the forms the verifier can fetch.
+func ParseJWKSURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+	case (u.Scheme == "https" || u.Scheme == "http") && u.Host != "":
+		return u, nil
+	case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost") && strings.HasPrefix(u.Path, "/"):
+		return u, nil
+	}
+	return nil, errors.New("JWKS URL must be an absolute http(s) URL or file:///path")
 }
 
 // CheckSecret reports whether s is a usable whsec_ signing secret, so
@@ -164,16 +201,21 @@ func decodeSecret(s string) ([]byte, string) {
 // Verify authenticates a delivery from its headers and raw body (the exact
 // bytes received: re-serialised JSON does not verify). A webhook-signature
 // that looks like a compact JWS is checked as a dynamic-webhook RS256 JWT;
-// anything else as Standard Webhooks v1 signatures. Failures are *Error.
+// anything else as Standard Webhooks entries (v1 HMAC, v1a Ed25519, any
+// mix). Failures are *Error.
 func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (Verified, error) {
 	sig := strings.Trim(h.Get(canonical(hdrSignature)), sigSeparators)
 	if looksLikeJWS(sig) {
 		return v.verifyJWT(ctx, h, sig)
 	}
-	return v.verifyHMAC(h, sig, body)
+	return v.verifyStandard(ctx, h, sig, body)
 }
 
-func (v *Verifier) verifyHMAC(h http.Header, sig string, body []byte) (Verified, error) {
+// verifyStandard checks Standard Webhooks signatures: every v1 (HMAC) entry
+// against every secret, then every v1a (Ed25519) entry against every
+// trusted Ed25519 key. Any entry that verifies makes the delivery valid;
+// entries of other versions and malformed ones are skipped, not fatal.
+func (v *Verifier) verifyStandard(ctx context.Context, h http.Header, sig string, body []byte) (Verified, error) {
 	id, ts := h.Get(canonical(hdrID)), h.Get(canonical(hdrTimestamp))
 	var missing []string
 	for _, p := range [][2]string{{hdrID, id}, {hdrTimestamp, ts}, {hdrSignature, sig}} {
@@ -184,11 +226,13 @@ func (v *Verifier) verifyHMAC(h http.Header, sig string, body []byte) (Verified,
 	if len(missing) > 0 {
 		return Verified{}, unauthorized(ReasonMissingHeaders, strings.Join(missing, ", "))
 	}
-	t, err := v.checkTimestamp(ts, v.now())
+	now := v.now()
+	t, err := v.checkTimestamp(ts, now)
 	if err != nil {
 		return Verified{}, err
 	}
-	if len(v.keys) == 0 {
+	hasEd := len(v.edKeys) > 0 || v.jwks != nil
+	if len(v.keys) == 0 && !hasEd {
 		return Verified{}, unauthorized(ReasonNoSecretsConfigured, "static deliveries cannot be verified")
 	}
 
@@ -200,9 +244,46 @@ func (v *Verifier) verifyHMAC(h http.Header, sig string, body []byte) (Verified,
 	content = append(content, '.')
 	content = append(content, body...)
 
-	// Allocation-free on the hot path: the expected signature is encoded
-	// into a stack buffer and compared in constant time with each v1 entry
-	// as it is split off the header.
+	// v1 first: it costs next to nothing, and a v1 match is proof the
+	// delivery is for this deployment (the secret is ours alone).
+	v1Checked, ok := v.matchV1(sig, content)
+	if ok {
+		return Verified{ID: id, Timestamp: t, Method: MethodHMAC}, nil
+	}
+	var sigs v1aSignatures
+	v1aEntries := sigs.parse(sig)
+	if sigs.n > 0 && hasEd {
+		ok, verr := v.matchV1A(ctx, &sigs, content, now)
+		if verr != nil {
+			return Verified{}, verr
+		}
+		if ok {
+			return Verified{ID: id, Timestamp: t, Method: MethodV1A}, nil
+		}
+	}
+	v1aChecked := 0
+	if hasEd {
+		v1aChecked = sigs.n
+	}
+	switch {
+	case v1Checked == 0 && v1aChecked == 0 && v1aEntries > 0 && !hasEd:
+		return Verified{}, unauthorized(ReasonNoJWKSConfigured, "v1a deliveries cannot be verified")
+	case v1Checked == 0 && v1aChecked == 0 && len(v.keys) == 0:
+		return Verified{}, unauthorized(ReasonNoSecretsConfigured, "static deliveries cannot be verified")
+	}
+	return Verified{}, unauthorized(ReasonNoMatchingSignature,
+		fmt.Sprintf("%d v1 signature(s) checked against %d secret(s), %d of %d v1a signature(s) checked",
+			v1Checked, len(v.keys), v1aChecked, v1aEntries))
+}
+
+// matchV1 compares each v1 entry of sig with the HMAC of content under each
+// secret. It returns how many v1 entries there were (0 without secrets)
+// and whether one matched.
+//
+// Allocation-free on the hot path: the expected signature is encoded into a
+// stack buffer and compared in constant time with each v1 entry as it is
+// split off the header.
+func (v *Verifier) matchV1(sig string, content []byte) (int, bool) {
 	var sum [sha256.Size]byte
 	var want [44]byte // base64.StdEncoding.EncodedLen(sha256.Size)
 	candidates := 0
@@ -210,30 +291,30 @@ func (v *Verifier) verifyHMAC(h http.Header, sig string, body []byte) (Verified,
 		mac := hmac.New(sha256.New, key)
 		mac.Write(content)
 		base64.StdEncoding.Encode(want[:], mac.Sum(sum[:0]))
-		rest := sig
-		for rest != "" {
-			rest = strings.TrimLeft(rest, sigSeparators)
-			entry := rest
-			if i := strings.IndexAny(rest, sigSeparators); i >= 0 {
-				entry, rest = rest[:i], rest[i:]
-			} else {
-				rest = ""
-			}
-			// Other versions (v1a is ed25519) and malformed entries are
-			// skipped, not fatal: a valid v1 entry may follow.
+		candidates = 0
+		for rest := sig; rest != ""; {
+			var entry string
+			entry, rest = nextEntry(rest)
 			val, ok := strings.CutPrefix(entry, "v1,")
 			if !ok || val == "" {
 				continue
 			}
 			candidates++
 			if constantTimeEqual(val, want[:]) {
-				return Verified{ID: id, Timestamp: t, Method: MethodHMAC}, nil
+				return candidates, true
 			}
 		}
 	}
-	candidates /= len(v.keys)
-	return Verified{}, unauthorized(ReasonNoMatchingSignature,
-		fmt.Sprintf("%d v1 signature(s) checked against %d secret(s)", candidates, len(v.keys)))
+	return candidates, false
+}
+
+// nextEntry splits the first entry off a webhook-signature value.
+func nextEntry(s string) (entry, rest string) {
+	s = strings.TrimLeft(s, sigSeparators)
+	if i := strings.IndexAny(s, sigSeparators); i >= 0 {
+		return s[:i], s[i:]
+	}
+	return s, ""
 }
 
 // checkTimestamp parses integer Unix seconds and enforces the tolerance in

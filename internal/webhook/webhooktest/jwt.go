@@ -1,8 +1,10 @@
 package webhooktest
 
 import (
+	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -30,8 +32,7 @@ func NewJWTSigner(kid string) (*JWTSigner, error) {
 // ServeHTTP answers with the JWKS holding the signer's public key.
 func (s *JWTSigner) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
-		{Key: &s.key.PublicKey, KeyID: s.kid, Algorithm: string(jose.RS256), Use: "sig"}}})
+	_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{s.JWK()}})
 }
 
 // Token signs claims as a compact RS256 JWS with the signer's kid.
@@ -51,4 +52,16 @@ func JWTHeaders(id, token string) http.Header {
 	h.Set("webhook-signature", token)
 	h.Set("Content-Type", "application/json")
 	return h
+}
+
+// JWK is the signer's public key as published in the JWKS.
+func (s *JWTSigner) JWK() jose.JSONWebKey {
+	return jose.JSONWebKey{Key: &s.key.PublicKey, KeyID: s.kid, Algorithm: string(jose.RS256), Use: "sig"}
+}
+
+// Raw signs msg with the signer's RSA key (RS256 over msg, no JWS): a
+// signature made with the wrong kind of key, for alg-confusion tests.
+func (s *JWTSigner) Raw(msg []byte) ([]byte, error) {
+	sum := sha256.Sum256(msg)
+	return rsa.SignPKCS1v15(rand.Reader, s.key, crypto.SHA256, sum[:])
 }

@@ -1,5 +1,6 @@
 // Package webhooktest signs deliveries the way Gemini does (Standard
-// Webhooks HMAC-SHA256 for static webhooks, RS256 JWTs for dynamic ones),
+// Webhooks v1 HMAC-SHA256 for static webhooks; v1a Ed25519 as dynamic ones
+// are sent live, or RS256 JWTs as they are documented),
 // for tests, the simulator and `lrosink` demos.
 package webhooktest
 
