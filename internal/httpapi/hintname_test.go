@@ -152,9 +152,16 @@ func TestFarFutureHintDoesNotSetTheClock(t *testing.T) {
 			t.Parallel()
 			h := newHintRig(t, true)
 			p := newPeers(t, h)
+			p.register(t, "interactions/far") // known: the hint is applied without asking Gemini
 			body := `{"type":"interaction.requires_action","version":"v1","timestamp":"9999-12-31T23:59:59Z","data":{"id":"interactions/far"}}`
 			if status, outcome, reason := h.deliver(t, body); status != http.StatusOK || outcome != "applied" {
 				t.Fatalf("hint: %d %s %s", status, outcome, reason)
+			}
+			if n := h.fake.TotalCalls(); n != 0 {
+				t.Fatalf("Gemini asked %d times about a known operation's non-terminal hint", n)
+			}
+			if op, _ := h.operation(t, "interactions/far"); op.State != lifecycle.RequiresAction || !lifecycle.ServerTime(op.UpdateTime).Equal(time.Unix(0, 0)) {
+				t.Fatalf("after the hint: %s at %s, want REQUIRES_ACTION with no time", op.State, op.UpdateTime)
 			}
 			upd := now.Add(-time.Minute)
 			h.fake.SetInteraction("far", fakegemini.InteractionState{Status: tc.status, Updated: upd})
@@ -187,5 +194,38 @@ func TestVideoHintWithAnotherModelUsesTheLedgers(t *testing.T) {
 	}
 	if op, _ := h.operation(t, "operations/vid3"); op.APIName != "models/veo-3/operations/vid3" {
 		t.Fatalf("api name %q, want the registered one kept", op.APIName)
+	}
+}
+
+// TestNonTerminalHintAboutAnUnknownOperation: a non-terminal hint about an
+// operation the ledger does not know is confirmed like a terminal one: a
+// delivery about an interaction Gemini does not know (another project's,
+// replayed, or forged) stores nothing; one Gemini knows is recorded as
+// Gemini answers, with Gemini's state and time.
+func TestNonTerminalHintAboutAnUnknownOperation(t *testing.T) {
+	t.Parallel()
+	h := newHintRig(t, true)
+	body := func(id string) string {
+		return `{"type":"interaction.requires_action","timestamp":"9999-12-31T23:59:59Z","data":{"id":"interactions/` + id + `"}}`
+	}
+	status, outcome, reason := h.deliver(t, body("foreign"))
+	if status != http.StatusOK || outcome != "dropped" || reason != "not-confirmed" {
+		t.Fatalf("unknown to Gemini: %d %s %s, want 200 dropped not-confirmed", status, outcome, reason)
+	}
+	if _, ok := h.operation(t, "interactions/foreign"); ok {
+		t.Fatal("an operation Gemini does not know was stored")
+	}
+	upd := now.Add(-time.Minute)
+	h.fake.SetInteraction("mine", fakegemini.InteractionState{Status: "in_progress", Updated: upd})
+	status, outcome, reason = h.deliver(t, body("mine"))
+	if status != http.StatusOK || outcome != "applied" {
+		t.Fatalf("known to Gemini: %d %s %s, want 200 applied", status, outcome, reason)
+	}
+	op, ok := h.operation(t, "interactions/mine")
+	if !ok || op.State != lifecycle.Running || !op.UpdateTime.Equal(upd) {
+		t.Fatalf("recorded %s at %s (found %v), want Gemini's RUNNING at %s", op.State, op.UpdateTime, ok, upd)
+	}
+	if n := h.fake.TotalCalls(); n != 2 {
+		t.Fatalf("%d Gemini calls, want one per delivery", n)
 	}
 }

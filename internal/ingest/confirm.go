@@ -62,18 +62,30 @@ func bodyless(ev Event) Event {
 	return ev
 }
 
-// confirm handles a terminal hint. The dynamic-webhook token does not cover
-// the body, so the stated terminal is never applied: the door asks Gemini
-// and applies its answer instead (which may not be terminal at all).
-// Concurrent hints for one operation share one fetch: the answer does not
-// depend on what they stated.
+// confirm handles a terminal hint, and a non-terminal one when a Confirmer
+// is configured. The dynamic-webhook token does not cover the body, so a
+// stated terminal is never applied: the door asks Gemini and applies its
+// answer instead (which may not be terminal at all). Concurrent terminal
+// hints for one operation share one fetch: the answer does not depend on
+// what they stated.
+//
+// A non-terminal hint about an operation the ledger holds is applied as
+// stated, without its time (bodyless), and without asking Gemini: it can
+// raise the rank but loses every tie with a timed answer. About an
+// operation the ledger does not know it is confirmed like a terminal one,
+// so a delivery about an operation Gemini does not know (another project's,
+// replayed; or forged) stores nothing.
 //
 // Gemini is asked under the name the ledger keeps, the most specific one (a
 // Veo operation's model path, which deliveries may omit); the delivered
 // name is used only for an operation the ledger does not know, or knows by
 // nothing more than its canonical name. The read serves the apply too.
 func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Event) (Result, error) {
-	return d.coalesce(ctx, id+"|confirm", func(ctx context.Context) (res Result, err error) {
+	key := id + "|confirm"
+	if !hint.State.Terminal() {
+		key = id + "|hint|" + string(hint.State) // may be applied as stated: not shared with other states
+	}
+	return d.coalesce(ctx, key, func(ctx context.Context) (res Result, err error) {
 		start := d.cfg.Now()
 		logged := hint
 		defer func() { d.log(ctx, logged, res, err, start) }()
@@ -84,6 +96,9 @@ func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Ev
 		op, err := d.current(ctx, id, nil)
 		if err != nil {
 			return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
+		}
+		if !hint.State.Terminal() && op.Rev.Exists() {
+			return d.retry(ctx, id, name, hint, &op)
 		}
 		if op.Rev.Exists() {
 			if stored, serr := opname.Normalize(op.APIName, name.Kind); serr == nil && stored.Key() == name.Key() &&

@@ -253,7 +253,7 @@ func (d *Door) IngestRead(ctx context.Context, ev Event, read *ledger.Operation)
 	}
 	if ev.Hint {
 		ev = bodyless(ev)
-		if ev.State.Terminal() {
+		if ev.State.Terminal() || d.cfg.Confirmer != nil {
 			return d.confirm(ctx, id, name, ev)
 		}
 	}
