@@ -19,9 +19,14 @@ const (
 // Result is the data of one lrosink results message (docs/CONTRACT.md §6,
 // docs/results.schema.json). Unknown fields are ignored, as the schema asks.
 type Result struct {
-	Operation  string    `json:"operation"` // canonical name: batches/ID, operations/ID, interactions/ID
-	Kind       string    `json:"kind"`      // batch, video, interaction
-	State      string    `json:"state"`     // the first terminal state (State* constants)
+	Operation string `json:"operation"` // canonical name: batches/ID, operations/ID, interactions/ID
+	// APIName is the name to call the Gemini API with (operations.get):
+	// models/M/operations/ID for a Veo video whose model lrosink learnt,
+	// otherwise the same as Operation; empty on messages from versions
+	// before it was added.
+	APIName    string    `json:"api_name"`
+	Kind       string    `json:"kind"`  // batch, video, interaction
+	State      string    `json:"state"` // the first terminal state (State* constants)
 	UpdateTime time.Time `json:"update_time"`
 	SettledBy  string    `json:"settled_by"` // webhook or reconcile
 	SettledAt  time.Time `json:"settled_at"`

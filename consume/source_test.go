@@ -239,9 +239,9 @@ func TestLinesSource(t *testing.T) {
 }
 
 // The typed Result reads what the schema describes, including the additions
-// of CONTRACT.md §6 (gemini_status, output.batch_stats, INCOMPLETE).
+// of CONTRACT.md §6 (gemini_status, api_name, output.batch_stats, INCOMPLETE).
 func TestResultDecoding(t *testing.T) {
-	line := `{"operation":"batches/x","kind":"batch","state":"INCOMPLETE","update_time":"2026-11-21T10:00:00Z",
+	line := `{"operation":"batches/x","api_name":"batches/x","kind":"batch","state":"INCOMPLETE","update_time":"2026-11-21T10:00:00Z",
 "settled_by":"webhook","settled_at":"2026-11-21T10:00:01Z","gemini_status":"BATCH_STATE_SUCCEEDED",
 "idempotency_key":"gemini:batches/x","output":{"batch_stats":{"request_count":10,"successful_request_count":7,
 "failed_request_count":2,"pending_request_count":1}},"error":null,"user_metadata":null,"some_future_field":1,
@@ -253,7 +253,7 @@ func TestResultDecoding(t *testing.T) {
 	}
 	r := tl.results["gemini:batches/x"]
 	st, ok := r.BatchStats()
-	if r.State != consume.StateIncomplete || r.GeminiStatus != "BATCH_STATE_SUCCEEDED" || !ok ||
+	if r.State != consume.StateIncomplete || r.GeminiStatus != "BATCH_STATE_SUCCEEDED" || r.APIName != "batches/x" || !ok ||
 		st != (consume.BatchStats{RequestCount: 10, SuccessfulRequestCount: 7, FailedRequestCount: 2, PendingRequestCount: 1}) {
 		t.Errorf("result %+v, batch stats %+v %v", r, st, ok)
 	}

@@ -164,7 +164,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !strings.Contains(timeline, "register") || !strings.Contains(timeline, "webhook") || !strings.Contains(timeline, "SUCCEEDED") {
 		t.Errorf("timeline lacks the register and the webhook:\n%s", timeline)
 	}
-	if !strings.Contains(message, `"idempotency_key": "gemini:batches/br_evil"`) || !strings.Contains(message, `"state": "SUCCEEDED"`) {
+	if !strings.Contains(message, `"idempotency_key": "gemini:batches/br_evil"`) || !strings.Contains(message, `"state": "SUCCEEDED"`) ||
+		!strings.Contains(message, `"api_name": "batches/br_evil"`) {
 		t.Errorf("published message not shown:\n%s", message)
 	}
 	// Shown as the very characters that came in: escaped, not interpreted.

@@ -448,7 +448,8 @@ func testServeEndToEnd(t *testing.T, bin string) {
 
 	mustDeliver(t, p.base, secret, "e2e_a", "msg_a1", "completed")
 	l := p.next(t)
-	wantAttrs := map[string]string{"idempotency_key": "gemini:batches/e2e_a", "operation": "batches/e2e_a", "state": "SUCCEEDED", "kind": "batch"}
+	wantAttrs := map[string]string{"idempotency_key": "gemini:batches/e2e_a", "operation": "batches/e2e_a", "state": "SUCCEEDED", "kind": "batch",
+		"api_name": "batches/e2e_a"}
 	if l.Operation != "batches/e2e_a" || l.State != "SUCCEEDED" || l.Kind != "batch" || l.SettledBy != "webhook" ||
 		l.IdempotencyKey != "gemini:batches/e2e_a" || fmt.Sprint(l.Attributes) != fmt.Sprint(wantAttrs) || l.UserMetadata["job"] != "e2e_a" {
 		t.Fatalf("results line %+v", l)

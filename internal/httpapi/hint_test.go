@@ -216,11 +216,14 @@ func TestHMACDeliveriesAreNotConfirmed(t *testing.T) {
 	}
 }
 
-// TestJWTNonTerminalHint: a non-terminal JWT delivery applies its state
-// without asking Gemini, but none of the body's data.
+// TestJWTNonTerminalHint: a non-terminal JWT delivery about a registered
+// operation applies its state without asking Gemini, but none of the body's
+// data (nor its time). About an unknown operation it is confirmed
+// (TestNonTerminalHintAboutAnUnknownOperation).
 func TestJWTNonTerminalHint(t *testing.T) {
 	t.Parallel()
 	h := newHintRig(t, true)
+	newPeers(t, h).register(t, "interactions/i1")
 	body := `{"type":"interaction.requires_action","data":{"id":"interactions/i1"},"user_metadata":{"who":"forger"}}`
 	if status, outcome, reason := h.deliver(t, body); status != http.StatusOK || outcome != "applied" {
 		t.Fatalf("%d %s %s", status, outcome, reason)

@@ -82,6 +82,10 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name"}
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
+	case errors.Is(err, ingest.ErrVideoModelUnknown):
+		// A bare operations/ID that Gemini cannot be asked about: 503 so
+		// Gemini redelivers (a registration with the model path settles it).
+		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "video-model-unknown", Operation: res.Operation}
 	case errors.Is(err, ingest.ErrNotConfirmed):
 		// A hint's (v1a, JWT) terminal could not be checked with Gemini; the
 		// error (logged by the door) says why. Transient: Gemini is busy or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -38,32 +39,78 @@ const (
 // answer.
 const confirmedByGemini = "gemini"
 
+// ErrVideoModelUnknown wraps ErrNotConfirmed for a video hint that names
+// only operations/ID when the ledger keeps no model path for it either:
+// Gemini answers 404 for a Veo operation asked without its model, which
+// says nothing about whether the video exists. Nothing is stored (the
+// delivery may be about another project's video) and the answer is 503,
+// so Gemini redelivers: a registration with the model path in the
+// meantime lets the redelivery settle it.
+var ErrVideoModelUnknown = errors.New("video operation named without its model, which the ledger does not know either")
+
 // bodyless keeps what the door may use from a hint: which operation, the
-// stated state and time, and where it came from. Output, error and user
-// metadata are dropped: a forger could have written them, and they would
-// end up in the results message.
+// stated state, and where it came from. Output, error and user metadata are
+// dropped: a forger could have written them, and they would end up in the
+// results message. So is the time: a hint never sets the operation's clock
+// (a far-future time would make every genuine same-rank answer from Gemini
+// stale). Without a time a stated non-terminal state can move the rank up
+// but loses every tie, and a terminal one is replaced by Gemini's answer.
 func bodyless(ev Event) Event {
 	ev.Output, ev.Error, ev.UserMetadata = nil, nil, nil
+	ev.UpdateTime = time.Time{}
+	ev.delivered = ev.State
 	return ev
 }
 
-// confirm handles a terminal hint. The dynamic-webhook token does not cover
-// the body, so the stated terminal is never applied: the door asks Gemini
-// and applies its answer instead (which may not be terminal at all).
-// Concurrent hints for one operation share one fetch: the answer does not
-// depend on what they stated.
+// confirm handles a terminal hint, and a non-terminal one when a Confirmer
+// is configured. The dynamic-webhook token does not cover the body, so a
+// stated terminal is never applied: the door asks Gemini and applies its
+// answer instead (which may not be terminal at all). Concurrent terminal
+// hints for one operation share one fetch: the answer does not depend on
+// what they stated.
+//
+// A non-terminal hint about an operation the ledger holds is applied as
+// stated, without its time (bodyless), and without asking Gemini: it can
+// raise the rank but loses every tie with a timed answer. About an
+// operation the ledger does not know it is confirmed like a terminal one,
+// so a delivery about an operation Gemini does not know (another project's,
+// replayed; or forged) stores nothing.
+//
+// Gemini is asked under the name the ledger keeps, the most specific one (a
+// Veo operation's model path, which deliveries may omit); the delivered
+// name is used only for an operation the ledger does not know, or knows by
+// nothing more than its canonical name. The read serves the apply too.
 func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Event) (Result, error) {
-	return d.coalesce(ctx, id+"|confirm", func(ctx context.Context) (res Result, err error) {
+	key := id + "|confirm"
+	if !hint.State.Terminal() {
+		key = id + "|hint|" + string(hint.State) // may be applied as stated: not shared with other states
+	}
+	return d.coalesce(ctx, key, func(ctx context.Context) (res Result, err error) {
 		start := d.cfg.Now()
 		logged := hint
-		logged.delivered = hint.State
 		defer func() { d.log(ctx, logged, res, err, start) }()
 
 		if d.cfg.Confirmer == nil {
 			return d.unconfirmed(ctx, id, name, hint, &logged)
 		}
+		op, err := d.current(ctx, id, nil)
+		if err != nil {
+			return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
+		}
+		if !hint.State.Terminal() && op.Rev.Exists() {
+			return d.retry(ctx, id, name, hint, &op)
+		}
+		if op.Rev.Exists() {
+			if stored, serr := opname.Normalize(op.APIName, name.Kind); serr == nil && stored.Key() == name.Key() &&
+				!(stored.APIName == stored.Canonical && moreSpecific(name.APIName, stored.APIName)) {
+				name = stored
+			}
+		}
 		got, err := d.cfg.Confirmer.Fetch(ctx, name.Kind, name.APIName)
 		switch {
+		case fetcherr.KindOf(err) == fetcherr.NotFound && name.Kind == opname.KindVideo && name.APIName == name.Canonical:
+			return Result{Operation: name.Canonical}, fmt.Errorf("%w: %w: %s (register it as models/MODEL/%s): %w",
+				ErrNotConfirmed, ErrVideoModelUnknown, name.Canonical, name.Canonical, err)
 		case fetcherr.KindOf(err) == fetcherr.NotFound:
 			// Redelivering cannot help: answer 200 and store nothing. A
 			// registered operation keeps being checked by the reconciler.
@@ -78,10 +125,10 @@ func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Ev
 		logged = ev
 		// Gemini may name the operation more specifically (a video's model);
 		// anything that is not the same operation keeps the name we asked for.
-		if n, nerr := opname.Normalize(got.Name, name.Kind); nerr == nil && n.Key() == name.Key() {
+		if n, nerr := opname.Normalize(got.Name, name.Kind); nerr == nil && n.Key() == name.Key() && !moreSpecific(name.APIName, n.APIName) {
 			name = n
 		}
-		return d.retry(ctx, id, name, ev, nil)
+		return d.retry(ctx, id, name, ev, &op)
 	})
 }
 

@@ -48,7 +48,9 @@ type Event struct {
 	UserMetadata map[string]any
 	// Hint marks an event whose body nobody authenticated: a dynamic-webhook
 	// delivery, whose JWT does not cover the body. The door applies none of
-	// its data and confirms a terminal state with the Gemini API first.
+	// its data nor its time, and confirms a terminal state (or any state of
+	// an operation the ledger does not know) with the Gemini API first,
+	// under the API name the ledger keeps.
 	Hint bool
 
 	// Set by the door on the event it applies in place of a hint: the state

@@ -253,7 +253,7 @@ func (d *Door) IngestRead(ctx context.Context, ev Event, read *ledger.Operation)
 	}
 	if ev.Hint {
 		ev = bodyless(ev)
-		if ev.State.Terminal() {
+		if ev.State.Terminal() || d.cfg.Confirmer != nil {
 			return d.confirm(ctx, id, name, ev)
 		}
 	}
@@ -430,14 +430,22 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Even
 		// the state, in a commit that changes nothing else; a settled
 		// operation's message was fixed when it settled and stays as it is.
 		// What would push the stored map over its bound is dropped (keep).
-		if md := d.keep(ctx, name, ev, "user_metadata", op.UserMetadata, ev.UserMetadata, ledger.MaxMetadataBytes); len(md) > len(op.UserMetadata) {
+		// A registration naming the model of a video known only as
+		// operations/ID (first seen in a delivery that omitted it) gives the
+		// reconciler and hint confirmation a name Gemini can answer for.
+		md := d.keep(ctx, name, ev, "user_metadata", op.UserMetadata, ev.UserMetadata, ledger.MaxMetadataBytes)
+		upgrade := op.APIName == op.Name && moreSpecific(name.APIName, op.APIName)
+		if len(md) > len(op.UserMetadata) || upgrade {
 			next := op
 			next.UserMetadata = md
+			if upgrade {
+				next.APIName = name.APIName
+			}
 			rev, _, err := d.cfg.Store.CommitOperation(ctx, next, nil)
 			if err != nil {
 				return res, commitErr(name, err)
 			}
-			op.Rev, res.Version, res.Rev, res.MetadataMerged = rev, rev.Version, rev, true
+			op.Rev, res.Version, res.Rev, res.MetadataMerged = rev, rev.Version, rev, len(md) > len(op.UserMetadata)
 		}
 	}
 	// A terminal operation whose claim was released or whose lease ran out
@@ -690,7 +698,7 @@ func commitErr(name opname.Name, err error) error {
 
 func message(op ledger.Operation, key string) results.Message {
 	return results.Message{
-		Operation: op.Name, Kind: string(op.Kind), State: string(op.State), GeminiStatus: results.RawStatus(op.GeminiStatus),
+		Operation: op.Name, APIName: results.APIName(op.APIName), Kind: string(op.Kind), State: string(op.State), GeminiStatus: results.RawStatus(op.GeminiStatus),
 		UpdateTime: lifecycle.ServerTime(op.UpdateTime), SettledBy: op.SettledBy, SettledAt: op.SettledAt,
 		IdempotencyKey: key, Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata,
 	}

@@ -107,7 +107,8 @@ func (m *Metrics) ObserveDecision(source ingest.Source, res ingest.Result, err e
 // errorReason classifies a door error into a small, fixed label set,
 // whatever the error says. The names are the Webhook function's answer
 // reasons (httpapi), except that a failed confirmation is one
-// "not-confirmed" (the answer splits it by Gemini's error) and an injected
+// "not-confirmed" (the answer splits it by Gemini's error; a video named
+// without its model has its own, "video-model-unknown") and an injected
 // crash is "crashed" (the answer says ledger-unavailable).
 func errorReason(err error) string {
 	var invalid *ingest.InvalidError
@@ -116,6 +117,8 @@ func errorReason(err error) string {
 		return "invalid-name"
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return "claim-missing"
+	case errors.Is(err, ingest.ErrVideoModelUnknown):
+		return "video-model-unknown" // needs a registration with the model path, not a retry
 	case errors.Is(err, ingest.ErrNotConfirmed):
 		return "not-confirmed"
 	case errors.Is(err, ingest.ErrSideEffect):

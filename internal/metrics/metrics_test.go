@@ -49,12 +49,15 @@ func TestDecisionErrorsHaveBoundedReasons(t *testing.T) {
 		fmt.Errorf("%w: publish batches/x: %w", ingest.ErrSideEffect, errors.New("boom")))
 	m.ObserveDecision(ingest.SourceReconcile, ingest.Result{}, fmt.Errorf("%w: read: eof", ingest.ErrUnavailable))
 	m.ObserveDecision(ingest.SourceWebhook, ingest.Result{Outcome: ingest.OutcomeDuplicate, Reason: "duplicate"}, nil)
+	m.ObserveDecision(ingest.SourceWebhook, ingest.Result{},
+		fmt.Errorf("%w: %w: operations/v1: 404", ingest.ErrNotConfirmed, ingest.ErrVideoModelUnknown))
 	want := `
 # HELP lrosink_ingest_decisions_total Decisions of the ingest door, as logged in "ingest decision" lines (outcome "error" when it failed).
 # TYPE lrosink_ingest_decisions_total counter
 lrosink_ingest_decisions_total{outcome="duplicate",reason="duplicate",source="webhook"} 1
 lrosink_ingest_decisions_total{outcome="error",reason="ledger-unavailable",source="reconcile"} 1
 lrosink_ingest_decisions_total{outcome="error",reason="side-effect-failed",source="webhook"} 1
+lrosink_ingest_decisions_total{outcome="error",reason="video-model-unknown",source="webhook"} 1
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "lrosink_ingest_decisions_total"); err != nil {
 		t.Fatal(err)

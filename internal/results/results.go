@@ -18,8 +18,13 @@ type ErrorInfo struct {
 // attributes and ordering key are derived from it.
 type Message struct {
 	Operation string `json:"operation"`
-	Kind      string `json:"kind"`
-	State     string `json:"state"`
+	// APIName is the name to call the Gemini API with (operations.get):
+	// the most specific form the ledger keeps, e.g. a Veo operation's
+	// models/M/operations/ID while Operation is operations/ID. Empty (null
+	// in JSON) only on a message fixed before lrosink recorded it.
+	APIName APIName `json:"api_name"`
+	Kind    string  `json:"kind"`
+	State   string  `json:"state"`
 	// GeminiStatus is Gemini's raw status string behind State (see
 	// RawStatus).
 	GeminiStatus   RawStatus      `json:"gemini_status"`
@@ -41,11 +46,21 @@ type Message struct {
 type RawStatus string
 
 // MarshalJSON encodes an empty status as null.
-func (s RawStatus) MarshalJSON() ([]byte, error) {
+func (s RawStatus) MarshalJSON() ([]byte, error) { return nullIfEmpty(string(s)) }
+
+// APIName is the operation's name for the Gemini API (operations.get).
+// Empty encodes as null: a message fixed before lrosink put the API name in
+// it (a claim written by an older version) has none.
+type APIName string
+
+// MarshalJSON encodes an empty API name as null.
+func (n APIName) MarshalJSON() ([]byte, error) { return nullIfEmpty(string(n)) }
+
+func nullIfEmpty(s string) ([]byte, error) {
 	if s == "" {
 		return []byte("null"), nil
 	}
-	return json.Marshal(string(s))
+	return json.Marshal(s)
 }
 
 // Data returns the message data: the JSON object of CONTRACT.md §6. Output is
@@ -70,6 +85,9 @@ func (m Message) Attributes() map[string]string {
 		"operation":       m.Operation,
 		"state":           m.State,
 		"kind":            m.Kind,
+	}
+	if m.APIName != "" {
+		a["api_name"] = string(m.APIName)
 	}
 	if m.ReplayID != "" {
 		a["replay_id"] = m.ReplayID

@@ -13,6 +13,7 @@ import (
 func message(op string) results.Message {
 	return results.Message{
 		Operation:      op,
+		APIName:        results.APIName(op),
 		Kind:           "batch",
 		State:          "SUCCEEDED",
 		UpdateTime:     time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
@@ -33,6 +34,9 @@ func wantAttrs(m results.Message) map[string]string {
 		"state":           m.State,
 		"kind":            m.Kind,
 	}
+	if m.APIName != "" {
+		a["api_name"] = string(m.APIName)
+	}
 	if m.ReplayID != "" {
 		a["replay_id"] = m.ReplayID
 	}
@@ -50,6 +54,10 @@ func checkData(t *testing.T, got map[string]any, m results.Message) {
 		"settled_by":      m.SettledBy,
 		"settled_at":      m.SettledAt.UTC().Format(time.RFC3339Nano),
 		"idempotency_key": m.IdempotencyKey,
+		"api_name":        nil, // null when unknown (a message fixed by an older version)
+	}
+	if m.APIName != "" {
+		want["api_name"] = string(m.APIName)
 	}
 	for k, v := range want {
 		if got[k] != v {

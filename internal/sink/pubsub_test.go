@@ -98,7 +98,9 @@ func TestPubSubPublishesDataAttributesAndOrderingKey(t *testing.T) {
 	failed.State = "FAILED"
 	failed.Output = nil
 	failed.Error = &results.ErrorInfo{Code: 13, Message: "internal"}
+	failed.APIName = "" // fixed before lrosink recorded it: null, no attribute
 	replay := message("operations/v2")
+	replay.Kind, replay.APIName = "video", "models/veo-3.0-generate-001/operations/v2"
 	replay.ReplayID = "replay-7"
 	msgs := []results.Message{message("interactions/i3"), failed, replay}
 	for _, m := range msgs {

@@ -11,7 +11,7 @@ import (
 
 func valid() results.Message {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 123456000, time.UTC)
-	return results.Message{Operation: "batches/b1", Kind: "batch", State: "SUCCEEDED", UpdateTime: t0,
+	return results.Message{Operation: "batches/b1", APIName: "batches/b1", Kind: "batch", State: "SUCCEEDED", UpdateTime: t0,
 		SettledBy: "webhook", SettledAt: t0, IdempotencyKey: "gemini:batches/b1",
 		GeminiStatus: "batch.succeeded", Output: map[string]any{"output_file_uri": "gs://b/r.jsonl"}}
 }
@@ -27,6 +27,18 @@ func TestEveryShapeTheDoorBuildsValidates(t *testing.T) {
 		m.Kind = k
 		m.Operation = kinds[k] + "op" + string(rune('a'+i%26))
 		m.IdempotencyKey = "gemini:" + m.Operation
+		switch rng.IntN(4) {
+		case 0:
+			m.APIName = "" // fixed before lrosink put it in the message: null
+		case 1:
+			if k == "video" {
+				m.APIName = results.APIName("models/veo-3.0-generate-001/" + m.Operation)
+				break
+			}
+			fallthrough
+		default:
+			m.APIName = results.APIName(m.Operation)
+		}
 		m.State = []string{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "INCOMPLETE"}[rng.IntN(5)]
 		m.GeminiStatus = []results.RawStatus{"", "budget_exceeded", "JOB_STATE_SUCCEEDED", "video.generated", "done"}[rng.IntN(5)]
 		m.SettledBy = []string{"webhook", "reconcile"}[rng.IntN(2)]
@@ -84,6 +96,9 @@ func TestSchemaRejectsWhatIsNotAResultsMessage(t *testing.T) {
 		"missing gemini_status":  strings.Replace(s, `"gemini_status":"batch.succeeded",`, ``, 1),
 		"empty gemini_status":    strings.Replace(s, `"gemini_status":"batch.succeeded"`, `"gemini_status":""`, 1),
 		"numeric gemini_status":  strings.Replace(s, `"gemini_status":"batch.succeeded"`, `"gemini_status":3`, 1),
+		"missing api_name":       strings.Replace(s, `"api_name":"batches/b1",`, ``, 1),
+		"empty api_name":         strings.Replace(s, `"api_name":"batches/b1"`, `"api_name":""`, 1),
+		"api_name not a name":    strings.Replace(s, `"api_name":"batches/b1"`, `"api_name":"b1"`, 1),
 		"unknown state":          strings.Replace(s, `"SUCCEEDED"`, `"PARTIALLY_SUCCEEDED"`, 1),
 		"batch_stats as strings": strings.Replace(s, `"output":{`, `"output":{"batch_stats":{"request_count":"10","successful_request_count":"10","failed_request_count":"0","pending_request_count":"0"},`, 1),
 		"batch_stats incomplete": strings.Replace(s, `"output":{`, `"output":{"batch_stats":{"request_count":10},`, 1),

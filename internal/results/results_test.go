@@ -1,0 +1,39 @@
+package results
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// api_name travels in the data (null when unknown) and, when known, as an
+// attribute, so a consumer can call operations.get without decoding.
+func TestAPINameInDataAndAttributes(t *testing.T) {
+	for _, tc := range []struct {
+		api      APIName
+		wantData any
+	}{
+		{"models/veo-3.0-generate-001/operations/vid1", "models/veo-3.0-generate-001/operations/vid1"},
+		{"", nil},
+	} {
+		m := Message{Operation: "operations/vid1", APIName: tc.api, Kind: "video", State: "SUCCEEDED"}
+		b, err := m.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data map[string]any
+		if err := json.Unmarshal(b, &data); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := data["api_name"]; !ok || v != tc.wantData {
+			t.Errorf("data api_name = %v (present %v), want %v", v, ok, tc.wantData)
+		}
+		a, ok := m.Attributes()["api_name"]
+		if ok != (tc.api != "") || a != string(tc.api) {
+			t.Errorf("attribute api_name = %q (present %v), want %q", a, ok, tc.api)
+		}
+		var back Message
+		if err := json.Unmarshal(b, &back); err != nil || back.APIName != tc.api {
+			t.Errorf("decoded api_name %q (%v), want %q", back.APIName, err, tc.api)
+		}
+	}
+}
