@@ -50,6 +50,11 @@ type Event struct {
 	// delivery, whose JWT does not cover the body. The door applies none of
 	// its data and confirms a terminal state with the Gemini API first.
 	Hint bool
+	// LeaveOwed: a settled operation's owed side effect is left to the next
+	// delivery or reconcile pass instead of being recovered here (a
+	// registration from a command with no results sink configured);
+	// Result.EffectOwed says it was.
+	LeaveOwed bool
 
 	// Set by the door on the event it applies in place of a hint: the state
 	// the delivery stated, and who confirmed the state applied ("" when
