@@ -87,7 +87,7 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 			note += "; its owed results message was published"
 		}
 		if res.EffectOwed {
-			note += "; its results message is still owed and was not published (LROSINK_RESULTS is not set): the next reconcile pass publishes it"
+			note += "; its results message is still owed and was not published here (LROSINK_RESULTS is not set): the next reconcile pass retries it"
 		}
 		fmt.Fprintf(e.stdout, "already known %s (%s, state untouched%s)\n", res.Operation, res.State, note)
 	}
