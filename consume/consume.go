@@ -37,6 +37,7 @@
 package consume
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -109,7 +110,13 @@ const (
 	// StoreError: the store could not be read or written.
 	StoreError Kind = "store-error"
 	// Invalid: not an lrosink results message (no key, bad JSON, or an
-	// idempotency_key attribute that differs from the data's).
+	// idempotency_key attribute that differs from the data's). No
+	// redelivery can make it valid, so it is not retried: the lines
+	// source skips it, the Pub/Sub source acknowledges it, or, on a
+	// subscription with a dead-letter policy, nacks it until Pub/Sub moves
+	// it to the dead-letter topic (kept there for inspection). Report it
+	// at ERROR from OnOutcome: it means something else publishes to the
+	// results topic.
 	Invalid Kind = "invalid"
 )
 
@@ -122,7 +129,9 @@ type Outcome struct {
 	Err       error
 }
 
-// Ack reports whether the source should acknowledge the message.
+// Ack reports whether the source should acknowledge the message. An
+// Invalid message is not acknowledged here: each source decides (see
+// Invalid).
 func (o Outcome) Ack() bool {
 	return o.Kind == Processed || o.Kind == Duplicate || o.Kind == Superseded
 }
@@ -295,7 +304,11 @@ func newToken() (string, error) {
 // parse decodes a message into a Delivery (without token and attempt).
 func parse(m Message) (Delivery, error) {
 	d := Delivery{MessageID: m.ID, ReplayID: m.Attributes["replay_id"]}
-	if err := json.Unmarshal(m.Data, &d.Result); err != nil {
+	// Numbers stay json.Number: a job id over 2^53 in user metadata must
+	// reach the handler exactly as lrosink published it.
+	dec := json.NewDecoder(bytes.NewReader(m.Data))
+	dec.UseNumber()
+	if err := dec.Decode(&d.Result); err != nil {
 		return d, fmt.Errorf("data is not a results message: %w", err)
 	}
 	key := m.Attributes["idempotency_key"]

@@ -18,6 +18,8 @@ const (
 
 // Result is the data of one lrosink results message (docs/CONTRACT.md §6,
 // docs/results.schema.json). Unknown fields are ignored, as the schema asks.
+// Numbers inside Output and UserMetadata are json.Number, the literal as
+// published (a job id 1234567890123456789 stays exact; a float64 would not).
 type Result struct {
 	Operation string `json:"operation"` // canonical name: batches/ID, operations/ID, interactions/ID
 	// APIName is the name to call the Gemini API with (operations.get):

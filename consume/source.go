@@ -15,7 +15,10 @@ import (
 )
 
 // PubSub receives from a pull subscription (terraform output
-// results_subscription). Configure sub.ReceiveSettings before Run. The
+// results_subscription). Configure sub.ReceiveSettings before Run. A
+// message that is not an lrosink result (Invalid) is acknowledged, or on a
+// subscription with a dead-letter policy nacked until it is dead-lettered;
+// never redelivered forever. The
 // subscription should have exactly-once delivery on, so an acknowledged
 // message is not delivered again; the Consumer covers the rest (lrosink's
 // own duplicate publishes, lost acks). Receive returns nil when ctx ends.
@@ -31,7 +34,12 @@ func (s pubsubSource) Receive(ctx context.Context, handle func(context.Context, 
 		}
 		// A lost ack is a redelivery, which the claim turns into a
 		// Duplicate: nothing to wait for here.
-		if handle(ctx, msg).Ack() {
+		if o := handle(ctx, msg); o.Ack() || (o.Kind == Invalid && msg.DeliveryAttempt == 0) {
+			// An invalid message would come back forever (a poison
+			// loop): redelivery cannot make it valid. Pub/Sub sets
+			// DeliveryAttempt only on a subscription with a dead-letter
+			// policy; there it is nacked instead, so that after the
+			// policy's attempts it is kept on the dead-letter topic.
 			m.Ack()
 		} else {
 			m.Nack()

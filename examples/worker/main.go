@@ -114,6 +114,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			if o.Err != nil {
 				attrs, level = append(attrs, "error", o.Err.Error()), slog.LevelWarn
 			}
+			if o.Kind == consume.Invalid {
+				// Not an lrosink result: something else publishes to
+				// the results topic. It is not retried (see consume.Invalid).
+				level = slog.LevelError
+			}
 			log.Log(context.Background(), level, "result delivery", attrs...)
 		}}
 	if err := c.Run(ctx, src); err != nil && ctx.Err() == nil {

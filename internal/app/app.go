@@ -216,7 +216,8 @@ func (a *App) settings() []console.Setting {
 }
 
 // Mux serves every function at its own path, as cmd/server does without
-// FUNCTION_TARGET, plus GET /healthz, GET /metrics and the console under /ui/.
+// FUNCTION_TARGET, plus GET /healthz (liveness), GET /readyz (the store
+// answered recently), GET /metrics and the console under /ui/.
 func (a *App) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/Webhook", a.Webhook())
@@ -231,5 +232,30 @@ func (a *App) Mux() *http.ServeMux {
 		mux.Handle(console.Prefix, ui)
 	}
 	mux.Handle("/healthz", httpapi.Healthz())
+	mux.Handle("GET /readyz", httpapi.Readyz(a.ProbeStore))
 	return mux
+}
+
+// readyProbeTimeout bounds the read /readyz makes, below any probe's own
+// timeout.
+const readyProbeTimeout = 3 * time.Second
+
+// readyProbeID is the document /readyz reads: it never exists, so the
+// answer is ErrNotFound, which means the store answered.
+const readyProbeID = "lrosink-readyz-probe"
+
+// ProbeStore reads one document from the ledger, bounded: nil when the
+// store answered (found or not), else an error naming the store.
+func (a *App) ProbeStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyProbeTimeout)
+	defer cancel()
+	_, err := a.Ledger.GetOperation(ctx, readyProbeID)
+	if err == nil || errors.Is(err, ledger.ErrNotFound) {
+		return nil
+	}
+	where := "LROSINK_STORE=" + a.Config.Store
+	if w, ok := a.Ledger.(interface{ Where() string }); ok {
+		where = w.Where()
+	}
+	return fmt.Errorf("%s did not answer a read within %s: %w", where, readyProbeTimeout, err)
 }

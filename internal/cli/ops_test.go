@@ -112,7 +112,9 @@ func TestLedgerCommands(t *testing.T) {
 		t.Fatalf("ops show unknown: %d %q", r.code, r.stderr)
 	}
 
-	// replay: an unsettled operation has nothing to replay.
+	// replay: an unsettled operation has nothing to replay. stdout is the
+	// results sink, named (replay refuses without one).
+	env["LROSINK_RESULTS"] = "stdout"
 	r = run(t, env, "replay", "batches/pending-long-name-here")
 	if r.code != command.ExitError || !strings.Contains(r.stderr, "has not settled") || r.stdout != "" {
 		t.Fatalf("replay pending: %d %q %q", r.code, r.stdout, r.stderr)
@@ -190,7 +192,7 @@ func sameSet(a, b []string) bool {
 // firestore (the emulator), where ops reads through its own client.
 func TestLedgerCommandsOnFirestore(t *testing.T) {
 	emutest.FirestoreHost(t)
-	env := map[string]string{"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": emutest.ProjectID(t)}
+	env := map[string]string{"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": emutest.ProjectID(t), "LROSINK_RESULTS": "stdout"}
 	if r := run(t, env, "register", "batches/fs1", "--meta", "k=v"); r.code != command.ExitOK || !strings.Contains(r.stdout, "created batches/fs1") {
 		t.Fatalf("register: %d %q %q", r.code, r.stdout, r.stderr)
 	}

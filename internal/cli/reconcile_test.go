@@ -63,7 +63,7 @@ func TestReconcileCommand(t *testing.T) {
 // reconcile fails instead of creating an empty ledger.
 func TestReconcileNeedsALedger(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope.db")
-	r := run(t, map[string]string{"LROSINK_STORE": "sqlite:" + missing}, "reconcile")
+	r := run(t, map[string]string{"LROSINK_STORE": "sqlite:" + missing, "LROSINK_RESULTS": "stdout"}, "reconcile")
 	if r.code != command.ExitError || !strings.Contains(r.stderr, "no database at") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}

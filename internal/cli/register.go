@@ -22,9 +22,14 @@ known operation leaves its state untouched and adds the --meta keys it lacks (ke
 already stored are kept; a settled operation's results message does not change).
 Prints "created" or "already known".
 
+A settled operation whose results message is still owed (its publish failed) is
+published to the sink named by LROSINK_RESULTS or --results. Without one, register
+records the registration, publishes nothing, and says the message is still owed: the
+next reconcile pass (serve's loop or the Reconcile function) publishes it.
+
 NAME is any form Gemini uses (batches/ID, operations/ID, models/M/operations/ID,
 interactions/ID); a bare ID needs --kind.`,
-		Env: storeEnvDoc,
+		Env: storeEnvDoc + "\n  LROSINK_RESULTS      where an owed results message is published (unset: left to reconcile)",
 		Examples: []string{
 			"lrosink register batches/abc123",
 			"lrosink register abc123 --kind batch --meta job=nightly --meta owner=data-team",
@@ -39,11 +44,12 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	meta := metaValue{}
 	fs.Var(meta, "meta", "user metadata `k=v`, echoed in the results message; repeatable")
 	storeFlag(fs)
+	fs.String("results", "", "results `SPEC` for an owed message: pubsub:projects/P/topics/T, file:PATH or stdout (env LROSINK_RESULTS; unset: left to reconcile)")
 	pos, err := registerDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
-	req := register.Request{Name: pos[0], Kind: *kind}
+	req := register.Request{Name: pos[0], Kind: *kind, LeaveOwed: !resultsConfigured(e.getenv, fs)}
 	if len(meta) > 0 {
 		req.Metadata = meta
 	}
@@ -79,6 +85,9 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 			// The door found a settled operation whose results message was
 			// still owed (a crashed holder's claim) and published it.
 			note += "; its owed results message was published"
+		}
+		if res.EffectOwed {
+			note += "; its results message is still owed and was not published here (LROSINK_RESULTS is not set): the next reconcile pass retries it"
 		}
 		fmt.Fprintf(e.stdout, "already known %s (%s, state untouched%s)\n", res.Operation, res.State, note)
 	}

@@ -21,12 +21,13 @@ consumer), with a new replay_id attribute; the replay is recorded in the ledger 
 the operation's state is not changed. Prints the replay_id. An operation that has not
 settled has nothing to replay: exit status 1.
 
-The message goes to LROSINK_RESULTS (default stdout, where it is printed as a JSON
-line before the replay_id).`,
-		Env: storeEnvDoc + "\n  LROSINK_RESULTS      stdout, file:PATH or pubsub:projects/P/topics/T (default stdout)",
+The message goes only to the results sink named by LROSINK_RESULTS or --results (the one
+your consumers read); without one, replay refuses (exit status 2) and publishes nothing.
+With LROSINK_RESULTS=stdout the message is printed as a JSON line before the replay_id.`,
+		Env: storeEnvDoc + "\n  LROSINK_RESULTS      pubsub:projects/P/topics/T, file:PATH or stdout (required)",
 		Examples: []string{
-			"lrosink replay batches/abc123",
 			"lrosink replay batches/abc123 --results pubsub:projects/my-project/topics/results",
+			"LROSINK_RESULTS=file:results.jsonl lrosink replay batches/abc123",
 		},
 	}
 }
@@ -35,13 +36,16 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	fs := command.NewFlagSet("replay")
 	kind := kindFlag(fs)
 	storeFlag(fs)
-	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; default stdout)")
+	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; required)")
 	pos, err := replayDoc().Parse(e.stdout, fs, args)
 	if err != nil {
 		return err
 	}
 	name, err := operationName(pos[0], *kind)
 	if err != nil {
+		return err
+	}
+	if err := requireResults(e.getenv, fs, "replay"); err != nil {
 		return err
 	}
 	a, err := e.toolApp(ctx, fs, false)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/ledger"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
 	"github.com/lrosink/lrosink/internal/simulate"
 	"github.com/lrosink/lrosink/internal/urlopen"
@@ -143,7 +144,11 @@ func openSimulateBackend(ctx context.Context, store, results string, stdout io.W
 	closers = append(closers, func() { _ = closeLedger() })
 	name, _, _ := strings.Cut(store, ":")
 	b = simulate.Backend{Name: name, Ledger: l}
-	if s, ok := l.(*fsledger.Store); ok {
+	inner := l
+	if u, ok := l.(interface{ Unwrap() ledger.Ledger }); ok {
+		inner = u.Unwrap()
+	}
+	if s, ok := inner.(*fsledger.Store); ok {
 		b.Counts = func() (int64, int64) { r, w, _ := s.Counts().Snapshot(); return r, w }
 	}
 	if results != "" {

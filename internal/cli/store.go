@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -106,14 +107,53 @@ func (e *env) newApp(ctx context.Context, cfg config.Config, log *slog.Logger, n
 
 // toolApp builds the App of a one-shot command (register, replay,
 // reconcile) from the environment and fs's flags, logging to stderr at
-// toolLogger's level.
+// toolLogger's level. Without an explicit results sink its `stdout` sink
+// refuses to publish: a one-shot command must never put a results message
+// on the operator's terminal, where no consumer reads it (and the claim
+// would be committed DONE as if one had).
 func (e *env) toolApp(ctx context.Context, fs *flag.FlagSet, newDB bool) (*app.App, error) {
 	cfg, err := loadConfig(e.getenv, fs)
 	if err != nil {
 		return nil, err
 	}
-	return e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), newDB)
+	cfg.Openers = openers(!newDB)
+	stdout := e.stdout
+	if !resultsConfigured(e.getenv, fs) {
+		stdout = noResultsSink{}
+	}
+	return app.New(ctx, cfg, toolLogger(e.stderr, cfg), app.Options{Now: e.now, Stdout: stdout, Faults: e.faults})
 }
+
+// resultsConfigured reports whether LROSINK_RESULTS or --results names the
+// results sink (serve's default of stdout does not count).
+func resultsConfigured(getenv func(string) string, fs *flag.FlagSet) bool {
+	set := strings.TrimSpace(getenv("LROSINK_RESULTS")) != ""
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "results" && strings.TrimSpace(f.Value.String()) != "" {
+			set = true
+		}
+	})
+	return set
+}
+
+// requireResults is the refusal of a command whose purpose is to publish
+// (replay, reconcile) when no results sink is configured: exit 2, one line.
+func requireResults(getenv func(string) string, fs *flag.FlagSet, cmd string) error {
+	if resultsConfigured(getenv, fs) {
+		return nil
+	}
+	return &command.ConfigError{Err: fmt.Errorf("LROSINK_RESULTS: not set; %s publishes only to an explicitly configured results sink: "+
+		"set LROSINK_RESULTS or --results to the one your consumers read (pubsub:projects/P/topics/T, file:PATH, or stdout to print it here)", cmd)}
+}
+
+// errNoResultsSink is what a publish through noResultsSink fails with.
+var errNoResultsSink = errors.New("no results sink configured (LROSINK_RESULTS is not set)")
+
+// noResultsSink is the `stdout` of a one-shot command without a configured
+// results sink: every write fails, so nothing is published by accident.
+type noResultsSink struct{}
+
+func (noResultsSink) Write([]byte) (int, error) { return 0, errNoResultsSink }
 
 // toolLogger is the log of the one-shot commands: JSON on stderr like
 // serve's, but only warnings and errors, so the command's own answer is

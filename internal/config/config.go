@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/urlopen"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
@@ -42,6 +43,8 @@ type Config struct {
 	// WebhookDeadline bounds how long a webhook request waits for the
 	// ingest door; past it the answer is 503 and the work goes on.
 	WebhookDeadline time.Duration
+	// StoreTimeout bounds every call to a networked store (Firestore).
+	StoreTimeout time.Duration
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -88,6 +91,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	c.ClaimLease = e.duration("LROSINK_CLAIM_LEASE", 10*time.Minute)
 	c.ReconcileEvery = e.duration("LROSINK_RECONCILE_EVERY", time.Minute)
 	c.WebhookDeadline = e.duration("LROSINK_WEBHOOK_DEADLINE", 10*time.Second)
+	c.StoreTimeout = e.duration("LROSINK_STORE_TIMEOUT", ledger.DefaultCallTimeout)
 	c.AdminToken = e.adminToken()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)
@@ -215,7 +219,7 @@ func (c *Config) Validate() error {
 // stdout receives `stdout` results.
 func (c *Config) URLEnv(stdout io.Writer) urlopen.Env {
 	return urlopen.Env{Project: c.Project, FirestoreDatabase: c.FirestoreDatabase,
-		FirestoreEmulatorHost: c.FirestoreEmulatorHost, Stdout: stdout}
+		FirestoreEmulatorHost: c.FirestoreEmulatorHost, StoreTimeout: c.StoreTimeout, Stdout: stdout}
 }
 
 // MinAdminTokenLen is the shortest LROSINK_ADMIN_TOKEN accepted: the token

@@ -7,7 +7,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -278,7 +277,8 @@ func Register(door Door, log *slog.Logger) http.Handler {
 			return
 		}
 		var req RegisterRequest
-		if err := json.Unmarshal(body, &req); err != nil {
+		// Numbers as written: a job id over 2^53 must not become a float.
+		if err := ledger.DecodeJSON(body, &req); err != nil {
 			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-json"})
 			return
 		}

@@ -52,6 +52,11 @@ type Event struct {
 	// an operation the ledger does not know) with the Gemini API first,
 	// under the API name the ledger keeps.
 	Hint bool
+	// LeaveOwed: a settled operation's owed side effect is left to the next
+	// delivery or reconcile pass instead of being recovered here (a
+	// registration from a command with no results sink configured);
+	// Result.EffectOwed says it was.
+	LeaveOwed bool
 
 	// Set by the door on the event it applies in place of a hint: the state
 	// the delivery stated, and who confirmed the state applied ("" when

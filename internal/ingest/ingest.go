@@ -81,6 +81,9 @@ type Result struct {
 	// MetadataMerged: a register added metadata keys to a known operation
 	// (its state untouched).
 	MetadataMerged bool
+	// EffectOwed: the operation's side effect is owed and was left for
+	// later (Event.LeaveOwed).
+	EffectOwed bool
 }
 
 // Errors callers map to answers: InvalidError is the sender's fault (400);
@@ -451,6 +454,10 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Even
 	// A terminal operation whose claim was released or whose lease ran out
 	// still owes its side effect: any delivery may pick it up.
 	if op.State.Terminal() && op.Effect.Owed(now) {
+		if ev.LeaveOwed {
+			res.EffectOwed = true
+			return res, nil
+		}
 		rec, err := d.recoverClaim(ctx, id, &op, dec)
 		rec.MetadataMerged = res.MetadataMerged
 		if err != nil || rec.Published || rec.Outcome == OutcomeInProgress {

@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -118,7 +119,7 @@ func TestWhatAStoreCannotKeepNeverFailsAnEvent(t *testing.T) {
 			t.Fatalf("terminal event: %+v", r)
 		}
 		op = mustOp(t, s, id)
-		if op.State != lifecycle.Failed || len(op.UserMetadata) != 2 || op.UserMetadata["n"] != 1.0 ||
+		if op.State != lifecycle.Failed || len(op.UserMetadata) != 2 || op.UserMetadata["n"] != json.Number("1") ||
 			op.Error == nil || len(op.Error.Message) != ledger.MaxErrorMessageBytes {
 			t.Fatalf("after the terminal event: %s metadata %v error %d bytes", op.State, op.UserMetadata, len(op.Error.Message))
 		}

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 	"unicode/utf8"
 
@@ -82,12 +83,31 @@ func EncodeJSON(v any) ([]byte, error) {
 }
 
 // DecodeMap reads a map written by EncodeJSON; "null" reads as nil.
+// Numbers read as json.Number (DecodeJSON).
 func DecodeMap(b []byte) (map[string]any, error) {
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := DecodeJSON(b, &m); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// DecodeJSON is json.Unmarshal keeping every number in a free-form value
+// (any, map[string]any) as the json.Number literal it was written as:
+// user metadata such as a job id 1234567890123456789 must come back exactly
+// (CONTRACT.md §8), which float64 cannot do. EncodeJSON writes a
+// json.Number back as the same literal. Anything after the value is an
+// error, as with json.Unmarshal.
+func DecodeJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("invalid JSON: data after the value")
+	}
+	return nil
 }
 
 // ErrUnstorable marks a free-form value the ledger will not keep: not

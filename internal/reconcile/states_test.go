@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"encoding/json"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -172,7 +173,8 @@ func TestPartiallyFailedBatchCarriesBatchStats(t *testing.T) {
 			t.Fatalf("message %s\nwant it SUCCEEDED (JOB_STATE_SUCCEEDED) with %s", data, want)
 		}
 		stored := k.op("batches/partial").Output["batch_stats"]
-		wantStored := map[string]any{"request_count": 1000.0, "successful_request_count": 990.0, "failed_request_count": 10.0, "pending_request_count": 0.0}
+		wantStored := map[string]any{"request_count": json.Number("1000"), "successful_request_count": json.Number("990"),
+			"failed_request_count": json.Number("10"), "pending_request_count": json.Number("0")}
 		if !reflect.DeepEqual(stored, wantStored) {
 			t.Fatalf("stored batch_stats %#v, want %#v", stored, wantStored)
 		}

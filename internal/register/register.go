@@ -28,6 +28,10 @@ type Request struct {
 	// Kind is "batch", "video", "interaction" or empty (from the name).
 	Kind     string
 	Metadata map[string]any
+	// LeaveOwed leaves a settled operation's owed results message to the
+	// next reconcile pass (Result.EffectOwed) instead of publishing it: for
+	// a caller that has no results sink of its own.
+	LeaveOwed bool
 }
 
 // Reasons of an InvalidError; POST /Register answers them as its 400 reason.
@@ -92,7 +96,7 @@ func Register(ctx context.Context, door Door, req Request) (Result, error) {
 	// operation); it normalizes to the same key, and the door keeps it as
 	// the name the reconciler asks Gemini with.
 	res, err := door.Ingest(ctx, ingest.Event{Name: name.APIName, Kind: name.Kind, State: lifecycle.Pending,
-		Source: ingest.SourceRegister, UserMetadata: req.Metadata})
+		Source: ingest.SourceRegister, UserMetadata: req.Metadata, LeaveOwed: req.LeaveOwed})
 	var inv *ingest.InvalidError
 	if errors.As(err, &inv) {
 		return Result{Result: res}, &InvalidError{Reason: ReasonInvalidName, Err: err}

@@ -54,6 +54,18 @@ func FirestoreClient(ctx context.Context, env Env) (*firestore.Client, error) {
 	return c, nil
 }
 
+// firestoreWhere names the Firestore a client talks to, for errors.
+func firestoreWhere(env Env) string {
+	db := env.FirestoreDatabase
+	if db == "" {
+		db = firestore.DefaultDatabaseID
+	}
+	if env.FirestoreEmulatorHost != "" {
+		return "Firestore emulator at " + env.FirestoreEmulatorHost + " (FIRESTORE_EMULATOR_HOST)"
+	}
+	return "Firestore at firestore.googleapis.com (project " + env.Project + ", database " + db + ")"
+}
+
 // Firestore is the `firestore` ledger scheme.
 func Firestore() Scheme[ledger.Ledger] {
 	return Scheme[ledger.Ledger]{
@@ -68,7 +80,10 @@ func Firestore() Scheme[ledger.Ledger] {
 			if err != nil {
 				return nil, nil, err
 			}
-			return fsledger.New(c, nil), c.Close, nil
+			// The client retries an unreachable host until the call's
+			// context ends: every call gets a bound, and its error names
+			// the host.
+			return ledger.NewBounded(fsledger.New(c, nil), env.StoreTimeout, firestoreWhere(env)), c.Close, nil
 		},
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/sink"
@@ -38,6 +39,9 @@ type Env struct {
 	FirestoreDatabase string
 	// FirestoreEmulatorHost is FIRESTORE_EMULATOR_HOST.
 	FirestoreEmulatorHost string
+	// StoreTimeout is LROSINK_STORE_TIMEOUT: the bound of every call to a
+	// networked store (ledger.DefaultCallTimeout when zero).
+	StoreTimeout time.Duration
 	// Stdout receives `stdout` results; Open fails without it.
 	Stdout io.Writer
 }

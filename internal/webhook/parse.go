@@ -252,11 +252,17 @@ func setFailure(ev *ingest.Event, e *ingest.ErrorInfo) {
 }
 
 // firstObject decodes the first of rs that is a JSON object (user_metadata
-// is read from the top level, else from data); nil if none is.
+// is read from the top level, else from data); nil if none is. Numbers stay
+// json.Number literals, so metadata is echoed exactly (CONTRACT.md §8).
 func firstObject(rs ...json.RawMessage) map[string]any {
 	for _, r := range rs {
+		if !bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) {
+			continue
+		}
+		d := json.NewDecoder(bytes.NewReader(r))
+		d.UseNumber()
 		var out map[string]any
-		if bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) && json.Unmarshal(r, &out) == nil {
+		if d.Decode(&out) == nil {
 			return out
 		}
 	}

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"reflect"
@@ -93,8 +94,8 @@ func TestParseFields(t *testing.T) {
 			`{"type":"batch.succeeded","timestamp":"2026-01-22T12:00:00Z","data":{"id":"b"},"user_metadata":{"job":"top"}}`,
 			want{name: "b", meta: map[string]any{"job": "top"}, time: ts}},
 		{"user_metadata in data",
-			`{"type":"batch.succeeded","timestamp":"2026-01-22T12:00:00Z","data":{"id":"b","user_metadata":{"job":"data","n":2}}}`,
-			want{name: "b", meta: map[string]any{"job": "data", "n": float64(2)}, time: ts}},
+			`{"type":"batch.succeeded","timestamp":"2026-01-22T12:00:00Z","data":{"id":"b","user_metadata":{"job":"data","n":2,"id":1234567890123456789}}}`,
+			want{name: "b", meta: map[string]any{"job": "data", "n": json.Number("2"), "id": json.Number("1234567890123456789")}, time: ts}},
 		{"user_metadata both: top-level wins",
 			`{"type":"batch.succeeded","timestamp":"2026-01-22T12:00:00Z","data":{"id":"b","user_metadata":{"job":"data"}},"user_metadata":{"job":"top"}}`,
 			want{name: "b", meta: map[string]any{"job": "top"}, time: ts}},

@@ -16,7 +16,6 @@ package firestore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -317,7 +316,7 @@ func fromClaimDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Claim, er
 		return ledger.Claim{}, fmt.Errorf("decode claim %s: %w", id, err)
 	}
 	var m results.Message
-	if err := json.Unmarshal([]byte(d.Message), &m); err != nil {
+	if err := ledger.DecodeJSON([]byte(d.Message), &m); err != nil {
 		return ledger.Claim{}, fmt.Errorf("decode claim message %s: %w", id, err)
 	}
 	if d.Version == 0 {

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"MirrorWriteFencesStaleWrites":  testMirrorFences,
 		"ScheduleCheckWithoutNext":      testScheduleNoNext,
 		"EmptyListsReadAsNil":           testEmptyLists,
+		"NumbersRoundTripExactly":       testNumbersExact,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -553,19 +554,20 @@ func testListOperations(t *testing.T, s ledger.Ledger) {
 // arrays, reserved "__name__"/"__x__" keys, an empty key) with the other
 // shapes JSON allows: every store must keep it exactly.
 func HardMetadata() map[string]any {
-	var m map[string]any
 	const doc = `{"nested":[[1,2],[3,[4,[5]]],[]],"__name__":"reserved","__x__":{"__y__":[[null]]},"":"empty key",
 		"a.b":"dotted","` + "`q`" + `":"backticks","ключ":"値 🎉 \u2028","html":"<a href='x'>&amp;</a>","ctl":"\u0001\t\n",
 		"nums":[0,-0.5,1e21,1.7976931348623157e308,5e-324,9007199254740993,-42],"yes":true,"no":false,"nothing":null,
 		"deep":{"a":{"b":{"c":[{"d":[[]]}]}}},"empty":{},"none":[]}`
-	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+	m, err := ledger.DecodeMap([]byte(doc))
+	if err != nil {
 		panic(err)
 	}
 	return m
 }
 
 // Normalized is m as every store reads it back: through ledger.EncodeJSON
-// and encoding/json (numbers float64, arrays []any, maps map[string]any).
+// and ledger.DecodeMap (numbers json.Number, arrays []any, maps
+// map[string]any).
 func Normalized(m map[string]any) map[string]any {
 	if m == nil {
 		return nil

@@ -31,7 +31,6 @@ package memledger
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -160,7 +159,7 @@ func keepClaim(c ledger.Claim) (storedClaim, error) {
 // claim returns a copy of the kept claim for a caller.
 func (s storedClaim) claim() (ledger.Claim, error) {
 	c := s.c
-	if err := json.Unmarshal(s.msg, &c.Message); err != nil {
+	if err := ledger.DecodeJSON(s.msg, &c.Message); err != nil {
 		return ledger.Claim{}, fmt.Errorf("memledger: decode claim message %s: %w", c.ID, err)
 	}
 	return c, nil

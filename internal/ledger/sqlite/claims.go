@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -80,7 +79,7 @@ func scanClaim(sc scanner) (ledger.Claim, error) {
 		&createdAt, &updatedAt, &doneAt, &expireAt, &msg, &c.Rev.Version); err != nil {
 		return ledger.Claim{}, err
 	}
-	if err := json.Unmarshal([]byte(msg), &c.Message); err != nil {
+	if err := ledger.DecodeJSON([]byte(msg), &c.Message); err != nil {
 		return ledger.Claim{}, fmt.Errorf("decode claim message %s: %w", c.ID, err)
 	}
 	c.Status = ledger.ClaimStatus(status)

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -49,5 +48,5 @@ func fromJSON(col sql.NullString, v any) error {
 	if !col.Valid {
 		return nil
 	}
-	return json.Unmarshal([]byte(col.String), v)
+	return ledger.DecodeJSON([]byte(col.String), v)
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -82,7 +83,7 @@ func TestRoundTrip(t *testing.T) {
 		NextCheckAt: time.Time{}, Checks: 3, LastCheck: "not-found", LastCheckAt: at.Add(-time.Minute),
 		History:      []ledger.HistoryEntry{{At: at, Source: "webhook", State: lifecycle.Failed, UpdateTime: at, Reason: "higher-rank", DeliveryID: "d1"}},
 		Conflicts:    []ledger.HistoryEntry{{At: at, Source: "reconcile", State: lifecycle.Succeeded, UpdateTime: at, Reason: "terminal-conflict"}},
-		UserMetadata: map[string]any{"job": "j1", "n": 2.5, "nested": map[string]any{"a": []any{"x"}}},
+		UserMetadata: map[string]any{"job": "j1", "n": json.Number("2.5"), "nested": map[string]any{"a": []any{"x"}}},
 		Output:       map[string]any{"uri": "gs://b/o"},
 		Error:        &results.ErrorInfo{Code: 13, Message: "internal"},
 		Effect:       ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: at},

@@ -1,0 +1,158 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/lifecycle"
+)
+
+// DefaultCallTimeout bounds one store call when LROSINK_STORE_TIMEOUT is
+// not set: far above a healthy Firestore call (milliseconds), well below
+// the webhook deadline and a person's patience.
+const DefaultCallTimeout = 5 * time.Second
+
+// ErrNoAnswer marks a store call cut off by Bounded's timeout: the store
+// did not answer (unreachable host, stalled connection).
+var ErrNoAnswer = errors.New("no answer")
+
+// Bounded is a Ledger whose every call ends within a timeout. A networked
+// store's client retries an unreachable host until its context ends, so
+// without a bound a call with a background context (a CLI command, a
+// console page) hangs for ever. A call cut off by the bound fails with
+// ErrNoAnswer and an error naming the store (Where), so the operator sees
+// which host did not answer.
+type Bounded struct {
+	l       Ledger
+	timeout time.Duration
+	where   string
+}
+
+// NewBounded bounds every call of l by timeout (DefaultCallTimeout if not
+// positive); where names the store in errors, e.g. "Firestore emulator at
+// 127.0.0.1:8080 (FIRESTORE_EMULATOR_HOST)".
+func NewBounded(l Ledger, timeout time.Duration, where string) *Bounded {
+	if timeout <= 0 {
+		timeout = DefaultCallTimeout
+	}
+	return &Bounded{l: l, timeout: timeout, where: where}
+}
+
+// Unwrap returns the bounded ledger (for adapter-specific extras such as
+// Firestore's read counts).
+func (b *Bounded) Unwrap() Ledger { return b.l }
+
+// Where names the store, as errors do.
+func (b *Bounded) Where() string { return b.where }
+
+// call runs f under the bound; a call the bound cut off is ErrNoAnswer.
+func call[T any](b *Bounded, ctx context.Context, what string, f func(context.Context) (T, error)) (T, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	v, err := f(cctx)
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		return v, fmt.Errorf("%s: %w to %s within %s: %w", b.where, ErrNoAnswer, what, b.timeout, err)
+	}
+	return v, err
+}
+
+// GetOperation implements Store.
+func (b *Bounded) GetOperation(ctx context.Context, id string) (Operation, error) {
+	return call(b, ctx, "a read", func(ctx context.Context) (Operation, error) { return b.l.GetOperation(ctx, id) })
+}
+
+type commitResult struct {
+	rev   Revision
+	lease *Lease
+}
+
+// CommitOperation implements Store.
+func (b *Bounded) CommitOperation(ctx context.Context, op Operation, claim *Claim) (Revision, *Lease, error) {
+	r, err := call(b, ctx, "a commit", func(ctx context.Context) (commitResult, error) {
+		rev, lease, err := b.l.CommitOperation(ctx, op, claim)
+		return commitResult{rev, lease}, err
+	})
+	return r.rev, r.lease, err
+}
+
+// GetClaim implements Store.
+func (b *Bounded) GetClaim(ctx context.Context, id string) (Claim, error) {
+	return call(b, ctx, "a read", func(ctx context.Context) (Claim, error) { return b.l.GetClaim(ctx, id) })
+}
+
+// SeizeClaim implements Store.
+func (b *Bounded) SeizeClaim(ctx context.Context, c Claim, holder string, leaseUntil, expireAt, now time.Time) (*Lease, error) {
+	return call(b, ctx, "a commit", func(ctx context.Context) (*Lease, error) {
+		return b.l.SeizeClaim(ctx, c, holder, leaseUntil, expireAt, now)
+	})
+}
+
+// ReleaseClaim implements Store.
+func (b *Bounded) ReleaseClaim(ctx context.Context, l Lease, expireAt, now time.Time) error {
+	_, err := call(b, ctx, "a commit", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.l.ReleaseClaim(ctx, l, expireAt, now)
+	})
+	return err
+}
+
+// CompleteClaim implements Store.
+func (b *Bounded) CompleteClaim(ctx context.Context, l Lease, now time.Time) error {
+	_, err := call(b, ctx, "a commit", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.l.CompleteClaim(ctx, l, now)
+	})
+	return err
+}
+
+// DueOperations implements Queries.
+func (b *Bounded) DueOperations(ctx context.Context, now time.Time, after DueCursor, limit int) ([]Operation, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Operation, error) {
+		return b.l.DueOperations(ctx, now, after, limit)
+	})
+}
+
+// StuckOperations implements Queries.
+func (b *Bounded) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]Operation, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Operation, error) {
+		return b.l.StuckOperations(ctx, cutoff, limit)
+	})
+}
+
+// DueClaims implements Queries.
+func (b *Bounded) DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Claim, error) { return b.l.DueClaims(ctx, now, limit) })
+}
+
+// ScheduleCheck implements Queries.
+func (b *Bounded) ScheduleCheck(ctx context.Context, op Operation, next time.Time, note string, now time.Time) (Revision, error) {
+	return call(b, ctx, "a commit", func(ctx context.Context) (Revision, error) {
+		return b.l.ScheduleCheck(ctx, op, next, note, now)
+	})
+}
+
+// RecordStuckAlert implements Queries.
+func (b *Bounded) RecordStuckAlert(ctx context.Context, op Operation, at time.Time) (Revision, error) {
+	return call(b, ctx, "a commit", func(ctx context.Context) (Revision, error) { return b.l.RecordStuckAlert(ctx, op, at) })
+}
+
+// ListOperations implements Queries.
+func (b *Bounded) ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]Operation, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Operation, error) {
+		return b.l.ListOperations(ctx, state, limit)
+	})
+}
+
+// PageOperations implements Queries.
+func (b *Bounded) PageOperations(ctx context.Context, f Filter, after ListCursor, limit int) ([]Operation, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Operation, error) {
+		return b.l.PageOperations(ctx, f, after, limit)
+	})
+}
+
+// CountOperations implements Queries.
+func (b *Bounded) CountOperations(ctx context.Context, f Filter) (int64, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) (int64, error) { return b.l.CountOperations(ctx, f) })
+}
+
+var _ Ledger = (*Bounded)(nil)
