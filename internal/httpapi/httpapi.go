@@ -40,7 +40,8 @@ type Answer struct {
 	Outcome   string `json:"outcome"`
 	Reason    string `json:"reason"`
 	Operation string `json:"operation"`
-	// Detail explains a refusal the caller can fix (invalid-metadata).
+	// Detail explains, in words, a refusal the caller can fix (every 400);
+	// Reason stays the stable label.
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -79,7 +80,7 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	case err == nil:
 		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Reason, Operation: res.Operation}
 	case errors.As(err, &invalid):
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name"}
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name", Detail: invalid.Error()}
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
 	case errors.Is(err, ingest.ErrNotConfirmed):
@@ -178,9 +179,10 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	case errors.Is(err, webhook.ErrUnknownType):
 		return http.StatusOK, Answer{Outcome: "ignored", Reason: "unknown-event-type"}
 	case errors.As(err, &bad):
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: bad.Reason}
+		// The label is stable (CONTRACT.md §3); what is wrong goes in detail.
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope", Detail: bad.Reason}
 	case err != nil:
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope"}
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope", Detail: err.Error()}
 	}
 	// The token does not cover the body: the door confirms what it states.
 	ev.Hint = verified.Method == webhook.MethodJWT
@@ -254,17 +256,13 @@ func Register(door Door, log *slog.Logger) http.Handler {
 		}
 		var req RegisterRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-json"})
+			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-json", Detail: "body is not {\"name\",\"kind\",\"metadata\"} JSON: " + err.Error()})
 			return
 		}
 		res, err := register.Register(r.Context(), door, register.Request{Name: req.Name, Kind: req.Kind, Metadata: req.Metadata})
 		var invalid *register.InvalidError
 		if errors.As(err, &invalid) {
-			a := Answer{Outcome: "rejected", Reason: invalid.Reason}
-			if invalid.Reason == register.ReasonInvalidMetadata {
-				a.Detail = invalid.Error()
-			}
-			reply(w, http.StatusBadRequest, a)
+			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: invalid.Reason, Detail: invalid.Error()})
 			return
 		}
 		status, a := ingestAnswer(res.Result, err)
