@@ -99,16 +99,13 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	}
 }
 
-// DefaultWebhookDeadline is LROSINK_WEBHOOK_DEADLINE's default.
-const DefaultWebhookDeadline = 10 * time.Second
-
 // WebhookOption adjusts the Webhook function.
 type WebhookOption func(*webhookOptions)
 
 type webhookOptions struct{ deadline time.Duration }
 
 // WithDeadline sets how long a delivery waits for the ingest door before it
-// is answered 503 deadline-exceeded (DefaultWebhookDeadline when not given
+// is answered 503 deadline-exceeded (webhook.DefaultDeadline when not given
 // or not positive).
 func WithDeadline(d time.Duration) WebhookOption {
 	return func(o *webhookOptions) {
@@ -122,7 +119,7 @@ func WithDeadline(d time.Duration) WebhookOption {
 // door has not finished within the deadline is answered 503
 // deadline-exceeded with Retry-After; the door's work goes on detached.
 func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
-	o := webhookOptions{deadline: DefaultWebhookDeadline}
+	o := webhookOptions{deadline: webhook.DefaultDeadline}
 	for _, f := range opts {
 		f(&o)
 	}
