@@ -290,6 +290,7 @@ func TestBinary(t *testing.T) {
 	t.Run("NonLoopbackNeedsAdminToken", func(t *testing.T) { testNonLoopbackNeedsAdminToken(t, bin) })
 	t.Run("PortAloneIsLoopback", func(t *testing.T) { testPortAloneIsLoopback(t, bin) })
 	t.Run("StartupRefusals", func(t *testing.T) { testStartupRefusals(t, bin) })
+	t.Run("DevSecretSurvivesRestart", func(t *testing.T) { testDevSecretSurvivesRestart(t, bin) })
 }
 
 // testBrokenSetupExitsBeforeListening: serve builds the whole app (secrets

@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
 // runEnv runs lrosink args in dir with env added to childEnv, and returns
@@ -93,4 +98,73 @@ func testStartupRefusals(t *testing.T, bin string) {
 			}
 		})
 	}
+}
+
+// testDevSecretSurvivesRestart: without LROSINK_WEBHOOK_SECRETS, serve keeps
+// the dev secret it generated beside the ledger (lrosink.db.secret, mode
+// 0600), says where on start-up, signs with the same secret after a
+// restart, and a delivery signed otherwise gets a 401 whose detail names the
+// file. The secret never appears in a log record.
+func testDevSecretSurvivesRestart(t *testing.T, bin string) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "lrosink.db.secret")
+	p := serve(t, bin, dir, nil)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("no dev secret beside the ledger: %v\n%s", err, p.stderr.String())
+	}
+	secret := strings.TrimSpace(string(b))
+	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", file, st.Mode().Perm())
+	}
+	if !strings.Contains(p.stderr.String(), "lrosink.db.secret") {
+		t.Errorf("start-up does not say where the secret is:\n%s", p.stderr.String())
+	}
+	mustDeliver(t, p.base, secret, "devs1", "msg_d1", "completed")
+	stopServe(t, p)
+
+	p = serve(t, bin, dir, nil)
+	if b2, _ := os.ReadFile(file); string(b2) != string(b) {
+		t.Fatalf("the restart changed the dev secret file")
+	}
+	mustDeliver(t, p.base, secret, "devs2", "msg_d2", "completed")
+
+	code, answer, err := deliverRaw(p.base, webhooktest.NewSecret(), "msg_d3", body("devs3"))
+	if err != nil || code != http.StatusUnauthorized || !strings.Contains(answer, `"reason":"no-matching-signature"`) ||
+		!strings.Contains(answer, "lrosink.db.secret") {
+		t.Fatalf("delivery with another secret: %d %s %v; want 401 no-matching-signature with a detail naming lrosink.db.secret", code, answer, err)
+	}
+	// Plain lines (the start-up notice) may show the secret to the person
+	// running serve; log records never do.
+	for l := range strings.Lines(p.stderr.String()) {
+		if strings.HasPrefix(l, "{") && strings.Contains(l, secret) {
+			t.Errorf("a log record holds the dev secret: %s", l)
+		}
+	}
+}
+
+// stopServe stops p with SIGTERM and waits for it to exit.
+func stopServe(t *testing.T, p *proc) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+}
+
+// deliverRaw posts a delivery signed with secret and returns the status and
+// the whole answer.
+func deliverRaw(base, secret, msgID string, b []byte) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/Webhook", bytes.NewReader(b))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header = webhooktest.Headers(msgID, time.Now(), b, secret)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(answer), err
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/webhook"
-	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
 // shutdownTimeout bounds a graceful stop: Cloud Run and most supervisors
@@ -43,8 +42,10 @@ stdout as JSON lines, one per results message; stdout carries nothing else. Logs
 stderr as JSON. A reconcile pass runs at start-up (so claims left by a crash are retried)
 and then every LROSINK_RECONCILE_EVERY.
 
-Without a configured webhook secret, serve generates a dev signing secret for this run,
-prints it once on stderr and accepts deliveries signed with it.
+Without a configured webhook secret, serve signs with a dev secret: generated on the first
+run and kept beside a SQLite ledger (sqlite:PATH → PATH.secret, mode 0600), so it survives
+restarts; with a firestore ledger it lasts the run. Start-up prints it, and where it is, on
+stderr (never in a log record); a delivery signed otherwise gets 401 with that hint.
 
 SIGINT or SIGTERM stops it gracefully, within 10s in all: no new connections, requests
 in flight finish, the reconcile loop stops, work the ingest door still runs for callers
@@ -106,26 +107,34 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	log := logging.New(e.stderr, slog.LevelInfo, cfg.Project)
-	devSecret := ""
+	var dev *devSecret
+	var extra []func(*app.Options)
 	if len(cfg.WebhookSecrets) == 0 {
-		devSecret = webhooktest.NewSecret()
-		cfg.WebhookSecrets = []string{devSecret}
+		d, err := loadDevSecret(cfg.Store)
+		if err != nil {
+			return err
+		}
+		dev, cfg.WebhookSecrets = &d, []string{d.secret}
+		extra = append(extra, func(o *app.Options) { o.SignatureHint = d.hint() })
 	}
 	// Fail fast: the whole app (store and sink opened) is built before
 	// anything listens; a failure here is the configuration's (exit 2).
-	a, err := e.newApp(ctx, cfg, log, true)
+	a, err := e.newApp(ctx, cfg, log, true, extra...)
 	if err != nil {
 		return &command.ConfigError{Err: err}
 	}
-	if devSecret != "" {
-		// A plain line, never a log record: log pipelines keep records, and
-		// this secret is only for the person running the server.
-		fmt.Fprintf(e.stderr, "lrosink: DEV webhook signing secret, generated for this run only (set LROSINK_WEBHOOK_SECRETS for a real one): %s\n", devSecret)
+	if dev != nil {
+		if err := dev.save(); err != nil {
+			return errors.Join(err, a.Close())
+		}
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		// Taken since checkListen: rare, and still the configuration's.
 		return errors.Join(&command.ConfigError{Err: listenError(listen, err)}, a.Close())
+	}
+	if dev != nil {
+		fmt.Fprintln(e.stderr, dev.notice())
 	}
 	return serveApp(ctx, e, cfg, a, ln, log)
 }

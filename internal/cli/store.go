@@ -98,10 +98,15 @@ func (e *env) openReadLedger(ctx context.Context, fs *flag.FlagSet) (ledger.Ledg
 
 // newApp builds the App: the ingest door, sink and reconciler on the
 // configured ledger. newDB says whether a new SQLite file may be created.
-func (e *env) newApp(ctx context.Context, cfg config.Config, log *slog.Logger, newDB bool) (*app.App, error) {
+// extra adjusts the App's options (serve's dev-secret hint).
+func (e *env) newApp(ctx context.Context, cfg config.Config, log *slog.Logger, newDB bool, extra ...func(*app.Options)) (*app.App, error) {
 	cfg.Openers = openers(!newDB)
+	o := app.Options{Now: e.now, Stdout: e.stdout, Faults: e.faults}
+	for _, f := range extra {
+		f(&o)
+	}
 	// app.New names the variable at fault.
-	return app.New(ctx, cfg, log, app.Options{Now: e.now, Stdout: e.stdout, Faults: e.faults})
+	return app.New(ctx, cfg, log, o)
 }
 
 // toolApp builds the App of a one-shot command (register, replay,

@@ -102,7 +102,17 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 // WebhookOption adjusts the Webhook function.
 type WebhookOption func(*webhookOptions)
 
-type webhookOptions struct{ deadline time.Duration }
+type webhookOptions struct {
+	deadline      time.Duration
+	signatureHint string
+}
+
+// WithSignatureHint sets the detail of a 401 no-matching-signature: serve,
+// signing with its generated dev secret, says where that secret is, since a
+// sender with an older secret otherwise gets no clue.
+func WithSignatureHint(detail string) WebhookOption {
+	return func(o *webhookOptions) { o.signatureHint = detail }
+}
 
 // WithDeadline sets how long a delivery waits for the ingest door before it
 // is answered 503 deadline-exceeded (webhook.DefaultDeadline when not given
@@ -129,6 +139,9 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		status, a := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
 		if status == 0 {
 			return // answered by readBody or methodPOST
+		}
+		if a.Reason == webhook.ReasonNoMatchingSignature && o.signatureHint != "" {
+			a.Detail = o.signatureHint
 		}
 		level := slog.LevelInfo
 		if status >= 500 {
