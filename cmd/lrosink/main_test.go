@@ -291,6 +291,7 @@ func TestBinary(t *testing.T) {
 	t.Run("PortAloneIsLoopback", func(t *testing.T) { testPortAloneIsLoopback(t, bin) })
 	t.Run("StartupRefusals", func(t *testing.T) { testStartupRefusals(t, bin) })
 	t.Run("DevSecretSurvivesRestart", func(t *testing.T) { testDevSecretSurvivesRestart(t, bin) })
+	t.Run("MessagesInUsersWords", func(t *testing.T) { testMessagesInUsersWords(t, bin) })
 }
 
 // testBrokenSetupExitsBeforeListening: serve builds the whole app (secrets

@@ -168,3 +168,42 @@ func deliverRaw(base, secret, msgID string, b []byte) (int, string, error) {
 	answer, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(answer), err
 }
+
+// testMessagesInUsersWords: what a user got wrong is said in their words,
+// naming the flag, variable or path, with the documented exit status
+// (CONTRACT.md §1: 2 for usage and configuration errors).
+func testMessagesInUsersWords(t *testing.T, bin string) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name      string
+		args      []string
+		code      int
+		want, not []string
+	}{
+		{"bare id", []string{"register", "abc"}, 2, []string{`invalid operation name "abc"`, "kind"}, []string{"opname"}},
+		{"unknown flag", []string{"register", "batches/x", "--bogus"}, 2, []string{"unknown flag --bogus"}, []string{"flag provided", " -bogus"}},
+		{"bad flag value", []string{"ops", "list", "--limit", "x"}, 2, []string{`--limit`}, []string{"flag -limit"}},
+		{"flag without value", []string{"ops", "list", "--limit"}, 2, []string{`--limit needs a value`}, []string{"flag needs"}},
+		{"store is a directory", []string{"register", "batches/x", "--store", "sqlite:" + dir}, 2, []string{dir + " is a directory"}, []string{"(14)", "unable to open"}},
+		{"store in a missing directory", []string{"register", "batches/x", "--store", "sqlite:" + dir + "/no/x.db"}, 2, []string{dir + "/no", "does not exist"}, []string{"(14)", "unable to open"}},
+		{"webhooks without GEMINI_API_KEY", []string{"webhooks", "list"}, 2, []string{"GEMINI_API_KEY"}, nil},
+		{"simulate on firestore without an emulator", []string{"simulate", "--store", "firestore", "--ops", "5"}, 2, []string{"FIRESTORE_EMULATOR_HOST"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, errOut, code := runEnv(t, bin, dir, []string{"FIRESTORE_EMULATOR_HOST=", "GOOGLE_CLOUD_PROJECT="}, c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, c.code, errOut)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q lacks %q", errOut, w)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(errOut, n) {
+					t.Errorf("stderr %q has %q", errOut, n)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -132,13 +133,13 @@ func openSimulateBackend(ctx context.Context, store, results string, stdout io.W
 		store = "sqlite:" + dir + "/simulate.db"
 	}
 	if store == "firestore" && env.FirestoreEmulatorHost == "" {
-		return b, closeAll, fmt.Errorf("--store firestore needs FIRESTORE_EMULATOR_HOST: the simulator writes thousands of documents; run it against the emulator")
+		return b, closeAll, &command.ConfigError{Err: errors.New("--store firestore needs FIRESTORE_EMULATOR_HOST: the simulator writes thousands of documents; run it against the emulator")}
 	}
 	o := openers(false)
 	l, closeLedger, err := o.Stores.Open(ctx, store, env)
 	if err != nil {
 		closeAll()
-		return b, func() {}, fmt.Errorf("--store: %w", err)
+		return b, func() {}, configIfBadPath(fmt.Errorf("--store: %w", err))
 	}
 	closers = append(closers, func() { _ = closeLedger() })
 	name, _, _ := strings.Cut(store, ":")

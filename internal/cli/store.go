@@ -91,7 +91,7 @@ func (e *env) openReadLedger(ctx context.Context, fs *flag.FlagSet) (ledger.Ledg
 	}
 	l, closeFn, err := openers(true).Stores.Open(ctx, cfg.Store, cfg.URLEnv(nil))
 	if err != nil {
-		return nil, cfg, nil, err
+		return nil, cfg, nil, configIfBadPath(err)
 	}
 	return l, cfg, func() { _ = closeFn() }, nil
 }
@@ -117,7 +117,17 @@ func (e *env) toolApp(ctx context.Context, fs *flag.FlagSet, newDB bool) (*app.A
 	if err != nil {
 		return nil, err
 	}
-	return e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), newDB)
+	a, err := e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), newDB)
+	return a, configIfBadPath(err)
+}
+
+// configIfBadPath makes a store path that cannot hold a database (a
+// directory, a missing directory) the configuration error it is: exit 2.
+func configIfBadPath(err error) error {
+	if errors.Is(err, sqliteurl.ErrBadPath) {
+		return &command.ConfigError{Err: err}
+	}
+	return err
 }
 
 // toolLogger is the log of the one-shot commands: JSON on stderr like
