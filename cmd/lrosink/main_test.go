@@ -292,6 +292,7 @@ func TestBinary(t *testing.T) {
 	t.Run("StartupRefusals", func(t *testing.T) { testStartupRefusals(t, bin) })
 	t.Run("DevSecretSurvivesRestart", func(t *testing.T) { testDevSecretSurvivesRestart(t, bin) })
 	t.Run("MessagesInUsersWords", func(t *testing.T) { testMessagesInUsersWords(t, bin) })
+	t.Run("SimulateOutputForAFile", func(t *testing.T) { testSimulateOutputForAFile(t, bin) })
 }
 
 // testBrokenSetupExitsBeforeListening: serve builds the whole app (secrets

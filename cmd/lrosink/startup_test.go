@@ -207,3 +207,19 @@ func testMessagesInUsersWords(t *testing.T, bin string) {
 		})
 	}
 }
+
+// testSimulateOutputForAFile: with stderr not a terminal (a file, a pipe)
+// simulate draws no progress bar (no \r frames in the file), and on SQLite,
+// whose reads and writes are not counted, the report says n/a rather than 0.
+func testSimulateOutputForAFile(t *testing.T, bin string) {
+	out, errOut, code := runEnv(t, bin, t.TempDir(), nil, "simulate", "--ops", "20")
+	if code != 0 {
+		t.Fatalf("simulate --ops 20: exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "\r") {
+		t.Errorf("stderr is not a terminal but has progress frames: %q", errOut)
+	}
+	if strings.Contains(out, "store 0 reads") || !strings.Contains(out, "store reads and writes n/a") {
+		t.Errorf("the SQLite report's cost line should say n/a:\n%s", out)
+	}
+}

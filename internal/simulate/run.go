@@ -248,6 +248,7 @@ func Run(ctx context.Context, o Options, b Backend) (*Report, error) {
 		// observation reads.
 		reads, writes := b.Counts()
 		r.rep.Cost.StoreReads, r.rep.Cost.StoreWrites = reads-r.reads.Load(), writes
+		r.rep.Cost.StoreCounted = true
 	}
 	r.check(ctx)
 	r.rep.WallSeconds = time.Since(start).Seconds()
