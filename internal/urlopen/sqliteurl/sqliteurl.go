@@ -16,20 +16,26 @@ import (
 )
 
 // ErrBadPath: the path cannot hold a database file (a directory, or in a
-// directory that does not exist): a configuration error.
+// directory that does not exist): a configuration error. Match it with
+// errors.Is; the message is badPath's, in the user's words.
 var ErrBadPath = errors.New("not a database file path")
+
+type badPath struct{ msg string }
+
+func (e *badPath) Error() string        { return e.msg }
+func (e *badPath) Is(target error) bool { return target == ErrBadPath }
 
 // checkPath says, in the user's words and naming the path, why path cannot
 // be a database file, before SQLite says "unable to open database file (14)".
 func checkPath(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%w: %s is a directory, not a database file (e.g. sqlite:%s)", ErrBadPath, path, filepath.Join(path, "lrosink.db"))
+		return &badPath{fmt.Sprintf("%s is a directory, not a database file (e.g. sqlite:%s)", path, filepath.Join(path, "lrosink.db"))}
 	}
 	dir := filepath.Dir(path)
 	if st, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: directory %s does not exist (create it, or choose another path)", ErrBadPath, dir)
+		return &badPath{fmt.Sprintf("directory %s does not exist (create it, or choose another path)", dir)}
 	} else if err == nil && !st.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory", ErrBadPath, dir)
+		return &badPath{fmt.Sprintf("%s is not a directory", dir)}
 	}
 	return nil
 }
