@@ -47,7 +47,10 @@ import (
 	"time"
 )
 
-// Defaults of the Consumer's settings.
+// Defaults of the Consumer's settings. DefaultLease is this consumer's own
+// claim lease, how long a handler may run before its key is seized: a
+// setting of the downstream worker, not lrosink's LROSINK_CLAIM_LEASE, so
+// it is not derived from it even though both are 10 minutes.
 const (
 	DefaultLease     = 10 * time.Minute
 	DefaultRetention = 30 * 24 * time.Hour

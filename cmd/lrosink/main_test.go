@@ -289,6 +289,10 @@ func TestBinary(t *testing.T) {
 	t.Run("BrokenSetupExitsBeforeListening", func(t *testing.T) { testBrokenSetupExitsBeforeListening(t, bin) })
 	t.Run("NonLoopbackNeedsAdminToken", func(t *testing.T) { testNonLoopbackNeedsAdminToken(t, bin) })
 	t.Run("PortAloneIsLoopback", func(t *testing.T) { testPortAloneIsLoopback(t, bin) })
+	t.Run("StartupRefusals", func(t *testing.T) { testStartupRefusals(t, bin) })
+	t.Run("DevSecretSurvivesRestart", func(t *testing.T) { testDevSecretSurvivesRestart(t, bin) })
+	t.Run("MessagesInUsersWords", func(t *testing.T) { testMessagesInUsersWords(t, bin) })
+	t.Run("SimulateOutputForAFile", func(t *testing.T) { testSimulateOutputForAFile(t, bin) })
 }
 
 // testBrokenSetupExitsBeforeListening: serve builds the whole app (secrets
@@ -502,9 +506,10 @@ func testRestartAfterCrash(t *testing.T, bin string) {
 			dir, secret := t.TempDir(), webhooktest.NewSecret()
 			// The lease is written into the claim when it is committed, so it
 			// is the crashed run's --claim-lease that lets the restarted run
-			// seize the dead holder's claim after 1s. The restarted run keeps
-			// the default 10m lease: its own claim cannot expire under it.
-			p := serve(t, bin, dir, []string{"LROSINK_WEBHOOK_SECRETS=" + secret, "LROSINK_FAULT=" + c.fault}, "--claim-lease", "1s")
+			// seize the dead holder's claim after 1s (the lease floor is twice
+			// the webhook deadline, hence the short deadline). The restarted
+			// run keeps the default 10m lease: its own claim cannot expire under it.
+			p := serve(t, bin, dir, []string{"LROSINK_WEBHOOK_SECRETS=" + secret, "LROSINK_FAULT=" + c.fault}, "--claim-lease", "1s", "--webhook-deadline", "500ms")
 			if code, _, err := deliver(t, p.base, secret, "msg_c1", body("crash1")); err == nil && code == http.StatusOK {
 				t.Fatalf("delivery answered %d although the process was to crash", code)
 			}

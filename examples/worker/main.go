@@ -43,7 +43,12 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2) // run has said what is wrong and shown the usage
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
@@ -70,11 +75,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	storeSpec := fs.String("store", "firestore:processed", "where keys are claimed: firestore:COLLECTION or sqlite:PATH")
 	lease := fs.Duration("lease", consume.DefaultLease, "claim lease: longer than the longest processing")
 	outstanding := fs.Int("max-outstanding", 10, "Pub/Sub messages processed concurrently")
-	if err := fs.Parse(args); err != nil {
+	// usage reports a bad invocation with the usage, as fs.Parse does.
+	usage := func(format string, a ...any) error {
+		fmt.Fprintf(stderr, "worker: "+format+"\n", a...)
+		fs.Usage()
+		return errUsage
+	}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return err
+	} else if err != nil {
+		return errUsage // fs.Parse printed the error and the usage
 	}
 	if (*sub == "") == (*lines == "") {
-		return errors.New("give exactly one of -subscription and -lines")
+		return usage("give exactly one of -subscription and -lines")
+	}
+	if !validStore(*storeSpec) {
+		return usage("-store %q: want firestore:COLLECTION or sqlite:PATH", *storeSpec)
 	}
 	if p, ok := projectOf(*sub); ok && *project == "" {
 		*project = p
@@ -106,7 +122,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		src = consume.PubSub(s)
 	}
 
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Cloud Logging reads severity and message (slog writes level and msg).
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{ReplaceAttr: cloudLogging}))
 	c := &consume.Consumer{Store: store, Handler: process(stdout), Lease: *lease,
 		OnOutcome: func(o consume.Outcome) {
 			attrs := []any{"outcome", string(o.Kind), "key", o.Key, "message_id", o.MessageID, "attempt", o.Attempt}
@@ -125,6 +142,32 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	return nil
+}
+
+// cloudLogging renames slog's top-level keys to the ones Cloud Logging
+// lifts out of a JSON line, as lrosink's own logs do.
+func cloudLogging(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) > 0 {
+		return a
+	}
+	switch a.Key {
+	case slog.LevelKey:
+		l, _ := a.Value.Any().(slog.Level)
+		sev := map[slog.Level]string{slog.LevelDebug: "DEBUG", slog.LevelInfo: "INFO", slog.LevelWarn: "WARNING", slog.LevelError: "ERROR"}[l]
+		if sev == "" {
+			sev = "DEFAULT"
+		}
+		return slog.String("severity", sev)
+	case slog.MessageKey:
+		a.Key = "message"
+	}
+	return a
+}
+
+// validStore: spec is one of the forms openStore opens.
+func validStore(spec string) bool {
+	kind, arg, _ := strings.Cut(spec, ":")
+	return (kind == "sqlite" || kind == "firestore") && arg != ""
 }
 
 func openStore(ctx context.Context, spec, project string) (consume.Store, func(), error) {
@@ -157,3 +200,6 @@ func projectOf(sub string) (string, bool) {
 	}
 	return "", false
 }
+
+// errUsage: the invocation is wrong; the usage has been shown (exit 2).
+var errUsage = errors.New("usage")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,6 +52,16 @@ func TestWorkerOnLines(t *testing.T) {
 	if !strings.Contains(logs.String(), `"outcome":"duplicate"`) {
 		t.Errorf("no duplicate logged:\n%s", logs.String())
 	}
+	// The keys Cloud Logging reads, as lrosink itself writes them.
+	for l := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if rec["severity"] == nil || rec["message"] == nil || rec["level"] != nil || rec["msg"] != nil {
+			t.Errorf("log line %q: want severity and message, not level and msg", l)
+		}
+	}
 
 	out.Reset()
 	if err := run(t.Context(), []string{"-lines", "-", "-store", db}, bytes.NewReader(lines.Bytes()), &out, &logs); err != nil {
@@ -67,8 +78,11 @@ func TestWorkerFlags(t *testing.T) {
 		{"-lines", "-", "-subscription", "s"}, // two sources
 		{"-lines", "-", "-store", "mysql:x"},
 	} {
-		if err := run(t.Context(), args, strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
-			t.Errorf("%v: no error", args)
+		var stderr bytes.Buffer
+		err := run(t.Context(), args, strings.NewReader(""), &bytes.Buffer{}, &stderr)
+		// A bad invocation says what is wrong, then shows the usage.
+		if !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), "Usage of worker") || !strings.Contains(stderr.String(), "-lines") {
+			t.Errorf("%v: %v, stderr %q; want a usage error with the usage", args, err, stderr.String())
 		}
 	}
 }

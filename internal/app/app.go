@@ -39,9 +39,10 @@ type App struct {
 	// Metrics is this App's own Prometheus registry (GET /metrics).
 	Metrics *metrics.Metrics
 	// Passes keeps this process's recent reconcile passes for the console.
-	Passes  *console.Passes
-	now     func() time.Time
-	closers []func() error
+	Passes        *console.Passes
+	signatureHint string
+	now           func() time.Time
+	closers       []func() error
 }
 
 // Options are the parts an entry point may supply instead of the defaults.
@@ -55,6 +56,9 @@ type Options struct {
 	// Faults injects crashes at the ingest door's boundaries (tests and the
 	// simulator only; nil in production).
 	Faults ingest.Faults
+	// SignatureHint, if set, is the detail of a webhook's 401
+	// no-matching-signature (serve: where its dev secret is).
+	SignatureHint string
 }
 
 // New builds an App. On error, whatever was opened is closed again.
@@ -65,7 +69,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	a := &App{Config: cfg, Log: log, Metrics: metrics.New(), Passes: console.NewPasses(20), now: o.Now}
+	a := &App{Config: cfg, Log: log, Metrics: metrics.New(), Passes: console.NewPasses(20), now: o.Now, signatureHint: o.SignatureHint}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -153,7 +157,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 
 // Webhook is the Webhook function's handler.
 func (a *App) Webhook() http.Handler {
-	return a.Metrics.Webhook(logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody, httpapi.WithDeadline(a.Config.WebhookDeadline))))
+	return a.Metrics.Webhook(logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody, httpapi.WithDeadline(a.Config.WebhookDeadline), httpapi.WithSignatureHint(a.signatureHint))))
 }
 
 // Register is the Register function's handler; with LROSINK_ADMIN_TOKEN

@@ -125,8 +125,8 @@ func TestListenAddr(t *testing.T) {
 		{"", "10.0.0.1", "", "10.0.0.1:8080"},
 		{"0.0.0.0:9", "127.0.0.1", "7000", "0.0.0.0:9"},
 	} {
-		got := listenAddr(c.flag, mapEnv(map[string]string{"HOST": c.host, "PORT": c.port}))
-		if got != c.want {
+		got, err := listenAddr(c.flag, mapEnv(map[string]string{"HOST": c.host, "PORT": c.port}))
+		if err != nil || got != c.want {
 			t.Errorf("listenAddr(%q, HOST=%q PORT=%q) = %q, want %q", c.flag, c.host, c.port, got, c.want)
 		}
 	}

@@ -8,15 +8,19 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
-	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+	"github.com/lrosink/lrosink/internal/webhook"
 )
 
 // shutdownTimeout bounds a graceful stop: Cloud Run and most supervisors
@@ -39,8 +43,10 @@ stdout as JSON lines, one per results message; stdout carries nothing else. Logs
 stderr as JSON. A reconcile pass runs at start-up (so claims left by a crash are retried)
 and then every LROSINK_RECONCILE_EVERY.
 
-Without a configured webhook secret, serve generates a dev signing secret for this run,
-prints it once on stderr and accepts deliveries signed with it.
+Without a configured webhook secret, serve signs with a dev secret: generated on the first
+run and kept beside a SQLite ledger (sqlite:PATH → PATH.secret, mode 0600), so it survives
+restarts; with a firestore ledger it lasts the run. Start-up prints it, and where it is, on
+stderr (never in a log record); a delivery signed otherwise gets 401 with that hint.
 
 SIGINT or SIGTERM stops it gracefully, within 10s in all: no new connections, requests
 in flight finish, the reconcile loop stops, work the ingest door still runs for callers
@@ -49,7 +55,8 @@ closed. Exit status 0; 1 if something was cut off (a claim it held is then seize
 its lease by the next run).`,
 		Env: `  Each flag has a variable (named in its help); a flag overrides its variable.
   PORT, HOST         when --addr is not given: listen on port $PORT (default 8080) of $HOST
-                     (default 127.0.0.1); PORT alone never exposes serve beyond this machine
+                     (default 127.0.0.1); PORT alone never exposes serve beyond this machine.
+                     A port that is not a number, or an address in use, is exit 2 at start-up
   LROSINK_ADMIN_TOKEN  required to listen on an address other than loopback (e.g. --addr
                      0.0.0.0:8080); when set, POST /Register and /Reconcile need the header
                      "Authorization: Bearer <token>" (401 otherwise). /Webhook is authenticated
@@ -81,9 +88,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.Var(&secrets, "webhook-secret", "accept deliveries signed with `whsec_…`; repeatable or comma-separated (env LROSINK_WEBHOOK_SECRETS, which keeps it out of the process list)")
 	fs.String("reconcile-every", "", "run a reconcile pass every `DURATION` (env LROSINK_RECONCILE_EVERY; default 1m)")
 	fs.String("grace", "", "do not poll a pending operation until `DURATION` after submission (env LROSINK_GRACE; default 90s)")
-	fs.String("stuck-after", "", "alert on operations pending longer than `DURATION` (env LROSINK_STUCK_AFTER; default 6h)")
-	fs.String("webhook-deadline", "", "answer a webhook 503 (the work goes on) when not done within `DURATION` (env LROSINK_WEBHOOK_DEADLINE; default 10s)")
-	fs.String("claim-lease", "", "seize a claim not committed within `DURATION` (env LROSINK_CLAIM_LEASE; default 10m)")
+	fs.String("stuck-after", "", "alert on operations pending longer than `DURATION` (env LROSINK_STUCK_AFTER; default "+shortDuration(reconcile.DefaultStuckAfter)+")")
+	fs.String("webhook-deadline", "", "answer a webhook 503 (the work goes on) when not done within `DURATION` (env LROSINK_WEBHOOK_DEADLINE; default "+shortDuration(webhook.DefaultDeadline)+")")
+	fs.String("claim-lease", "", "seize a claim not committed within `DURATION` (env LROSINK_CLAIM_LEASE; default "+shortDuration(ingest.DefaultLease)+"; at least twice the webhook deadline)")
 	if _, err := serveDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
 	}
@@ -91,48 +98,121 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	listen := listenAddr(*addr, e.getenv)
+	listen, err := listenAddr(*addr, e.getenv)
+	if err != nil {
+		return err
+	}
 	if err := checkExposure(ctx, listen, cfg.AdminToken); err != nil {
 		return err
 	}
+	// A port in use is found before anything is built or announced (no
+	// ledger file, no dev secret, no shutdown lines); the real bind comes
+	// after the build, so a bad store never leaves a port answering.
+	if err := checkListen(listen); err != nil {
+		return err
+	}
 	log := logging.New(e.stderr, slog.LevelInfo, cfg.Project)
-	devSecret := ""
+	var dev *devSecret
+	var extra []func(*app.Options)
 	if len(cfg.WebhookSecrets) == 0 {
-		devSecret = webhooktest.NewSecret()
-		cfg.WebhookSecrets = []string{devSecret}
+		d, err := loadDevSecret(cfg.Store)
+		if err != nil {
+			return err
+		}
+		dev, cfg.WebhookSecrets = &d, []string{d.secret}
+		extra = append(extra, func(o *app.Options) { o.SignatureHint = d.hint() })
 	}
 	// Fail fast: the whole app (store and sink opened) is built before
 	// anything listens; a failure here is the configuration's (exit 2).
-	a, err := e.newApp(ctx, cfg, log, true)
+	a, err := e.newApp(ctx, cfg, log, true, extra...)
 	if err != nil {
 		return &command.ConfigError{Err: err}
 	}
-	if devSecret != "" {
-		// A plain line, never a log record: log pipelines keep records, and
-		// this secret is only for the person running the server.
-		fmt.Fprintf(e.stderr, "lrosink: DEV webhook signing secret, generated for this run only (set LROSINK_WEBHOOK_SECRETS for a real one): %s\n", devSecret)
+	if dev != nil {
+		if err := dev.save(); err != nil {
+			return errors.Join(err, a.Close())
+		}
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return errors.Join(fmt.Errorf("listen: %w", err), a.Close())
+		// Taken since checkListen: rare, and still the configuration's.
+		return errors.Join(&command.ConfigError{Err: listenError(listen, err)}, a.Close())
+	}
+	if dev != nil {
+		fmt.Fprintln(e.stderr, dev.notice())
 	}
 	return serveApp(ctx, e, cfg, a, ln, log)
 }
 
+// shortDuration writes a default as the help and the contract do: 10m, 6h.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // listenAddr: --addr, else $HOST:$PORT, each defaulting to defaultAddr's
-// part: PORT alone changes only the port, never the interface.
-func listenAddr(flagAddr string, getenv func(string) string) string {
+// part: PORT alone changes only the port, never the interface. A port that
+// is not a number is a configuration error naming the flag or variable
+// (net.Listen would look it up as a service name).
+func listenAddr(flagAddr string, getenv func(string) string) (string, error) {
 	if flagAddr != "" {
-		return flagAddr
+		_, port, err := net.SplitHostPort(flagAddr)
+		if err != nil || !validPort(port) {
+			return "", &command.ConfigError{Err: fmt.Errorf("--addr: %q is not HOST:PORT with a port number 0-65535 (e.g. 127.0.0.1:8080)", flagAddr)}
+		}
+		return flagAddr, nil
 	}
 	host, port, _ := net.SplitHostPort(defaultAddr)
 	if h := strings.TrimSpace(getenv("HOST")); h != "" {
 		host = h
 	}
 	if p := strings.TrimSpace(getenv("PORT")); p != "" {
+		if !validPort(p) {
+			return "", &command.ConfigError{Err: fmt.Errorf("PORT: %q is not a port number 0-65535", p)}
+		}
 		port = p
 	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(host, port), nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535 && p == strconv.Itoa(n)
+}
+
+// checkListen binds addr and lets it go again: a configuration error naming
+// the address when it cannot be bound (in use, not an address of this host).
+func checkListen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return &command.ConfigError{Err: listenError(addr, err)}
+	}
+	return ln.Close()
+}
+
+// listenError says why addr cannot be bound in one line, without Go's
+// layers ("listen tcp 127.0.0.1:8080: bind: ...").
+func listenError(addr string, err error) error {
+	why := err.Error()
+	var se *os.SyscallError
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &se):
+		why = se.Err.Error()
+	case errors.As(err, &oe) && oe.Err != nil:
+		why = oe.Err.Error()
+	}
+	hint := ""
+	if errors.Is(err, syscall.EADDRINUSE) {
+		hint = " (another lrosink serve? choose another with --addr or PORT)"
+	}
+	return fmt.Errorf("cannot listen on %s: %s%s", addr, why, hint)
 }
 
 // checkExposure refuses an address other hosts can reach unless an admin

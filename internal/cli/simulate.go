@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -77,7 +78,7 @@ func runSimulate(ctx context.Context, e *env, args []string) error {
 	store := fs.String("store", "sqlite", "ledger `STORE`: sqlite (a temporary file), sqlite:PATH, or firestore (needs FIRESTORE_EMULATOR_HOST; project GOOGLE_CLOUD_PROJECT, else lrosink-local)")
 	results := fs.String("results", "", "also send results to `SPEC`: pubsub:projects/P/topics/T, file:PATH or stdout")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	quiet := fs.Bool("quiet", false, "no progress bar")
+	quiet := fs.Bool("quiet", false, "no progress bar (it is drawn only when stderr is a terminal)")
 	if _, err := simulateDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
 	}
@@ -85,7 +86,9 @@ func runSimulate(ctx context.Context, e *env, args []string) error {
 	if err := o.Validate(); err != nil {
 		return &command.ConfigError{Err: err}
 	}
-	if !*quiet && !*asJSON {
+	// The bar redraws itself with \r: only a terminal shows it as one line;
+	// a file or a pipe would collect every frame.
+	if !*quiet && !*asJSON && isTerminal(e.stderr) {
 		o.Progress = e.stderr
 	}
 	b, closeFn, err := openSimulateBackend(ctx, *store, *results, e.stdout, e.getenv)
@@ -111,6 +114,17 @@ func runSimulate(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// isTerminal: w is a character device (a terminal; /dev/null too, where the
+// frames are harmless). Files and pipes are not.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
 // openSimulateBackend opens the store and the optional results sink through
 // the same registry of schemes as `lrosink serve` (openers), so a value
 // means the same here; "sqlite" alone is a temporary database.
@@ -133,13 +147,13 @@ func openSimulateBackend(ctx context.Context, store, results string, stdout io.W
 		store = "sqlite:" + dir + "/simulate.db"
 	}
 	if store == "firestore" && env.FirestoreEmulatorHost == "" {
-		return b, closeAll, fmt.Errorf("--store firestore needs FIRESTORE_EMULATOR_HOST: the simulator writes thousands of documents; run it against the emulator")
+		return b, closeAll, &command.ConfigError{Err: errors.New("--store firestore needs FIRESTORE_EMULATOR_HOST: the simulator writes thousands of documents; run it against the emulator")}
 	}
 	o := openers(false)
 	l, closeLedger, err := o.Stores.Open(ctx, store, env)
 	if err != nil {
 		closeAll()
-		return b, func() {}, fmt.Errorf("--store: %w", err)
+		return b, func() {}, configIfBadPath(fmt.Errorf("--store: %w", err))
 	}
 	closers = append(closers, func() { _ = closeLedger() })
 	name, _, _ := strings.Cut(store, ":")

@@ -92,17 +92,22 @@ func (e *env) openReadLedger(ctx context.Context, fs *flag.FlagSet) (ledger.Ledg
 	}
 	l, closeFn, err := openers(true).Stores.Open(ctx, cfg.Store, cfg.URLEnv(nil))
 	if err != nil {
-		return nil, cfg, nil, err
+		return nil, cfg, nil, configIfBadPath(err)
 	}
 	return l, cfg, func() { _ = closeFn() }, nil
 }
 
 // newApp builds the App: the ingest door, sink and reconciler on the
 // configured ledger. newDB says whether a new SQLite file may be created.
-func (e *env) newApp(ctx context.Context, cfg config.Config, log *slog.Logger, newDB bool) (*app.App, error) {
+// extra adjusts the App's options (serve's dev-secret hint).
+func (e *env) newApp(ctx context.Context, cfg config.Config, log *slog.Logger, newDB bool, extra ...func(*app.Options)) (*app.App, error) {
 	cfg.Openers = openers(!newDB)
+	o := app.Options{Now: e.now, Stdout: e.stdout, Faults: e.faults}
+	for _, f := range extra {
+		f(&o)
+	}
 	// app.New names the variable at fault.
-	return app.New(ctx, cfg, log, app.Options{Now: e.now, Stdout: e.stdout, Faults: e.faults})
+	return app.New(ctx, cfg, log, o)
 }
 
 // toolApp builds the App of a one-shot command (register, replay,
@@ -116,12 +121,21 @@ func (e *env) toolApp(ctx context.Context, fs *flag.FlagSet, newDB bool) (*app.A
 	if err != nil {
 		return nil, err
 	}
-	cfg.Openers = openers(!newDB)
 	stdout := e.stdout
 	if !resultsConfigured(e.getenv, fs) {
 		stdout = noResultsSink{}
 	}
-	return app.New(ctx, cfg, toolLogger(e.stderr, cfg), app.Options{Now: e.now, Stdout: stdout, Faults: e.faults})
+	a, err := e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), newDB, func(o *app.Options) { o.Stdout = stdout })
+	return a, configIfBadPath(err)
+}
+
+// configIfBadPath makes a store path that cannot hold a database (a
+// directory, a missing directory) the configuration error it is: exit 2.
+func configIfBadPath(err error) error {
+	if errors.Is(err, sqliteurl.ErrBadPath) {
+		return &command.ConfigError{Err: err}
+	}
+	return err
 }
 
 // resultsConfigured reports whether LROSINK_RESULTS or --results names the

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/urlopen"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
@@ -87,14 +89,27 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	e.fail(c.Validate())
 	e.checkURLs(c)
 	c.Grace = e.duration("LROSINK_GRACE", 90*time.Second)
-	c.StuckAfter = e.duration("LROSINK_STUCK_AFTER", 6*time.Hour)
-	c.ClaimLease = e.duration("LROSINK_CLAIM_LEASE", 10*time.Minute)
+	c.StuckAfter = e.duration("LROSINK_STUCK_AFTER", reconcile.DefaultStuckAfter)
+	c.ClaimLease = e.duration("LROSINK_CLAIM_LEASE", ingest.DefaultLease)
 	c.ReconcileEvery = e.duration("LROSINK_RECONCILE_EVERY", time.Minute)
-	c.WebhookDeadline = e.duration("LROSINK_WEBHOOK_DEADLINE", 10*time.Second)
+	c.WebhookDeadline = e.duration("LROSINK_WEBHOOK_DEADLINE", webhook.DefaultDeadline)
 	c.StoreTimeout = e.duration("LROSINK_STORE_TIMEOUT", ledger.DefaultCallTimeout)
+	if floor := ClaimLeaseFloor(c.WebhookDeadline); c.ClaimLease < floor {
+		e.fail(fmt.Errorf("LROSINK_CLAIM_LEASE: %s is under its floor %s (twice LROSINK_WEBHOOK_DEADLINE, at least 1s): a shorter lease lets a redelivery seize a claim whose holder is still publishing", c.ClaimLease, floor))
+	}
 	c.AdminToken = e.adminToken()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)
+}
+
+// ClaimLeaseFloor is the shortest LROSINK_CLAIM_LEASE accepted with the
+// given webhook deadline: twice the deadline, and never under 1s. The door's
+// work for a webhook is expected to end within the deadline; a lease that
+// runs out sooner lets the redelivery Gemini sends after a 503 seize a claim
+// whose holder is still at work, and each such seizure is one more results
+// message. Twice leaves room for the DONE retries after a slow publish.
+func ClaimLeaseFloor(webhookDeadline time.Duration) time.Duration {
+	return max(2*webhookDeadline, time.Second)
 }
 
 // envReader reads variables and collects what is wrong with them.

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/urlopen"
 	"github.com/lrosink/lrosink/internal/urlopen/sqliteurl"
+	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -207,5 +210,45 @@ func TestV1AKeySources(t *testing.T) {
 	_, err = Load(env(map[string]string{"LROSINK_JWKS_URL": "file:jwks.json"}), Serve(local()))
 	if err == nil || !strings.HasPrefix(err.Error(), "LROSINK_JWKS_URL:") {
 		t.Fatalf("a relative file URL: %v", err)
+	}
+}
+
+// TestDefaultsAreTheComponents: each default is the one its component
+// exports, not a copy that could drift from it.
+func TestDefaultsAreTheComponents(t *testing.T) {
+	c, err := Load(env(nil), Serve(local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClaimLease != ingest.DefaultLease || c.StuckAfter != reconcile.DefaultStuckAfter || c.WebhookDeadline != webhook.DefaultDeadline {
+		t.Fatalf("lease %s, stuck after %s, webhook deadline %s: want ingest.DefaultLease, reconcile.DefaultStuckAfter, webhook.DefaultDeadline",
+			c.ClaimLease, c.StuckAfter, c.WebhookDeadline)
+	}
+}
+
+// TestClaimLeaseFloor: a lease under twice the webhook deadline would let
+// a redelivery seize a claim whose holder is still at work; it is refused
+// at start-up, naming the variable and the floor.
+func TestClaimLeaseFloor(t *testing.T) {
+	for _, c := range []struct {
+		lease, deadline string
+		ok              bool
+	}{
+		{"1ns", "", false},
+		{"1ms", "", false},
+		{"19s", "", false},
+		{"20s", "", true},
+		{"1m", "31s", false},
+		{"1m", "30s", true},
+		{"999ms", "100ms", false}, // never under 1s, however short the deadline
+		{"1s", "500ms", true},
+	} {
+		_, err := Load(env(map[string]string{"LROSINK_CLAIM_LEASE": c.lease, "LROSINK_WEBHOOK_DEADLINE": c.deadline}), Serve(local()))
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("lease %s, deadline %q: %v", c.lease, c.deadline, err)
+		case !c.ok && (err == nil || !strings.HasPrefix(err.Error(), "LROSINK_CLAIM_LEASE: ") || !strings.Contains(err.Error(), "floor")):
+			t.Errorf("lease %s, deadline %q: %v; want one line naming LROSINK_CLAIM_LEASE and its floor", c.lease, c.deadline, err)
+		}
 	}
 }

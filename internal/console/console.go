@@ -27,6 +27,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/reconcile"
 )
 
 // Prefix is where the console is mounted.
@@ -88,7 +89,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.PageSize = 50
 	}
 	if cfg.StuckAfter <= 0 {
-		cfg.StuckAfter = 6 * time.Hour
+		cfg.StuckAfter = reconcile.DefaultStuckAfter
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{

@@ -39,7 +39,8 @@ type Answer struct {
 	Outcome   string `json:"outcome"`
 	Reason    string `json:"reason"`
 	Operation string `json:"operation"`
-	// Detail explains a refusal the caller can fix (invalid-metadata).
+	// Detail explains, in words, a refusal the caller can fix (every 400);
+	// Reason stays the stable label.
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -78,7 +79,7 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	case err == nil:
 		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Reason, Operation: res.Operation}
 	case errors.As(err, &invalid):
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name"}
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name", Detail: invalid.Error()}
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
 	case errors.Is(err, ingest.ErrVideoModelUnknown):
@@ -101,16 +102,23 @@ func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	}
 }
 
-// DefaultWebhookDeadline is LROSINK_WEBHOOK_DEADLINE's default.
-const DefaultWebhookDeadline = 10 * time.Second
-
 // WebhookOption adjusts the Webhook function.
 type WebhookOption func(*webhookOptions)
 
-type webhookOptions struct{ deadline time.Duration }
+type webhookOptions struct {
+	deadline      time.Duration
+	signatureHint string
+}
+
+// WithSignatureHint sets the detail of a 401 no-matching-signature: serve,
+// signing with its generated dev secret, says where that secret is, since a
+// sender with an older secret otherwise gets no clue.
+func WithSignatureHint(detail string) WebhookOption {
+	return func(o *webhookOptions) { o.signatureHint = detail }
+}
 
 // WithDeadline sets how long a delivery waits for the ingest door before it
-// is answered 503 deadline-exceeded (DefaultWebhookDeadline when not given
+// is answered 503 deadline-exceeded (webhook.DefaultDeadline when not given
 // or not positive).
 func WithDeadline(d time.Duration) WebhookOption {
 	return func(o *webhookOptions) {
@@ -124,7 +132,7 @@ func WithDeadline(d time.Duration) WebhookOption {
 // door has not finished within the deadline is answered 503
 // deadline-exceeded with Retry-After; the door's work goes on detached.
 func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
-	o := webhookOptions{deadline: DefaultWebhookDeadline}
+	o := webhookOptions{deadline: webhook.DefaultDeadline}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -134,6 +142,9 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		status, a, au := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
 		if status == 0 {
 			return // answered by readBody or methodPOST
+		}
+		if a.Reason == webhook.ReasonNoMatchingSignature && o.signatureHint != "" {
+			a.Detail = o.signatureHint
 		}
 		level := slog.LevelInfo
 		if status >= 500 {
@@ -197,9 +208,10 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	case errors.Is(err, webhook.ErrUnknownType):
 		return http.StatusOK, Answer{Outcome: "ignored", Reason: "unknown-event-type"}, auth{method: verified.Method}
 	case errors.As(err, &bad):
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: bad.Reason}, auth{method: verified.Method}
+		// The label is stable (CONTRACT.md §3); what is wrong goes in detail.
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope", Detail: bad.Reason}, auth{method: verified.Method}
 	case err != nil:
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope"}, auth{method: verified.Method}
+		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope", Detail: err.Error()}, auth{method: verified.Method}
 	}
 	// Only a v1 signature binds a delivery to this deployment (the secret
 	// is ours). A JWT does not cover the body, and a v1a key is Google's,
@@ -279,17 +291,13 @@ func Register(door Door, log *slog.Logger) http.Handler {
 		var req RegisterRequest
 		// Numbers as written: a job id over 2^53 must not become a float.
 		if err := ledger.DecodeJSON(body, &req); err != nil {
-			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-json"})
+			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-json", Detail: "body is not {\"name\",\"kind\",\"metadata\"} JSON: " + err.Error()})
 			return
 		}
 		res, err := register.Register(r.Context(), door, register.Request{Name: req.Name, Kind: req.Kind, Metadata: req.Metadata})
 		var invalid *register.InvalidError
 		if errors.As(err, &invalid) {
-			a := Answer{Outcome: "rejected", Reason: invalid.Reason}
-			if invalid.Reason == register.ReasonInvalidMetadata {
-				a.Detail = invalid.Error()
-			}
-			reply(w, http.StatusBadRequest, a)
+			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: invalid.Reason, Detail: invalid.Error()})
 			return
 		}
 		status, a := ingestAnswer(res.Result, err)

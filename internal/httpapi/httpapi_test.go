@@ -244,18 +244,18 @@ func TestHostileRequests(t *testing.T) {
 		{name: "jwt wrong audience", method: http.MethodPost, body: good, header: jwtHeaders(r.token(t, func(c *jwt.Claims, _ *string) { c.Audience = jwt.Audience{"https://evil.example"} })), status: u, reason: "wrong-audience"},
 		{name: "jwt garbage segments", method: http.MethodPost, body: good, header: jwtHeaders("eyJhbGciOiJSUzI1NiJ9.e30.@@@@"), status: u, reason: "missing-headers"},
 		{name: "jwt tampered payload", method: http.MethodPost, body: good, header: jwtHeaders(tamper(r.token(t, nil))), status: u, reason: "bad-token"},
-		signed("invalid JSON", []byte(`{"type":"batch.succeeded",`), b, ""),
-		signed("JSON array", []byte(`[{"type":"batch.succeeded"}]`), b, ""),
-		signed("empty body", []byte{}, b, ""),
-		signed("no type", []byte(`{"data":{"id":"batches/x"}}`), b, ""),
-		signed("empty type", []byte(`{"type":"","data":{"id":"batches/x"}}`), b, ""),
-		signed("type not a string", []byte(`{"type":7,"data":{"id":"batches/x"}}`), b, ""),
-		signed("no data", []byte(`{"type":"batch.succeeded"}`), b, ""),
-		signed("data not an object", []byte(`{"type":"batch.succeeded","data":"batches/x"}`), b, ""),
-		signed("no data.id", []byte(`{"type":"batch.succeeded","data":{"output_file_uri":"gs://b/x"}}`), b, ""),
-		signed("data.id not a string", []byte(`{"type":"batch.succeeded","data":{"id":42}}`), b, ""),
-		signed("data.id empty", envelope("batch.succeeded", ""), b, ""),
-		signed("huge data.id", envelope("batch.succeeded", "batches/"+strings.Repeat("a", 2000)), b, ""),
+		signed("invalid JSON", []byte(`{"type":"batch.succeeded",`), b, "bad-envelope"),
+		signed("JSON array", []byte(`[{"type":"batch.succeeded"}]`), b, "bad-envelope"),
+		signed("empty body", []byte{}, b, "bad-envelope"),
+		signed("no type", []byte(`{"data":{"id":"batches/x"}}`), b, "bad-envelope"),
+		signed("empty type", []byte(`{"type":"","data":{"id":"batches/x"}}`), b, "bad-envelope"),
+		signed("type not a string", []byte(`{"type":7,"data":{"id":"batches/x"}}`), b, "bad-envelope"),
+		signed("no data", []byte(`{"type":"batch.succeeded"}`), b, "bad-envelope"),
+		signed("data not an object", []byte(`{"type":"batch.succeeded","data":"batches/x"}`), b, "bad-envelope"),
+		signed("no data.id", []byte(`{"type":"batch.succeeded","data":{"output_file_uri":"gs://b/x"}}`), b, "bad-envelope"),
+		signed("data.id not a string", []byte(`{"type":"batch.succeeded","data":{"id":42}}`), b, "bad-envelope"),
+		signed("data.id empty", envelope("batch.succeeded", ""), b, "bad-envelope"),
+		signed("huge data.id", envelope("batch.succeeded", "batches/"+strings.Repeat("a", 2000)), b, "bad-envelope"),
 		signed("path traversal id", envelope("batch.succeeded", "batches/../operations/x"), b, "invalid-name"),
 		signed("id with a slash inside", envelope("batch.succeeded", "batches/a/b"), b, "invalid-name"),
 		signed("id with a space", envelope("batch.succeeded", "batches/a b"), b, "invalid-name"),
@@ -263,8 +263,8 @@ func TestHostileRequests(t *testing.T) {
 		signed("id of another family", envelope("batch.succeeded", "interactions/abc"), b, "invalid-name"),
 		signed("id with an unknown prefix", envelope("batch.succeeded", "files/abc"), b, "invalid-name"),
 		signed("id __reserved__", envelope("batch.succeeded", "__x__"), b, "invalid-name"),
-		signed("deep nesting", deep, b, ""),
-		signed("invalid UTF-8", []byte("{\"type\":\"batch.succeeded\",\"data\":{\"id\":\"batches/\xff\xfe\"}}"), b, ""),
+		signed("deep nesting", deep, b, "bad-envelope"),
+		signed("invalid UTF-8", []byte("{\"type\":\"batch.succeeded\",\"data\":{\"id\":\"batches/\xff\xfe\"}}"), b, "bad-envelope"),
 		signed("unknown event type", envelope("batch.exploded", "batches/x"), http.StatusOK, "unknown-event-type"),
 		signed("ping-like event", []byte(`{"type":"webhook.ping","data":{}}`), http.StatusOK, "unknown-event-type"),
 	}
@@ -275,6 +275,11 @@ func TestHostileRequests(t *testing.T) {
 		status, a := r.do(t, q)
 		if status != q.status || (q.reason != "" && a.Reason != q.reason) {
 			t.Errorf("%s: %d %+v, want %d reason %q", q.name, status, a, q.status, q.reason)
+		}
+		// A 400 names the stable label in reason and says what is wrong in
+		// detail (CONTRACT.md §3), for the sender to fix.
+		if status == http.StatusBadRequest && a.Detail == "" {
+			t.Errorf("%s: %d %+v: want a detail saying what is wrong", q.name, status, a)
 		}
 	}
 	// Nothing was stored, nothing published.
@@ -366,6 +371,8 @@ func TestRegister(t *testing.T) {
 	} {
 		if status, a := post(c.body); status != c.status || a.Reason != c.reason {
 			t.Errorf("%.40s: %d %+v, want %d %s", c.body, status, a, c.status, c.reason)
+		} else if a.Detail == "" {
+			t.Errorf("%.40s: %d %+v: want a detail saying what is wrong", c.body, status, a)
 		}
 	}
 	if _, w, _ := store.Counts().Snapshot(); w != 0 {

@@ -104,6 +104,12 @@ type InvalidError struct{ Err error }
 func (e *InvalidError) Error() string { return "invalid event: " + e.Err.Error() }
 func (e *InvalidError) Unwrap() error { return e.Err }
 
+// DefaultLease is how long a claim holder has to publish and commit DONE
+// before the next attempt may seize the claim (LROSINK_CLAIM_LEASE's
+// default): far longer than a publish, short enough that a crashed holder's
+// message is not late by much.
+const DefaultLease = 10 * time.Minute
+
 // Config holds the door's dependencies.
 type Config struct {
 	Store ledger.Store
@@ -205,7 +211,7 @@ func New(cfg Config) (*Door, error) {
 		return nil, errors.New("ingest: Now is required")
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 10 * time.Minute
+		cfg.Lease = DefaultLease
 	}
 	if cfg.Grace < 0 {
 		return nil, errors.New("ingest: Grace must not be negative")

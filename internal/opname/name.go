@@ -10,7 +10,8 @@ import (
 
 // ErrInvalidName is wrapped by every Normalize error, so callers can map
 // any of them to a client error (HTTP 400) with errors.Is.
-var ErrInvalidName = errors.New("opname: invalid operation name")
+// Its text is the user's words: it reaches CLI lines and HTTP details as is.
+var ErrInvalidName = errors.New("invalid operation name")
 
 // KeyPrefix starts every idempotency key; it namespaces the keys in case
 // another provider's operations are ever recorded in the same ledger.

@@ -41,6 +41,11 @@ type Door interface {
 // Ledger is what a pass reads and schedules: indexed queries only.
 type Ledger = ledger.Queries
 
+// DefaultStuckAfter is LROSINK_STUCK_AFTER's default: a pending operation
+// older than this is stuck. Gemini keeps batch jobs up to 24 h, but most
+// finish within hours, so 6 h flags trouble while the job can still be acted on.
+const DefaultStuckAfter = 6 * time.Hour
+
 // Config holds a reconciler's dependencies and tuning.
 type Config struct {
 	Ledger Ledger

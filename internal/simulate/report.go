@@ -137,6 +137,9 @@ type Report struct {
 		HTTPP99ms float64 `json:"webhook_http_p99_ms"`
 	} `json:"latency"`
 	Cost struct {
+		// StoreCounted: the store tallies its reads and writes (Firestore);
+		// otherwise (SQLite) the store figures are not known, not zero.
+		StoreCounted            bool    `json:"store_counted"`
 		StoreReads              int64   `json:"store_reads"`
 		StoreWrites             int64   `json:"store_writes"`
 		GeminiCalls             int     `json:"gemini_calls"`
@@ -717,7 +720,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		rc.Passes, rc.Failed, rc.Checked, rc.Settled, rc.ClaimsRetried, rc.Errors)
 	fmt.Fprintf(&b, "stuck alerts       %d lines for %d operations alerted (%d still stuck at the end, %d poison); the schedule allows at most %d\n",
 		rc.StuckAlerts, rc.StuckAlerted, rep.Final.StuckUnresolved, rep.Final.PoisonPending, rc.StuckAlertBound)
-	fmt.Fprintf(&b, "final              %d terminal (%d by webhook, %d by reconcile), %d never finished (%d stuck), %d messages for %d keys (%d explained extras), %d checked reads\n",
+	fmt.Fprintf(&b, "final              %d terminal (%d by webhook, %d by reconcile), %d never finished (%d stuck), %d messages for %d keys (%d explained extras: the documented crash window, same key), %d checked reads\n",
 		fi.Terminal, fi.SettledWebhook, fi.SettledRecon, fi.NeverFinished, fi.StuckUnresolved, fi.Messages, fi.DistinctKeys, fi.ExtraExplained, fi.ObservedReads)
 	ec := fi.ExtraByCause
 	fmt.Fprintf(&b, "extras by cause    %d kill after publish, %d DONE-commit error, %d lease expired mid-effect, %d other\n",
@@ -726,8 +729,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "latency            settle after Gemini finished (simulated): p50 %s  p90 %s  p99 %s  max %s; webhook HTTP (wall): p50 %.1f ms  p99 %.1f ms\n",
 		l.SettleP50, l.SettleP90, l.SettleP99, l.SettleMax, l.HTTPP50ms, l.HTTPP99ms)
 	c := rep.Cost
-	fmt.Fprintf(&b, "cost               store %d reads, %d writes (%.1f reads, %.1f writes per completion); Gemini %d calls (%.2f per operation)\n\n",
-		c.StoreReads, c.StoreWrites, c.ReadsPerCompletion, c.WritesPerCompletion, c.GeminiCalls, c.GeminiCallsPerOperation)
+	store := "store reads and writes n/a (only the Firestore ledger counts them)"
+	if c.StoreCounted {
+		store = fmt.Sprintf("store %d reads, %d writes (%.1f reads, %.1f writes per completion)",
+			c.StoreReads, c.StoreWrites, c.ReadsPerCompletion, c.WritesPerCompletion)
+	}
+	fmt.Fprintf(&b, "cost               %s; Gemini %d calls (%.2f per operation)\n\n", store, c.GeminiCalls, c.GeminiCallsPerOperation)
 	fmt.Fprintln(&b, verdict)
 	for _, v := range rep.Violations {
 		fmt.Fprintln(&b, "  -", v)

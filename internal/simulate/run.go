@@ -98,7 +98,7 @@ func Defaults() Options {
 		PublishErrors: 0.02, SlowEffects: 0.01, UnstorableMetadata: 0.05, NeverNotified: 0.05, NeverFinish: 0.02, Poison: 0.01,
 		Incomplete: 0.1, PartialBatches: 0.3, ErrorObjects: 0.5, WebhookOutage: time.Hour,
 		Horizon: 8 * time.Hour, Step: time.Minute, ReconcileEvery: 5 * time.Minute, Grace: 90 * time.Second,
-		Lease: 10 * time.Minute, StuckAfter: 6 * time.Hour, Concurrency: 16}
+		Lease: ingest.DefaultLease, StuckAfter: reconcile.DefaultStuckAfter, Concurrency: 16}
 }
 
 // Validate checks that rates are probabilities and spans make sense.
@@ -248,6 +248,7 @@ func Run(ctx context.Context, o Options, b Backend) (*Report, error) {
 		// observation reads.
 		reads, writes := b.Counts()
 		r.rep.Cost.StoreReads, r.rep.Cost.StoreWrites = reads-r.reads.Load(), writes
+		r.rep.Cost.StoreCounted = true
 	}
 	r.check(ctx)
 	r.rep.WallSeconds = time.Since(start).Seconds()

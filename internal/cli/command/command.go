@@ -103,13 +103,27 @@ func (d Doc) Parse(stdout io.Writer, fs *flag.FlagSet, args []string) ([]string,
 		WriteHelp(stdout, fs, d)
 		return nil, ErrHelp
 	case err != nil:
-		return nil, Usagef("%v", err)
+		return nil, Usagef("%s", flagError(err))
 	case d.Arg == "" && len(pos) > 0:
 		return nil, Usagef("unexpected argument %q", pos[0])
 	case d.Arg != "" && len(pos) != 1:
 		return nil, Usagef("want exactly one %s, got %d arguments", d.Arg, len(pos))
 	}
 	return pos, nil
+}
+
+// flagError says what package flag reports in lrosink's words: flags are
+// written with two dashes, as --help shows them.
+func flagError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "flag --" + name + " needs a value"
+	}
+	// invalid value "x" for flag -limit: parse error
+	return strings.Replace(msg, " for flag -", " for --", 1)
 }
 
 // parse parses args against fs, flags interspersed with the positional

@@ -23,7 +23,8 @@ import (
 func (r *runner) webhooksClient(ctx context.Context) (*interactions.Webhooks, error) {
 	key := strings.TrimSpace(r.getenv(envAPIKey))
 	if key == "" {
-		return nil, fmt.Errorf("%s is not set: the webhooks management API needs a Gemini API key of the project the webhook belongs to", envAPIKey)
+		// Configuration: exit 2 (CONTRACT.md §1).
+		return nil, &command.ConfigError{Err: fmt.Errorf("%s is not set: the webhooks management API needs a Gemini API key of the project the webhook belongs to", envAPIKey)}
 	}
 	r.addSensitive(key)
 	// The base URL comes through getenv like everything else, so tests can

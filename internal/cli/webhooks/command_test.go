@@ -529,8 +529,9 @@ func TestMissingAPIKey(t *testing.T) {
 		e := newEnv(t)
 		e.apiKey = ""
 		res := e.run(t, webhooks.Deps{SecretWriter: &memWriter{}}, args...)
-		if res.code != 1 || !strings.Contains(res.stderr, "GEMINI_API_KEY") {
-			t.Errorf("%v: exit %d, stderr %q; want 1 naming GEMINI_API_KEY", args, res.code, res.stderr)
+		// A configuration error: exit 2 (CONTRACT.md §1).
+		if res.code != 2 || !strings.Contains(res.stderr, "GEMINI_API_KEY") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming GEMINI_API_KEY", args, res.code, res.stderr)
 		}
 		if n := e.fake.TotalCalls(); n != 0 {
 			t.Errorf("%v: %d calls to Gemini without a key", args, n)

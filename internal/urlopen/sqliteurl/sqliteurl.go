@@ -8,11 +8,37 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/urlopen"
 )
+
+// ErrBadPath: the path cannot hold a database file (a directory, or in a
+// directory that does not exist): a configuration error. Match it with
+// errors.Is; the message is badPath's, in the user's words.
+var ErrBadPath = errors.New("not a database file path")
+
+type badPath struct{ msg string }
+
+func (e *badPath) Error() string        { return e.msg }
+func (e *badPath) Is(target error) bool { return target == ErrBadPath }
+
+// checkPath says, in the user's words and naming the path, why path cannot
+// be a database file, before SQLite says "unable to open database file (14)".
+func checkPath(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return &badPath{fmt.Sprintf("%s is a directory, not a database file (e.g. sqlite:%s)", path, filepath.Join(path, "lrosink.db"))}
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return &badPath{fmt.Sprintf("directory %s does not exist (create it, or choose another path)", dir)}
+	} else if err == nil && !st.IsDir() {
+		return &badPath{fmt.Sprintf("%s is not a directory", dir)}
+	}
+	return nil
+}
 
 // Scheme opens sqlite:PATH. With mustExist it refuses to create a new
 // database: a read command pointed at a mistyped path (or run in the wrong
@@ -32,6 +58,9 @@ func Scheme(mustExist bool) urlopen.Scheme[ledger.Ledger] {
 				if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 					return nil, nil, fmt.Errorf("no database at %s (run lrosink serve or lrosink register first, or set --store)", path)
 				}
+			}
+			if err := checkPath(path); err != nil {
+				return nil, nil, err
 			}
 			s, err := sqlite.Open(ctx, path)
 			if err != nil {
