@@ -338,8 +338,9 @@ func TestListBatchesErrorDetailUnavailable(t *testing.T) {
 	if evs[1].Name != "batches/b1" || evs[1].State != lifecycle.Failed || evs[1].Error != nil {
 		t.Errorf("job without detail: %+v (error %+v)", evs[1], evs[1].Error)
 	}
-	if e := evs[2].Error; evs[2].Name != "batches/b2" || e == nil || *e != (ingest.ErrorInfo{Code: 9, Message: "also bad"}) {
-		t.Errorf("job with detail: %+v (error %+v)", evs[2], e)
+	// Newest first: b2, b1, b0.
+	if e := evs[0].Error; evs[0].Name != "batches/b2" || e == nil || *e != (ingest.ErrorInfo{Code: 9, Message: "also bad"}) {
+		t.Errorf("job with detail: %+v (error %+v)", evs[0], e)
 	}
 }
 
@@ -782,6 +783,7 @@ func TestListBatches(t *testing.T) {
 	if len(evs) != len(states) {
 		t.Fatalf("%d events, want %d", len(evs), len(states))
 	}
+	slices.Reverse(evs) // the API lists newest first
 	wantStates := []lifecycle.State{lifecycle.Running, lifecycle.Failed, lifecycle.Succeeded, lifecycle.Pending, "JOB_STATE_PAUSED"}
 	for i, ev := range evs {
 		checkCommon(t, ev, opname.KindBatch, fmt.Sprintf("batches/b%d", i))
