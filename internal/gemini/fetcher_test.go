@@ -505,7 +505,9 @@ func TestRetry429ThenSuccess(t *testing.T) {
 	}
 }
 
-func pathIs(p string) fakegemini.Matcher { return func(r *http.Request) bool { return r.URL.Path == p } }
+func pathIs(p string) fakegemini.Matcher {
+	return func(r *http.Request) bool { return r.URL.Path == p }
+}
 
 // TestRetryDelay: a 429 is retried no sooner than its RetryInfo.retryDelay
 // asks (37s, far above the backoff), through each client lrosink reads
