@@ -72,6 +72,10 @@ func (e *TransientError) Is(target error) bool { return target == fetcherr.ErrTr
 // time (GEMINI.md §9).
 const DefaultOutputWait = 10 * time.Minute
 
+// DefaultMaxWait is Options.MaxWait's default: a reconcile pass runs every
+// minute, so a longer wait inside one gains nothing.
+const DefaultMaxWait = time.Minute
+
 // DefaultMaxAttempts is Options.MaxAttempts' default.
 const DefaultMaxAttempts = 4
 
@@ -114,6 +118,13 @@ type Options struct {
 	// date, and how long a SUCCEEDED batch may go without its output
 	// (OutputWait). Default time.Now.
 	Now func() time.Time
+	// MaxWait bounds one wait between tries, whatever the server asks
+	// (RetryInfo.retryDelay can say minutes): a longer wait ends the fetch
+	// at once as transient, and the caller's next check (the reconciler's
+	// backoff, Gemini's redelivery) tries again, instead of holding a pass
+	// or a webhook. Default DefaultMaxWait. The caller's deadline bounds
+	// every wait as well.
+	MaxWait time.Duration
 	// OutputWait is how long after Gemini's update time a SUCCEEDED batch
 	// that names no output yet (no responsesFile, no inlined responses) is
 	// reported RUNNING, waiting for its output to become visible; after it
@@ -136,6 +147,7 @@ type Fetcher struct {
 	backoff     func(int) time.Duration
 	sleep       func(context.Context, time.Duration) error
 	now         func() time.Time
+	maxWait     time.Duration
 	outputWait  time.Duration
 	log         *slog.Logger
 }
@@ -196,6 +208,7 @@ func New(o Options) (f *Fetcher, err error) {
 		backoff:     o.Backoff,
 		sleep:       o.Sleep,
 		now:         o.Now,
+		maxWait:     o.MaxWait,
 		outputWait:  o.OutputWait,
 		log:         o.Log,
 	}
@@ -204,6 +217,9 @@ func New(o Options) (f *Fetcher, err error) {
 	}
 	if f.outputWait == 0 {
 		f.outputWait = DefaultOutputWait
+	}
+	if f.maxWait <= 0 {
+		f.maxWait = DefaultMaxWait
 	}
 	if f.log == nil {
 		f.log = logging.Discard()
@@ -335,11 +351,15 @@ func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context
 		return &TransientError{Name: name, Attempts: calls, Code: lastCode, Err: withCause(err, last), gaveUp: true}
 	}
 	// After: a 429's RetryInfo.retryDelay (or a Retry-After) is waited
-	// out, never undercut by the backoff; Now: within the caller's
-	// deadline, so a delay the pass cannot afford ends the loop at once
-	// instead of sleeping into a cancelled context.
+	// out, never undercut by the backoff, unless it is over MaxWait
+	// (MayWait); Now: within the caller's deadline, so a delay the pass
+	// cannot afford ends the loop at once instead of sleeping into a
+	// cancelled context. After runs just before MayWait in the loop.
+	var asked time.Duration
 	r := retry.Retrier{MaxAttempts: f.maxAttempts, Delay: f.backoff, Sleep: f.sleep, Retryable: retryAgain,
-		After: func(err error) time.Duration { return serverDelay(err, f.now()) }, Now: f.now}
+		After:   func(err error) time.Duration { asked = serverDelay(err, f.now()); return asked },
+		MayWait: func(time.Duration) bool { return asked <= f.maxWait },
+		Now:     f.now}
 	_, err := r.Do(ctx, func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return gaveUp(err)
@@ -374,6 +394,10 @@ func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context
 		// The last *TransientError, with why no further try was made.
 		return &TransientError{Name: name, Attempts: calls, Code: lastCode,
 			Err: fmt.Errorf("%w (the next try, in %v, would pass the caller's deadline)", last, be.Wait)}
+	}
+	if asked > f.maxWait && retryAgain(err) {
+		return &TransientError{Name: name, Attempts: calls, Code: lastCode,
+			Err: fmt.Errorf("%w (Gemini asked to wait %v, over the %v a fetch waits)", last, asked, f.maxWait)}
 	}
 	return err
 }

@@ -532,12 +532,12 @@ func TestRetryDelay(t *testing.T) {
 	t.Run("raw GET with Retry-After", func(t *testing.T) {
 		h := newHarness(t)
 		h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "bad"})
-		h.fake.FailNextWith(rawGET("/v1beta/batches/f"), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: -1, RetryAfter: "120"}, 1)
+		h.fake.FailNextWith(rawGET("/v1beta/batches/f"), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: -1, RetryAfter: "45"}, 1)
 		if ev := h.fetch(t, opname.KindBatch, "batches/f"); ev.Error == nil || ev.Error.Message != "bad" {
 			t.Errorf("event %+v", ev)
 		}
-		if s := h.slept(); len(s) != 1 || s[0] != 2*time.Minute {
-			t.Errorf("sleeps %v, want [2m0s]", s)
+		if s := h.slept(); len(s) != 1 || s[0] != 45*time.Second {
+			t.Errorf("sleeps %v, want [45s]", s)
 		}
 	})
 }
@@ -548,8 +548,8 @@ func TestRetryDelayBeyondDeadline(t *testing.T) {
 	h := newHarness(t)
 	k := kinds[0]
 	k.set(h.fake)
-	h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: time.Hour}, 1)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: 45 * time.Second}, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	_, err := h.f.Fetch(ctx, k.kind, k.name)
 	var te *gemini.TransientError
@@ -558,6 +558,30 @@ func TestRetryDelayBeyondDeadline(t *testing.T) {
 	}
 	if s := h.slept(); len(s) != 0 || h.fake.Calls(k.path) != 1 {
 		t.Errorf("slept %v, %d calls", s, h.fake.Calls(k.path))
+	}
+}
+
+// TestRetryDelayOverMaxWait: a retryDelay over MaxWait (default 1 min) is
+// not waited even without a deadline: the fetch ends at once, transient,
+// and the caller's next check tries again.
+func TestRetryDelayOverMaxWait(t *testing.T) {
+	h := newHarness(t)
+	k := kinds[0]
+	k.set(h.fake)
+	h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: gemini.DefaultMaxWait + time.Second}, 1)
+	_, err := h.f.Fetch(t.Context(), k.kind, k.name)
+	var te *gemini.TransientError
+	if !errors.As(err, &te) || te.Code != http.StatusTooManyRequests || te.Attempts != 1 || !strings.Contains(err.Error(), "asked to wait 1m1s") {
+		t.Fatalf("err = %v (%T), want a transient 429 after 1 attempt", err, err)
+	}
+	if s := h.slept(); len(s) != 0 {
+		t.Errorf("slept %v", s)
+	}
+	// Exactly MaxWait is waited.
+	h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: gemini.DefaultMaxWait}, 1)
+	h.fetch(t, k.kind, k.name)
+	if s := h.slept(); len(s) != 1 || s[0] != gemini.DefaultMaxWait {
+		t.Errorf("slept %v, want [1m0s]", s)
 	}
 }
 
