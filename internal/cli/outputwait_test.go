@@ -100,3 +100,33 @@ func TestSucceededThenOutputOneMessage(t *testing.T) {
 		t.Fatalf("results %+v, want one SUCCEEDED message carrying files/batch-s1", lines)
 	}
 }
+
+// TestStepErrorReachesTheMessage: an interaction Gemini reports failed
+// with its error only in a model_output step (errors[] empty, as the live
+// API can answer) settles FAILED with that error in its results message.
+func TestStepErrorReachesTheMessage(t *testing.T) {
+	fake := fakegemini.New()
+	fake.SetInteraction("i-step", fakegemini.InteractionState{Status: "failed", Updated: time.Now(),
+		StepError: &fakegemini.StepError{Code: 13, Message: "model crashed"}})
+	env := storeEnv(t)
+	results := filepath.Join(t.TempDir(), "results.jsonl")
+	env["LROSINK_RESULTS"] = "file:" + results
+	env["GEMINI_API_KEY"], env["GOOGLE_GEMINI_BASE_URL"] = fakegemini.DefaultAPIKey, fake.Start(t).URL
+	if r := run(t, env, "register", "interactions/i-step"); r.code != command.ExitOK {
+		t.Fatalf("register: %d %s", r.code, r.stderr)
+	}
+	var out, errb bytes.Buffer
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	if code := Run(t.Context(), []string{"reconcile"}, strings.NewReader(""), &out, &errb, mapEnv(env), withNow(later)); code != command.ExitOK ||
+		!strings.Contains(out.String(), `"settled":1`) {
+		t.Fatalf("reconcile: exit %d %s%s", code, out.String(), errb.String())
+	}
+	b, err := os.ReadFile(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := resultLines(t, string(b))
+	if len(lines) != 1 || lines[0].State != "FAILED" || !strings.Contains(string(b), `"error":{"code":13,"message":"model crashed"}`) {
+		t.Fatalf("results %s, want one FAILED message with the step's error", b)
+	}
+}
