@@ -22,7 +22,7 @@ func withNow(now func() time.Time) Option { return func(e *env) { e.now = now } 
 // as JSON on stdout.
 func TestReconcileCommand(t *testing.T) {
 	fake := fakegemini.New()
-	fake.SetBatch("rec1", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: time.Now()})
+	fake.SetBatch("rec1", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: time.Now(), ResponsesFile: fakegemini.ResponsesFile("rec1")})
 	env := storeEnv(t)
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	env["LROSINK_RESULTS"] = "file:" + results

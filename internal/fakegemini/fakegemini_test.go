@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/genai"
+	"google.golang.org/genai/interactions/models/interactions"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
 )
@@ -70,21 +71,57 @@ func apiCode(t *testing.T, err error) int {
 	return ae.Code
 }
 
+// TestAPIKeyRequired: the fake refuses a request as the live API does
+// (GEMINI.md §10): no key is 403 PERMISSION_DENIED "unregistered callers";
+// a wrong key is 400 INVALID_ARGUMENT, reason API_KEY_INVALID, with a
+// DebugInfo detail that echoes the key.
 func TestAPIKeyRequired(t *testing.T) {
 	fake := fakegemini.New()
 	srv := fake.Start(t)
 	fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
 
-	for _, key := range []string{"", "wrong-key"} {
-		resp, body := rawGet(t, srv.URL+"/v1beta/batches/b1", key)
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("key %q: status %d, want 401", key, resp.StatusCode)
+	type status struct {
+		Error struct {
+			Code    int              `json:"code"`
+			Message string           `json:"message"`
+			Status  string           `json:"status"`
+			Details []map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	decode := func(body []byte) status {
+		var s status
+		if err := json.Unmarshal(body, &s); err != nil {
+			t.Fatalf("error body %s: %v", body, err)
 		}
-		if !strings.Contains(string(body), `"UNAUTHENTICATED"`) {
-			t.Errorf("key %q: body %s", key, body)
+		return s
+	}
+
+	resp, body := rawGet(t, srv.URL+"/v1beta/batches/b1", "")
+	if s := decode(body); resp.StatusCode != http.StatusForbidden || s.Error.Code != 403 || s.Error.Status != "PERMISSION_DENIED" ||
+		!strings.Contains(s.Error.Message, "unregistered callers") {
+		t.Errorf("no key: %d %s", resp.StatusCode, body)
+	}
+
+	const wrong = "AIzaSyWRONG-key-0123456789"
+	resp, body = rawGet(t, srv.URL+"/v1beta/batches/b1", wrong)
+	s := decode(body)
+	if resp.StatusCode != http.StatusBadRequest || s.Error.Code != 400 || s.Error.Status != "INVALID_ARGUMENT" || s.Error.Message != fakegemini.MsgInvalidKey {
+		t.Errorf("wrong key: %d %s", resp.StatusCode, body)
+	}
+	var reason, debug string
+	for _, d := range s.Error.Details {
+		switch d["@type"] {
+		case "type.googleapis.com/google.rpc.ErrorInfo":
+			reason, _ = d["reason"].(string)
+		case "type.googleapis.com/google.rpc.DebugInfo":
+			debug, _ = d["detail"].(string)
 		}
 	}
-	resp, _ := rawGet(t, srv.URL+"/v1beta/batches/b1", fakegemini.DefaultAPIKey)
+	if reason != "API_KEY_INVALID" || !strings.Contains(debug, wrong) {
+		t.Errorf("wrong key details: reason %q, debug %q", reason, debug)
+	}
+
+	resp, _ = rawGet(t, srv.URL+"/v1beta/batches/b1", fakegemini.DefaultAPIKey)
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("right key: status %d", resp.StatusCode)
 	}
@@ -97,11 +134,31 @@ func TestAPIKeyRequired(t *testing.T) {
 	}
 }
 
+// TestAuthErrorsThroughSDK: both SDK clients see the live status codes.
+func TestAuthErrorsThroughSDK(t *testing.T) {
+	fake := fakegemini.New(fakegemini.WithAPIKey("the-right-key"))
+	srv := fake.Start(t)
+	fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	client, err := genai.NewClient(t.Context(), &genai.ClientConfig{APIKey: "a-wrong-key", Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Batches.Get(t.Context(), "batches/b1", nil)
+	var ae genai.APIError
+	if !errors.As(err, &ae) || ae.Code != 400 || ae.Status != "INVALID_ARGUMENT" || len(ae.Details) != 3 {
+		t.Errorf("genai error %#v", err)
+	}
+	if !strings.Contains(err.Error(), "a-wrong-key") {
+		t.Errorf("the SDK's error text no longer echoes the key (the scrubbing tests rely on it): %v", err)
+	}
+}
+
 func TestWithAPIKey(t *testing.T) {
 	fake := fakegemini.New(fakegemini.WithAPIKey("other"))
 	srv := fake.Start(t)
 	fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
-	if resp, _ := rawGet(t, srv.URL+"/v1beta/batches/b1", fakegemini.DefaultAPIKey); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := rawGet(t, srv.URL+"/v1beta/batches/b1", fakegemini.DefaultAPIKey); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("default key accepted: %d", resp.StatusCode)
 	}
 	if resp, _ := rawGet(t, srv.URL+"/v1beta/batches/b1", "other"); resp.StatusCode != http.StatusOK {
@@ -247,12 +304,13 @@ func TestBatchListPaging(t *testing.T) {
 			break
 		}
 	}
-	want := []string{"batches/b0", "batches/b1", "batches/b2", "batches/b3", "batches/b4"}
+	// Newest first, as live; a replaced batch keeps its place.
+	want := []string{"batches/b4", "batches/b3", "batches/b2", "batches/b1", "batches/b0"}
 	if !slices.Equal(names, want) {
 		t.Errorf("names = %v, want %v", names, want)
 	}
-	if states[0] != genai.JobStateSucceeded {
-		t.Errorf("b0 state = %s", states[0])
+	if states[4] != genai.JobStateSucceeded {
+		t.Errorf("b0 state = %s", states[4])
 	}
 	var queries []string
 	for _, r := range fake.Requests() {
@@ -261,6 +319,26 @@ func TestBatchListPaging(t *testing.T) {
 	wantQ := []string{"pageSize=2", "pageSize=2&pageToken=p2", "pageSize=2&pageToken=p4"}
 	if !slices.Equal(queries, wantQ) {
 		t.Errorf("queries = %q, want %q", queries, wantQ)
+	}
+}
+
+// TestBatchListNewestFirst: create times order the list, latest first,
+// whatever order the batches were set in.
+func TestBatchListNewestFirst(t *testing.T) {
+	fake, client, _ := setup(t)
+	fake.SetBatch("mid", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", CreateTime: t0.Add(time.Hour)})
+	fake.SetBatch("new", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", CreateTime: t0.Add(2 * time.Hour)})
+	fake.SetBatch("old", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", CreateTime: t0})
+	page, err := client.Batches.List(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, j := range page.Items {
+		names = append(names, j.Name)
+	}
+	if want := []string{"batches/new", "batches/mid", "batches/old"}; !slices.Equal(names, want) {
+		t.Errorf("names = %v, want %v", names, want)
 	}
 }
 
@@ -273,7 +351,7 @@ func TestBatchListBadToken(t *testing.T) {
 }
 
 func TestVideoThroughSDK(t *testing.T) {
-	fake, client, _ := setup(t)
+	fake, client, srv := setup(t)
 	ctx := t.Context()
 	fake.SetVideo("veo-3", "run", fakegemini.VideoState{})
 	fake.SetVideo("veo-3", "ok", fakegemini.VideoState{Done: true, VideoURIs: []string{"https://v/1", "https://v/2"},
@@ -295,6 +373,16 @@ func TestVideoThroughSDK(t *testing.T) {
 	if !op.Done || op.Response == nil || len(op.Response.GeneratedVideos) != 2 ||
 		op.Response.GeneratedVideos[1].Video.URI != "https://v/2" || op.Response.RAIMediaFilteredCount != 1 {
 		t.Errorf("done = %+v", op)
+	}
+	// Every video RAI-filtered: done, a response, no generatedSamples.
+	fake.SetVideo("veo-3", "rai", fakegemini.VideoState{Done: true, RAIMediaFilteredCount: 1,
+		RAIMediaFilteredReasons: []string{"Unable to generate videos: the prompt violates usage guidelines."}})
+	resp, body := rawGet(t, srv+"/v1beta/models/veo-3/operations/rai", fakegemini.DefaultAPIKey)
+	if resp.StatusCode != 200 || strings.Contains(string(body), "generatedSamples") || !strings.Contains(string(body), `"raiMediaFilteredCount":1`) {
+		t.Errorf("RAI answer %s", body)
+	}
+	if op := get("rai"); !op.Done || op.Response == nil || len(op.Response.GeneratedVideos) != 0 || op.Response.RAIMediaFilteredCount != 1 {
+		t.Errorf("RAI = %+v", op)
 	}
 	op = get("bad")
 	if !op.Done || op.Error["code"] != float64(13) || op.Error["message"] != "boom" || op.Response != nil {
@@ -331,6 +419,23 @@ func TestInteractionThroughSDK(t *testing.T) {
 		t.Errorf("output text = %v", it.OutputText)
 	}
 
+	// A failure whose error sits only in a model_output step.
+	fake.SetInteraction("step", fakegemini.InteractionState{Status: "failed", Updated: t0,
+		StepError: &fakegemini.StepError{Code: 13, Message: "model crashed"}})
+	resp, err = client.Interactions.Get(t.Context(), interactionReq("step"))
+	if err != nil {
+		t.Fatalf("get step: %v", err)
+	}
+	var stepErr *interactions.Status
+	for _, st := range resp.Interaction.Steps {
+		if st.ModelOutputStep != nil && st.ModelOutputStep.Error != nil {
+			stepErr = st.ModelOutputStep.Error
+		}
+	}
+	if len(resp.Interaction.Errors) != 0 || stepErr == nil || stepErr.Code == nil || *stepErr.Code != 13 || *stepErr.Message != "model crashed" {
+		t.Errorf("step error: errors %+v, step %+v", resp.Interaction.Errors, stepErr)
+	}
+
 	resp, err = client.Interactions.Get(t.Context(), interactionReq("raw"))
 	if err != nil {
 		t.Fatalf("get raw: %v", err)
@@ -359,7 +464,9 @@ func TestFailNext(t *testing.T) {
 			t.Errorf("call %d: status %d, want %d", i, resp.StatusCode, want)
 		}
 		if want == 429 {
-			if resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "RESOURCE_EXHAUSTED") {
+			// As live: RetryInfo in details[], no Retry-After header.
+			if resp.Header.Get("Retry-After") != "" || !strings.Contains(string(body), "RESOURCE_EXHAUSTED") ||
+				!strings.Contains(string(body), `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1s"}`) {
 				t.Errorf("429: Retry-After %q body %s", resp.Header.Get("Retry-After"), body)
 			}
 		}
@@ -385,7 +492,7 @@ func TestFailNext(t *testing.T) {
 
 	// Unauthenticated requests do not consume faults.
 	fake.FailNext("/v1beta/batches/b2", http.StatusInternalServerError, 1)
-	if resp, _ := rawGet(t, srv.URL+"/v1beta/batches/b2", ""); resp.StatusCode != 401 {
+	if resp, _ := rawGet(t, srv.URL+"/v1beta/batches/b2", ""); resp.StatusCode != 403 {
 		t.Errorf("no key: %d", resp.StatusCode)
 	}
 	if resp, _ := rawGet(t, srv.URL+"/v1beta/batches/b2", key); resp.StatusCode != 500 {
@@ -395,6 +502,43 @@ func TestFailNext(t *testing.T) {
 	fake.FailNextMatching(func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/b2") }, http.StatusForbidden, 1)
 	if resp, _ := rawGet(t, srv.URL+"/v1beta/batches/b2", key); resp.StatusCode != 403 {
 		t.Errorf("matcher fault: %d", resp.StatusCode)
+	}
+}
+
+// TestFailNextWith: a 429 with the delay a test names (and a Retry-After
+// only when asked), and 499 CANCELLED.
+func TestFailNextWith(t *testing.T) {
+	fake := fakegemini.New()
+	srv := fake.Start(t)
+	fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	all := func(*http.Request) bool { return true }
+	fake.FailNextWith(all, fakegemini.Fault{Status: 429, RetryDelay: 37 * time.Second}, 1)
+	fake.FailNextWith(all, fakegemini.Fault{Status: 429, RetryDelay: 1500 * time.Millisecond, RetryAfter: "2"}, 1)
+	fake.FailNextWith(all, fakegemini.Fault{Status: 429, RetryDelay: -1}, 1)
+	fake.FailNext("", fakegemini.StatusClientClosedRequest, 1)
+	for i, want := range []struct {
+		status           int
+		retryAfter, body string
+		absent           string
+	}{
+		{429, "", `"retryDelay":"37s"`, ""},
+		{429, "2", `"retryDelay":"1.5s"`, ""},
+		{429, "", `"RESOURCE_EXHAUSTED"`, "RetryInfo"},
+		{499, "", `{"error":{"code":499,"message":"The operation was cancelled.","status":"CANCELLED"}}`, ""},
+	} {
+		resp, body := rawGet(t, srv.URL+"/v1beta/batches/b1", fakegemini.DefaultAPIKey)
+		if resp.StatusCode != want.status || resp.Header.Get("Retry-After") != want.retryAfter || !strings.Contains(string(body), want.body) ||
+			(want.absent != "" && strings.Contains(string(body), want.absent)) {
+			t.Errorf("call %d: %d Retry-After %q %s", i, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+}
+
+func TestProtoDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{37 * time.Second: "37s", 1500 * time.Millisecond: "1.5s", time.Nanosecond: "0.000000001s", 0: "0s"} {
+		if got := fakegemini.ProtoDuration(d); got != want {
+			t.Errorf("ProtoDuration(%v) = %q, want %q", d, got, want)
+		}
 	}
 }
 

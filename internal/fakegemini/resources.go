@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,8 +59,10 @@ type VideoState struct {
 	// Error, when non-nil, is sent verbatim as "error" instead, to model
 	// statuses with fields missing or added ({}, a status name, details).
 	Error map[string]any
-	// VideoURIs become response.generateVideoResponse.generatedSamples[].video.uri;
-	// the response is sent only when Done and no error is set.
+	// VideoURIs become response.generateVideoResponse.generatedSamples[].video.uri
+	// (FileDownloadURI gives the live shape); the response is sent only when
+	// Done and no error is set. With none, generatedSamples is left out, as
+	// in the live answer for a prompt whose every video was RAI-filtered.
 	VideoURIs               []string
 	RAIMediaFilteredCount   int
 	RAIMediaFilteredReasons []string
@@ -83,7 +86,28 @@ type InteractionState struct {
 	// OutputText becomes one model_output step with a text content; the SDK
 	// derives Interaction.OutputText from the steps.
 	OutputText string
+	// StepError, when set, becomes a model_output step's "error" (a
+	// google.rpc.Status): where a failed interaction's error can sit while
+	// its top-level errors[] is empty (GEMINI.md §10).
+	StepError *StepError
 }
+
+// StepError is the google.rpc.Status of a model_output step.
+type StepError struct {
+	Code    int // google.rpc.Code, e.g. 13 INTERNAL; 0 omits it
+	Message string
+}
+
+// FileDownloadURI is the live shape of a generated file's URI (a Veo
+// video's generatedSamples[].video.uri): the Files API download of
+// files/{id}.
+func FileDownloadURI(id string) string {
+	return "https://generativelanguage.googleapis.com/v1beta/files/" + id + ":download?alt=media"
+}
+
+// ResponsesFile is the live shape of a batch's output file name
+// (metadata.output.responsesFile): a Files API resource name.
+func ResponsesFile(batchID string) string { return "files/batch-" + batchID }
 
 // SetBatch creates or replaces batch job batches/{id}.
 func (s *Server) SetBatch(id string, st BatchState) {
@@ -136,6 +160,10 @@ func (s *Server) DeleteVideo(model, id string) {
 func (s *Server) SetInteraction(id string, st InteractionState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if st.StepError != nil {
+		c := *st.StepError
+		st.StepError = &c
+	}
 	s.interactions[id] = st
 }
 
@@ -283,13 +311,19 @@ func page(n int, sizeParam, tokenParam string) (start, end int, next string, err
 	return start, end, next, nil
 }
 
+// listBatches answers newest first, as the live batches.list does
+// (GEMINI.md §8): by CreateTime, latest first, and among equal (or unset)
+// create times the batch first Set last comes first.
 func (s *Server) listBatches(q url.Values) response {
-	start, end, next, errResp := page(len(s.batchOrder), q.Get("pageSize"), q.Get("pageToken"))
+	order := slices.Clone(s.batchOrder)
+	slices.Reverse(order)
+	slices.SortStableFunc(order, func(a, b string) int { return s.batches[b].CreateTime.Compare(s.batches[a].CreateTime) })
+	start, end, next, errResp := page(len(order), q.Get("pageSize"), q.Get("pageToken"))
 	if errResp != nil {
 		return *errResp
 	}
 	ops := make([]batchJSON, 0, end-start)
-	for _, id := range s.batchOrder[start:end] {
+	for _, id := range order[start:end] {
 		ops = append(ops, batchBody(id, s.batches[id]))
 	}
 	return jsonResponse(http.StatusOK, struct {
@@ -319,11 +353,14 @@ func (s *Server) getVideo(model, id string) response {
 	case st.ErrorCode != 0 || st.ErrorMessage != "":
 		v.Error = &rpcStatusJSON{Code: st.ErrorCode, Message: st.ErrorMessage}
 	case st.Done:
-		samples := make([]any, 0, len(st.VideoURIs))
-		for _, u := range st.VideoURIs {
-			samples = append(samples, map[string]any{"video": map[string]any{"uri": u}})
+		gvr := map[string]any{}
+		if len(st.VideoURIs) > 0 {
+			samples := make([]any, 0, len(st.VideoURIs))
+			for _, u := range st.VideoURIs {
+				samples = append(samples, map[string]any{"video": map[string]any{"uri": u}})
+			}
+			gvr["generatedSamples"] = samples
 		}
-		gvr := map[string]any{"generatedSamples": samples}
 		if st.RAIMediaFilteredCount > 0 {
 			gvr["raiMediaFilteredCount"] = st.RAIMediaFilteredCount
 		}
@@ -367,10 +404,20 @@ func (s *Server) getInteraction(id string) response {
 		v.Errors = []interactionErrorJSON{{Code: st.ErrorCode, Message: st.ErrorMessage}}
 	}
 	if st.OutputText != "" {
-		v.Steps = []any{map[string]any{
+		v.Steps = append(v.Steps, map[string]any{
 			"type":    "model_output",
 			"content": []any{map[string]any{"type": "text", "text": st.OutputText}},
-		}}
+		})
+	}
+	if e := st.StepError; e != nil {
+		status := map[string]any{}
+		if e.Code != 0 {
+			status["code"] = e.Code
+		}
+		if e.Message != "" {
+			status["message"] = e.Message
+		}
+		v.Steps = append(v.Steps, map[string]any{"type": "model_output", "error": status})
 	}
 	return jsonResponse(http.StatusOK, v)
 }

@@ -50,7 +50,7 @@ type Server struct {
 
 	mu           sync.Mutex
 	batches      map[string]BatchState
-	batchOrder   []string // first-Set order, the order of the list endpoint
+	batchOrder   []string // first-Set order; the list endpoint answers newest first
 	videos       map[string]VideoState
 	interactions map[string]InteractionState
 	webhooks     map[string]*webhook
@@ -170,8 +170,11 @@ func (s *Server) handle(r *http.Request, body []byte) response {
 	})
 	s.calls[r.URL.Path]++
 
-	if key == "" || key != s.apiKey {
-		return errorResponse(http.StatusUnauthorized, "API key not valid. Please pass a valid API key.", "UNAUTHENTICATED")
+	if key == "" {
+		return missingKey()
+	}
+	if key != s.apiKey {
+		return invalidKey(key)
 	}
 	if resp, ok := s.takeFault(r); ok {
 		return resp
@@ -254,20 +257,60 @@ func jsonResponse(status int, v any) response {
 	return response{status: status, body: b}
 }
 
-// apiError is the google.rpc.Status error body every Google API returns.
+// apiError is the google.rpc.Status error body every Google API returns:
+// code, message, the REST status name and, on most live answers, typed
+// details (GEMINI.md §10).
 type apiError struct {
 	Error struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Status  string `json:"status"`
+		Code    int              `json:"code"`
+		Message string           `json:"message"`
+		Status  string           `json:"status"`
+		Details []map[string]any `json:"details,omitempty"`
 	} `json:"error"`
 }
 
-func errorResponse(code int, msg, status string) response {
+func errorResponse(code int, msg, status string, details ...map[string]any) response {
 	var e apiError
-	e.Error.Code, e.Error.Message, e.Error.Status = code, msg, status
-	b, _ := json.Marshal(e) // cannot fail: strings and an int
+	e.Error.Code, e.Error.Message, e.Error.Status, e.Error.Details = code, msg, status, details
+	b, err := json.Marshal(e)
+	if err != nil {
+		// Only a detail a caller built from something unencodable can fail.
+		b = []byte(`{"error":{"code":500,"message":"fakegemini: encode error body","status":"INTERNAL"}}`)
+	}
 	return response{status: code, body: b}
+}
+
+// Type URLs of the google.rpc error details the live API sends.
+const (
+	typeErrorInfo        = "type.googleapis.com/google.rpc.ErrorInfo"
+	typeLocalizedMessage = "type.googleapis.com/google.rpc.LocalizedMessage"
+	typeDebugInfo        = "type.googleapis.com/google.rpc.DebugInfo"
+	typeRetryInfo        = "type.googleapis.com/google.rpc.RetryInfo"
+	typeQuotaFailure     = "type.googleapis.com/google.rpc.QuotaFailure"
+	typeHelp             = "type.googleapis.com/google.rpc.Help"
+)
+
+// Messages of the live API's authentication failures (GEMINI.md §10).
+const (
+	MsgInvalidKey = "API key not valid. Please pass a valid API key."
+	MsgMissingKey = "Method doesn't allow unregistered callers (callers without established identity). " +
+		"Please use API Key or other form of API consumer identity to call this API."
+)
+
+// invalidKey is the live answer to a wrong key: 400 INVALID_ARGUMENT with
+// reason API_KEY_INVALID, and a DebugInfo detail that echoes the key it
+// was given, which is what a client must never pass on to a log.
+func invalidKey(key string) response {
+	return errorResponse(http.StatusBadRequest, MsgInvalidKey, "INVALID_ARGUMENT",
+		map[string]any{"@type": typeErrorInfo, "reason": "API_KEY_INVALID", "domain": "googleapis.com",
+			"metadata": map[string]any{"service": "generativelanguage.googleapis.com"}},
+		map[string]any{"@type": typeLocalizedMessage, "locale": "en-US", "message": MsgInvalidKey},
+		map[string]any{"@type": typeDebugInfo, "detail": "Invalid API key: " + key})
+}
+
+// missingKey is the live answer to a request without a key.
+func missingKey() response {
+	return errorResponse(http.StatusForbidden, MsgMissingKey, "PERMISSION_DENIED")
 }
 
 func notFound() response {

@@ -27,6 +27,31 @@ const (
 	truncatedSecretLen = 4
 )
 
+// SubscribableEvents are the seven event types the live API accepts in
+// subscribed_events (GEMINI.md §10): the nine documented ones less both
+// *.cancelled, which a create or update naming them is refused for.
+func SubscribableEvents() []string {
+	return []string{
+		"batch.succeeded", "batch.failed", "batch.expired",
+		"interaction.requires_action", "interaction.completed", "interaction.failed",
+		"video.generated",
+	}
+}
+
+// checkEvents refuses what the live API refuses: any value outside
+// SubscribableEvents, in the shape of Google's JSON enum errors (the exact
+// wording of the live message is unconfirmed).
+func checkEvents(events []string) *response {
+	for i, ev := range events {
+		if !slices.Contains(SubscribableEvents(), ev) {
+			r := badRequest(fmt.Sprintf("Invalid value at 'webhook.subscribed_events[%d]' "+
+				"(type.googleapis.com/google.ai.generativelanguage.v1beta.Webhook.SubscribedEvent), %q", i, ev))
+			return &r
+		}
+	}
+	return nil
+}
+
 type signingSecret struct {
 	value  string
 	expire time.Time // zero: no expiry
@@ -163,6 +188,9 @@ func (s *Server) createWebhook(body []byte) response {
 	if in.URI == "" {
 		return badRequest("webhook uri is required")
 	}
+	if r := checkEvents(in.SubscribedEvents); r != nil {
+		return *r
+	}
 	s.webhookSeq++
 	now := s.now()
 	w := &webhook{
@@ -226,6 +254,9 @@ func (s *Server) updateWebhook(w *webhook, body []byte) response {
 	}
 	if in.URI != nil && *in.URI == "" {
 		return badRequest("webhook uri must not be empty")
+	}
+	if r := checkEvents(in.SubscribedEvents); r != nil {
+		return *r
 	}
 	if in.Name != nil {
 		w.name = *in.Name

@@ -24,7 +24,7 @@ func createReq(uri string) operations.CreateWebhookRequest {
 	name := "hook"
 	return operations.CreateWebhookRequest{Body: webhooks.WebhookInput{
 		Name: &name, URI: uri,
-		SubscribedEvents: []webhooks.WebhookSubscribedEvent{"batch.succeeded", "batch.cancelled"},
+		SubscribedEvents: []webhooks.WebhookSubscribedEvent{"batch.succeeded", "video.generated"},
 	}}
 }
 
@@ -47,7 +47,7 @@ func TestWebhookLifecycleThroughSDK(t *testing.T) {
 		t.Errorf("secret has %d random bytes, want 32", n)
 	}
 	if w.URI != "https://example.com/hook" || *w.State != webhooks.WebhookStateEnabled ||
-		!slices.Equal(w.SubscribedEvents, []webhooks.WebhookSubscribedEvent{"batch.succeeded", "batch.cancelled"}) {
+		!slices.Equal(w.SubscribedEvents, []webhooks.WebhookSubscribedEvent{"batch.succeeded", "video.generated"}) {
 		t.Errorf("created = %+v", w)
 	}
 	if len(w.SigningSecrets) != 1 || *w.SigningSecrets[0].TruncatedSecret != "whsec_..."+secret[len(secret)-4:] {
@@ -209,6 +209,29 @@ func TestWebhookValidation(t *testing.T) {
 	resp, err := client.Webhooks.Create(ctx, createReq("https://example.com/h"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Both *.cancelled are refused, on create and on update, as live
+	// (GEMINI.md §10); the seven others are accepted.
+	for _, ev := range []string{"batch.cancelled", "interaction.cancelled", "batch.completed"} {
+		req := createReq("https://example.com/c")
+		req.Body.SubscribedEvents = []webhooks.WebhookSubscribedEvent{"batch.succeeded", webhooks.WebhookSubscribedEvent(ev)}
+		_, err := client.Webhooks.Create(ctx, req)
+		if err == nil || !strings.Contains(err.Error(), `Invalid value at 'webhook.subscribed_events[1]'`) || !strings.Contains(err.Error(), "400") {
+			t.Errorf("create with %s: %v", ev, err)
+		}
+		_, err = client.Webhooks.Update(ctx, operations.UpdateWebhookRequest{ID: *resp.Webhook.ID,
+			Body: webhooks.WebhookUpdate{SubscribedEvents: []webhooks.WebhookUpdateSubscribedEvent{webhooks.WebhookUpdateSubscribedEvent(ev)}}})
+		if err == nil {
+			t.Errorf("update with %s: no error", ev)
+		}
+	}
+	all := createReq("https://example.com/all")
+	all.Body.SubscribedEvents = nil
+	for _, ev := range fakegemini.SubscribableEvents() {
+		all.Body.SubscribedEvents = append(all.Body.SubscribedEvents, webhooks.WebhookSubscribedEvent(ev))
+	}
+	if _, err := client.Webhooks.Create(ctx, all); err != nil || len(all.Body.SubscribedEvents) != 7 {
+		t.Errorf("create with the seven: %v", err)
 	}
 	bogus := webhooks.RevocationBehavior("sometime")
 	if _, err := client.Webhooks.RotateSigningSecret(ctx, operations.RotateSigningSecretRequest{ID: *resp.Webhook.ID,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/genai"
 
@@ -30,6 +31,7 @@ func (f *Fetcher) fetchBatch(ctx context.Context, name string) (ingest.Event, er
 		return ingest.Event{}, err
 	}
 	ev := batchEvent(job, name)
+	f.holdUntilOutput(ctx, &ev, job)
 	if err := f.addBatchDetail(ctx, &ev, true); err != nil {
 		return ingest.Event{}, err
 	}
@@ -65,6 +67,38 @@ func batchEvent(job *genai.BatchJob, fallbackName string) ingest.Event {
 		}
 	}
 	return ev
+}
+
+// holdUntilOutput reports a SUCCEEDED batch that names no output yet (no
+// responsesFile, no inlined responses) as RUNNING until OutputWait after
+// Gemini's update time (its end or create time when it sent none): a batch
+// has been seen to say SUCCEEDED before its output is visible (GEMINI.md
+// §10), and settling then would publish a message without the output and
+// drop the complete answer later as a duplicate. The rank rise RUNNING →
+// SUCCEEDED applies the complete answer whatever its update time. After
+// the wait (or at once without any time to wait from) the batch settles as
+// it is, with a WARNING: a batch whose output never shows must not stay
+// pending for ever. GeminiStatus stays JOB_STATE_SUCCEEDED, so
+// `ops show` tells what Gemini said.
+func (f *Fetcher) holdUntilOutput(ctx context.Context, ev *ingest.Event, job *genai.BatchJob) {
+	if ev.State != lifecycle.Succeeded || ev.Output["responses_file"] != nil || ev.Output["inlined_response_count"] != nil {
+		return
+	}
+	since := job.UpdateTime
+	for _, t := range []time.Time{job.EndTime, job.CreateTime} {
+		if since.IsZero() {
+			since = t
+		}
+	}
+	until := since.Add(f.outputWait)
+	if f.outputWait > 0 && !since.IsZero() && f.now().Before(until) {
+		ev.State = lifecycle.Running
+		f.log.InfoContext(ctx, "gemini: SUCCEEDED batch names no output yet: reported RUNNING until it does",
+			"operation", ev.Name, "settles_without_output_after", until.UTC().Format(time.RFC3339))
+		return
+	}
+	f.log.WarnContext(ctx, "gemini: SUCCEEDED batch settles without an output reference",
+		"operation", ev.Name, "output_wait", f.outputWait.String(), "since", since.UTC().Format(time.RFC3339))
 }
 
 // batchState maps genai.JobState (and raw BATCH_STATE_* in case the SDK ever
@@ -150,12 +184,12 @@ func (f *Fetcher) operationDetail(ctx context.Context, name string) (operationDe
 	var d operationDetail
 	err := f.call(ctx, name, func(ctx context.Context) (err error) {
 		d, err = f.rawOperationDetail(ctx, name)
-		if err != nil {
-			return fmt.Errorf("raw GET for the error detail: %w", err)
-		}
-		return nil
+		return err
 	})
-	return d, err
+	if err != nil {
+		return d, fmt.Errorf("raw GET for the error detail: %w", err)
+	}
+	return d, nil
 }
 
 // rawOperationDetail is one GET of {BaseURL}/{version}/{name}.
@@ -179,7 +213,9 @@ func (f *Fetcher) rawOperationDetail(ctx context.Context, name string) (operatio
 		return operationDetail{}, fmt.Errorf("read operation: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return operationDetail{}, newHTTPError(resp.StatusCode, body)
+		he := newHTTPError(resp.StatusCode, body)
+		he.RetryAfter = resp.Header.Get("Retry-After")
+		return operationDetail{}, he
 	}
 	var op struct {
 		Error    map[string]any `json:"error"`

@@ -67,6 +67,15 @@ func (e *TransientError) Unwrap() error { return e.Err }
 // Is makes the error's kind fetcherr.Transient.
 func (e *TransientError) Is(target error) bool { return target == fetcherr.ErrTransient }
 
+// DefaultOutputWait is Options.OutputWait's default: how long a SUCCEEDED
+// batch without a visible output is held RUNNING after Gemini's update
+// time (GEMINI.md §10).
+const DefaultOutputWait = 10 * time.Minute
+
+// DefaultMaxWait is Options.MaxWait's default: a reconcile pass runs every
+// minute, so a longer wait inside one gains nothing.
+const DefaultMaxWait = time.Minute
+
 // DefaultMaxAttempts is Options.MaxAttempts' default.
 const DefaultMaxAttempts = 4
 
@@ -104,6 +113,24 @@ type Options struct {
 	// Sleep waits; it must return ctx's error when ctx ends first. Tests
 	// inject it so no retry test sleeps for real. Default: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock: for the caller's deadline budget (a retry whose
+	// wait would pass ctx's deadline is not attempted), a Retry-After
+	// date, and how long a SUCCEEDED batch may go without its output
+	// (OutputWait). Default time.Now.
+	Now func() time.Time
+	// MaxWait bounds one wait between tries, whatever the server asks
+	// (RetryInfo.retryDelay can say minutes): a longer wait ends the fetch
+	// at once as transient, and the caller's next check (the reconciler's
+	// backoff, Gemini's redelivery) tries again, instead of holding a pass
+	// or a webhook. Default DefaultMaxWait. The caller's deadline bounds
+	// every wait as well.
+	MaxWait time.Duration
+	// OutputWait is how long after Gemini's update time a SUCCEEDED batch
+	// that names no output yet (no responsesFile, no inlined responses) is
+	// reported RUNNING, waiting for its output to become visible; after it
+	// the batch settles without output and a WARNING is logged. Default
+	// DefaultOutputWait; negative settles at once.
+	OutputWait time.Duration
 	// Log receives what is worth telling but is no error of the call (a
 	// FAILED batch whose error detail could not be read). Default: discard.
 	Log *slog.Logger
@@ -119,6 +146,9 @@ type Fetcher struct {
 	maxAttempts int
 	backoff     func(int) time.Duration
 	sleep       func(context.Context, time.Duration) error
+	now         func() time.Time
+	maxWait     time.Duration
+	outputWait  time.Duration
 	log         *slog.Logger
 }
 
@@ -177,7 +207,19 @@ func New(o Options) (f *Fetcher, err error) {
 		maxAttempts: o.MaxAttempts,
 		backoff:     o.Backoff,
 		sleep:       o.Sleep,
+		now:         o.Now,
+		maxWait:     o.MaxWait,
+		outputWait:  o.OutputWait,
 		log:         o.Log,
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if f.outputWait == 0 {
+		f.outputWait = DefaultOutputWait
+	}
+	if f.maxWait <= 0 {
+		f.maxWait = DefaultMaxWait
 	}
 	if f.log == nil {
 		f.log = logging.Discard()
@@ -266,6 +308,7 @@ func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken strin
 			return nil, "", fmt.Errorf("gemini: list batches: item %d has no name", i)
 		}
 		ev := batchEvent(job, "")
+		f.holdUntilOutput(ctx, &ev, job)
 		if err := f.addBatchDetail(ctx, &ev, false); err != nil {
 			return nil, "", err
 		}
@@ -307,7 +350,16 @@ func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context
 	gaveUp := func(err error) error {
 		return &TransientError{Name: name, Attempts: calls, Code: lastCode, Err: withCause(err, last), gaveUp: true}
 	}
-	r := retry.Retrier{MaxAttempts: f.maxAttempts, Delay: f.backoff, Sleep: f.sleep, Retryable: retryAgain}
+	// After: a 429's RetryInfo.retryDelay (or a Retry-After) is waited
+	// out, never undercut by the backoff, unless it is over MaxWait
+	// (MayWait); Now: within the caller's deadline, so a delay the pass
+	// cannot afford ends the loop at once instead of sleeping into a
+	// cancelled context. After runs just before MayWait in the loop.
+	var asked time.Duration
+	r := retry.Retrier{MaxAttempts: f.maxAttempts, Delay: f.backoff, Sleep: f.sleep, Retryable: retryAgain,
+		After:   func(err error) time.Duration { asked = serverDelay(err, f.now()); return asked },
+		MayWait: func(time.Duration) bool { return asked <= f.maxWait },
+		Now:     f.now}
 	_, err := r.Do(ctx, func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return gaveUp(err)
@@ -323,6 +375,9 @@ func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context
 			last, lastCode = err, code
 			return gaveUp(ctxErr)
 		}
+		if kerr, ok := asKeyError("get "+name, err); ok {
+			return kerr
+		}
 		switch {
 		case code == http.StatusNotFound:
 			return fmt.Errorf("gemini: get %s: %w: %w", name, ErrNotFound, err)
@@ -334,6 +389,15 @@ func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context
 	})
 	if we := (*retry.WaitError)(nil); errors.As(err, &we) {
 		return gaveUp(we.Err)
+	}
+	if be := (*retry.BudgetError)(nil); errors.As(err, &be) {
+		// The last *TransientError, with why no further try was made.
+		return &TransientError{Name: name, Attempts: calls, Code: lastCode,
+			Err: fmt.Errorf("%w (the next try, in %v, would pass the caller's deadline)", last, be.Wait)}
+	}
+	if asked > f.maxWait && retryAgain(err) {
+		return &TransientError{Name: name, Attempts: calls, Code: lastCode,
+			Err: fmt.Errorf("%w (Gemini asked to wait %v, over the %v a fetch waits)", last, asked, f.maxWait)}
 	}
 	return err
 }

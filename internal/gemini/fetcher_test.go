@@ -338,8 +338,9 @@ func TestListBatchesErrorDetailUnavailable(t *testing.T) {
 	if evs[1].Name != "batches/b1" || evs[1].State != lifecycle.Failed || evs[1].Error != nil {
 		t.Errorf("job without detail: %+v (error %+v)", evs[1], evs[1].Error)
 	}
-	if e := evs[2].Error; evs[2].Name != "batches/b2" || e == nil || *e != (ingest.ErrorInfo{Code: 9, Message: "also bad"}) {
-		t.Errorf("job with detail: %+v (error %+v)", evs[2], e)
+	// Newest first: b2, b1, b0.
+	if e := evs[0].Error; evs[0].Name != "batches/b2" || e == nil || *e != (ingest.ErrorInfo{Code: 9, Message: "also bad"}) {
+		t.Errorf("job with detail: %+v (error %+v)", evs[0], e)
 	}
 }
 
@@ -482,7 +483,8 @@ func TestRetry429ThenSuccess(t *testing.T) {
 		t.Run(string(k.kind), func(t *testing.T) {
 			h := newHarness(t) // default Backoff, recorded Sleep
 			k.set(h.fake)
-			h.fake.FailNext(k.path, http.StatusTooManyRequests, 2)
+			// No RetryInfo: the backoff alone decides (TestRetryDelay).
+			h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: -1}, 2)
 
 			ev := h.fetch(t, k.kind, k.name)
 			if ev.State != k.want {
@@ -498,6 +500,103 @@ func TestRetry429ThenSuccess(t *testing.T) {
 			if s[0] < 250*time.Millisecond || s[0] > 500*time.Millisecond ||
 				s[1] < 500*time.Millisecond || s[1] > time.Second || s[1] < s[0] {
 				t.Errorf("sleeps %v: want growing, in [250ms,500ms] then [500ms,1s]", s)
+			}
+		})
+	}
+}
+
+func pathIs(p string) fakegemini.Matcher {
+	return func(r *http.Request) bool { return r.URL.Path == p }
+}
+
+// TestRetryDelay: a 429 is retried no sooner than its RetryInfo.retryDelay
+// asks (37s, far above the backoff), through each client lrosink reads
+// with, and the raw detail GET too; a Retry-After header, when one comes,
+// counts the same way. No wall time passes: the Sleep is recorded.
+func TestRetryDelay(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(string(k.kind), func(t *testing.T) {
+			h := newHarness(t)
+			k.set(h.fake)
+			h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: 37 * time.Second}, 1)
+			h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: time.Millisecond}, 1)
+			if ev := h.fetch(t, k.kind, k.name); ev.State != k.want {
+				t.Errorf("state %s, want %s", ev.State, k.want)
+			}
+			s := h.slept()
+			if len(s) != 2 || s[0] < 37*time.Second || s[1] < 500*time.Millisecond || s[1] > time.Second {
+				t.Errorf("sleeps %v: want >= 37s (asked), then the backoff's [500ms,1s] (asked less)", s)
+			}
+		})
+	}
+	t.Run("raw GET with Retry-After", func(t *testing.T) {
+		h := newHarness(t)
+		h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "bad"})
+		h.fake.FailNextWith(rawGET("/v1beta/batches/f"), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: -1, RetryAfter: "45"}, 1)
+		if ev := h.fetch(t, opname.KindBatch, "batches/f"); ev.Error == nil || ev.Error.Message != "bad" {
+			t.Errorf("event %+v", ev)
+		}
+		if s := h.slept(); len(s) != 1 || s[0] != 45*time.Second {
+			t.Errorf("sleeps %v, want [45s]", s)
+		}
+	})
+}
+
+// TestRetryDelayBeyondDeadline: a retryDelay the caller's deadline cannot
+// afford is not slept: the fetch ends at once, transient, after one call.
+func TestRetryDelayBeyondDeadline(t *testing.T) {
+	h := newHarness(t)
+	k := kinds[0]
+	k.set(h.fake)
+	h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: 45 * time.Second}, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := h.f.Fetch(ctx, k.kind, k.name)
+	var te *gemini.TransientError
+	if !errors.As(err, &te) || te.Code != http.StatusTooManyRequests || te.Attempts != 1 || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("err = %v (%T), want a transient 429 after 1 attempt", err, err)
+	}
+	if s := h.slept(); len(s) != 0 || h.fake.Calls(k.path) != 1 {
+		t.Errorf("slept %v, %d calls", s, h.fake.Calls(k.path))
+	}
+}
+
+// TestRetryDelayOverMaxWait: a retryDelay over MaxWait (default 1 min) is
+// not waited even without a deadline: the fetch ends at once, transient,
+// and the caller's next check tries again.
+func TestRetryDelayOverMaxWait(t *testing.T) {
+	h := newHarness(t)
+	k := kinds[0]
+	k.set(h.fake)
+	h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: gemini.DefaultMaxWait + time.Second}, 1)
+	_, err := h.f.Fetch(t.Context(), k.kind, k.name)
+	var te *gemini.TransientError
+	if !errors.As(err, &te) || te.Code != http.StatusTooManyRequests || te.Attempts != 1 || !strings.Contains(err.Error(), "asked to wait 1m1s") {
+		t.Fatalf("err = %v (%T), want a transient 429 after 1 attempt", err, err)
+	}
+	if s := h.slept(); len(s) != 0 {
+		t.Errorf("slept %v", s)
+	}
+	// Exactly MaxWait is waited.
+	h.fake.FailNextWith(pathIs(k.path), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: gemini.DefaultMaxWait}, 1)
+	h.fetch(t, k.kind, k.name)
+	if s := h.slept(); len(s) != 1 || s[0] != gemini.DefaultMaxWait {
+		t.Errorf("slept %v, want [1m0s]", s)
+	}
+}
+
+// Test499IsTransient: CANCELLED (499) is retried like a 503.
+func Test499IsTransient(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(string(k.kind), func(t *testing.T) {
+			h := newHarness(t)
+			k.set(h.fake)
+			h.fake.FailNext(k.path, fakegemini.StatusClientClosedRequest, 1)
+			if ev := h.fetch(t, k.kind, k.name); ev.State != k.want {
+				t.Errorf("state %s", ev.State)
+			}
+			if n := h.fake.Calls(k.path); n != 2 || len(h.slept()) != 1 {
+				t.Errorf("%d calls, sleeps %v; want one retry", n, h.slept())
 			}
 		})
 	}
@@ -704,22 +803,71 @@ func TestOther4xxIsFinal(t *testing.T) {
 	}
 }
 
+// TestWrongKeyIsFinal: the live answers to a wrong key (400
+// API_KEY_INVALID, whose DebugInfo echoes the key) and to no key (403) are
+// final, say "check GEMINI_API_KEY", wrap ErrAPIKeyRefused, and never
+// carry the key, through each client lrosink reads with and ListWebhooks.
 func TestWrongKeyIsFinal(t *testing.T) {
-	h := newHarness(t)
-	f, err := gemini.New(gemini.Options{APIKey: "not-the-key", BaseURL: h.url, Sleep: h.sleep})
-	if err != nil {
-		t.Fatal(err)
+	const wrong = "AIzaSy-not-the-key-0123456789abcdef"
+	for _, k := range kinds {
+		t.Run(string(k.kind), func(t *testing.T) {
+			h := newHarness(t)
+			k.set(h.fake)
+			f, err := gemini.New(gemini.Options{APIKey: wrong, BaseURL: h.url, Sleep: h.sleep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Fetch(t.Context(), k.kind, k.name)
+			var te *gemini.TransientError
+			if err == nil || errors.As(err, &te) || errors.Is(err, gemini.ErrNotFound) || h.fake.TotalCalls() != 1 {
+				t.Errorf("err = %v, calls %d", err, h.fake.TotalCalls())
+			}
+			if got := fetcherr.KindOf(err); got != fetcherr.Permanent { // a refused key is no passing trouble
+				t.Errorf("KindOf(%v) = %v, want permanent", err, got)
+			}
+			if !errors.Is(err, gemini.ErrAPIKeyRefused) || !strings.Contains(err.Error(), "check GEMINI_API_KEY") ||
+				!strings.Contains(err.Error(), "HTTP 400 INVALID_ARGUMENT (API_KEY_INVALID): API key not valid") {
+				t.Errorf("err = %v, want the key hint", err)
+			}
+			if strings.Contains(err.Error(), wrong) || strings.Contains(fmt.Sprintf("%+v", err), wrong) {
+				t.Errorf("the key shows in the error: %v", err)
+			}
+		})
 	}
-	h.fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
-	_, err = f.Fetch(t.Context(), opname.KindBatch, "batches/b1")
-	var te *gemini.TransientError
-	if err == nil || errors.As(err, &te) || errors.Is(err, gemini.ErrNotFound) || h.fake.TotalCalls() != 1 {
-		t.Errorf("err = %v, calls %d", err, h.fake.TotalCalls())
-	}
-	if got := fetcherr.KindOf(err); got != fetcherr.Permanent { // a refused key is no passing trouble
-		t.Errorf("KindOf(%v) = %v, want permanent", err, got)
-	}
+	t.Run("webhooks", func(t *testing.T) {
+		h := newHarness(t)
+		f, err := gemini.New(gemini.Options{APIKey: wrong, BaseURL: h.url, Sleep: h.sleep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.ListWebhooks(t.Context())
+		if !errors.Is(err, gemini.ErrAPIKeyRefused) || strings.Contains(err.Error(), wrong) {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("no key reaches the API", func(t *testing.T) {
+		h := newHarness(t)
+		h.fake.SetBatch("b1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+		// A proxy that strips the key: the live API answers 403.
+		strip := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			r = r.Clone(r.Context())
+			r.Header.Del("x-goog-api-key")
+			return http.DefaultTransport.RoundTrip(r)
+		})}
+		f, err := gemini.New(gemini.Options{APIKey: wrong, BaseURL: h.url, HTTPClient: strip, Sleep: h.sleep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Fetch(t.Context(), opname.KindBatch, "batches/b1")
+		if !errors.Is(err, gemini.ErrAPIKeyRefused) || !strings.Contains(err.Error(), "HTTP 403 PERMISSION_DENIED: Method doesn't allow unregistered callers") {
+			t.Errorf("err = %v", err)
+		}
+	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestAPINameChecks(t *testing.T) {
 	h := newHarness(t)
@@ -782,6 +930,7 @@ func TestListBatches(t *testing.T) {
 	if len(evs) != len(states) {
 		t.Fatalf("%d events, want %d", len(evs), len(states))
 	}
+	slices.Reverse(evs) // the API lists newest first
 	wantStates := []lifecycle.State{lifecycle.Running, lifecycle.Failed, lifecycle.Succeeded, lifecycle.Pending, "JOB_STATE_PAUSED"}
 	for i, ev := range evs {
 		checkCommon(t, ev, opname.KindBatch, fmt.Sprintf("batches/b%d", i))
@@ -1046,6 +1195,14 @@ func TestInteractionErrorShapes(t *testing.T) {
 			&ingest.ErrorInfo{Message: "https://ai.google.dev/errors/tool: tool crashed"}},
 		{"message only", fakegemini.InteractionState{ErrorMessage: "tool crashed"}, &ingest.ErrorInfo{Message: "tool crashed"}},
 		{"no errors", fakegemini.InteractionState{}, nil},
+		// The live API can leave errors[] empty and put the failure in a
+		// model_output step (GEMINI.md §10).
+		{"step error only", fakegemini.InteractionState{StepError: &fakegemini.StepError{Code: 13, Message: "model crashed"}},
+			&ingest.ErrorInfo{Code: 13, Message: "model crashed"}},
+		{"errors[] wins over a step error", fakegemini.InteractionState{ErrorCode: "429", ErrorMessage: "quota",
+			StepError: &fakegemini.StepError{Code: 13, Message: "model crashed"}}, &ingest.ErrorInfo{Code: 429, Message: "quota"}},
+		{"step error, message only", fakegemini.InteractionState{OutputText: "partial", StepError: &fakegemini.StepError{Message: "stopped"}},
+			&ingest.ErrorInfo{Message: "stopped"}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1097,5 +1254,69 @@ func TestBatchStats(t *testing.T) {
 	}
 	if ev := h.fetch(t, opname.KindBatch, "batches/nostats"); ev.Output["batch_stats"] != nil || ev.Output["responses_file"] != "files/n" {
 		t.Errorf("batch without statistics: output %v", ev.Output)
+	}
+}
+
+// TestSucceededWithoutOutput: a batch that says SUCCEEDED but names no
+// output yet is reported RUNNING (gemini_status still JOB_STATE_SUCCEEDED)
+// until OutputWait after Gemini's update time; once its output shows it is
+// SUCCEEDED with it; one that never shows one settles after the wait,
+// without output, with one WARNING. The listing (adoption) does the same.
+func TestSucceededWithoutOutput(t *testing.T) {
+	now := t0.Add(5 * time.Minute)
+	logs := &testutil.SyncBuffer{}
+	h := newHarness(t, func(o *gemini.Options) {
+		o.Now = func() time.Time { return now }
+		o.Log = logging.New(logs, slog.LevelInfo, "")
+	})
+	h.fake.SetBatch("b", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0})
+
+	ev := h.fetch(t, opname.KindBatch, "batches/b")
+	if ev.State != lifecycle.Running || ev.GeminiStatus != string(genai.JobStateSucceeded) || ev.Output != nil {
+		t.Errorf("before the output: %+v, want RUNNING", ev)
+	}
+	evs, _, err := h.f.ListBatches(t.Context(), 10, "")
+	if err != nil || len(evs) != 1 || evs[0].State != lifecycle.Running {
+		t.Errorf("listing before the output: %+v %v", evs, err)
+	}
+	if n := logs.CountLines(`"message":"gemini: SUCCEEDED batch names no output yet: reported RUNNING until it does"`); n != 2 ||
+		logs.CountLines(`"settles_without_output_after":"2026-03-01T12:10:00Z"`) != 2 {
+		t.Errorf("%d INFO lines: %s", n, logs.String())
+	}
+
+	// The output shows, same update time.
+	h.fake.SetBatch("b", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: fakegemini.ResponsesFile("b")})
+	ev = h.fetch(t, opname.KindBatch, "batches/b")
+	if ev.State != lifecycle.Succeeded || ev.Output["responses_file"] != "files/batch-b" {
+		t.Errorf("with the output: %+v", ev)
+	}
+
+	// Inlined responses are an output too.
+	h.fake.SetBatch("inl", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, InlinedResponses: 2})
+	if ev := h.fetch(t, opname.KindBatch, "batches/inl"); ev.State != lifecycle.Succeeded {
+		t.Errorf("inlined: %+v", ev)
+	}
+
+	// Never an output: settles once the wait is over, with a WARNING.
+	h.fake.SetBatch("never", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0})
+	now = t0.Add(gemini.DefaultOutputWait)
+	ev = h.fetch(t, opname.KindBatch, "batches/never")
+	if ev.State != lifecycle.Succeeded || ev.Output["responses_file"] != nil {
+		t.Errorf("after the wait: %+v", ev)
+	}
+	if n := logs.CountLines(`"severity":"WARNING","message":"gemini: SUCCEEDED batch settles without an output reference","operation":"batches/never"`); n != 1 {
+		t.Errorf("%d WARNING lines: %s", n, logs.String())
+	}
+
+	// No time at all to wait from: settles at once (with the WARNING).
+	h.fake.SetBatch("notime", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED"})
+	now = t0
+	if ev := h.fetch(t, opname.KindBatch, "batches/notime"); ev.State != lifecycle.Succeeded {
+		t.Errorf("no time: %+v", ev)
+	}
+	// The end time stands in for a missing update time.
+	h.fake.SetBatch("endonly", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", EndTime: t0})
+	if ev := h.fetch(t, opname.KindBatch, "batches/endonly"); ev.State != lifecycle.Running {
+		t.Errorf("end time only: %+v", ev)
 	}
 }

@@ -65,8 +65,8 @@ func interactionEvent(it *interactions.Interaction, fallbackName string) ingest.
 			ev.UpdateTime = t.UTC()
 		}
 	}
-	if ev.State == lifecycle.Failed && len(it.Errors) > 0 {
-		ev.Error = interactionError(it.Errors[0])
+	if ev.State == lifecycle.Failed {
+		ev.Error = failure(it)
 	}
 	if it.OutputText != nil && *it.OutputText != "" {
 		ev.Output = map[string]any{"output_text": *it.OutputText}
@@ -98,6 +98,31 @@ func interactionState(s interactions.InteractionStatus) lifecycle.State {
 		// New values: never a guessed state.
 		return lifecycle.State(unknownInteractionPrefix + string(s))
 	}
+}
+
+// failure is why a failed interaction failed: the first of its top-level
+// errors[], else the last model_output step's error (a google.rpc.Status),
+// where the live API can put it with errors[] empty (GEMINI.md §10); nil
+// when neither says.
+func failure(it *interactions.Interaction) *ingest.ErrorInfo {
+	if len(it.Errors) > 0 {
+		return interactionError(it.Errors[0])
+	}
+	for i := len(it.Steps) - 1; i >= 0; i-- {
+		mo := it.Steps[i].ModelOutputStep
+		if mo == nil || mo.Error == nil {
+			continue
+		}
+		e := &ingest.ErrorInfo{}
+		if mo.Error.Code != nil {
+			e.Code = *mo.Error.Code
+		}
+		if mo.Error.Message != nil {
+			e.Message = *mo.Error.Message
+		}
+		return e
+	}
+	return nil
 }
 
 // interactionError maps an Interactions error, whose code is a string (a

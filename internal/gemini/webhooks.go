@@ -43,6 +43,9 @@ func (f *Fetcher) ListWebhooks(ctx context.Context) ([]reconcile.Webhook, error)
 		}
 		resp, err := f.client.Webhooks.List(ctx, req, operations.WithRetries(retry.Config{Strategy: "none"}))
 		if err != nil {
+			if kerr, ok := asKeyError(fmt.Sprintf("list webhooks (page %d)", page), err); ok {
+				return nil, scrub(kerr, f.apiKey)
+			}
 			return nil, fmt.Errorf("gemini: list webhooks (page %d): %w", page, scrub(describeInteractionError(err), f.apiKey))
 		}
 		body := resp.GetWebhookListResponse()

@@ -91,12 +91,23 @@ type Retrier struct {
 	// lease would run out meanwhile); the loop then stops with the last
 	// failure.
 	MayWait func(d time.Duration) bool
+	// After, when set, reads the wait a failure itself asks for (a
+	// server's google.rpc.RetryInfo.retryDelay or Retry-After; 0: none).
+	// The wait is the longer of it and Delay's, so a server is never
+	// asked again sooner than it said.
+	After func(err error) time.Duration
+	// Now, when set, makes the context's deadline a budget: a wait that
+	// would end after it is not started, and the loop stops at once with
+	// the last failure (sleeping would only end in the context's error,
+	// later). Without Now a wait runs until the deadline ends it.
+	Now func() time.Time
 }
 
 // Do calls op (attempt 1, 2, ...) and returns how many calls it made and
 // the error that stopped it: nil, op's last error (not retryable, attempts
-// used up, or a wait refused by MayWait), or a *WaitError when a wait
-// failed (the context ended).
+// used up, or a wait refused by MayWait), a *BudgetError when the next wait
+// would pass the context's deadline (only with Now), or a *WaitError when a
+// wait failed (the context ended).
 func (r Retrier) Do(ctx context.Context, op func(ctx context.Context) error) (int, error) {
 	sleep := r.Sleep
 	if sleep == nil {
@@ -111,8 +122,16 @@ func (r Retrier) Do(ctx context.Context, op func(ctx context.Context) error) (in
 		if r.Delay != nil {
 			wait = r.Delay(attempt)
 		}
+		if r.After != nil {
+			wait = max(wait, r.After(err))
+		}
 		if r.MayWait != nil && !r.MayWait(wait) {
 			return attempt, err
+		}
+		if r.Now != nil {
+			if dl, ok := ctx.Deadline(); ok && r.Now().Add(wait).After(dl) {
+				return attempt, &BudgetError{Wait: wait, Last: err}
+			}
 		}
 		if werr := sleep(ctx, wait); werr != nil {
 			return attempt, &WaitError{Err: werr, Last: err}
@@ -132,6 +151,20 @@ func (e *WaitError) Error() string {
 }
 
 func (e *WaitError) Unwrap() []error { return []error{e.Err, e.Last} }
+
+// BudgetError is a retry given up because the wait before it would have
+// ended after the context's deadline (Retrier.Now). Last is the failure
+// that was to be retried; errors.Is and errors.As see it.
+type BudgetError struct {
+	Wait time.Duration
+	Last error
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("%v (a retry after %v would pass the deadline)", e.Last, e.Wait)
+}
+
+func (e *BudgetError) Unwrap() error { return e.Last }
 
 // Sleep waits d or until ctx ends, and then returns ctx's error.
 func Sleep(ctx context.Context, d time.Duration) error {

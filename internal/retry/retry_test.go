@@ -229,3 +229,66 @@ func TestSleep(t *testing.T) {
 		}
 	}
 }
+
+// serverBusy is a failure that asks for a wait of its own, as a 429 with
+// RetryInfo.retryDelay does.
+type serverBusy struct{ after time.Duration }
+
+func (e serverBusy) Error() string { return "busy, retry in " + e.after.String() }
+
+// TestDoAfter: a failure's own wait is honoured when it is longer than the
+// schedule's, and the schedule's when it is shorter.
+func TestDoAfter(t *testing.T) {
+	var rec recorder
+	results := []error{serverBusy{37 * time.Second}, serverBusy{time.Millisecond}, errBusy, nil}
+	calls := 0
+	r := retry.Retrier{MaxAttempts: 5, Delay: func(int) time.Duration { return time.Second }, Sleep: rec.sleep,
+		After: func(err error) time.Duration {
+			var sb serverBusy
+			if errors.As(err, &sb) {
+				return sb.after
+			}
+			return 0
+		}}
+	n, err := r.Do(t.Context(), func(context.Context) error { calls++; return results[calls-1] })
+	if n != 4 || err != nil {
+		t.Fatalf("Do = %d, %v", n, err)
+	}
+	if want := []time.Duration{37 * time.Second, time.Second, time.Second}; !slices.Equal(rec.slept, want) {
+		t.Errorf("slept %v, want %v", rec.slept, want)
+	}
+}
+
+// TestDoBudget: with Now, a wait that would end after the context's
+// deadline is not started: the loop stops with a *BudgetError wrapping the
+// last failure. A wait that fits is taken.
+func TestDoBudget(t *testing.T) {
+	// The deadline is real (the context enforces it), the clock is not:
+	// it moves only by what was slept, so nothing here waits for real.
+	now := time.Now()
+	ctx, cancel := context.WithDeadline(t.Context(), now.Add(time.Minute))
+	defer cancel()
+	var rec recorder
+	calls := 0
+	waits := []time.Duration{30 * time.Second, 31 * time.Second}
+	r := retry.Retrier{MaxAttempts: 5, Sleep: func(ctx context.Context, d time.Duration) error {
+		now = now.Add(d) // the injected clock moves by what was slept
+		return rec.sleep(ctx, d)
+	}, Now: func() time.Time { return now },
+		After: func(error) time.Duration { return waits[calls-1] }}
+	n, err := r.Do(ctx, func(context.Context) error { calls++; return errBusy })
+	var be *retry.BudgetError
+	if n != 2 || !errors.As(err, &be) || !errors.Is(err, errBusy) || be.Wait != 31*time.Second {
+		t.Fatalf("Do = %d, %v (%T); want a BudgetError after 2 calls", n, err, err)
+	}
+	if !slices.Equal(rec.slept, []time.Duration{30 * time.Second}) {
+		t.Errorf("slept %v", rec.slept)
+	}
+	// Without a deadline there is no budget.
+	calls, rec.slept = 0, nil
+	waits = []time.Duration{time.Hour, time.Hour}
+	r.MaxAttempts = 2
+	if n, err := r.Do(t.Context(), func(context.Context) error { calls++; return errBusy }); n != 2 || err != errBusy {
+		t.Errorf("no deadline: Do = %d, %v", n, err)
+	}
+}

@@ -59,6 +59,7 @@ func noRetries() operations.Option {
 type apiError struct {
 	Code    int
 	Status  string // google.rpc code name, e.g. INVALID_ARGUMENT
+	Reason  string // the google.rpc.ErrorInfo reason, e.g. API_KEY_INVALID
 	Message string
 	err     error
 }
@@ -68,14 +69,29 @@ func (e *apiError) Error() string {
 	if e.Status != "" {
 		s += " " + e.Status
 	}
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
 	if e.Message != "" {
 		s += ": " + e.Message
 	}
-	switch e.Code {
-	case http.StatusUnauthorized, http.StatusForbidden:
+	if e.keyRefused() {
 		s += " (check " + envAPIKey + ")"
 	}
 	return s
+}
+
+// keyRefused: the live API answers a wrong key 400 with reason
+// API_KEY_INVALID and a missing one 403 (GEMINI.md §10); 401 is kept for
+// proxies in front of it.
+func (e *apiError) keyRefused() bool {
+	switch e.Code {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return true
+	case http.StatusBadRequest:
+		return e.Reason == "API_KEY_INVALID"
+	}
+	return false
 }
 
 func (e *apiError) Unwrap() error { return e.err }
@@ -91,14 +107,25 @@ func describe(err error) error {
 		return err
 	}
 	out := &apiError{Code: ae.StatusCode, err: err}
+	// Only the message, status and ErrorInfo reason are kept: a DebugInfo
+	// detail can echo the API key (GEMINI.md §10).
 	var body struct {
 		Error struct {
 			Message string `json:"message"`
 			Status  string `json:"status"`
+			Details []struct {
+				Type   string `json:"@type"`
+				Reason string `json:"reason"`
+			} `json:"details"`
 		} `json:"error"`
 	}
 	if json.Unmarshal([]byte(ae.Body), &body) == nil && (body.Error.Message != "" || body.Error.Status != "") {
 		out.Message, out.Status = body.Error.Message, body.Error.Status
+		for _, d := range body.Error.Details {
+			if strings.HasSuffix(d.Type, "google.rpc.ErrorInfo") {
+				out.Reason = d.Reason
+			}
+		}
 	} else {
 		out.Message = strings.TrimSpace(ae.Body)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/cli/webhooks"
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/webhook"
 )
 
 // memWriter is an in-memory SecretWriter; fail makes AddVersion fail.
@@ -134,9 +135,10 @@ func secretLine(secret string) string { return "LROSINK_WEBHOOK_SECRETS=" + secr
 
 func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
 
-var allEvents = []any{
-	"batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired",
-	"interaction.requires_action", "interaction.completed", "interaction.failed", "interaction.cancelled",
+// acceptedEvents are the seven events the live API accepts (GEMINI.md §10).
+var acceptedEvents = []any{
+	"batch.succeeded", "batch.failed", "batch.expired",
+	"interaction.requires_action", "interaction.completed", "interaction.failed",
 	"video.generated",
 }
 
@@ -182,7 +184,11 @@ func TestCreatePrintsTheSecretOnceOnStdout(t *testing.T) {
 	}
 }
 
-func TestCreateDefaultsToAllContractEvents(t *testing.T) {
+// TestCreateDefaultsToTheAcceptedEvents: with no --events, create
+// subscribes to the seven events the live API accepts (the fake refuses
+// *.cancelled as the API does), each one lrosink's parser handles; the
+// parser still handles the two it leaves out.
+func TestCreateDefaultsToTheAcceptedEvents(t *testing.T) {
 	e := newEnv(t)
 	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://example.com/hook")
 	if res.code != 0 {
@@ -193,11 +199,25 @@ func TestCreateDefaultsToAllContractEvents(t *testing.T) {
 		t.Fatalf("%d create requests, want 1", len(reqs))
 	}
 	got := decodeBody(t, reqs[0].Body)
-	if !reflect.DeepEqual(got["subscribed_events"], allEvents) {
-		t.Errorf("subscribed_events = %v, want %v", got["subscribed_events"], allEvents)
+	if !reflect.DeepEqual(got["subscribed_events"], acceptedEvents) {
+		t.Errorf("subscribed_events = %v, want %v", got["subscribed_events"], acceptedEvents)
 	}
 	if _, ok := got["name"]; ok {
 		t.Errorf("name sent without --name: %v", got)
+	}
+	if def := webhooks.DefaultEvents(); !slices.Equal(def, fakegemini.SubscribableEvents()) {
+		t.Errorf("DefaultEvents() = %v, the fake (live) accepts %v", def, fakegemini.SubscribableEvents())
+	}
+	parsed := webhook.EventTypes()
+	for _, ev := range webhooks.DefaultEvents() {
+		if !slices.Contains(parsed, ev) {
+			t.Errorf("default event %q is not one the parser handles", ev)
+		}
+	}
+	for _, ev := range []string{"batch.cancelled", "interaction.cancelled"} {
+		if !slices.Contains(parsed, ev) {
+			t.Errorf("the parser no longer lists %q", ev)
+		}
 	}
 }
 
@@ -266,27 +286,16 @@ func (w *echoingWriter) AddVersion(_ context.Context, secret string, payload []b
 	return "", errors.New(w.lastErr)
 }
 
+// TestCreateRejectedCancelledEventsSuggestsDroppingThem: asked for all nine
+// documented events, the API (here the fake, which refuses *.cancelled as
+// the live API does) answers 400; the error names the two and the command
+// that works.
 func TestCreateRejectedCancelledEventsSuggestsDroppingThem(t *testing.T) {
 	e := newEnv(t)
-	// A front that rejects *.cancelled the way the live API is reported to
-	// (GEMINI.md §3) and passes everything else to the fake.
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/v1beta/webhooks" {
-			body, _ := io.ReadAll(r.Body)
-			if bytes.Contains(body, []byte(".cancelled")) {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusBadRequest)
-				fmt.Fprint(w, `{"error":{"code":400,"message":"Invalid value at 'webhook.subscribed_events[2]': \"batch.cancelled\"","status":"INVALID_ARGUMENT"}}`)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		e.fake.Handler().ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	e.url = front.URL
-
-	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://example.com/hook")
+	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://example.com/hook", "--events", strings.Join(webhook.EventTypes(), ","))
+	if !strings.Contains(res.stderr, `the live API has rejected "batch.cancelled"`) {
+		t.Errorf("no note before sending:\n%s", res.stderr)
+	}
 	if res.code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", res.code, res.stderr)
 	}
@@ -747,5 +756,57 @@ func TestHelpNamesTheDeployedSecret(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Error("no --secret example in the help texts")
+	}
+}
+
+// TestWrongKeyHint: the live answer to a wrong key (400 INVALID_ARGUMENT,
+// reason API_KEY_INVALID, a DebugInfo detail echoing the key) makes every
+// subcommand fail with the "check GEMINI_API_KEY" hint, and the key shows
+// nowhere in what the command prints. A key a proxy strips (403
+// PERMISSION_DENIED) gets the hint too.
+func TestWrongKeyHint(t *testing.T) {
+	const wrong = "AIzaSyD-wrong-distinctive-key-0123456789"
+	e := newEnv(t)
+	e.apiKey = wrong
+	for _, args := range [][]string{
+		{"create", "--uri", "https://example.com/hook"},
+		{"list"}, {"list", "--json"},
+		{"rotate", "wh1"}, {"ping", "wh1"}, {"delete", "wh1"},
+	} {
+		res := e.run(t, webhooks.Deps{}, args...)
+		if res.code != 1 || !strings.Contains(res.stderr, "HTTP 400 INVALID_ARGUMENT (API_KEY_INVALID)") ||
+			!strings.Contains(res.stderr, "(check GEMINI_API_KEY)") {
+			t.Errorf("%v: exit %d, stderr %q; want the key hint", args, res.code, res.stderr)
+		}
+		if strings.Contains(res.stdout+res.stderr, wrong) || strings.Contains(res.stdout+res.stderr, wrong[8:20]) {
+			t.Errorf("%v: the key was printed:\n%s%s", args, res.stdout, res.stderr)
+		}
+	}
+	// The fake echoes the key in its answer, so the check above can fail.
+	req, err := http.NewRequest(http.MethodGet, e.url+"/v1beta/webhooks", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-goog-api-key", wrong)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), wrong) {
+		t.Fatalf("the fake's answer does not echo the key: %s", body)
+	}
+
+	// 403: the key never reached the API.
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("x-goog-api-key")
+		e.fake.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	e.url = front.URL
+	res := e.run(t, webhooks.Deps{}, "list")
+	if res.code != 1 || !strings.Contains(res.stderr, "HTTP 403 PERMISSION_DENIED") || !strings.Contains(res.stderr, "(check GEMINI_API_KEY)") {
+		t.Errorf("403: exit %d, stderr %q", res.code, res.stderr)
 	}
 }

@@ -28,10 +28,10 @@ this once:
     version name and the truncated secret (whsec_...abcd) are printed;
   - without --secret, it is printed once on stdout as LROSINK_WEBHOOK_SECRETS=whsec_...
 
-The default events are all nine lrosink handles. The two *.cancelled events are
-documented but the API has been seen to reject them; if create fails on them,
-subscribe without them: lrosink's reconcile pass still settles cancelled
-operations by polling.`,
+The default events are the seven the live API accepts: every event lrosink
+handles except batch.cancelled and interaction.cancelled, which are documented
+but rejected by the API (GEMINI.md §10). lrosink still accepts them if they are
+ever delivered, and its reconcile pass settles cancelled operations by polling.`,
 		Examples: []string{
 			"lrosink webhooks create --uri https://lrosink-webhook-xyz.a.run.app/ --secret projects/my-proj/secrets/lrosink-webhook-secrets",
 			"lrosink webhooks create --uri https://hooks.example.com/gemini --name lrosink-prod",
@@ -44,7 +44,7 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 	fs := command.NewFlagSet("create")
 	uri := fs.String("uri", "", "HTTPS `URL` Gemini delivers events to (required)")
 	var events command.ListValue
-	fs.Var(&events, "events", "`EVENTS` to subscribe to, comma-separated or repeated (default: all nine: "+strings.Join(webhook.EventTypes(), ",")+")")
+	fs.Var(&events, "events", "`EVENTS` to subscribe to, comma-separated or repeated (default: the seven the API accepts: "+strings.Join(DefaultEvents(), ",")+")")
 	name := fs.String("name", "", "display `NAME` of the webhook")
 	secret := fs.String("secret", "", "store the signing secret as a new version of this Secret Manager `SECRET` (projects/P/secrets/S) instead of printing it")
 	if _, err := createDoc().Parse(r.stdout, fs, args); err != nil {
@@ -55,11 +55,14 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 	}
 	known := webhook.EventTypes()
 	if len(events) == 0 {
-		events = known
+		events = DefaultEvents()
 	}
 	for _, ev := range events {
-		if !slices.Contains(known, ev) {
+		switch {
+		case !slices.Contains(known, ev):
 			r.warnf("note: %q is not an event lrosink knows; subscribing to it anyway", ev)
+		case !slices.Contains(DefaultEvents(), ev):
+			r.warnf("note: the live API has rejected %q (GEMINI.md §10); subscribing to it anyway", ev)
 		}
 	}
 
@@ -102,6 +105,15 @@ func runCreate(ctx context.Context, r *runner, args []string) error {
 	return err
 }
 
+// DefaultEvents are the events `webhooks create` subscribes to by default:
+// every type lrosink handles (webhook.EventTypes) except the two
+// *.cancelled, which the live API rejects (GEMINI.md §10), so a create with
+// the defaults works. The parser keeps accepting them: a delivery of one
+// is still applied. A function, so no caller can change the list.
+func DefaultEvents() []string {
+	return slices.DeleteFunc(webhook.EventTypes(), func(ev string) bool { return strings.HasSuffix(ev, ".cancelled") })
+}
+
 // checkURI requires an absolute https URL: Gemini only delivers to https
 // (GEMINI.md §1), so anything else would register a webhook that never
 // fires.
@@ -132,7 +144,7 @@ func createError(err error, events []string) error {
 		}
 		if len(cancelled) > 0 && len(rest) > 0 {
 			return fmt.Errorf("the subscribed events were rejected: %w\n"+
-				"The *.cancelled events (%s) are documented but not accepted by every API version. "+
+				"The *.cancelled events (%s) are documented but the live API rejects them. "+
 				"Drop them and retry with --events %s; lrosink's reconcile pass still settles cancelled operations by polling",
 				err, strings.Join(cancelled, ","), strings.Join(rest, ","))
 		}
