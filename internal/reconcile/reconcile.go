@@ -89,8 +89,9 @@ type Summary struct {
 	Settled       int `json:"settled"`
 	StillPending  int `json:"still_pending"`
 	ClaimsRetried int `json:"claims_retried"`
-	// Stuck counts the operations pending longer than StuckAfter (up to
-	// MaxOperations); StuckAlerts the stuck alert lines this pass raised.
+	// Stuck counts the operations pending longer than StuckAfter (all of
+	// them: a count aggregation); StuckAlerts the stuck alert lines this
+	// pass raised.
 	Stuck       int `json:"stuck"`
 	StuckAlerts int `json:"stuck_alerts"`
 	Errors      int `json:"errors"`
@@ -399,34 +400,53 @@ func nextStuckAlert(since, last time.Time) time.Time {
 // raises one ERROR line for each whose alert is due (nextStuckAlert),
 // recording when on the operation. Nothing is closed: only a person (or
 // Gemini) settles it.
+//
+// The scan reads only operations whose alert is due, earliest due first:
+// each alert moves the operation's stuck key (ledger.StuckKey) to when its
+// next alert is due, less StuckAfter, so an old stuck operation goes to the
+// back and never hides one that became stuck after it, however many there
+// are (MaxOperations bounds one pass; the rest are next in line).
 func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) error {
-	ops, err := r.cfg.Ledger.StuckOperations(ctx, now.Add(-r.cfg.StuckAfter), r.cfg.MaxOperations)
+	cutoff := now.Add(-r.cfg.StuckAfter)
+	// Counted, not read: the scan below reads only the due ones.
+	stuck, err := r.cfg.Ledger.CountOperations(ctx, ledger.Filter{StuckAt: cutoff})
+	if err != nil {
+		return fmt.Errorf("reconcile: count stuck operations: %w", err)
+	}
+	t.add(func(s *Summary) { s.Stuck = int(stuck) })
+	ops, err := r.cfg.Ledger.StuckOperations(ctx, cutoff, r.cfg.MaxOperations)
 	if err != nil {
 		return fmt.Errorf("reconcile: stuck operations: %w", err)
 	}
 	alerted := 0
 	for _, op := range ops {
 		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
-		if now.Before(nextStuckAlert(since, op.StuckAlertedAt)) {
-			continue
+		due := nextStuckAlert(since, op.StuckAlertedAt)
+		at := now
+		if now.Before(due) {
+			// Its key is out of step (alerted before keys existed, or
+			// StuckAfter changed): put it back on its cadence, no line.
+			at = op.StuckAlertedAt
+		} else {
+			alerted++
+			attrs := []any{"alert", "stuck", "operation", op.Name, "state", string(op.State),
+				"submitted_at", op.SubmittedAt, "pending_for", now.Sub(op.SubmittedAt).Round(time.Second).String(),
+				"last_check", op.LastCheck, "checks", op.Checks}
+			if !op.StuckAlertedAt.IsZero() {
+				attrs = append(attrs, "previous_alert_at", op.StuckAlertedAt)
+			}
+			r.cfg.Log.ErrorContext(ctx, "operation stuck", attrs...)
+			due = nextStuckAlert(since, now)
 		}
-		alerted++
-		attrs := []any{"alert", "stuck", "operation", op.Name, "state", string(op.State),
-			"submitted_at", op.SubmittedAt, "pending_for", now.Sub(op.SubmittedAt).Round(time.Second).String(),
-			"last_check", op.LastCheck, "checks", op.Checks}
-		if !op.StuckAlertedAt.IsZero() {
-			attrs = append(attrs, "previous_alert_at", op.StuckAlertedAt)
-		}
-		r.cfg.Log.ErrorContext(ctx, "operation stuck", attrs...)
 		// A conflict means the operation changed since it was read (a
 		// webhook, a check): the next pass reads it again and, if it is
 		// still stuck and the write was lost, repeats the line once.
-		if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, at, due.Add(-r.cfg.StuckAfter)); err != nil && !errors.Is(err, ledger.ErrConflict) {
 			t.add(func(s *Summary) { s.Errors++ })
 			r.cfg.Log.WarnContext(ctx, "reconcile: could not record the stuck alert; it is repeated next pass",
 				"operation", op.Name, "error", err.Error())
 		}
 	}
-	t.add(func(s *Summary) { s.Stuck, s.StuckAlerts = len(ops), alerted })
+	t.add(func(s *Summary) { s.StuckAlerts = alerted })
 	return nil
 }
