@@ -163,7 +163,7 @@ func (a *App) Register() http.Handler {
 
 // Reconcile is the Reconcile function's handler.
 func (a *App) Reconcile() http.Handler {
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Reconcile(a.Reconciler, a.Log)))
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Reconcile(a.Reconciler, a.Log, a.Config.ReconcileDeadline)))
 }
 
 // Console is the Console function's handler: the read-only console at

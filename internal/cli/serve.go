@@ -239,7 +239,7 @@ type passer interface {
 // reconcileLoop runs a pass at once, then every `every` until stop is
 // closed; a pass in progress then finishes unless ctx is cancelled.
 func reconcileLoop(ctx context.Context, stop <-chan struct{}, r passer, every time.Duration, log *slog.Logger) {
-	// A pass stops early 2 s before its deadline; give it at least 30 s and
+	// A pass keeps the last fifth of its time for stuck alerting; give it at least 30 s and
 	// at most 10 min, however short or long the interval.
 	timeout := min(max(every, 30*time.Second), 10*time.Minute)
 	t := time.NewTicker(every)

@@ -39,6 +39,11 @@ type Config struct {
 	// WebhookDeadline bounds how long a webhook request waits for the
 	// ingest door; past it the answer is 503 and the work goes on.
 	WebhookDeadline time.Duration
+	// ReconcileDeadline is one Reconcile request's budget: the pass stops
+	// early within it, keeping time for stuck alerting, and answers what it
+	// did. Below Cloud Scheduler's attempt deadline (Terraform's
+	// reconcile_attempt_deadline, 300 s), which cuts the connection.
+	ReconcileDeadline time.Duration
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -67,6 +72,11 @@ func Serve(o urlopen.Openers) Defaults {
 // Container is the default of cmd/server (Cloud Run): no sqlite:.
 func Container() Defaults { return Defaults{Store: "firestore", Openers: urlopen.Cloud()} }
 
+// DefaultReconcileDeadline is LROSINK_RECONCILE_DEADLINE's default: 30 s
+// below Terraform's reconcile_attempt_deadline (300 s), so the answer is
+// written before Cloud Scheduler gives up on the request.
+const DefaultReconcileDeadline = 270 * time.Second
+
 // DefaultJWKSURL is where Gemini publishes the keys of dynamic webhooks.
 const DefaultJWKSURL = "https://generativelanguage.googleapis.com/.well-known/jwks.json"
 
@@ -83,6 +93,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	c.ClaimLease = e.duration("LROSINK_CLAIM_LEASE", 10*time.Minute)
 	c.ReconcileEvery = e.duration("LROSINK_RECONCILE_EVERY", time.Minute)
 	c.WebhookDeadline = e.duration("LROSINK_WEBHOOK_DEADLINE", 10*time.Second)
+	c.ReconcileDeadline = e.duration("LROSINK_RECONCILE_DEADLINE", DefaultReconcileDeadline)
 	c.AdminToken = e.adminToken()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)

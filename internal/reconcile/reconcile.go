@@ -99,6 +99,9 @@ type Summary struct {
 	// WebhooksDisabled counts the project webhooks Gemini reported
 	// disabled at its last read (see Config.Webhooks).
 	WebhooksDisabled int `json:"webhooks_disabled"`
+	// Partial says the pass stopped early at its deadline: what is left is
+	// first in line next pass (CONTRACT.md §4).
+	Partial bool `json:"partial"`
 }
 
 // Reconciler runs passes.
@@ -166,7 +169,11 @@ func (t *tally) add(f func(*Summary)) {
 
 // Pass runs one bounded pass. It returns an error only when the ledger
 // cannot be queried at all; per-operation failures are counted in Errors.
-// It stops early, with what it did so far, when ctx is about to expire.
+//
+// With a deadline on ctx the pass stops early, with what it did so far
+// (Summary.Partial): claim retries, Gemini checks and adoption end
+// stuckReserve before the deadline, so stuck alerting, the last step,
+// always gets its time, even when Gemini is slow.
 func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	var t tally
 	now := r.cfg.Now()
@@ -175,48 +182,67 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 			o.ObservePass(now, s, err)
 		}
 	}()
-	if err := r.retryClaims(ctx, now, &t); err != nil {
+	work, cancel := workContext(ctx)
+	defer cancel()
+	if err := r.retryClaims(work, now, &t); err != nil {
 		return t.s, err
 	}
-	degraded := r.checkWebhooks(ctx, now, &t)
+	degraded := r.checkWebhooks(work, now, &t)
 	if r.cfg.Gemini == nil {
 		r.noPolling.Do(func() {
 			r.cfg.Log.WarnContext(ctx, "reconcile: GEMINI_API_KEY is not set; pending operations are not polled")
 		})
 	} else {
-		if err := r.checkDue(ctx, now, degraded, &t); err != nil {
+		if err := r.checkDue(work, ctx, now, degraded, &t); err != nil {
 			return t.s, err
 		}
-		r.adopt(ctx, &t)
+		r.adopt(work, &t)
+	}
+	if cut(work) {
+		t.add(func(s *Summary) { s.Partial = true })
 	}
 	if err := r.alertStuck(ctx, now, &t); err != nil {
 		return t.s, err
 	}
-	r.cfg.Log.InfoContext(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
+	log := r.cfg.Log.InfoContext
+	if t.s.Partial {
+		log = r.cfg.Log.WarnContext
+	}
+	log(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
-		"webhooks_disabled", t.s.WebhooksDisabled)
+		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial)
 	return t.s, nil
 }
 
-// nearDeadline leaves a margin to answer before the caller gives up.
-func nearDeadline(ctx context.Context, margin time.Duration) bool {
-	if ctx.Err() != nil {
-		return true
-	}
+// stuckReserveShare is the share of a pass's time kept for stuck
+// alerting: a count, one query and a write per due alert.
+const stuckReserveShare = 5
+
+// workContext is ctx ending a fifth of its remaining time early (ctx
+// itself when it has no deadline): the pass's work before stuck alerting.
+func workContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d, ok := ctx.Deadline()
-	return ok && time.Until(d) < margin
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, d.Add(-time.Until(d)/stuckReserveShare))
 }
 
-const deadlineMargin = 2 * time.Second
+// cut reports whether the pass's work time is over (or its caller gone):
+// an error then is the deadline's, not the ledger's or Gemini's.
+func cut(work context.Context) bool { return work.Err() != nil }
 
 func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) error {
 	claims, err := r.cfg.Ledger.DueClaims(ctx, now, r.cfg.PageSize)
 	if err != nil {
+		if cut(ctx) {
+			return nil
+		}
 		return fmt.Errorf("reconcile: due claims: %w", err)
 	}
 	for _, c := range claims {
-		if nearDeadline(ctx, deadlineMargin) {
+		if cut(ctx) {
 			break
 		}
 		res, err := r.cfg.Door.RetryClaim(ctx, c.ID)
@@ -237,11 +263,15 @@ func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) e
 // would not reschedule stays due; the cursor keeps the pass from trying it
 // again and moves on to the operations behind it.
 //
+// Checks start and fetch under work; what a check learned is recorded
+// under write (the whole pass's context), so a check that got its answer
+// just before work ended is not lost.
+//
 // degraded (a project webhook is disabled) polls at BackoffMin: the query
 // then reaches BackoffMax-BackoffMin ahead, which covers every operation
 // last checked BackoffMin ago or earlier (none is scheduled further than
 // BackoffMax after its last check), and skips those checked more recently.
-func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool, t *tally) error {
+func (r *Reconciler) checkDue(work, write context.Context, now time.Time, degraded bool, t *tally) error {
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -251,10 +281,13 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool,
 	}
 	var after ledger.DueCursor
 	// scanned bounds the rows a degraded pass reads past without checking.
-	for n, scanned := 0, 0; n < r.cfg.MaxOperations && scanned < 4*r.cfg.MaxOperations && !nearDeadline(ctx, deadlineMargin); {
+	for n, scanned := 0, 0; n < r.cfg.MaxOperations && scanned < 4*r.cfg.MaxOperations && !cut(work); {
 		limit := min(r.cfg.PageSize, r.cfg.MaxOperations-n)
-		ops, err := r.cfg.Ledger.DueOperations(ctx, horizon, after, limit)
+		ops, err := r.cfg.Ledger.DueOperations(work, horizon, after, limit)
 		if err != nil {
+			if cut(work) {
+				return nil
+			}
 			return fmt.Errorf("reconcile: due operations: %w", err)
 		}
 		scanned += len(ops)
@@ -264,10 +297,14 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool,
 			}
 			n++
 			sem <- struct{}{}
+			if cut(work) {
+				<-sem
+				return nil // the rest stay due: first in line next pass
+			}
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				r.check(ctx, op, now, degraded, t)
+				r.check(work, write, op, now, degraded, t)
 			}()
 		}
 		if len(ops) < limit {
@@ -279,9 +316,13 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool,
 }
 
 // check asks Gemini about one operation and feeds the answer to the door.
-func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) {
+// A fetch that work cut short is no check: the operation stays due.
+func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) {
 	log := r.cfg.Log.With("operation", op.Name)
-	ev, err := r.cfg.Gemini.Fetch(ctx, op.Kind, op.APIName)
+	ev, err := r.cfg.Gemini.Fetch(work, op.Kind, op.APIName)
+	if err != nil && cut(work) {
+		return
+	}
 	t.add(func(s *Summary) { s.Checked++ })
 	note := "ok"
 	switch fetcherr.KindOf(err) {
@@ -347,17 +388,20 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 // ledger does not know (its submitter died between creating and
 // registering it) is created, and settled at once if it is terminal.
 func (r *Reconciler) adopt(ctx context.Context, t *tally) {
-	if r.cfg.AdoptPageSize <= 0 || nearDeadline(ctx, deadlineMargin) {
+	if r.cfg.AdoptPageSize <= 0 || cut(ctx) {
 		return
 	}
 	evs, _, err := r.cfg.Gemini.ListBatches(ctx, r.cfg.AdoptPageSize, "")
+	if err != nil && cut(ctx) {
+		return
+	}
 	if err != nil {
 		t.add(func(s *Summary) { s.Errors++ })
 		r.cfg.Log.WarnContext(ctx, "reconcile: listing batch jobs failed", "error", err.Error())
 		return
 	}
 	for _, ev := range evs {
-		if nearDeadline(ctx, deadlineMargin) {
+		if cut(ctx) {
 			return
 		}
 		ev.Source = ingest.SourceReconcile
@@ -420,6 +464,10 @@ func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) er
 	}
 	alerted := 0
 	for _, op := range ops {
+		if cut(ctx) {
+			t.add(func(s *Summary) { s.Partial = true })
+			break
+		}
 		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
 		due := nextStuckAlert(since, op.StuckAlertedAt)
 		at := now
