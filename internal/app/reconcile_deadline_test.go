@@ -21,7 +21,7 @@ import (
 // its own unless the handler derives one from LROSINK_RECONCILE_DEADLINE.
 // Gemini answers every call in 150 ms, and 429 (with Retry-After, which the
 // SDK adapter honours), 30 operations are due and stuck, and the caller
-// gives up after 3 s. The pass must answer 200 within its 2 s budget, say
+// gives up after 3 s. The pass must answer 200 within its 2.5 s budget, say
 // it stopped early ("partial":true), and still have raised the stuck
 // alerts, which are its last step.
 func TestReconcileStopsWithinItsDeadline(t *testing.T) {
@@ -42,7 +42,7 @@ func TestReconcileStopsWithinItsDeadline(t *testing.T) {
 	logs := &testutil.SyncBuffer{}
 	clock := testutil.NewClock(now)
 	cfg := testConfig(t, slow.URL, func(c *config.Config) {
-		c.GeminiAPIKey, c.ReconcileDeadline = fakegemini.DefaultAPIKey, 2*time.Second
+		c.GeminiAPIKey, c.ReconcileDeadline = fakegemini.DefaultAPIKey, 2500*time.Millisecond
 	})
 	a := newApp(t, cfg, logs, io.Discard, clock.Now)
 	srv := httptest.NewServer(a.Mux())

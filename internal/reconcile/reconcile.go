@@ -324,6 +324,12 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		return
 	}
 	t.add(func(s *Summary) { s.Checked++ })
+	// A failed check is retried after wait: the backoff, or BackoffMin
+	// while a webhook is disabled (degraded).
+	wait := r.Backoff(op.Checks)
+	if degraded {
+		wait = r.cfg.BackoffMin
+	}
 	note := "ok"
 	switch fetcherr.KindOf(err) {
 	case fetcherr.NotFound:
@@ -334,11 +340,11 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 	case fetcherr.Transient:
 		note = "gemini-unavailable"
 		t.add(func(s *Summary) { s.Errors++ })
-		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error())
+		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error(), "check", note, "next_check_in", wait.String())
 	case fetcherr.Permanent:
 		note = "fetch-error"
 		t.add(func(s *Summary) { s.Errors++ })
-		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error())
+		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error(), "check", note, "next_check_in", wait.String())
 	default:
 		ev.Source = ingest.SourceReconcile
 		// The door decides on op as listed, not on a second read of it.
@@ -354,7 +360,7 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 			note = "ingest-error"
 			t.add(func(s *Summary) { s.Errors++ })
 			log.WarnContext(ctx, "reconcile: the door failed; rescheduled with backoff", "error", err.Error(),
-				"checks", op.Checks+1, "next_check_in", r.Backoff(op.Checks).String())
+				"check", note, "checks", op.Checks+1, "next_check_in", wait.String())
 			break
 		}
 		if res.State.Terminal() {
@@ -371,10 +377,6 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		}
 	}
 	t.add(func(s *Summary) { s.StillPending++ })
-	wait := r.Backoff(op.Checks)
-	if degraded {
-		wait = r.cfg.BackoffMin
-	}
 	next := now.Add(wait)
 	if _, err := r.cfg.Ledger.ScheduleCheck(ctx, op, next, note, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		// A conflict means a webhook changed the operation meanwhile; it
@@ -467,6 +469,16 @@ func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) er
 		if cut(ctx) {
 			t.add(func(s *Summary) { s.Partial = true })
 			break
+		}
+		if op.State.Terminal() {
+			// Settled by a version that predates the key, which left it
+			// set (a rollback): clear it (a terminal operation's key is
+			// zero), no line.
+			if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, op.StuckAlertedAt, time.Time{}); err != nil && !errors.Is(err, ledger.ErrConflict) {
+				t.add(func(s *Summary) { s.Errors++ })
+				r.cfg.Log.WarnContext(ctx, "reconcile: could not clear a settled operation's stuck key", "operation", op.Name, "error", err.Error())
+			}
+			continue
 		}
 		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
 		due := nextStuckAlert(since, op.StuckAlertedAt)

@@ -1,7 +1,9 @@
 package reconcile_test
 
 import (
+	"database/sql"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -143,4 +146,38 @@ func TestStuckScanReachesEveryStuckOperation(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestStuckKeyLeftByAnEarlierVersionIsCleared: a version from before the
+// stuck key settles an operation without clearing its stuck_from (a
+// rollback, here its UPDATE statement on the SQLite file). The next pass
+// raises no stuck line for the settled operation and takes it out of the
+// scan.
+func TestStuckKeyLeftByAnEarlierVersionIsCleared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	w := newStoreWorld(t, s, nil)
+	w.fake.SetBatch("rolled", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	w.register("batches/rolled")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The earlier version's settle: every column it knows, not stuck_from.
+	if _, err := db.ExecContext(t.Context(), `UPDATE operations SET state = 'SUCCEEDED', next_check_at = NULL,
+		pending_since = NULL, version = version + 1 WHERE id = 'gemini:batches%2Frolled'`); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(7 * time.Hour)
+	if sum := w.pass(); sum.StuckAlerts != 0 || sum.Stuck != 0 || w.logs.CountLines(`"alert":"stuck"`) != 0 {
+		t.Fatalf("a settled operation was alerted as stuck: %+v\n%s", sum, w.logs.String())
+	}
+	if left, err := s.StuckOperations(t.Context(), w.clock.Now(), 10); err != nil || len(left) != 0 {
+		t.Fatalf("still in the stuck scan: %v, %v", left, err)
+	}
 }
