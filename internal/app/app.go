@@ -234,6 +234,7 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_GRACE", Value: c.Grace.String()},
 		{Name: "LROSINK_STUCK_AFTER", Value: c.StuckAfter.String()},
 		{Name: "LROSINK_CLAIM_LEASE", Value: c.ClaimLease.String()},
+		{Name: "LROSINK_RECONCILE_DEADLINE", Value: c.ReconcileDeadline.String()},
 	}
 	if c.Project != "" {
 		out = append(out, console.Setting{Name: "GOOGLE_CLOUD_PROJECT", Value: c.Project})

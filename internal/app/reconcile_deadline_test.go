@@ -88,3 +88,15 @@ func TestReconcileStopsWithinItsDeadline(t *testing.T) {
 		t.Fatalf("stuck %d, stuck_alerts %d, %d alert lines; want %d each", sum.Stuck, sum.StuckAlerts, n, ops)
 	}
 }
+
+// TestHealthPageShowsTheReconcileDeadline: the console's health page lists
+// the pass budget with the rest of the configuration.
+func TestHealthPageShowsTheReconcileDeadline(t *testing.T) {
+	cfg := testConfig(t, "http://127.0.0.1:9", func(c *config.Config) { c.ReconcileDeadline = 2 * time.Minute })
+	a := newApp(t, cfg, nil, io.Discard, func() time.Time { return now })
+	w := httptest.NewRecorder()
+	a.Mux().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ui/health", nil))
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "LROSINK_RECONCILE_DEADLINE") || !strings.Contains(w.Body.String(), "2m0s") {
+		t.Fatalf("GET /ui/health: %d, no LROSINK_RECONCILE_DEADLINE 2m0s:\n%s", w.Code, w.Body.String())
+	}
+}
