@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# The one lrosink image: cmd/server (functions-framework). Every Cloud Run
+# The one lrosink image: cmd/server (FUNCTION_TARGET routing, graceful SIGTERM). Every Cloud Run
 # service of terraform/run.tf (local.services) runs it; FUNCTION_TARGET
 # (Webhook, Reconcile, Register, Console) selects the function served at "/".
 #

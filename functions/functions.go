@@ -1,38 +1,51 @@
-// Package functions registers lrosink's Cloud Run functions with
-// functions-framework-go: Webhook, Register, Reconcile and Console (the
-// read-only console, served privately: IAM invoker only), and metrics (GET
-// /metrics when every function is served), all served by one App that the
-// caller has already built. cmd/server builds the App from the environment
-// before it registers and listens, so a bad deployment exits at start-up
-// with one line naming the variable instead of answering every request
-// with 503.
+// Package functions serves lrosink's Cloud Run functions: Webhook,
+// Register, Reconcile and Console (the read-only console, served privately:
+// IAM invoker only), and metrics (GET /metrics when every function is
+// served), all served by one App that the caller has already built.
+// cmd/server builds the App from the environment before it listens, so a
+// bad deployment exits at start-up with one line naming the variable instead
+// of answering every request with 503.
+//
+// The routing is functions-framework's (FUNCTION_TARGET: that one function
+// at "/"; none: each at /Name), served by cmd/server's own http.Server,
+// because functions-framework-go's server cannot be shut down gracefully.
 package functions
 
 import (
-	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/lrosink/lrosink/internal/app"
 )
 
-// Names are the functions Register registers (FUNCTION_TARGET values).
+// Names are the functions Handler serves (FUNCTION_TARGET values).
 func Names() []string { return []string{"Webhook", "Register", "Reconcile", "Console"} }
 
-// Register registers the functions, served by a, with functions-framework.
-// Call it once, before funcframework starts. target is FUNCTION_TARGET (""
-// serves every function): a service that serves the Console alone runs no
-// reconcile passes, so its console does not wait for any.
-func Register(a *app.App, target string) error {
+// Handler serves the functions of a. target is FUNCTION_TARGET: one of
+// Names, served at "/" (and every path below it); "" serves each function
+// at /Name and the metrics at /metrics. A service that serves the Console
+// alone runs no reconcile passes, so its console does not wait for any.
+func Handler(a *app.App, target string) (http.Handler, error) {
+	if target != "" && !slices.Contains(Names(), target) {
+		return nil, fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", target, strings.Join(Names(), ", "))
+	}
 	console, err := a.Console(target != "Console")
 	if err != nil {
-		return err // embedded templates that do not parse: a broken build
+		return nil, err // embedded templates that do not parse: a broken build
 	}
-	functions.HTTP("Webhook", a.Webhook().ServeHTTP)
-	functions.HTTP("Register", a.Register().ServeHTTP)
-	functions.HTTP("Reconcile", a.Reconcile().ServeHTTP)
-	// Served at /metrics when cmd/server runs every function (no
-	// FUNCTION_TARGET); a Cloud Run service serving one function never
-	// exposes it, and it is not a FUNCTION_TARGET (Names).
-	functions.HTTP("metrics", a.Metrics.Handler().ServeHTTP)
-	functions.HTTP("Console", console.ServeHTTP)
-	return nil
+	fns := map[string]http.Handler{"Webhook": a.Webhook(), "Register": a.Register(), "Reconcile": a.Reconcile(), "Console": console}
+	mux := http.NewServeMux()
+	if target != "" {
+		mux.Handle("/", fns[target])
+		return mux, nil
+	}
+	for name, h := range fns {
+		mux.Handle("/"+name, h)
+	}
+	// Only when every function is served: a Cloud Run service serving one
+	// function never exposes it, and it is not a FUNCTION_TARGET (Names).
+	mux.Handle("/metrics", a.Metrics.Handler())
+	return mux, nil
 }

@@ -15,7 +15,7 @@
 # __name__, so ordering by it after the field, in the same direction, is
 # free; DueOperations does that to page with a cursor):
 #   DueOperations    operations  next_check_at <= now     ORDER BY next_check_at ASC, __name__ ASC
-#   StuckOperations  operations  pending_since <= cutoff  ORDER BY pending_since ASC
+#   StuckOperations  operations  stuck_from <= cutoff     ORDER BY stuck_from ASC, __name__ ASC
 #   DueClaims        claims      due_at <= now            ORDER BY due_at ASC
 #   ListOperations   operations  (no filter)              ORDER BY submitted_at DESC
 #   listQuery        operations  (no filter)              ORDER BY submitted_at DESC, __name__ DESC

@@ -4,7 +4,7 @@
 # derived from it with for_each, so adding a service cannot miss a grant;
 # cloudbuild.yaml rolls out exactly these keys (deploy_test checks it).
 #
-# All run ONE image (cmd/server, functions-framework): FUNCTION_TARGET
+# All run ONE image (cmd/server, FUNCTION_TARGET routing): FUNCTION_TARGET
 # selects the function served at "/".
 #
 # Image ownership: Terraform creates each service with var.image; after that

@@ -284,6 +284,7 @@ func TestBinary(t *testing.T) {
 	t.Run("ServeEndToEnd", func(t *testing.T) { testServeEndToEnd(t, bin) })
 	t.Run("RestartAfterCrash", func(t *testing.T) { testRestartAfterCrash(t, faulty) })
 	t.Run("GracefulShutdown", func(t *testing.T) { testGracefulShutdown(t, bin) })
+	t.Run("SIGTERMDrainsDetachedWork", func(t *testing.T) { testSIGTERMDrainsDetachedWork(t, bin) })
 	t.Run("FaultNeedsTheBuildTag", func(t *testing.T) { testFaultNeedsTheBuildTag(t, bin) })
 	t.Run("VersionNamesTheRevision", func(t *testing.T) { testVersionNamesTheRevision(t, bin) })
 	t.Run("BrokenSetupExitsBeforeListening", func(t *testing.T) { testBrokenSetupExitsBeforeListening(t, bin) })

@@ -45,11 +45,19 @@ func freePort(t *testing.T) string {
 // start runs the binary with env and waits until it answers on port.
 func start(t *testing.T, bin string, env ...string) string {
 	t.Helper()
+	_, base, _ := startCmd(t, bin, env...)
+	return base
+}
+
+// startCmd is start, also returning the process and its output (stdout and
+// stderr together); the process is killed when the test ends.
+func startCmd(t *testing.T, bin string, env ...string) (*exec.Cmd, string, *testutil.SyncBuffer) {
+	t.Helper()
 	port := freePort(t)
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), append(env, "PORT="+port, "HOST=127.0.0.1")...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +72,12 @@ func start(t *testing.T, bin string, env ...string) string {
 	for range 200 {
 		if resp, err := http.Get(base + "/Webhook"); err == nil {
 			resp.Body.Close()
-			return base
+			return cmd, base, logs
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("server did not come up:\n%s", logs.String())
-	return ""
+	return nil, "", nil
 }
 
 // TestEndToEnd: a signed batch.succeeded sent to the container binary lands

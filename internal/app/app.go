@@ -124,15 +124,42 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	return a, nil
 }
 
-// DrainTimeout bounds how long Close waits for the ingest door's work in
-// flight; supervisors kill a process about 10 s after SIGTERM anyway.
-const DrainTimeout = 10 * time.Second
+// StopTimeout bounds a graceful stop in all (Stop, Close): Cloud Run sends
+// SIGTERM and kills the instance 10 s later, and so do most supervisors;
+// 8 s leaves the last log lines time to get out.
+const StopTimeout = 8 * time.Second
 
-// Close is Shutdown bounded by DrainTimeout.
+// Close is Shutdown bounded by StopTimeout.
 func (a *App) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	defer cancel()
 	return a.Shutdown(ctx)
+}
+
+// Stop stops srv, which serves a, gracefully within ctx (SIGTERM): srv
+// stops taking requests and waits for those in flight, then each of then
+// runs (serve stops its reconcile loop there), then Shutdown drains the
+// door's detached work and closes the clients. A request still running when
+// ctx ends is cut off (its sender retries: Gemini redelivers, Scheduler
+// retries); door work still running then fails on the closed clients, and
+// its claim is seized after its lease. An error says what was cut off.
+func (a *App) Stop(ctx context.Context, srv *http.Server, then ...func(context.Context)) error {
+	var errs []error
+	a.Log.InfoContext(ctx, "shutting down")
+	if err := srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown: requests still running were cut off: %w", err))
+		_ = srv.Close()
+	}
+	for _, f := range then {
+		f(ctx)
+	}
+	if err := a.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("close: %w", err))
+	}
+	if len(errs) == 0 {
+		a.Log.InfoContext(ctx, "stopped")
+	}
+	return errors.Join(errs...)
 }
 
 // Shutdown drains the ingest door (no new work; the work in flight, which
@@ -168,7 +195,7 @@ func (a *App) Register() http.Handler {
 
 // Reconcile is the Reconcile function's handler.
 func (a *App) Reconcile() http.Handler {
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Reconcile(a.Reconciler, a.Log)))
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Reconcile(a.Reconciler, a.Log, a.Config.ReconcileDeadline)))
 }
 
 // Console is the Console function's handler: the read-only console at
@@ -212,6 +239,7 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_GRACE", Value: c.Grace.String()},
 		{Name: "LROSINK_STUCK_AFTER", Value: c.StuckAfter.String()},
 		{Name: "LROSINK_CLAIM_LEASE", Value: c.ClaimLease.String()},
+		{Name: "LROSINK_RECONCILE_DEADLINE", Value: c.ReconcileDeadline.String()},
 	}
 	if c.Project != "" {
 		out = append(out, console.Setting{Name: "GOOGLE_CLOUD_PROJECT", Value: c.Project})

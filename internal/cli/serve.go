@@ -23,9 +23,9 @@ import (
 	"github.com/lrosink/lrosink/internal/webhook"
 )
 
-// shutdownTimeout bounds a graceful stop: Cloud Run and most supervisors
-// kill a process about 10 s after SIGTERM anyway.
-const shutdownTimeout = 10 * time.Second
+// shutdownTimeout bounds a graceful stop (app.StopTimeout, 8 s): most
+// supervisors kill a process 10 s after SIGTERM.
+const shutdownTimeout = app.StopTimeout
 
 // defaultAddr is loopback only: serve is the local, embedded run, and
 // /Register and /Reconcile have no authentication of their own unless
@@ -48,7 +48,7 @@ run and kept beside a SQLite ledger (sqlite:PATH → PATH.secret, mode 0600), so
 restarts; with a firestore ledger it lasts the run. Start-up prints it, and where it is, on
 stderr (never in a log record); a delivery signed otherwise gets 401 with that hint.
 
-SIGINT or SIGTERM stops it gracefully, within 10s in all: no new connections, requests
+SIGINT or SIGTERM stops it gracefully, within 8s in all: no new connections, requests
 in flight finish, the reconcile loop stops, work the ingest door still runs for callers
 that hung up finishes (publish and DONE), then the ledger and the results sink are
 closed. Exit status 0; 1 if something was cut off (a claim it held is then seized after
@@ -289,29 +289,21 @@ func serveApp(ctx context.Context, e *env, cfg config.Config, a *app.App, ln net
 	case err := <-served:
 		errs = append(errs, fmt.Errorf("serve: %w", err))
 	}
-	log.InfoContext(ctx, "shutting down")
 	// One budget for the whole stop: requests, the reconcile pass, the door.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		// Cut-off requests are answered by nobody, so Gemini redelivers them.
-		errs = append(errs, fmt.Errorf("shutdown: requests still running after %s were cut off: %w", e.shutdownTimeout, err))
-		_ = srv.Close()
+	stopLoopFn := func(sctx context.Context) {
+		close(stopLoop)
+		select {
+		case <-loopDone:
+		case <-sctx.Done():
+			// A claim the pass held is seized after its lease by the next run.
+			hardStop()
+			<-loopDone
+		}
 	}
-	close(stopLoop)
-	select {
-	case <-loopDone:
-	case <-sctx.Done():
-		// A claim the pass held is seized after its lease by the next run.
-		hardStop()
-		<-loopDone
-	}
-	// Last, the door's detached work (callers that hung up), then what it uses.
-	if err := a.Shutdown(sctx); err != nil {
-		errs = append(errs, fmt.Errorf("close: %w", err))
-	}
-	if len(errs) == 0 {
-		log.InfoContext(ctx, "stopped")
+	if err := a.Stop(sctx, srv, stopLoopFn); err != nil {
+		errs = append(errs, fmt.Errorf("stop within %s: %w", e.shutdownTimeout, err))
 	}
 	return errors.Join(errs...)
 }
@@ -324,7 +316,7 @@ type passer interface {
 // reconcileLoop runs a pass at once, then every `every` until stop is
 // closed; a pass in progress then finishes unless ctx is cancelled.
 func reconcileLoop(ctx context.Context, stop <-chan struct{}, r passer, every time.Duration, log *slog.Logger) {
-	// A pass stops early 2 s before its deadline; give it at least 30 s and
+	// A pass keeps the last fifth of its time for stuck alerting; give it at least 30 s and
 	// at most 10 min, however short or long the interval.
 	timeout := min(max(every, 30*time.Second), 10*time.Minute)
 	t := time.NewTicker(every)

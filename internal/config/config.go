@@ -47,6 +47,11 @@ type Config struct {
 	WebhookDeadline time.Duration
 	// StoreTimeout bounds every call to a networked store (Firestore).
 	StoreTimeout time.Duration
+	// ReconcileDeadline is one Reconcile request's budget: the pass stops
+	// early within it, keeping time for stuck alerting, and answers what it
+	// did. Below Cloud Scheduler's attempt deadline (Terraform's
+	// reconcile_attempt_deadline, 300 s), which cuts the connection.
+	ReconcileDeadline time.Duration
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -75,6 +80,11 @@ func Serve(o urlopen.Openers) Defaults {
 // Container is the default of cmd/server (Cloud Run): no sqlite:.
 func Container() Defaults { return Defaults{Store: "firestore", Openers: urlopen.Cloud()} }
 
+// DefaultReconcileDeadline is LROSINK_RECONCILE_DEADLINE's default: 30 s
+// below Terraform's reconcile_attempt_deadline (300 s), so the answer is
+// written before Cloud Scheduler gives up on the request.
+const DefaultReconcileDeadline = 270 * time.Second
+
 // DefaultJWKSURL is where Gemini publishes the keys of dynamic webhooks
 // (RS256 for the documented JWTs, Ed25519 for the v1a signatures sent live).
 const DefaultJWKSURL = "https://generativelanguage.googleapis.com/.well-known/jwks.json"
@@ -94,6 +104,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	c.ReconcileEvery = e.duration("LROSINK_RECONCILE_EVERY", time.Minute)
 	c.WebhookDeadline = e.duration("LROSINK_WEBHOOK_DEADLINE", webhook.DefaultDeadline)
 	c.StoreTimeout = e.duration("LROSINK_STORE_TIMEOUT", ledger.DefaultCallTimeout)
+	c.ReconcileDeadline = e.duration("LROSINK_RECONCILE_DEADLINE", DefaultReconcileDeadline)
 	if floor := ClaimLeaseFloor(c.WebhookDeadline); c.ClaimLease < floor {
 		e.fail(fmt.Errorf("LROSINK_CLAIM_LEASE: %s is under its floor %s (twice LROSINK_WEBHOOK_DEADLINE, at least 1s): a shorter lease lets a redelivery seize a claim whose holder is still publishing", c.ClaimLease, floor))
 	}

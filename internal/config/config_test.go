@@ -25,7 +25,8 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.Store != "sqlite:lrosink.db" || c.Results != "stdout" || c.Grace != 90*time.Second || c.StuckAfter != 6*time.Hour ||
 		c.ClaimLease != 10*time.Minute || c.ReconcileEvery != time.Minute || c.MaxBody != 1048576 || c.JWKSURL != DefaultJWKSURL ||
-		c.FirestoreDatabase != "(default)" || len(c.WebhookSecrets) != 0 || c.WebhookDeadline != 10*time.Second || c.AdminToken != "" {
+		c.FirestoreDatabase != "(default)" || len(c.WebhookSecrets) != 0 || c.WebhookDeadline != 10*time.Second || c.AdminToken != "" ||
+		c.ReconcileDeadline != 270*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
 	if _, err := Load(env(map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}), Container()); err == nil || !strings.Contains(err.Error(), "LROSINK_RESULTS") {
@@ -38,13 +39,13 @@ func TestValues(t *testing.T) {
 	c, err := Load(env(map[string]string{
 		"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": "p1", "LROSINK_RESULTS": "pubsub:projects/p1/topics/results",
 		"LROSINK_WEBHOOK_SECRETS": " " + secretA + " , " + secretB + " ,", "LROSINK_GRACE": "2m", "LROSINK_MAX_BODY": "2048",
-		"LROSINK_WEBHOOK_DEADLINE": "3s", "LROSINK_ADMIN_TOKEN": " 0123456789abcdef-_.~+/= ",
+		"LROSINK_WEBHOOK_DEADLINE": "3s", "LROSINK_ADMIN_TOKEN": " 0123456789abcdef-_.~+/= ", "LROSINK_RECONCILE_DEADLINE": "100s",
 	}), Container())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.WebhookSecrets) != 2 || c.WebhookSecrets[1] != secretB || c.Grace != 2*time.Minute || c.MaxBody != 2048 ||
-		c.WebhookDeadline != 3*time.Second || c.AdminToken != "0123456789abcdef-_.~+/=" {
+		c.WebhookDeadline != 3*time.Second || c.AdminToken != "0123456789abcdef-_.~+/=" || c.ReconcileDeadline != 100*time.Second {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -146,9 +147,11 @@ func TestValidateAfterChanges(t *testing.T) {
 // Authorization header as it is (RFC 6750 token characters). An error names
 // the variable and never echoes the token.
 func TestWebhookDeadlineAndAdminToken(t *testing.T) {
-	for _, v := range []string{"-1s", "soon", "10"} {
-		if _, err := Load(env(map[string]string{"LROSINK_WEBHOOK_DEADLINE": v}), Serve(local())); err == nil || !strings.HasPrefix(err.Error(), "LROSINK_WEBHOOK_DEADLINE:") {
-			t.Errorf("LROSINK_WEBHOOK_DEADLINE=%q: %v", v, err)
+	for _, k := range []string{"LROSINK_WEBHOOK_DEADLINE", "LROSINK_RECONCILE_DEADLINE"} {
+		for _, v := range []string{"-1s", "soon", "10"} {
+			if _, err := Load(env(map[string]string{k: v}), Serve(local())); err == nil || !strings.HasPrefix(err.Error(), k+":") {
+				t.Errorf("%s=%q: %v", k, v, err)
+			}
 		}
 	}
 	for _, v := range []string{"0123456789abcde", "0123456789 abcdef", "0123456789abcdef\"x", "0123456789abcdéf"} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/reconcile"
 )
@@ -14,18 +15,31 @@ type Passer interface {
 }
 
 // Reconcile returns the Reconcile function (CONTRACT.md §4): POST runs one
-// pass within the request's deadline and answers its summary. A pass that
-// could not query the ledger is answered 503, with Retry-After and the
-// summary of what it did, so that the scheduler retries.
-func Reconcile(p Passer, log *slog.Logger) http.Handler {
+// pass and answers its summary. A pass that could not query the ledger is
+// answered 503, with Retry-After and the summary of what it did, so that
+// the scheduler retries.
+//
+// budget (LROSINK_RECONCILE_DEADLINE; 0: none) is the pass's deadline.
+// Cloud Run and Cloud Scheduler enforce theirs outside the handler, by
+// cutting the connection, so without one of its own a slow pass would be
+// cut before it answered or raised its stuck alerts. The pass stops early
+// within it ("partial":true) and keeps time for stuck alerting. A caller
+// that hangs up does not cut the pass short: it runs to its budget.
+func Reconcile(p Passer, log *slog.Logger, budget time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {
 			return
 		}
-		s, err := p.Pass(r.Context())
+		ctx := r.Context()
+		if budget > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), budget)
+			defer cancel()
+		}
+		s, err := p.Pass(ctx)
 		status := http.StatusOK
 		if err != nil {
-			log.ErrorContext(r.Context(), "reconcile pass failed", "error", err.Error())
+			log.ErrorContext(ctx, "reconcile pass failed", "error", err.Error())
 			status = http.StatusServiceUnavailable
 		}
 		reply(w, status, s)

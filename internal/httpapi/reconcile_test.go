@@ -50,7 +50,7 @@ func newReconcileRig(t *testing.T, log *slog.Logger) *reconcileRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.h = httpapi.Reconcile(rec, log)
+	r.h = httpapi.Reconcile(rec, log, 0)
 	return r
 }
 
@@ -65,16 +65,16 @@ func TestReconcileAnswersSummary(t *testing.T) {
 	r.fake.SetBatch("h", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now, ResponsesFile: "files/out-h"})
 	rr := httptest.NewRecorder()
 	r.h.ServeHTTP(rr, httptest.NewRequest(http.MethodPost, "/Reconcile", nil))
-	var s map[string]int
+	var s map[string]any
 	if err := json.Unmarshal(rr.Body.Bytes(), &s); err != nil || rr.Code != 200 {
 		t.Fatalf("%d %s", rr.Code, rr.Body.String())
 	}
-	for _, k := range []string{"checked", "settled", "still_pending", "claims_retried", "stuck", "errors", "adopted"} {
+	for _, k := range []string{"checked", "settled", "still_pending", "claims_retried", "stuck", "stuck_alerts", "errors", "adopted", "webhooks_disabled", "partial"} {
 		if _, ok := s[k]; !ok {
 			t.Errorf("summary lacks %q: %s", k, rr.Body.String())
 		}
 	}
-	if s["settled"] != 1 {
+	if s["settled"] != float64(1) || s["partial"] != false {
 		t.Fatalf("summary %v", s)
 	}
 	rr = httptest.NewRecorder()

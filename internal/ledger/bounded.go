@@ -132,8 +132,8 @@ func (b *Bounded) ScheduleCheck(ctx context.Context, op Operation, next time.Tim
 }
 
 // RecordStuckAlert implements Queries.
-func (b *Bounded) RecordStuckAlert(ctx context.Context, op Operation, at time.Time) (Revision, error) {
-	return call(b, ctx, "a commit", func(ctx context.Context) (Revision, error) { return b.l.RecordStuckAlert(ctx, op, at) })
+func (b *Bounded) RecordStuckAlert(ctx context.Context, op Operation, at, from time.Time) (Revision, error) {
+	return call(b, ctx, "a commit", func(ctx context.Context) (Revision, error) { return b.l.RecordStuckAlert(ctx, op, at, from) })
 }
 
 // ListOperations implements Queries.

@@ -240,13 +240,21 @@ type Operation struct {
 	// StuckAlertedAt is when the reconciler last raised the stuck alert for
 	// the operation (zero: never); it paces the alert's repetitions.
 	StuckAlertedAt time.Time
-	History        []HistoryEntry
-	Conflicts      []HistoryEntry
-	UserMetadata   map[string]any
-	Output         map[string]any
-	Error          *results.ErrorInfo
-	Effect         EffectMirror
-	Replays        []Replay
+	// StuckFrom orders the stuck scan (see StuckKey): the operation's next
+	// stuck alert is due once StuckFrom + LROSINK_STUCK_AFTER has passed.
+	// Zero until the first alert (the scan then uses SubmittedAt); each alert
+	// moves it forward to when the next one is due, less StuckAfter, so the
+	// scan reads only operations whose alert is due, earliest first, and
+	// old stuck operations never hide a newly stuck one. Stores read back
+	// StuckKey (SubmittedAt before the first alert, zero once terminal).
+	StuckFrom    time.Time
+	History      []HistoryEntry
+	Conflicts    []HistoryEntry
+	UserMetadata map[string]any
+	Output       map[string]any
+	Error        *results.ErrorInfo
+	Effect       EffectMirror
+	Replays      []Replay
 }
 
 // Replay records a deliberate re-publication (lrosink replay).
@@ -347,8 +355,10 @@ type Queries interface {
 	// is at or before now, in (NextCheckAt, ID) order, starting strictly
 	// after the cursor (the zero cursor starts at the beginning).
 	DueOperations(ctx context.Context, now time.Time, after DueCursor, limit int) ([]Operation, error)
-	// StuckOperations returns up to limit pending operations submitted at or
-	// before cutoff, oldest first.
+	// StuckOperations returns up to limit operations not in a terminal
+	// state whose StuckKey is at or before cutoff, in (StuckKey, ID) order:
+	// for a cutoff of now minus StuckAfter, those whose stuck alert is due,
+	// earliest due first.
 	StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]Operation, error)
 	// DueClaims returns up to limit claims that are not DONE and whose lease
 	// ended (or that were released) at or before now, earliest first.
@@ -359,9 +369,10 @@ type Queries interface {
 	// operation is not due. It is fenced on op.Rev like any write
 	// (ErrConflict) and bumps the version.
 	ScheduleCheck(ctx context.Context, op Operation, next time.Time, note string, now time.Time) (Revision, error)
-	// RecordStuckAlert sets op's StuckAlertedAt to at without touching
-	// anything else; fenced on op.Rev (ErrConflict) and bumps the version.
-	RecordStuckAlert(ctx context.Context, op Operation, at time.Time) (Revision, error)
+	// RecordStuckAlert sets op's StuckAlertedAt to at and its StuckFrom to
+	// from without touching anything else; fenced on op.Rev (ErrConflict)
+	// and bumps the version.
+	RecordStuckAlert(ctx context.Context, op Operation, at, from time.Time) (Revision, error)
 	// ListOperations returns up to limit operations, newest submission first,
 	// optionally only those in state (empty: any).
 	ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]Operation, error)

@@ -44,3 +44,18 @@ func StoredReplays(r []Replay) []Replay {
 	}
 	return out
 }
+
+// StuckKey is the stuck scan's key of o (Operation.StuckFrom): zero (out of
+// the scan) once o is terminal, else StuckFrom, or SubmittedAt before the
+// first alert. Every store keeps it, derived on every write, in an indexed
+// field, and reads it back as StuckFrom.
+func StuckKey(o Operation) time.Time {
+	switch {
+	case o.State.Terminal():
+		return time.Time{}
+	case !o.StuckFrom.IsZero():
+		return StoredTime(o.StuckFrom)
+	default:
+		return StoredTime(o.SubmittedAt)
+	}
+}

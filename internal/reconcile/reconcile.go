@@ -94,8 +94,9 @@ type Summary struct {
 	Settled       int `json:"settled"`
 	StillPending  int `json:"still_pending"`
 	ClaimsRetried int `json:"claims_retried"`
-	// Stuck counts the operations pending longer than StuckAfter (up to
-	// MaxOperations); StuckAlerts the stuck alert lines this pass raised.
+	// Stuck counts the operations pending longer than StuckAfter (all of
+	// them: a count aggregation); StuckAlerts the stuck alert lines this
+	// pass raised.
 	Stuck       int `json:"stuck"`
 	StuckAlerts int `json:"stuck_alerts"`
 	Errors      int `json:"errors"`
@@ -103,6 +104,9 @@ type Summary struct {
 	// WebhooksDisabled counts the project webhooks Gemini reported
 	// disabled at its last read (see Config.Webhooks).
 	WebhooksDisabled int `json:"webhooks_disabled"`
+	// Partial says the pass stopped early at its deadline: what is left is
+	// first in line next pass (CONTRACT.md §4).
+	Partial bool `json:"partial"`
 }
 
 // Reconciler runs passes.
@@ -170,7 +174,11 @@ func (t *tally) add(f func(*Summary)) {
 
 // Pass runs one bounded pass. It returns an error only when the ledger
 // cannot be queried at all; per-operation failures are counted in Errors.
-// It stops early, with what it did so far, when ctx is about to expire.
+//
+// With a deadline on ctx the pass stops early, with what it did so far
+// (Summary.Partial): claim retries, Gemini checks and adoption end
+// stuckReserve before the deadline, so stuck alerting, the last step,
+// always gets its time, even when Gemini is slow.
 func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	var t tally
 	now := r.cfg.Now()
@@ -179,48 +187,67 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 			o.ObservePass(now, s, err)
 		}
 	}()
-	if err := r.retryClaims(ctx, now, &t); err != nil {
+	work, cancel := workContext(ctx)
+	defer cancel()
+	if err := r.retryClaims(work, now, &t); err != nil {
 		return t.s, err
 	}
-	degraded := r.checkWebhooks(ctx, now, &t)
+	degraded := r.checkWebhooks(work, now, &t)
 	if r.cfg.Gemini == nil {
 		r.noPolling.Do(func() {
 			r.cfg.Log.WarnContext(ctx, "reconcile: GEMINI_API_KEY is not set; pending operations are not polled")
 		})
 	} else {
-		if err := r.checkDue(ctx, now, degraded, &t); err != nil {
+		if err := r.checkDue(work, ctx, now, degraded, &t); err != nil {
 			return t.s, err
 		}
-		r.adopt(ctx, &t)
+		r.adopt(work, &t)
+	}
+	if cut(work) {
+		t.add(func(s *Summary) { s.Partial = true })
 	}
 	if err := r.alertStuck(ctx, now, &t); err != nil {
 		return t.s, err
 	}
-	r.cfg.Log.InfoContext(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
+	log := r.cfg.Log.InfoContext
+	if t.s.Partial {
+		log = r.cfg.Log.WarnContext
+	}
+	log(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
-		"webhooks_disabled", t.s.WebhooksDisabled)
+		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial)
 	return t.s, nil
 }
 
-// nearDeadline leaves a margin to answer before the caller gives up.
-func nearDeadline(ctx context.Context, margin time.Duration) bool {
-	if ctx.Err() != nil {
-		return true
-	}
+// stuckReserveShare is the share of a pass's time kept for stuck
+// alerting: a count, one query and a write per due alert.
+const stuckReserveShare = 5
+
+// workContext is ctx ending a fifth of its remaining time early (ctx
+// itself when it has no deadline): the pass's work before stuck alerting.
+func workContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d, ok := ctx.Deadline()
-	return ok && time.Until(d) < margin
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, d.Add(-time.Until(d)/stuckReserveShare))
 }
 
-const deadlineMargin = 2 * time.Second
+// cut reports whether the pass's work time is over (or its caller gone):
+// an error then is the deadline's, not the ledger's or Gemini's.
+func cut(work context.Context) bool { return work.Err() != nil }
 
 func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) error {
 	claims, err := r.cfg.Ledger.DueClaims(ctx, now, r.cfg.PageSize)
 	if err != nil {
+		if cut(ctx) {
+			return nil
+		}
 		return fmt.Errorf("reconcile: due claims: %w", err)
 	}
 	for _, c := range claims {
-		if nearDeadline(ctx, deadlineMargin) {
+		if cut(ctx) {
 			break
 		}
 		res, err := r.cfg.Door.RetryClaim(ctx, c.ID)
@@ -241,11 +268,15 @@ func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) e
 // would not reschedule stays due; the cursor keeps the pass from trying it
 // again and moves on to the operations behind it.
 //
+// Checks start and fetch under work; what a check learned is recorded
+// under write (the whole pass's context), so a check that got its answer
+// just before work ended is not lost.
+//
 // degraded (a project webhook is disabled) polls at BackoffMin: the query
 // then reaches BackoffMax-BackoffMin ahead, which covers every operation
 // last checked BackoffMin ago or earlier (none is scheduled further than
 // BackoffMax after its last check), and skips those checked more recently.
-func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool, t *tally) error {
+func (r *Reconciler) checkDue(work, write context.Context, now time.Time, degraded bool, t *tally) error {
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -255,10 +286,13 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool,
 	}
 	var after ledger.DueCursor
 	// scanned bounds the rows a degraded pass reads past without checking.
-	for n, scanned := 0, 0; n < r.cfg.MaxOperations && scanned < 4*r.cfg.MaxOperations && !nearDeadline(ctx, deadlineMargin); {
+	for n, scanned := 0, 0; n < r.cfg.MaxOperations && scanned < 4*r.cfg.MaxOperations && !cut(work); {
 		limit := min(r.cfg.PageSize, r.cfg.MaxOperations-n)
-		ops, err := r.cfg.Ledger.DueOperations(ctx, horizon, after, limit)
+		ops, err := r.cfg.Ledger.DueOperations(work, horizon, after, limit)
 		if err != nil {
+			if cut(work) {
+				return nil
+			}
 			return fmt.Errorf("reconcile: due operations: %w", err)
 		}
 		scanned += len(ops)
@@ -268,10 +302,14 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool,
 			}
 			n++
 			sem <- struct{}{}
+			if cut(work) {
+				<-sem
+				return nil // the rest stay due: first in line next pass
+			}
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				r.check(ctx, op, now, degraded, t)
+				r.check(work, write, op, now, degraded, t)
 			}()
 		}
 		if len(ops) < limit {
@@ -283,10 +321,20 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool,
 }
 
 // check asks Gemini about one operation and feeds the answer to the door.
-func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) {
+// A fetch that work cut short is no check: the operation stays due.
+func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) {
 	log := r.cfg.Log.With("operation", op.Name)
-	ev, err := r.cfg.Gemini.Fetch(ctx, op.Kind, op.APIName)
+	ev, err := r.cfg.Gemini.Fetch(work, op.Kind, op.APIName)
+	if err != nil && cut(work) {
+		return
+	}
 	t.add(func(s *Summary) { s.Checked++ })
+	// A failed check is retried after wait: the backoff, or BackoffMin
+	// while a webhook is disabled (degraded).
+	wait := r.Backoff(op.Checks)
+	if degraded {
+		wait = r.cfg.BackoffMin
+	}
 	note := "ok"
 	switch fetcherr.KindOf(err) {
 	case fetcherr.NotFound:
@@ -297,11 +345,11 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 	case fetcherr.Transient:
 		note = "gemini-unavailable"
 		t.add(func(s *Summary) { s.Errors++ })
-		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error())
+		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error(), "check", note, "next_check_in", wait.String())
 	case fetcherr.Permanent:
 		note = "fetch-error"
 		t.add(func(s *Summary) { s.Errors++ })
-		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error())
+		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error(), "check", note, "next_check_in", wait.String())
 	default:
 		ev.Source = ingest.SourceReconcile
 		// The door decides on op as listed, not on a second read of it.
@@ -317,7 +365,7 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 			note = "ingest-error"
 			t.add(func(s *Summary) { s.Errors++ })
 			log.WarnContext(ctx, "reconcile: the door failed; rescheduled with backoff", "error", err.Error(),
-				"checks", op.Checks+1, "next_check_in", r.Backoff(op.Checks).String())
+				"check", note, "checks", op.Checks+1, "next_check_in", wait.String())
 			break
 		}
 		if res.State.Terminal() {
@@ -334,10 +382,6 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 		}
 	}
 	t.add(func(s *Summary) { s.StillPending++ })
-	wait := r.Backoff(op.Checks)
-	if degraded {
-		wait = r.cfg.BackoffMin
-	}
 	next := now.Add(wait)
 	if _, err := r.cfg.Ledger.ScheduleCheck(ctx, op, next, note, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		// A conflict means a webhook changed the operation meanwhile; it
@@ -351,17 +395,20 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 // ledger does not know (its submitter died between creating and
 // registering it) is created, and settled at once if it is terminal.
 func (r *Reconciler) adopt(ctx context.Context, t *tally) {
-	if r.cfg.AdoptPageSize <= 0 || nearDeadline(ctx, deadlineMargin) {
+	if r.cfg.AdoptPageSize <= 0 || cut(ctx) {
 		return
 	}
 	evs, _, err := r.cfg.Gemini.ListBatches(ctx, r.cfg.AdoptPageSize, "")
+	if err != nil && cut(ctx) {
+		return
+	}
 	if err != nil {
 		t.add(func(s *Summary) { s.Errors++ })
 		r.cfg.Log.WarnContext(ctx, "reconcile: listing batch jobs failed", "error", err.Error())
 		return
 	}
 	for _, ev := range evs {
-		if nearDeadline(ctx, deadlineMargin) {
+		if cut(ctx) {
 			return
 		}
 		ev.Source = ingest.SourceReconcile
@@ -404,34 +451,67 @@ func nextStuckAlert(since, last time.Time) time.Time {
 // raises one ERROR line for each whose alert is due (nextStuckAlert),
 // recording when on the operation. Nothing is closed: only a person (or
 // Gemini) settles it.
+//
+// The scan reads only operations whose alert is due, earliest due first:
+// each alert moves the operation's stuck key (ledger.StuckKey) to when its
+// next alert is due, less StuckAfter, so an old stuck operation goes to the
+// back and never hides one that became stuck after it, however many there
+// are (MaxOperations bounds one pass; the rest are next in line).
 func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) error {
-	ops, err := r.cfg.Ledger.StuckOperations(ctx, now.Add(-r.cfg.StuckAfter), r.cfg.MaxOperations)
+	cutoff := now.Add(-r.cfg.StuckAfter)
+	// Counted, not read: the scan below reads only the due ones.
+	stuck, err := r.cfg.Ledger.CountOperations(ctx, ledger.Filter{StuckAt: cutoff})
+	if err != nil {
+		return fmt.Errorf("reconcile: count stuck operations: %w", err)
+	}
+	t.add(func(s *Summary) { s.Stuck = int(stuck) })
+	ops, err := r.cfg.Ledger.StuckOperations(ctx, cutoff, r.cfg.MaxOperations)
 	if err != nil {
 		return fmt.Errorf("reconcile: stuck operations: %w", err)
 	}
 	alerted := 0
 	for _, op := range ops {
-		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
-		if now.Before(nextStuckAlert(since, op.StuckAlertedAt)) {
+		if cut(ctx) {
+			t.add(func(s *Summary) { s.Partial = true })
+			break
+		}
+		if op.State.Terminal() {
+			// Settled by a version that predates the key, which left it
+			// set (a rollback): clear it (a terminal operation's key is
+			// zero), no line.
+			if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, op.StuckAlertedAt, time.Time{}); err != nil && !errors.Is(err, ledger.ErrConflict) {
+				t.add(func(s *Summary) { s.Errors++ })
+				r.cfg.Log.WarnContext(ctx, "reconcile: could not clear a settled operation's stuck key", "operation", op.Name, "error", err.Error())
+			}
 			continue
 		}
-		alerted++
-		attrs := []any{"alert", "stuck", "operation", op.Name, "state", string(op.State),
-			"submitted_at", op.SubmittedAt, "pending_for", now.Sub(op.SubmittedAt).Round(time.Second).String(),
-			"last_check", op.LastCheck, "checks", op.Checks}
-		if !op.StuckAlertedAt.IsZero() {
-			attrs = append(attrs, "previous_alert_at", op.StuckAlertedAt)
+		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
+		due := nextStuckAlert(since, op.StuckAlertedAt)
+		at := now
+		if now.Before(due) {
+			// Its key is out of step (alerted before keys existed, or
+			// StuckAfter changed): put it back on its cadence, no line.
+			at = op.StuckAlertedAt
+		} else {
+			alerted++
+			attrs := []any{"alert", "stuck", "operation", op.Name, "state", string(op.State),
+				"submitted_at", op.SubmittedAt, "pending_for", now.Sub(op.SubmittedAt).Round(time.Second).String(),
+				"last_check", op.LastCheck, "checks", op.Checks}
+			if !op.StuckAlertedAt.IsZero() {
+				attrs = append(attrs, "previous_alert_at", op.StuckAlertedAt)
+			}
+			r.cfg.Log.ErrorContext(ctx, "operation stuck", attrs...)
+			due = nextStuckAlert(since, now)
 		}
-		r.cfg.Log.ErrorContext(ctx, "operation stuck", attrs...)
 		// A conflict means the operation changed since it was read (a
 		// webhook, a check): the next pass reads it again and, if it is
 		// still stuck and the write was lost, repeats the line once.
-		if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, at, due.Add(-r.cfg.StuckAfter)); err != nil && !errors.Is(err, ledger.ErrConflict) {
 			t.add(func(s *Summary) { s.Errors++ })
 			r.cfg.Log.WarnContext(ctx, "reconcile: could not record the stuck alert; it is repeated next pass",
 				"operation", op.Name, "error", err.Error())
 		}
 	}
-	t.add(func(s *Summary) { s.Stuck, s.StuckAlerts = len(ops), alerted })
+	t.add(func(s *Summary) { s.StuckAlerts = alerted })
 	return nil
 }

@@ -1,13 +1,18 @@
 package reconcile_test
 
 import (
+	"database/sql"
 	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -84,4 +89,95 @@ func TestStuckAlertSchedule(t *testing.T) {
 			t.Fatalf("%d pass lines for %d passes, or none counts the stuck operation", n, passes)
 		}
 	})
+}
+
+// TestStuckScanReachesEveryStuckOperation: stuck operations are never
+// closed, so more of them than a pass reads (MaxOperations) must not hide
+// the others. Two old stuck operations and one that becomes stuck later,
+// MaxOperations 2, 48 h of passes every 10 minutes: each is alerted on its
+// own cadence (when it became stuck, then 1 h, 6 h, 24 h later, then daily),
+// one line per operation per due alert, and each pass still counts all
+// three as stuck.
+func TestStuckScanReachesEveryStuckOperation(t *testing.T) {
+	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
+		w := newStoreWorld(t, s, func(c *reconcile.Config) { c.MaxOperations = 2 })
+		names := []string{"old1", "old2", "new"}
+		for _, n := range names {
+			w.fake.SetBatch(n, fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+		}
+		start := w.clock.Now()
+		w.register("batches/old1")
+		w.register("batches/old2")
+		alerts := map[string][]time.Duration{}
+		registeredNew, miscounted := false, false
+		for w.clock.Now().Sub(start) <= 56*time.Hour {
+			elapsed := w.clock.Now().Sub(start)
+			if !registeredNew && elapsed >= 3*time.Hour {
+				w.register("batches/new") // stuck from +9h, while old1 and old2 are
+				registeredNew = true
+			}
+			before := w.logs.String()
+			sum := w.pass()
+			for _, line := range strings.Split(strings.TrimPrefix(w.logs.String(), before), "\n") {
+				if !strings.Contains(line, `"alert":"stuck"`) {
+					continue
+				}
+				for _, n := range names {
+					if strings.Contains(line, `"operation":"batches/`+n+`"`) {
+						alerts[n] = append(alerts[n], elapsed)
+					}
+				}
+			}
+			if elapsed >= 9*time.Hour && sum.Stuck != 3 && !miscounted {
+				miscounted = true
+				t.Errorf("at +%v the summary counts %d stuck, want 3 (%+v)", elapsed, sum.Stuck, sum)
+			}
+			w.clock.Advance(10 * time.Minute)
+		}
+		h := time.Hour
+		want := map[string][]time.Duration{
+			"old1": {6 * h, 7 * h, 12 * h, 30 * h, 54 * h},
+			"old2": {6 * h, 7 * h, 12 * h, 30 * h, 54 * h},
+			"new":  {9 * h, 10 * h, 15 * h, 33 * h},
+		}
+		for _, n := range names {
+			if !slices.Equal(alerts[n], want[n]) {
+				t.Errorf("%s alerted at %v, want %v", n, alerts[n], want[n])
+			}
+		}
+	})
+}
+
+// TestStuckKeyLeftByAnEarlierVersionIsCleared: a version from before the
+// stuck key settles an operation without clearing its stuck_from (a
+// rollback, here its UPDATE statement on the SQLite file). The next pass
+// raises no stuck line for the settled operation and takes it out of the
+// scan.
+func TestStuckKeyLeftByAnEarlierVersionIsCleared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	w := newStoreWorld(t, s, nil)
+	w.fake.SetBatch("rolled", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	w.register("batches/rolled")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The earlier version's settle: every column it knows, not stuck_from.
+	if _, err := db.ExecContext(t.Context(), `UPDATE operations SET state = 'SUCCEEDED', next_check_at = NULL,
+		pending_since = NULL, version = version + 1 WHERE id = 'gemini:batches%2Frolled'`); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(7 * time.Hour)
+	if sum := w.pass(); sum.StuckAlerts != 0 || sum.Stuck != 0 || w.logs.CountLines(`"alert":"stuck"`) != 0 {
+		t.Fatalf("a settled operation was alerted as stuck: %+v\n%s", sum, w.logs.String())
+	}
+	if left, err := s.StuckOperations(t.Context(), w.clock.Now(), 10); err != nil || len(left) != 0 {
+		t.Fatalf("still in the stuck scan: %v, %v", left, err)
+	}
 }

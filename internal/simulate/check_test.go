@@ -32,7 +32,7 @@ func newCheckWorld(t *testing.T) *checkWorld {
 	store := memledger.New()
 	r := &runner{o: o, b: Backend{Name: "memory", Ledger: store}, clock: clock.NewManual(t0.Add(o.Horizon)), t0: t0,
 		fake: fakegemini.New(), sink: &recorder{slow: map[string]bool{}}, faults: &faults{afterPublish: map[string]int{}},
-		stats: newDecisionStats(), ledger: store, last: map[string]lifecycle.Current{}}
+		stats: newDecisionStats(nil), ledger: store, last: map[string]lifecycle.Current{}}
 	return &checkWorld{t: t, r: r, store: store, t0: t0}
 }
 

@@ -257,7 +257,7 @@ func Run(ctx context.Context, o Options, b Backend) (*Report, error) {
 
 func (r *runner) setup() error {
 	d := newDice(r.o.Seed)
-	r.stats = newDecisionStats()
+	r.stats = newDecisionStats(r.clock.Now)
 	log := slog.New(r.stats)
 	r.fake = fakegemini.New(fakegemini.WithClock(r.clock.Now))
 	r.gemini = httptest.NewServer(r.fake.Handler())

@@ -213,3 +213,24 @@ func TestSimulatePoisonDoesNotStarve(t *testing.T) {
 		t.Fatalf("final %+v", rep.Final)
 	}
 }
+
+// TestSimulateOutageBoundCountsFailedChecks (issue [H] 7): with store
+// errors and kills frequent enough that the door fails an operation's check
+// several times in a row while the webhook is disabled, degraded polling
+// retries it on every pass, so it settles within one reconcile interval per
+// failed check plus one. The fixed bound of four intervals this replaced
+// failed this seed (batches/sim-00273 settled 24m32s after it finished,
+// after four failed checks): the bound, not the polling, was wrong.
+func TestSimulateOutageBoundCountsFailedChecks(t *testing.T) {
+	t.Parallel()
+	o := simulate.Defaults()
+	o.Ops, o.Seed, o.LedgerErrors, o.Crash = 300, 3, 0.3, 0.2
+	rep := run(t, o, sqliteBackend(t))
+	if !rep.OK() {
+		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
+	}
+	slowest, err := time.ParseDuration(rep.Outage.SlowestSettle)
+	if err != nil || rep.Outage.Watched == 0 || slowest <= 4*o.ReconcileEvery || rep.Outage.SlowestFailedChecks < 4 {
+		t.Fatalf("outage %+v: no operation needed more than four passes, the run proves nothing about the bound", rep.Outage)
+	}
+}

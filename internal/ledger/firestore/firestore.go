@@ -84,9 +84,13 @@ type opDoc struct {
 	LastCheck    string     `firestore:"last_check"`
 	LastCheckAt  *time.Time `firestore:"last_check_at"`
 	// StuckAlertedAt is absent until the first stuck alert.
-	StuckAlertedAt *time.Time   `firestore:"stuck_alerted_at,omitempty"`
-	History        []historyDoc `firestore:"history"`
-	Conflicts      []historyDoc `firestore:"conflicts"`
+	StuckAlertedAt *time.Time `firestore:"stuck_alerted_at,omitempty"`
+	// StuckFrom is ledger.StuckKey, absent once settled: the stuck scan is
+	// a single-field range on it. Documents written before it existed get
+	// it at their next write; every pending operation's next check is one.
+	StuckFrom *time.Time   `firestore:"stuck_from,omitempty"`
+	History   []historyDoc `firestore:"history"`
+	Conflicts []historyDoc `firestore:"conflicts"`
 	// UserMetadata and Output are written as one JSON string each
 	// (ledger.EncodeJSON; null when absent): a Firestore map refuses
 	// arrays inside arrays and keys such as "__name__" or "", which JSON
@@ -243,7 +247,7 @@ func toOpDoc(o ledger.Operation, version int64) (opDoc, error) {
 		History: toHistory(o.History), Conflicts: toHistory(o.Conflicts),
 		UserMetadata: meta, Output: out, Error: o.Error,
 		Effect:         effectDoc{Status: string(o.Effect.Status), LeaseUntil: ptr(o.Effect.LeaseUntil)},
-		StuckAlertedAt: ptr(o.StuckAlertedAt),
+		StuckAlertedAt: ptr(o.StuckAlertedAt), StuckFrom: ptr(ledger.StuckKey(o)),
 	}
 	for _, r := range o.Replays {
 		d.Replays = append(d.Replays, replayDoc{ID: r.ID, At: r.At})
@@ -265,7 +269,7 @@ func (d opDoc) updates() []firestore.Update {
 		{Path: "history", Value: d.History}, {Path: "conflicts", Value: d.Conflicts},
 		{Path: "user_metadata", Value: d.UserMetadata}, {Path: "output", Value: d.Output}, {Path: "error", Value: d.Error},
 		{Path: "effect", Value: d.Effect}, {Path: "replays", Value: d.Replays},
-		{Path: "stuck_alerted_at", Value: orDelete(d.StuckAlertedAt)},
+		{Path: "stuck_alerted_at", Value: orDelete(d.StuckAlertedAt)}, {Path: "stuck_from", Value: orDelete(d.StuckFrom)},
 	}
 }
 
@@ -290,7 +294,7 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 		History: fromHistory(d.History), Conflicts: fromHistory(d.Conflicts),
 		UserMetadata: meta, Output: out, Error: d.Error,
 		Effect:         ledger.EffectMirror{Status: ledger.ClaimStatus(d.Effect.Status), LeaseUntil: val(d.Effect.LeaseUntil)},
-		StuckAlertedAt: val(d.StuckAlertedAt),
+		StuckAlertedAt: val(d.StuckAlertedAt), StuckFrom: val(d.StuckFrom),
 	}
 	for _, r := range d.Replays {
 		o.Replays = append(o.Replays, ledger.Replay{ID: r.ID, At: r.At.UTC()})
@@ -504,9 +508,11 @@ func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.D
 	return query(ctx, s, q, "due operations", fromOpDoc)
 }
 
-// StuckOperations implements ledger.Queries (single-field index on pending_since).
+// StuckOperations implements ledger.Queries (single-field index on
+// stuck_from; its entries are ordered by document id within a value).
 func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
-	q := s.client.Collection(Operations).Where("pending_since", "<=", cutoff).OrderBy("pending_since", firestore.Asc).Limit(limit)
+	q := s.client.Collection(Operations).Where("stuck_from", "<=", cutoff).
+		OrderBy("stuck_from", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
 	return query(ctx, s, q, "stuck operations", fromOpDoc)
 }
 
@@ -527,8 +533,10 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 }
 
 // RecordStuckAlert implements ledger.Queries.
-func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
-	return s.updateOp(ctx, "record stuck alert", op, []firestore.Update{{Path: "stuck_alerted_at", Value: orDelete(ptr(at))}})
+func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error) {
+	op.StuckFrom = from
+	return s.updateOp(ctx, "record stuck alert", op, []firestore.Update{{Path: "stuck_alerted_at", Value: orDelete(ptr(at))},
+		{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(op)))}})
 }
 
 // ScheduleCheck implements ledger.Queries. Times are stored as a full
@@ -538,6 +546,9 @@ func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next tim
 	return s.updateOp(ctx, "schedule check", op, []firestore.Update{
 		{Path: "next_check_at", Value: orDelete(ptr(next))}, {Path: "checks", Value: op.Checks + 1},
 		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)},
+		// Moves a document written before stuck_from existed into the
+		// stuck scan; otherwise rewrites the value read.
+		{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(op)))},
 	})
 }
 

@@ -163,3 +163,37 @@ func TestReadsClaimsWrittenBefore(t *testing.T) {
 		t.Fatalf("after a seize: claim %+v (%v), lease %+v; want version 3", got.Rev, err, lease.Rev)
 	}
 }
+
+// TestStuckScanAdoptsDocumentsWrittenBefore: an operation written before
+// stuck_from existed is not in the stuck scan (a range on that field) until
+// its next write; its next check is one (ScheduleCheck writes the key), and
+// every pending operation is checked at least hourly.
+func TestStuckScanAdoptsDocumentsWrittenBefore(t *testing.T) {
+	c, _ := emutest.Firestore(t)
+	s := New(c, nil)
+	ctx := t.Context()
+	op := ledgertest.Op("before-stuck-key")
+	d, err := toOpDoc(op, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.StuckFrom = nil // the shape written before the field
+	if _, err := s.op(op.ID).Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	cutoff := op.SubmittedAt.Add(time.Hour)
+	if got, err := s.StuckOperations(ctx, cutoff, 10); err != nil || len(got) != 0 {
+		t.Fatalf("stuck scan before any write: %v, %v; the test did not write the old shape", got, err)
+	}
+	read, err := s.GetOperation(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ScheduleCheck(ctx, read, cutoff, "ok", cutoff); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.StuckOperations(ctx, cutoff, 10)
+	if err != nil || len(got) != 1 || got[0].ID != op.ID || !got[0].StuckFrom.Equal(op.SubmittedAt) {
+		t.Fatalf("stuck scan after its next check: %v, %v; want it, keyed at its submission", got, err)
+	}
+}

@@ -446,6 +446,33 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 	if !same(ids(got), []string{"s1", "s2"}) {
 		t.Fatalf("stuck = %v, want [s1 s2] (oldest first)", ids(got))
 	}
+	// An alert moves an operation's key: s1, alerted with its next alert
+	// due later, leaves the scan for now and, once due, comes after s2;
+	// a commit of what was read keeps the key.
+	s1 := got[0]
+	if !s1.StuckFrom.Equal(s1.SubmittedAt) {
+		t.Fatalf("before any alert StuckFrom = %v, want the submission time %v", s1.StuckFrom, s1.SubmittedAt)
+	}
+	if _, err := s.RecordStuckAlert(t.Context(), s1, t0, t0.Add(-5*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	s1 = mustGet(t, s, "s1")
+	s1.State = lifecycle.Running
+	mustCommit(t, s, s1, nil)
+	if s1 = mustGet(t, s, "s1"); !s1.StuckFrom.Equal(t0.Add(-5*time.Hour)) || !s1.StuckAlertedAt.Equal(t0) {
+		t.Fatalf("after an alert and a commit StuckFrom %v, StuckAlertedAt %v; want %v, %v", s1.StuckFrom, s1.StuckAlertedAt, t0.Add(-5*time.Hour), t0)
+	}
+	if got, err = s.StuckOperations(t.Context(), t0.Add(-6*time.Hour), 10); err != nil || !same(ids(got), []string{"s2"}) {
+		t.Fatalf("stuck after s1's alert = %v, %v; want [s2]", ids(got), err)
+	}
+	if got, err = s.StuckOperations(t.Context(), t0.Add(-5*time.Hour), 10); err != nil || !same(ids(got), []string{"s2", "s1"}) {
+		t.Fatalf("stuck once s1's next alert is due = %v, %v; want [s2 s1]", ids(got), err)
+	}
+	// Settled: out of the scan, whatever its key was.
+	mustCommit(t, s, terminal(s1, t0), nil)
+	if got, err = s.StuckOperations(t.Context(), t0, 10); err != nil || !same(ids(got), []string{"s2", "s3"}) {
+		t.Fatalf("stuck after s1 settled = %v, %v; want [s2 s3]", ids(got), err)
+	}
 }
 
 func testDueClaims(t *testing.T, s ledger.Ledger) {
@@ -502,7 +529,7 @@ func testRecordStuckAlert(t *testing.T, s ledger.Ledger) {
 		t.Fatalf("a new operation has StuckAlertedAt %v", op.StuckAlertedAt)
 	}
 	at := t0.Add(6 * time.Hour)
-	rev, err := s.RecordStuckAlert(t.Context(), op, at)
+	rev, err := s.RecordStuckAlert(t.Context(), op, at, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +538,7 @@ func testRecordStuckAlert(t *testing.T, s ledger.Ledger) {
 		got.Checks != op.Checks || !got.NextCheckAt.Equal(op.NextCheckAt) || got.UserMetadata["job"] != "j1" {
 		t.Fatalf("after recording the alert %+v", got)
 	}
-	if _, err := s.RecordStuckAlert(t.Context(), op, at.Add(time.Hour)); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.RecordStuckAlert(t.Context(), op, at.Add(time.Hour), at); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("record at a stale revision = %v, want ErrConflict", err)
 	}
 	// Every later write keeps it: a check, and a commit of what was read.
@@ -960,7 +987,7 @@ func testOperationRevision(t *testing.T, s ledger.Ledger) {
 		t.Fatal(err)
 	}
 	op = expect("schedule check", 2, &rev)
-	if rev, err = s.RecordStuckAlert(t.Context(), op, t0); err != nil {
+	if rev, err = s.RecordStuckAlert(t.Context(), op, t0, t0); err != nil {
 		t.Fatal(err)
 	}
 	op = expect("stuck alert", 3, &rev)
@@ -1066,7 +1093,7 @@ func testMirrorFences(t *testing.T, s ledger.Ledger) {
 		if _, err := s.ScheduleCheck(t.Context(), stale, t0.Add(time.Hour), "ok", t0); !errors.Is(err, ledger.ErrConflict) {
 			t.Fatalf("schedule check from a read older than the %s = %v, want ErrConflict", step, err)
 		}
-		if _, err := s.RecordStuckAlert(t.Context(), stale, t0); !errors.Is(err, ledger.ErrConflict) {
+		if _, err := s.RecordStuckAlert(t.Context(), stale, t0, t0); !errors.Is(err, ledger.ErrConflict) {
 			t.Fatalf("stuck alert from a read older than the %s = %v, want ErrConflict", step, err)
 		}
 	}

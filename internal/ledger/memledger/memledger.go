@@ -123,7 +123,7 @@ func keepOp(o ledger.Operation, version int64) (storedOp, error) {
 	o.History, o.Conflicts, o.Replays = ledger.StoredHistory(o.History), ledger.StoredHistory(o.Conflicts), ledger.StoredReplays(o.Replays)
 	o.UserMetadata, o.Output, o.Error = nil, nil, copyPtr(o.Error)
 	o.Effect.LeaseUntil = ledger.StoredTime(o.Effect.LeaseUntil)
-	o.StuckAlertedAt = ledger.StoredTime(o.StuckAlertedAt)
+	o.StuckAlertedAt, o.StuckFrom = ledger.StoredTime(o.StuckAlertedAt), ledger.StuckKey(o)
 	return storedOp{op: o, meta: meta, output: output}, nil
 }
 
@@ -350,9 +350,10 @@ func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next tim
 }
 
 // RecordStuckAlert implements ledger.Queries.
-func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
+func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error) {
 	return s.updateOp(ctx, "record stuck alert", op, func(o *ledger.Operation) {
-		o.StuckAlertedAt = ledger.StoredTime(at)
+		o.StuckAlertedAt, o.StuckFrom = ledger.StoredTime(at), from
+		o.StuckFrom = ledger.StuckKey(*o)
 	})
 }
 
@@ -419,13 +420,14 @@ func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.D
 	}, byDue)
 }
 
-// StuckOperations implements ledger.Queries: operations not yet terminal,
-// submitted at or before cutoff, oldest first (ties by id).
+// StuckOperations implements ledger.Queries: operations not yet terminal
+// whose stuck key (kept in StuckFrom) is at or before cutoff, earliest
+// first (ties by id).
 func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
 	return s.selectOps(ctx, "stuck operations", limit, func(o ledger.Operation) bool {
-		return !o.State.Terminal() && !o.SubmittedAt.IsZero() && !o.SubmittedAt.After(cutoff)
+		return !o.State.Terminal() && !o.StuckFrom.IsZero() && !o.StuckFrom.After(cutoff)
 	}, func(a, b ledger.Operation) int {
-		return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(a.StuckFrom.Compare(b.StuckFrom), cmp.Compare(a.ID, b.ID))
 	})
 }
 

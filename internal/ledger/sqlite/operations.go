@@ -16,7 +16,7 @@ import (
 // order; pending_since is derived on write and never read back.
 const opColumns = `id, name, api_name, kind, state, gemini_status, update_time, version, submitted_at, settled_at, settled_by,
 	next_check_at, checks, last_check, last_check_at, history, conflicts, user_metadata, output, error,
-	effect_status, effect_lease_until, replays, stuck_alerted_at`
+	effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from`
 
 // The statements, named so the query-plan test checks exactly what runs.
 const (
@@ -26,10 +26,10 @@ const (
 	// which is ErrConflict, without parsing driver error codes.
 	sqlInsertOperation = `INSERT INTO operations (id, name, api_name, kind, state, gemini_status, update_time, version,
 	submitted_at, settled_at, settled_by, next_check_at, pending_since, checks, last_check, last_check_at,
-	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at)
+	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from)
 VALUES (:id, :name, :api_name, :kind, :state, :gemini_status, :update_time, :version,
 	:submitted_at, :settled_at, :settled_by, :next_check_at, :pending_since, :checks, :last_check, :last_check_at,
-	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays, :stuck_alerted_at)
+	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays, :stuck_alerted_at, :stuck_from)
 ON CONFLICT (id) DO NOTHING`
 
 	sqlUpdateOperation = `UPDATE operations SET name = :name, api_name = :api_name, kind = :kind, state = :state,
@@ -37,14 +37,15 @@ ON CONFLICT (id) DO NOTHING`
 	settled_by = :settled_by, next_check_at = :next_check_at, pending_since = :pending_since, checks = :checks,
 	last_check = :last_check, last_check_at = :last_check_at, history = :history, conflicts = :conflicts,
 	user_metadata = :user_metadata, output = :output, error = :error, effect_status = :effect_status,
-	effect_lease_until = :effect_lease_until, replays = :replays, stuck_alerted_at = :stuck_alerted_at
+	effect_lease_until = :effect_lease_until, replays = :replays, stuck_alerted_at = :stuck_alerted_at,
+	stuck_from = :stuck_from
 WHERE id = :id AND version = :expected`
 
 	sqlScheduleCheck = `UPDATE operations SET next_check_at = ?, checks = ?, last_check = ?, last_check_at = ?,
 	version = version + 1
 WHERE id = ? AND version = ?`
 
-	sqlRecordStuckAlert = `UPDATE operations SET stuck_alerted_at = ?, version = version + 1
+	sqlRecordStuckAlert = `UPDATE operations SET stuck_alerted_at = ?, stuck_from = ?, version = version + 1
 WHERE id = ? AND version = ?`
 
 	// The row value is a range on the index (next_check_at, id).
@@ -52,7 +53,7 @@ WHERE id = ? AND version = ?`
 WHERE next_check_at <= ? AND (next_check_at, id) > (?, ?) ORDER BY next_check_at, id LIMIT ?`
 
 	sqlStuckOperations = `SELECT ` + opColumns + ` FROM operations
-WHERE pending_since <= ? ORDER BY pending_since, id LIMIT ?`
+WHERE stuck_from <= ? ORDER BY stuck_from, id LIMIT ?`
 
 	sqlListOperations = `SELECT ` + opColumns + ` FROM operations
 ORDER BY submitted_at DESC, id DESC LIMIT ?`
@@ -79,6 +80,7 @@ func opArgs(o ledger.Operation, version int64) ([]any, error) {
 		sql.Named("effect_status", string(o.Effect.Status)),
 		sql.Named("effect_lease_until", nullMicros(o.Effect.LeaseUntil)),
 		sql.Named("stuck_alerted_at", nullMicros(o.StuckAlertedAt)),
+		sql.Named("stuck_from", nullMicros(ledger.StuckKey(o))),
 	}
 	for _, j := range []struct {
 		name string
@@ -105,19 +107,19 @@ func scanOperation(sc scanner) (ledger.Operation, error) {
 		kind, state, effect                                  string
 		updateTime, submittedAt                              int64
 		settledAt, nextCheckAt, lastCheckAt, effectLease     sql.NullInt64
-		stuckAlertedAt                                       sql.NullInt64
+		stuckAlertedAt, stuckFrom                            sql.NullInt64
 		history, conflicts, userMetadata, output, errj, reps sql.NullString
 	)
 	if err := sc.Scan(&o.ID, &o.Name, &o.APIName, &kind, &state, &o.GeminiStatus, &updateTime, &o.Rev.Version, &submittedAt,
 		&settledAt, &o.SettledBy, &nextCheckAt, &o.Checks, &o.LastCheck, &lastCheckAt, &history, &conflicts,
-		&userMetadata, &output, &errj, &effect, &effectLease, &reps, &stuckAlertedAt); err != nil {
+		&userMetadata, &output, &errj, &effect, &effectLease, &reps, &stuckAlertedAt, &stuckFrom); err != nil {
 		return ledger.Operation{}, err
 	}
 	o.Kind, o.State = opname.Kind(kind), lifecycle.State(state)
 	o.UpdateTime, o.SubmittedAt = fromMicros(updateTime), fromMicros(submittedAt)
 	o.SettledAt, o.NextCheckAt, o.LastCheckAt = fromNullMicros(settledAt), fromNullMicros(nextCheckAt), fromNullMicros(lastCheckAt)
 	o.Effect = ledger.EffectMirror{Status: ledger.ClaimStatus(effect), LeaseUntil: fromNullMicros(effectLease)}
-	o.StuckAlertedAt = fromNullMicros(stuckAlertedAt)
+	o.StuckAlertedAt, o.StuckFrom = fromNullMicros(stuckAlertedAt), fromNullMicros(stuckFrom)
 	for _, j := range []struct {
 		name string
 		col  sql.NullString
@@ -200,8 +202,9 @@ func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next tim
 }
 
 // RecordStuckAlert implements ledger.Queries.
-func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at time.Time) (ledger.Revision, error) {
-	return s.updateOp(ctx, "record stuck alert", op, sqlRecordStuckAlert, nullMicros(at))
+func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error) {
+	op.StuckFrom = from
+	return s.updateOp(ctx, "record stuck alert", op, sqlRecordStuckAlert, nullMicros(at), nullMicros(ledger.StuckKey(op)))
 }
 
 // updateOp runs query, an UPDATE of some fields of op whose last two
@@ -257,7 +260,7 @@ func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.D
 	return s.queryOps(ctx, "due operations", sqlDueOperations, limit, micros(now), micros(after.NextCheckAt), after.ID)
 }
 
-// StuckOperations implements ledger.Queries (partial index on pending_since).
+// StuckOperations implements ledger.Queries (partial index on stuck_from).
 func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
 	return s.queryOps(ctx, "stuck operations", sqlStuckOperations, limit, micros(cutoff))
 }

@@ -54,7 +54,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -129,6 +129,15 @@ CREATE INDEX IF NOT EXISTS operations_kind_state_submitted_at ON operations (kin
 CREATE INDEX IF NOT EXISTS operations_state_pending_since ON operations (state, pending_since, id) WHERE pending_since IS NOT NULL;
 CREATE INDEX IF NOT EXISTS operations_kind_pending_since ON operations (kind, pending_since, id) WHERE pending_since IS NOT NULL;
 CREATE INDEX IF NOT EXISTS operations_kind_state_pending_since ON operations (kind, state, pending_since, id) WHERE pending_since IS NOT NULL;
+`, `
+-- The stuck scan's key (ledger.StuckKey): submitted_at until the first
+-- stuck alert, then moved by each alert to when the next one is due (less
+-- LROSINK_STUCK_AFTER); NULL once terminal. Existing rows start from
+-- pending_since; one alerted before this version is put back on its cadence
+-- by the next pass that reads it.
+ALTER TABLE operations ADD COLUMN stuck_from INTEGER;
+UPDATE operations SET stuck_from = pending_since;
+CREATE INDEX IF NOT EXISTS operations_stuck_from ON operations (stuck_from, id) WHERE stuck_from IS NOT NULL;
 `}
 }
 

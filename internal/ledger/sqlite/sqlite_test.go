@@ -237,10 +237,10 @@ func TestQueryPlans(t *testing.T) {
 		"GetOperation":        {sqlGetOperation, "sqlite_autoindex_operations_1", []any{"x"}},
 		"UpdateOperation":     {sqlUpdateOperation, "sqlite_autoindex_operations_1", append(opArgs, sql.Named("expected", 1))},
 		"ScheduleCheck":       {sqlScheduleCheck, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, "x", 1}},
-		"RecordStuckAlert":    {sqlRecordStuckAlert, "sqlite_autoindex_operations_1", []any{now, "x", 1}},
+		"RecordStuckAlert":    {sqlRecordStuckAlert, "sqlite_autoindex_operations_1", []any{now, now, "x", 1}},
 		"MirrorEffect":        {sqlMirrorEffect, "sqlite_autoindex_operations_1", []any{"CLAIMED", now, "x"}},
 		"DueOperations":       {sqlDueOperations, "operations_next_check_at", []any{now, now, "x", 10}},
-		"StuckOperations":     {sqlStuckOperations, "operations_pending_since", []any{now, 10}},
+		"StuckOperations":     {sqlStuckOperations, "operations_stuck_from", []any{now, 10}},
 		"ListOperations":      {sqlListOperations, "operations_submitted_at", []any{10}},
 		"ListOperationsState": {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
 		"GetClaim":            {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
@@ -479,7 +479,9 @@ func TestPragmas(t *testing.T) {
 }
 
 // TestMigratesStuckAlertedAt: a database written by a binary at schema
-// version 1 (no stuck_alerted_at, no gemini_status) opens, keeps its operations and records alerts.
+// version 1 (no stuck_alerted_at, no gemini_status, no stuck_from) opens,
+// keeps its operations, puts its pending ones in the stuck scan and records
+// alerts.
 func TestMigratesStuckAlertedAt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
 	ctx := t.Context()
@@ -487,7 +489,8 @@ func TestMigratesStuckAlertedAt(t *testing.T) {
 	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("m1"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.writer.ExecContext(ctx, `ALTER TABLE operations DROP COLUMN stuck_alerted_at; ALTER TABLE operations DROP COLUMN gemini_status; UPDATE schema_version SET version = 1`); err != nil {
+	if _, err := s.writer.ExecContext(ctx, `DROP INDEX operations_stuck_from; ALTER TABLE operations DROP COLUMN stuck_from;
+ALTER TABLE operations DROP COLUMN stuck_alerted_at; ALTER TABLE operations DROP COLUMN gemini_status; UPDATE schema_version SET version = 1`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -498,7 +501,10 @@ func TestMigratesStuckAlertedAt(t *testing.T) {
 	if err != nil || !op.StuckAlertedAt.IsZero() {
 		t.Fatalf("after migration: %+v, %v", op, err)
 	}
-	if _, err := s.RecordStuckAlert(ctx, op, t0); err != nil {
+	if stuck, err := s.StuckOperations(ctx, op.SubmittedAt, 10); err != nil || len(stuck) != 1 {
+		t.Fatalf("stuck scan after migration: %v, %v; want m1", stuck, err)
+	}
+	if _, err := s.RecordStuckAlert(ctx, op, t0, t0); err != nil {
 		t.Fatal(err)
 	}
 	if op, err = s.GetOperation(ctx, "m1"); err != nil || !op.StuckAlertedAt.Equal(t0) {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+)
+
+// TestSIGTERMDrainsWorkInFlight: Cloud Run stops an instance with SIGTERM
+// and kills it 10 s later. A webhook whose door work is in flight (state and
+// claim committed in Firestore, its publish held at a Pub/Sub that went
+// slow) when SIGTERM arrives finishes: the delivery is answered, the claim
+// is DONE, not left held for its 10-minute lease, and the process exits 0
+// on its own.
+func TestSIGTERMDrainsWorkInFlight(t *testing.T) {
+	bin := buildServer(t)
+	fs, fsProject := emutest.Firestore(t)
+	ps, psProject := emutest.PubSub(t)
+	ctx := t.Context()
+	topic := "projects/" + psProject + "/topics/sigterm"
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	pubsubProxy := testutil.NewGatedProxy(t, emutest.PubSubHost(t))
+	secret := webhooktest.NewSecret()
+	cmd, base, logs := startCmd(t, bin, "GOOGLE_CLOUD_PROJECT="+fsProject, "LROSINK_RESULTS=pubsub:"+topic,
+		"LROSINK_WEBHOOK_SECRETS="+secret, "PUBSUB_EMULATOR_HOST="+pubsubProxy.Addr)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	pubsubProxy.Hold()
+	body := []byte(`{"type":"batch.succeeded","version":"v1","timestamp":"` + time.Now().UTC().Format(time.RFC3339) +
+		`","data":{"id":"batch_sigterm"}}`)
+	req, err := http.NewRequest(http.MethodPost, base+"/Webhook", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = webhooktest.Headers("msg_sigterm", time.Now(), body, secret)
+	type answer struct {
+		status  int
+		outcome string
+		err     error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var a map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&a)
+		answered <- answer{status: resp.StatusCode, outcome: a["outcome"]}
+	}()
+
+	claim := fs.Collection("claims").Doc("gemini:batches%2Fbatch_sigterm")
+	claimStatus := func() string {
+		snap, err := claim.Get(ctx)
+		if err != nil {
+			return ""
+		}
+		st, _ := snap.Data()["status"].(string)
+		return st
+	}
+	waitUntil(t, "the claim committed and its publish held at Pub/Sub", func() bool {
+		return claimStatus() == "CLAIMED" && pubsubProxy.Waiting() > 0
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the server to start stopping", func() bool {
+		return strings.Contains(logs.String(), `"message":"shutting down"`) || len(exited) > 0
+	})
+	pubsubProxy.Release() // Pub/Sub answers again, within the stop's budget
+
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v, want status 0", err)
+		}
+	case <-time.After(30 * time.Second): // bounds a hang; not a speed assertion
+		t.Fatal("the server did not exit within 30 s of SIGTERM")
+	}
+	if a := <-answered; a.err != nil || a.status != http.StatusOK || a.outcome != "completed" {
+		t.Fatalf("the delivery in flight was answered %+v, want 200 completed", a)
+	}
+	if st := claimStatus(); st != "DONE" {
+		t.Fatalf("claim %q after the stop, want DONE", st)
+	}
+}
+
+// waitUntil polls cond every 20 ms, failing after 20 s (a bound on a hang).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}

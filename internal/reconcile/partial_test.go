@@ -1,0 +1,72 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/testutil"
+)
+
+// TestPartialPassLeavesTheRestDue: a pass whose deadline comes while Gemini
+// is slow stops early and says so (Partial); a check cut mid-call is
+// neither counted nor rescheduled, so every operation it did not finish
+// stays due and the next pass checks exactly those: over both passes each
+// operation is checked once, none twice, none skipped.
+func TestPartialPassLeavesTheRestDue(t *testing.T) {
+	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
+		fake := fakegemini.New()
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(100 * time.Millisecond):
+				fake.Handler().ServeHTTP(w, r)
+			case <-r.Context().Done():
+			}
+		}))
+		t.Cleanup(slow.Close)
+		clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+		log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
+		door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := reconcile.New(reconcile.Config{Ledger: s, Door: door, Gemini: fakeFetcher(t, slow, log), Log: log,
+			Now: clk.Now, StuckAfter: 6 * time.Hour, Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 10
+		for i := range n {
+			fake.SetBatch(fmt.Sprintf("p%d", i), fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+			mustRegister(t, door, fmt.Sprintf("batches/p%d", i))
+		}
+		clk.Advance(2 * time.Minute)
+		// Ten checks of 100 ms one at a time take a second; the work part
+		// of a 500 ms budget ends at 400 ms.
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		first, err := rec.Pass(ctx)
+		cancel()
+		if err != nil || !first.Partial || first.Checked >= n {
+			t.Fatalf("first pass %+v, %v: want partial, fewer than %d checked", first, err, n)
+		}
+		second := mustPass(t, rec) // no deadline: runs to the end
+		if second.Partial || first.Checked+second.Checked != n {
+			t.Fatalf("passes checked %d + %d, want %d in all (second partial %v)", first.Checked, second.Checked, n, second.Partial)
+		}
+		for i := range n {
+			op, err := s.GetOperation(t.Context(), fmt.Sprintf("gemini:batches%%2Fp%d", i))
+			if err != nil || op.Checks != 1 {
+				t.Errorf("p%d: %d checks (%v), want 1", i, op.Checks, err)
+			}
+		}
+	})
+}
