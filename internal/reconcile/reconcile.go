@@ -70,6 +70,10 @@ type Config struct {
 	// AdoptPageSize is how many recent batch jobs a pass lists to adopt
 	// jobs whose submitter died before registering them; 0 disables.
 	AdoptPageSize int
+	// AdoptMaxPages bounds the pages one pass lists (DefaultAdoptMaxPages):
+	// past the first, a pass reads on only until it meets the newest job
+	// the previous pass saw.
+	AdoptMaxPages int
 	// Webhooks reads the project webhooks for the health check; by default
 	// Gemini, when it can (the Gemini adapter can). Nil: not checked (said
 	// once). While one is disabled, pending operations are polled every
@@ -117,7 +121,16 @@ type Reconciler struct {
 	// noPolling says once per instance that nothing is polled (no key),
 	// as the webhook health check does: a warning every pass is noise.
 	noPolling sync.Once
+	// adoptMark is the newest batch job the last adoption scan saw: the
+	// next scan reads pages until it meets it again. Per process: a new
+	// instance scans AdoptMaxPages pages once.
+	adoptMu   sync.Mutex
+	adoptMark string
 }
+
+// DefaultAdoptMaxPages bounds one adoption scan: 4 pages of AdoptPageSize
+// (200 jobs at 50) created since the last pass before one can be missed.
+const DefaultAdoptMaxPages = 4
 
 // New checks cfg and fills defaults.
 func New(cfg Config) (*Reconciler, error) {
@@ -135,6 +148,9 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 100
+	}
+	if cfg.AdoptMaxPages <= 0 {
+		cfg.AdoptMaxPages = DefaultAdoptMaxPages
 	}
 	if cfg.MaxOperations <= 0 {
 		cfg.MaxOperations = 1000
@@ -394,37 +410,82 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 // adopt lists recent batch jobs and feeds them to the door: a job the
 // ledger does not know (its submitter died between creating and
 // registering it) is created, and settled at once if it is terminal.
+//
+// Gemini lists newest first (GEMINI.md §10), so the first page holds the
+// jobs created since the last pass unless more than a page was. The whole
+// first page is always read, as before (whatever the order, a small
+// project's jobs are all on it); further pages are read only until the
+// newest job of the previous scan shows up, at most AdoptMaxPages pages.
+// A scan that ends at that bound without meeting it says so: jobs created
+// before the jobs it read may have been missed.
 func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 	if r.cfg.AdoptPageSize <= 0 || cut(ctx) {
 		return
 	}
-	evs, _, err := r.cfg.Gemini.ListBatches(ctx, r.cfg.AdoptPageSize, "")
-	if err != nil && cut(ctx) {
-		return
-	}
-	if err != nil {
-		t.add(func(s *Summary) { s.Errors++ })
-		r.cfg.Log.WarnContext(ctx, "reconcile: listing batch jobs failed", "error", err.Error())
-		return
-	}
-	for _, ev := range evs {
-		if cut(ctx) {
+	r.adoptMu.Lock()
+	mark := r.adoptMark
+	r.adoptMu.Unlock()
+	token, newest := "", ""
+	for page := 1; ; page++ {
+		evs, next, err := r.cfg.Gemini.ListBatches(ctx, r.cfg.AdoptPageSize, token)
+		if err != nil && cut(ctx) {
 			return
 		}
-		ev.Source = ingest.SourceReconcile
-		res, err := r.cfg.Door.Ingest(ctx, ev)
-		t.add(func(s *Summary) {
-			switch {
-			case err != nil:
-				s.Errors++
-			case res.Reason == string(lifecycle.ReasonFirstSighting):
-				s.Adopted++
-				if res.Outcome == ingest.OutcomeCompleted {
-					s.Settled++
-				}
+		if err != nil {
+			t.add(func(s *Summary) { s.Errors++ })
+			r.cfg.Log.WarnContext(ctx, "reconcile: listing batch jobs failed", "error", err.Error())
+			return
+		}
+		if page == 1 && len(evs) > 0 {
+			newest = evs[0].Name
+		}
+		met := false
+		for _, ev := range evs {
+			if page > 1 && ev.Name == mark {
+				met = true
+				break
 			}
-		})
+			met = met || ev.Name == mark
+			if cut(ctx) {
+				return
+			}
+			r.adoptOne(ctx, t, ev)
+		}
+		if met || next == "" {
+			break
+		}
+		if page == r.cfg.AdoptMaxPages {
+			if mark == "" {
+				break // this instance's first scan: nothing to meet
+			}
+			r.cfg.Log.WarnContext(ctx, "reconcile: adoption listed its page bound without reaching the jobs the last scan saw; unregistered jobs created before these may be missed",
+				"pages", page, "page_size", r.cfg.AdoptPageSize)
+			break
+		}
+		token = next
 	}
+	if newest != "" {
+		r.adoptMu.Lock()
+		r.adoptMark = newest
+		r.adoptMu.Unlock()
+	}
+}
+
+// adoptOne feeds one listed job to the door and counts what it did.
+func (r *Reconciler) adoptOne(ctx context.Context, t *tally, ev ingest.Event) {
+	ev.Source = ingest.SourceReconcile
+	res, err := r.cfg.Door.Ingest(ctx, ev)
+	t.add(func(s *Summary) {
+		switch {
+		case err != nil:
+			s.Errors++
+		case res.Reason == string(lifecycle.ReasonFirstSighting):
+			s.Adopted++
+			if res.Outcome == ingest.OutcomeCompleted {
+				s.Settled++
+			}
+		}
+	})
 }
 
 // Pacing of the stuck alert: raised when an operation becomes stuck (the
