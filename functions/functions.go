@@ -32,7 +32,7 @@ func Register(a *app.App, target string) error {
 	// Served at /metrics when cmd/server runs every function (no
 	// FUNCTION_TARGET); a Cloud Run service serving one function never
 	// exposes it, and it is not a FUNCTION_TARGET (Names).
-	functions.HTTP("metrics", a.Metrics.Handler().ServeHTTP)
+	functions.HTTP("metrics", a.MetricsHandler().ServeHTTP)
 	functions.HTTP("Console", console.ServeHTTP)
 	return nil
 }

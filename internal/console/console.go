@@ -551,6 +551,10 @@ func coarse(d time.Duration) string {
 	}
 }
 
+// Duration formats a duration for humans, as the console shows every one
+// ("10m", not "10m0s").
+func Duration(d time.Duration) string { return short(d) }
+
 // short formats a configured duration or a pass's run time for humans:
 // "6h", "1m30s", "2.2ms", "429µs" (never "429.023µs").
 func short(d time.Duration) string {
