@@ -98,6 +98,7 @@ func New(cfg Config) (http.Handler, error) {
 	funcs := template.FuncMap{
 		"ago":      func(t time.Time) string { return ago(cfg.Now(), t) },
 		"rel":      func(t time.Time) string { return rel(cfg.Now(), t) },
+		"overdue":  func(t time.Time) bool { return !never(t) && t.Before(cfg.Now()) },
 		"ts":       stamp,
 		"never":    never,
 		"num":      thousands,

@@ -153,7 +153,7 @@ func TestTimesAndColumns(t *testing.T) {
 	commit(t, s, failed, c)
 	srv := newConsole(t, s, nil)
 	body, _ := get(t, srv.URL+"/ui/operations/batches/late", http.StatusOK)
-	for _, want := range []string{`<dt>State time</dt><dd id="state-time" title="Gemini’s time of the current state">—</dd>`, `(5m overdue)`, `last: never`} {
+	for _, want := range []string{`<dt>State time</dt><dd id="state-time" title="Gemini’s time of the current state">—</dd>`, `(5m overdue)`, `last: never <span class="small">(a check is overdue: reconcile passes ask Gemini only with GEMINI_API_KEY set`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("operation page lacks %q", want)
 		}

@@ -616,8 +616,8 @@ func (s *Store) SearchOperations(ctx context.Context, prefix string, limit int) 
 		return nil, err
 	}
 	c := s.client.Collection(Operations)
-	q := c.Where(firestore.DocumentID, ">=", c.Doc(lo)).Where(firestore.DocumentID, "<", c.Doc(hi)).
-		OrderBy(firestore.DocumentID, firestore.Asc).Limit(limit)
+	q := c.Where("__name__", ">=", c.Doc(lo)).Where("__name__", "<", c.Doc(hi)).
+		OrderBy("__name__", firestore.Asc).Limit(limit)
 	return query(ctx, s, q, "search operations", fromOpDoc)
 }
 
