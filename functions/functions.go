@@ -46,6 +46,6 @@ func Handler(a *app.App, target string) (http.Handler, error) {
 	}
 	// Only when every function is served: a Cloud Run service serving one
 	// function never exposes it, and it is not a FUNCTION_TARGET (Names).
-	mux.Handle("/metrics", a.Metrics.Handler())
+	mux.Handle("/metrics", a.MetricsHandler())
 	return mux, nil
 }

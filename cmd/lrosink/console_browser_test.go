@@ -49,7 +49,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
 	bin := build(t, "")
 	dir, secret := t.TempDir(), webhooktest.NewSecret()
-	p := serve(t, bin, dir, []string{"LROSINK_WEBHOOK_SECRETS=" + secret})
+	// A short stuck threshold, so the pending operation shows on the stuck page.
+	p := serve(t, bin, dir, []string{"LROSINK_WEBHOOK_SECRETS=" + secret, "LROSINK_STUCK_AFTER=1s"})
 	shots := os.Getenv("LROSINK_ARTIFACTS")
 	if shots == "" {
 		shots = t.TempDir()
@@ -182,7 +183,43 @@ func TestConsoleInBrowser(t *testing.T) {
 	untouched("operation")
 	shot("operation")
 
-	run("stuck page", chromedp.Navigate(p.base+"/ui/stuck"), chromedp.WaitVisible("main h1"))
+	// Search by a prefix of the name, through the form.
+	run("search", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("table.ops"),
+		markPage(),
+		chromedp.SetValue(`input[name="q"]`, "br_pe"), chromedp.Click(`button[type="submit"]`),
+		chromedp.WaitVisible(`body:not([data-old]) #count`))
+	if list := text("table.ops"); !strings.Contains(list, "batches/br_pending") || strings.Contains(list, "batches/br_plain") {
+		t.Errorf("search br_pe: want batches/br_pending only:\n%s", list)
+	}
+	shot("search")
+
+	// A typed URL: the canonical one opens the page; the document id's
+	// spelling redirects to it.
+	for _, u := range []string{"/ui/operations/batches/br_plain", "/ui/operations/gemini:batches%2Fbr_plain"} {
+		run("typed URL "+u, chromedp.Navigate(p.base+u), chromedp.WaitVisible("h1.opname"))
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := text("h1.opname"); h != "batches/br_plain" || loc != p.base+"/ui/operations/batches/br_plain" {
+			t.Errorf("typed %s: at %s showing %q", u, loc, h)
+		}
+	}
+	if done := text("#done-at"); !strings.Contains(done, "ago") {
+		t.Errorf("a DONE claim does not say when it was done: %q", done)
+	}
+
+	// The stuck page lists the pending operation once it is over 1s old.
+	for i := 0; ; i++ {
+		run("stuck page", chromedp.Navigate(p.base+"/ui/stuck"), chromedp.WaitVisible("main h1"))
+		if strings.Contains(text("main"), "batches/br_pending") {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("the stuck page never listed batches/br_pending")
+		}
+		run("wait", chromedp.Sleep(200*time.Millisecond))
+	}
 	untouched("stuck")
 	shot("stuck")
 	run("health page", chromedp.Navigate(p.base+"/ui/health"), chromedp.WaitVisible("#passes"))
@@ -191,6 +228,103 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("health page does not name the store:\n%s", health)
 	}
 	shot("health")
+
+	// A phone, 390×844: no page scrolls sideways.
+	run("phone", chromedp.EmulateViewport(390, 844))
+	for _, u := range []string{"/ui/", "/ui/operations/batches/br_evil", "/ui/stuck", "/ui/health"} {
+		run("phone "+u, chromedp.Navigate(p.base+u), chromedp.WaitVisible("main h1"))
+		w, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w > 390 {
+			t.Errorf("at 390 px, %s is %d px wide: it scrolls sideways", u, w)
+		}
+		clock, err := chromedp.Run(ctx, chromedp.Evaluate[int](`Math.round(document.querySelector(".now").getBoundingClientRect().height)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if clock > 24 {
+			t.Errorf("at 390 px, %s: the header clock wraps (%d px high)", u, clock)
+		}
+		if u == "/ui/" {
+			shot("phone")
+		}
+		if u == "/ui/operations/batches/br_evil" {
+			shot("phone-operation")
+		}
+	}
+}
+
+// TestConsoleSignInInBrowser: with LROSINK_ADMIN_TOKEN set, a browser gets
+// the sign-in form; a wrong token does not reach the list, the right one
+// does (through the session cookie), and sign-out ends it.
+func TestConsoleSignInInBrowser(t *testing.T) {
+	browser := chromium(t)
+	bin := build(t, "")
+	const token = "browser-admin-token-0123456789"
+	p := serve(t, bin, t.TempDir(), []string{"LROSINK_ADMIN_TOKEN=" + token})
+
+	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1280, 800),
+		chromedp.UserDataDir(t.TempDir()))
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	h1 := func() string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text("main h1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	signIn := func(tok string) {
+		t.Helper()
+		run("sign in", markPage(),
+			chromedp.SetValue(`input[name="token"]`, tok), chromedp.Click(`form.signin button`),
+			chromedp.WaitVisible(`body:not([data-old]) main h1`))
+	}
+
+	run("console", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("form.signin"))
+	if h := h1(); h != "Sign in" {
+		t.Fatalf("unauthenticated /ui/ shows %q, want the sign-in form", h)
+	}
+	signIn("not-the-token-at-all")
+	if h := h1(); h != "Sign in" {
+		t.Fatalf("a wrong token reached %q", h)
+	}
+	signIn(token)
+	if h := h1(); h != "Operations" {
+		t.Fatalf("the right token reached %q, want the list", h)
+	}
+	run("health", chromedp.Navigate(p.base+"/ui/health"), chromedp.WaitVisible("main h1"))
+	if h := h1(); h != "Health" {
+		t.Fatalf("after sign-in, /ui/health shows %q", h)
+	}
+	run("sign out", markPage(),
+		chromedp.Click(`form.signout button`), chromedp.WaitVisible(`body:not([data-old]) main h1`))
+	if h := h1(); h != "Sign in" {
+		t.Fatalf("after sign-out /ui/ shows %q", h)
+	}
+}
+
+// markPage marks the current page, so that waiting for an unmarked one
+// waits for the next page to load.
+func markPage() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[string](`document.body.dataset.old = "1"`)(ctx, t)
+		return err
+	})
 }
 
 func register(t *testing.T, base, body string) {

@@ -199,13 +199,14 @@ func (a *App) Reconcile() http.Handler {
 }
 
 // Console is the Console function's handler: the read-only console at
-// /ui/ (console.Prefix); with LROSINK_ADMIN_TOKEN set it requires that bearer
-// token, as Register and Reconcile do. passesHere says whether this process
+// /ui/ (console.Prefix); with LROSINK_ADMIN_TOKEN set it requires that token,
+// as a Bearer header or the session cookie of its sign-in form (a browser
+// cannot send the header). passesHere says whether this process
 // serves Reconcile too: only then are its recent passes worth showing;
 // otherwise the health page says where passes run.
 func (a *App) Console(passesHere bool) (http.Handler, error) {
 	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
-		Settings: a.settings(), Guard: a.consoleGuard}
+		Settings: a.settings(), AdminToken: a.Config.AdminToken}
 	if passesHere {
 		cfg.Passes = a.Passes
 	}
@@ -216,9 +217,14 @@ func (a *App) Console(passesHere bool) (http.Handler, error) {
 	return logging.Middleware(h), nil
 }
 
-// consoleGuard puts every console route behind the admin token (when set).
-func (a *App) consoleGuard(h http.Handler) http.Handler {
-	return httpapi.RequireBearer(a.Config.AdminToken, a.Log, h)
+// MetricsHandler is GET /metrics. With LROSINK_ADMIN_TOKEN set it needs
+// `Authorization: Bearer <token>` like the other administrative routes (a
+// Prometheus scrape config sends it with `authorization: {credentials}`):
+// the counts describe the project's traffic, and a token is set exactly
+// when serve listens beyond loopback. Without one (loopback serve; Cloud
+// Run, where IAM guards the service) it is open.
+func (a *App) MetricsHandler() http.Handler {
+	return httpapi.RequireBearer(a.Config.AdminToken, a.Log, a.Metrics.Handler())
 }
 
 // settings describe the configuration on the console's health page: what
@@ -236,10 +242,10 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_RESULTS", Value: c.Results},
 		{Name: "GEMINI_API_KEY", Value: set(c.GeminiAPIKey) + " (reconcile polls Gemini only when set)"},
 		{Name: "LROSINK_WEBHOOK_SECRETS", Value: fmt.Sprintf("%d secret(s)", len(c.WebhookSecrets))},
-		{Name: "LROSINK_GRACE", Value: c.Grace.String()},
-		{Name: "LROSINK_STUCK_AFTER", Value: c.StuckAfter.String()},
-		{Name: "LROSINK_CLAIM_LEASE", Value: c.ClaimLease.String()},
-		{Name: "LROSINK_RECONCILE_DEADLINE", Value: c.ReconcileDeadline.String()},
+		{Name: "LROSINK_GRACE", Value: console.Duration(c.Grace)},
+		{Name: "LROSINK_STUCK_AFTER", Value: console.Duration(c.StuckAfter)},
+		{Name: "LROSINK_CLAIM_LEASE", Value: console.Duration(c.ClaimLease)},
+		{Name: "LROSINK_RECONCILE_DEADLINE", Value: console.Duration(c.ReconcileDeadline)},
 	}
 	if c.Project != "" {
 		out = append(out, console.Setting{Name: "GOOGLE_CLOUD_PROJECT", Value: c.Project})
@@ -249,19 +255,21 @@ func (a *App) settings() []console.Setting {
 
 // Mux serves every function at its own path, as cmd/server does without
 // FUNCTION_TARGET, plus GET /healthz (liveness), GET /readyz (the store
-// answered recently), GET /metrics and the console under /ui/.
+// answered recently), GET /metrics and the console under /ui/ (GET /
+// redirects there).
 func (a *App) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/Webhook", a.Webhook())
 	mux.Handle("/Register", a.Register())
 	mux.Handle("/Reconcile", a.Reconcile())
-	mux.Handle("GET /metrics", a.Metrics.Handler())
+	mux.Handle("GET /metrics", a.MetricsHandler())
 	if ui, err := a.Console(true); err != nil {
 		// The templates are embedded and parsed by the console's tests:
 		// this is a broken build, not a configuration.
 		a.Log.Error("console unavailable", "error", err.Error())
 	} else {
 		mux.Handle(console.Prefix, ui)
+		mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 	}
 	mux.Handle("/healthz", httpapi.Healthz())
 	mux.Handle("GET /readyz", httpapi.Readyz(a.ProbeStore))

@@ -224,55 +224,77 @@ func runOpsShow(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		return writeJSON(e.stdout, v)
 	}
-	return writeShow(e.stdout, v)
+	return writeShow(e.stdout, v, e.now())
 }
 
-// opView is an operation as the CLI shows it (and its JSON form).
+// opView is an operation as the CLI shows it (and its JSON form). A time
+// that was never observed (absent, or stored at the epoch because the
+// event carried no server time) is null, never 1970-01-01.
 type opView struct {
-	Name         string                `json:"name"`
-	APIName      string                `json:"api_name"`
-	Kind         string                `json:"kind"`
-	State        string                `json:"state"`
-	Version      int64                 `json:"version"`
-	UpdateTime   time.Time             `json:"update_time,omitzero"`
-	SubmittedAt  time.Time             `json:"submitted_at,omitzero"`
-	SettledAt    time.Time             `json:"settled_at,omitzero"`
-	SettledBy    string                `json:"settled_by,omitempty"`
-	NextCheckAt  time.Time             `json:"next_check_at,omitzero"`
-	Checks       int                   `json:"checks"`
-	LastCheck    string                `json:"last_check,omitempty"`
-	LastCheckAt  time.Time             `json:"last_check_at,omitzero"`
-	History      []ledger.HistoryEntry `json:"history"`
-	Conflicts    []ledger.HistoryEntry `json:"conflicts"`
-	Replays      []ledger.Replay       `json:"replays"`
-	Output       map[string]any        `json:"output"`
-	Error        *results.ErrorInfo    `json:"error"`
-	UserMetadata map[string]any        `json:"user_metadata"`
-	Claim        *claimView            `json:"claim,omitempty"`
+	Name         string             `json:"name"`
+	APIName      string             `json:"api_name"`
+	Kind         string             `json:"kind"`
+	State        string             `json:"state"`
+	Version      int64              `json:"version"`
+	UpdateTime   *time.Time         `json:"update_time"`
+	SubmittedAt  *time.Time         `json:"submitted_at"`
+	SettledAt    *time.Time         `json:"settled_at"`
+	SettledBy    string             `json:"settled_by,omitempty"`
+	NextCheckAt  *time.Time         `json:"next_check_at"`
+	Checks       int                `json:"checks"`
+	LastCheck    string             `json:"last_check,omitempty"`
+	LastCheckAt  *time.Time         `json:"last_check_at"`
+	History      []eventView        `json:"history"`
+	Conflicts    []eventView        `json:"conflicts"`
+	Replays      []ledger.Replay    `json:"replays"`
+	Output       map[string]any     `json:"output"`
+	Error        *results.ErrorInfo `json:"error"`
+	UserMetadata map[string]any     `json:"user_metadata"`
+	Claim        *claimView         `json:"claim,omitempty"`
 }
 
-// claimView is a claim as the CLI shows it.
+// eventView is a history entry as the CLI shows it: ledger.HistoryEntry
+// with a never-observed server time as null.
+type eventView struct {
+	At         *time.Time      `json:"at"`
+	Source     string          `json:"source"`
+	State      lifecycle.State `json:"state"`
+	UpdateTime *time.Time      `json:"update_time"`
+	Reason     string          `json:"reason"`
+	DeliveryID string          `json:"delivery_id,omitempty"`
+}
+
+// claimView is a claim as the CLI shows it. LeaseUntil is null unless the
+// claim is held: a DONE or released claim has no lease that means anything.
 type claimView struct {
 	Status string `json:"status"`
 	// Holder is the first 8 characters of the holder token: enough to tell
 	// holders apart; the full token is the fence and stays in the ledger.
-	Holder         string    `json:"holder"`
-	Attempts       int       `json:"attempts"`
-	LeaseUntil     time.Time `json:"lease_until,omitzero"`
-	CreatedAt      time.Time `json:"created_at,omitzero"`
-	UpdatedAt      time.Time `json:"updated_at,omitzero"`
-	DoneAt         time.Time `json:"done_at,omitzero"`
-	IdempotencyKey string    `json:"idempotency_key"`
+	Holder         string     `json:"holder"`
+	Attempts       int        `json:"attempts"`
+	LeaseUntil     *time.Time `json:"lease_until"`
+	CreatedAt      *time.Time `json:"created_at"`
+	UpdatedAt      *time.Time `json:"updated_at"`
+	DoneAt         *time.Time `json:"done_at"`
+	IdempotencyKey string     `json:"idempotency_key"`
 }
 
 func newOpView(op ledger.Operation) opView {
 	return opView{
 		Name: op.Name, APIName: op.APIName, Kind: string(op.Kind), State: string(op.State), Version: op.Rev.Version,
-		UpdateTime: utc(op.UpdateTime), SubmittedAt: utc(op.SubmittedAt), SettledAt: utc(op.SettledAt), SettledBy: op.SettledBy,
-		NextCheckAt: utc(op.NextCheckAt), Checks: op.Checks, LastCheck: op.LastCheck, LastCheckAt: utc(op.LastCheckAt),
-		History: nonNil(op.History), Conflicts: nonNil(op.Conflicts), Replays: nonNil(op.Replays),
+		UpdateTime: when(op.UpdateTime), SubmittedAt: when(op.SubmittedAt), SettledAt: when(op.SettledAt), SettledBy: op.SettledBy,
+		NextCheckAt: when(op.NextCheckAt), Checks: op.Checks, LastCheck: op.LastCheck, LastCheckAt: when(op.LastCheckAt),
+		History: eventViews(op.History), Conflicts: eventViews(op.Conflicts), Replays: nonNil(op.Replays),
 		Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata,
 	}
+}
+
+func eventViews(es []ledger.HistoryEntry) []eventView {
+	out := make([]eventView, len(es))
+	for i, h := range es {
+		out[i] = eventView{At: when(h.At), Source: h.Source, State: h.State, UpdateTime: when(h.UpdateTime), Reason: h.Reason, DeliveryID: h.DeliveryID}
+	}
+	return out
 }
 
 // nonNil makes an absent list empty, so that JSON shows [] rather than null.
@@ -284,16 +306,20 @@ func nonNil[T any](s []T) []T {
 }
 
 func newClaimView(c ledger.Claim) *claimView {
-	return &claimView{
-		Status: string(c.Status), Holder: truncate(c.Holder, 8), Attempts: c.Attempts, LeaseUntil: utc(c.LeaseUntil),
-		CreatedAt: utc(c.CreatedAt), UpdatedAt: utc(c.UpdatedAt), DoneAt: utc(c.DoneAt), IdempotencyKey: c.Key,
+	v := &claimView{
+		Status: string(c.Status), Holder: truncate(c.Holder, 8), Attempts: c.Attempts,
+		CreatedAt: when(c.CreatedAt), UpdatedAt: when(c.UpdatedAt), DoneAt: when(c.DoneAt), IdempotencyKey: c.Key,
 	}
+	if c.Status == ledger.ClaimHeld {
+		v.LeaseUntil = when(c.LeaseUntil)
+	}
+	return v
 }
 
 // writeShow writes v as `ops show` prints it: the fields, then the event
 // history, conflicts, replays, and output, error and metadata as JSON.
-func writeShow(w io.Writer, v opView) error {
-	if err := writeFields(w, v); err != nil {
+func writeShow(w io.Writer, v opView, now time.Time) error {
+	if err := writeFields(w, v, now); err != nil {
 		return err
 	}
 	var b strings.Builder // a strings.Builder does not fail
@@ -310,7 +336,7 @@ func writeShow(w io.Writer, v opView) error {
 }
 
 // writeFields writes the one-line fields of v, aligned: "Operation:  NAME".
-func writeFields(w io.Writer, v opView) error {
+func writeFields(w io.Writer, v opView, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
 	row("Operation:", v.Name)
@@ -322,9 +348,9 @@ func writeFields(w io.Writer, v opView) error {
 	row("Submitted:", ts(v.SubmittedAt))
 	row("Settled:", ts(v.SettledAt))
 	row("Settled by:", dash(v.SettledBy))
-	row("Next check:", ts(v.NextCheckAt))
+	row("Next check:", withRel(v.NextCheckAt, now))
 	row("Checks:", checksField(v))
-	claimFields(row, v.Claim)
+	claimFields(row, v.Claim, now)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
@@ -334,7 +360,7 @@ func writeFields(w io.Writer, v opView) error {
 // checksField is the number of checks and the last answer that was not a state.
 func checksField(v opView) string {
 	checks := fmt.Sprint(v.Checks)
-	if !v.LastCheckAt.IsZero() {
+	if v.LastCheckAt != nil {
 		checks += " (last " + strings.TrimSpace(ts(v.LastCheckAt)+" "+v.LastCheck) + ")"
 	}
 	return checks
@@ -342,20 +368,26 @@ func checksField(v opView) string {
 
 // claimFields writes the claim's rows; an operation without a terminal
 // state has none.
-func claimFields(row func(k, val string), c *claimView) {
+func claimFields(row func(k, val string), c *claimView, now time.Time) {
 	if c == nil {
 		row("Claim:", "none (no terminal state yet)")
 		return
 	}
-	row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, ts(c.LeaseUntil)))
-	if !c.DoneAt.IsZero() {
-		row("Claim done:", ts(c.DoneAt))
+	// A lease means something only while the claim is held: a DONE claim
+	// says when it was done.
+	switch c.Status {
+	case string(ledger.ClaimDone):
+		row("Claim:", fmt.Sprintf("%s at %s  attempts %d", c.Status, ts(c.DoneAt), c.Attempts))
+	case string(ledger.ClaimHeld):
+		row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, withRel(c.LeaseUntil, now)))
+	default:
+		row("Claim:", fmt.Sprintf("%s  attempts %d", c.Status, c.Attempts))
 	}
 	row("Idempotency key:", c.IdempotencyKey)
 }
 
 // writeEvents writes a titled table of history entries, or "(none)".
-func writeEvents(b *strings.Builder, title string, es []ledger.HistoryEntry) {
+func writeEvents(b *strings.Builder, title string, es []eventView) {
 	fmt.Fprintf(b, "\n%s:\n", title)
 	if len(es) == 0 {
 		b.WriteString("  (none)\n")
@@ -411,19 +443,61 @@ func statesList() string {
 	return strings.Join(s, ", ")
 }
 
-// ts formats a time for tables: UTC to the second, "-" when absent.
-func ts(t time.Time) string {
-	if t.IsZero() {
-		return "-"
+// never reports whether t was never observed: absent, or the epoch an
+// event without a server time is stored at (it loses every tie).
+func never(t time.Time) bool { return t.IsZero() || t.Equal(time.Unix(0, 0)) }
+
+// when is t in UTC, or nil when it was never observed (JSON null).
+func when(t time.Time) *time.Time {
+	if never(t) {
+		return nil
 	}
-	return t.UTC().Format("2006-01-02T15:04:05Z")
+	u := t.UTC()
+	return &u
 }
 
-func utc(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
+// ts formats a time for tables: UTC to the second, "—" when never observed.
+func ts[T time.Time | *time.Time](t T) string {
+	var v time.Time
+	switch x := any(t).(type) {
+	case time.Time:
+		v = x
+	case *time.Time:
+		if x != nil {
+			v = *x
+		}
 	}
-	return t.UTC()
+	if never(v) {
+		return "—"
+	}
+	return v.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+// withRel is ts followed by how far t is from now: "(in 5m)" ahead,
+// "(5m overdue)" behind, so a past check time never reads as a countdown.
+func withRel(t *time.Time, now time.Time) string {
+	if t == nil {
+		return ts(t)
+	}
+	d := t.Sub(now)
+	if d >= 0 {
+		return ts(t) + " (in " + humanAge(d) + ")"
+	}
+	return ts(t) + " (" + humanAge(-d) + " overdue)"
+}
+
+// humanAge is a coarse duration: "45s", "12m", "3h05m", "4d02h".
+func humanAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+	}
 }
 
 func dash(s string) string {

@@ -38,7 +38,7 @@ func serveDoc() command.Doc {
 		Args: "[flags]",
 		Summary: `Run every function on one HTTP server: POST /Webhook, POST /Register, POST /Reconcile,
 GET /healthz (liveness), GET /readyz (503 while the store does not answer), GET /metrics
-(Prometheus) and the read-only operations console at GET /ui/. The ledger defaults to the SQLite file ./lrosink.db and results go to
+(Prometheus) and the read-only operations console at GET /ui/ (GET / redirects there). The ledger defaults to the SQLite file ./lrosink.db and results go to
 stdout as JSON lines, one per results message; stdout carries nothing else. Logs go to
 stderr as JSON. A reconcile pass runs at start-up (so claims left by a crash are retried)
 and then every LROSINK_RECONCILE_EVERY.
@@ -58,9 +58,13 @@ its lease by the next run).`,
                      (default 127.0.0.1); PORT alone never exposes serve beyond this machine.
                      A port that is not a number, or an address in use, is exit 2 at start-up
   LROSINK_ADMIN_TOKEN  required to listen on an address other than loopback (e.g. --addr
-                     0.0.0.0:8080); when set, POST /Register and /Reconcile need the header
-                     "Authorization: Bearer <token>" (401 otherwise). /Webhook is authenticated
-                     by its signature and /healthz is open. 16+ characters: openssl rand -hex 32
+                     0.0.0.0:8080); when set, POST /Register, /Reconcile and GET /metrics need the
+                     header "Authorization: Bearer <token>" (401 otherwise), and the console at
+                     /ui/ is guarded too: a browser signs in with the token through a form (an
+                     HttpOnly, SameSite=Strict cookie; Sign out ends it), scripts send the header.
+                     /Webhook is authenticated by its signature and /healthz is open. 16+
+                     characters: openssl rand -hex 32. On Cloud Run leave it unset: IAM guards
+                     the services, the console included
   GEMINI_API_KEY     lets reconcile passes poll Gemini (without it they only retry claims) and
                      confirms dynamic-webhook (v1a, JWT) terminal states, not applied without it
   LROSINK_JWKS_URL   Google's keys for dynamic webhooks (Ed25519 for v1a, RS256 for JWTs); a

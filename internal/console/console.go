@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -41,6 +40,7 @@ type Reader interface {
 	PageOperations(ctx context.Context, f ledger.Filter, after ledger.ListCursor, limit int) ([]ledger.Operation, error)
 	CountOperations(ctx context.Context, f ledger.Filter) (int64, error)
 	DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error)
+	SearchOperations(ctx context.Context, prefix string, limit int) ([]ledger.Operation, error)
 }
 
 // Setting is one line of the health page's configuration table. Values
@@ -62,9 +62,13 @@ type Config struct {
 	Passes *Passes
 	// Settings describe the configured store, sink and the like.
 	Settings []Setting
-	// Guard wraps every console route, e.g. with the admin-token check
-	// (LROSINK_ADMIN_TOKEN) when serve listens beyond loopback; nil: none.
+	// Guard wraps every console route (nil: none); AdminToken is the usual
+	// guard and is checked inside it.
 	Guard func(http.Handler) http.Handler
+	// AdminToken is LROSINK_ADMIN_TOKEN: when set, every page needs it, as
+	// a Bearer header or the session cookie its sign-in form sets (a
+	// browser cannot send the header). Empty: the console is open.
+	AdminToken string
 }
 
 //go:embed assets
@@ -94,13 +98,17 @@ func New(cfg Config) (http.Handler, error) {
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"ago":      func(t time.Time) string { return ago(cfg.Now(), t) },
+		"rel":      func(t time.Time) string { return rel(cfg.Now(), t) },
+		"overdue":  func(t time.Time) bool { return !never(t) && t.Before(cfg.Now()) },
 		"ts":       stamp,
+		"never":    never,
 		"num":      thousands,
-		"opURL":    func(id string) string { return Prefix + "operations/" + url.PathEscape(id) },
+		"opURL":    opURL,
 		"terminal": func(s lifecycle.State) bool { return s.Terminal() },
 		"dur":      short,
+		"lastAt":   lastAt,
 	}
-	for _, p := range []string{"operations", "operation", "stuck", "health", "error"} {
+	for _, p := range []string{"operations", "operation", "stuck", "health", "error", "signin"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
@@ -113,7 +121,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Prefix+"{$}", c.operations)
-	mux.HandleFunc("GET "+Prefix+"operations/{id}", c.operation)
+	mux.HandleFunc("GET "+Prefix+"operations/{rest...}", c.operation)
 	mux.HandleFunc("GET "+Prefix+"stuck", c.stuck)
 	mux.HandleFunc("GET "+Prefix+"health", c.health)
 	mux.HandleFunc("GET "+Prefix+"style.css", func(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +135,11 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "No such page.", nil)
 	})
-	var h http.Handler = secure(mux)
+	var h http.Handler = mux
+	if cfg.AdminToken != "" {
+		h = c.signIn(mux)
+	}
+	h = secure(h)
 	if cfg.Guard != nil {
 		h = cfg.Guard(h)
 	}
@@ -152,12 +164,16 @@ type page struct {
 	Title string
 	Nav   string
 	Now   time.Time
-	Data  any
+	// Guarded: the console needs the admin token, so the header offers
+	// sign-out.
+	Guarded bool
+	Data    any
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var b bytes.Buffer
-	if err := c.pages[name].ExecuteTemplate(&b, "layout", page{Title: title, Nav: name, Now: c.cfg.Now(), Data: data}); err != nil {
+	p := page{Title: title, Nav: name, Now: c.cfg.Now(), Guarded: c.cfg.AdminToken != "" && name != "signin", Data: data}
+	if err := c.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
 		c.cfg.Log.ErrorContext(r.Context(), "console: render", "page", name, "error", err.Error())
 		http.Error(w, "console: cannot render the page", http.StatusInternalServerError)
 		return
@@ -178,6 +194,9 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 
 // listForm is the operations page's query: filters, then the cursor.
 type listForm struct {
+	// Q is the name search: an exact name in any form opname accepts, or
+	// the start of one ("batches/batch_1", "batch_1").
+	Q     string
 	State lifecycle.State
 	Kind  opname.Kind
 	Stuck bool
@@ -208,6 +227,10 @@ func parseList(q url.Values) (listForm, error) {
 		f.Kind = k
 	}
 	f.Stuck = q.Get("stuck") == "1"
+	f.Q = strings.TrimSpace(q.Get("q"))
+	if len(f.Q) > opname.MaxRawLen {
+		return f, errors.New("q: too long")
+	}
 	f.From = 1
 	if at := q.Get("at"); at != "" {
 		t, err := time.Parse(time.RFC3339Nano, at)
@@ -225,6 +248,9 @@ func parseList(q url.Values) (listForm, error) {
 // query returns the URL query of f without its cursor, with extra pairs.
 func (f listForm) query(extra ...string) string {
 	v := url.Values{}
+	if f.Q != "" {
+		v.Set("q", f.Q)
+	}
 	if f.State != "" {
 		v.Set("state", string(f.State))
 	}
@@ -252,6 +278,9 @@ type listData struct {
 	First, Last int
 	Next, Reset string
 	StuckAfter  time.Duration
+	// Searched: the rows are the name search's matches (one page, no
+	// cursor), after the other filters.
+	Searched bool
 }
 
 // row is one operation in a table.
@@ -297,43 +326,19 @@ func (c *Console) page(ctx context.Context, f ledger.Filter, after ledger.ListCu
 	return ops, total, nil
 }
 
-// claimReads bounds the concurrent claim reads of one page.
-const claimReads = 8
-
-// rows decorates ops for a table. The claim status is read from each
-// settled operation's claim, concurrently: the operation's own mirror is
-// not updated when a claim is done (that would cost a write per
-// completion), so it cannot tell DONE from a holder still at work.
-func (c *Console) rows(ctx context.Context, ops []ledger.Operation) ([]row, error) {
+// rows decorates ops for a table. A settled row's claim status is the
+// operation's effect mirror, which every claim write (DONE included) keeps
+// in step, so a page costs its one query and no claim read per row.
+func (c *Console) rows(ops []ledger.Operation) []row {
 	cutoff := c.stuckAt()
 	out := make([]row, len(ops))
-	errs := make([]error, len(ops))
-	sem := make(chan struct{}, claimReads)
-	var wg sync.WaitGroup
 	for i, op := range ops {
 		out[i] = row{Operation: op, Stuck: isStuck(op, cutoff)}
-		if !op.State.Terminal() {
-			continue
+		if op.State.Terminal() {
+			out[i].Claim = string(op.Effect.Status)
 		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			cl, err := c.cfg.Ledger.GetClaim(ctx, op.ID)
-			switch {
-			case errors.Is(err, ledger.ErrNotFound):
-				out[i].Claim = "expired"
-			case err != nil:
-				errs[i] = err
-			default:
-				out[i].Claim = string(cl.Status)
-			}
-		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out
 }
 
 func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
@@ -342,17 +347,17 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Bad filter: "+err.Error(), nil)
 		return
 	}
+	if f.Q != "" {
+		c.search(w, r, f)
+		return
+	}
 	ops, total, err := c.page(r.Context(), c.filter(f), f.After, c.cfg.PageSize)
 	if err != nil {
 		c.unavailable(w, r, err)
 		return
 	}
-	rows, err := c.rows(r.Context(), ops)
-	if err != nil {
-		c.unavailable(w, r, err)
-		return
-	}
-	d := listData{Form: f, States: lifecycle.States(), Kinds: kinds(), Rows: rows, Total: total,
+	rows := c.rows(ops)
+	d := listData{Form: f, States: statesOf(), Kinds: kinds(), Rows: rows, Total: total,
 		First: f.From, Last: f.From + len(ops) - 1, StuckAfter: c.cfg.StuckAfter}
 	if !f.After.IsZero() {
 		d.Reset = f.query()
@@ -386,16 +391,22 @@ type opData struct {
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	op, err := c.cfg.Ledger.GetOperation(r.Context(), id)
+	path := r.URL.EscapedPath()
+	op, err := c.lookup(r, strings.TrimPrefix(path, Prefix+"operations/"))
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		c.fail(w, r, http.StatusNotFound, "No operation with this id.", nil)
+		c.fail(w, r, http.StatusNotFound, "No operation with this name.", nil)
 		return
 	case err != nil:
 		c.unavailable(w, r, err)
 		return
 	}
+	// One page per operation: every other spelling redirects to it.
+	if u := opURL(op.Name, op.ID); u != path {
+		http.Redirect(w, r, u, http.StatusMovedPermanently)
+		return
+	}
+	id := op.ID
 	d := opData{Op: op, Stuck: isStuck(op, c.stuckAt()),
 		Metadata: pretty(op.UserMetadata), Output: pretty(op.Output)}
 	if op.State.Terminal() {
@@ -503,18 +514,22 @@ func indent(b []byte) string {
 	return out.String()
 }
 
-// stamp formats a time for a table: UTC, seconds ("" for the zero time).
+// statesOf are the states the filter offers.
+func statesOf() []lifecycle.State { return lifecycle.States() }
+
+// stamp formats a time for a table: UTC, seconds; "—" for a time never
+// observed (absent, or the epoch of an event that carried none).
 func stamp(t time.Time) string {
-	if t.IsZero() {
-		return ""
+	if never(t) {
+		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
 // ago is a coarse duration between t and now: "45s", "12m", "3h05m",
-// "4d02h"; "in 5m" when t is after now; "" for the zero time.
+// "4d02h"; "in 5m" when t is after now; "" for a time never observed.
 func ago(now, t time.Time) string {
-	if t.IsZero() {
+	if never(t) {
 		return ""
 	}
 	d := now.Sub(t)
@@ -538,14 +553,20 @@ func coarse(d time.Duration) string {
 	}
 }
 
-// short formats a configured duration or a pass's run time briefly:
-// "6h", "1m30s", "2.2ms".
+// Duration formats a duration for humans, as the console shows every one
+// ("10m", not "10m0s").
+func Duration(d time.Duration) string { return short(d) }
+
+// short formats a configured duration or a pass's run time for humans:
+// "6h", "1m30s", "2.2ms", "429µs" (never "429.023µs").
 func short(d time.Duration) string {
 	switch {
 	case d >= time.Second:
 		d = d.Round(100 * time.Millisecond)
 	case d >= time.Millisecond:
 		d = d.Round(100 * time.Microsecond)
+	case d >= time.Microsecond:
+		d = d.Round(time.Microsecond)
 	}
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {

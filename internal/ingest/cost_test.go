@@ -37,8 +37,9 @@ func costDoor(t testing.TB) (*ingest.Door, *fsledger.Store, *clock) {
 }
 
 // TestFirestoreCostPerPath pins the Firestore cost of each path (counted by
-// the instrumented adapter): a completion is one read and three writes (the
-// operation and the claim in one commit, then DONE); a duplicate or a stale
+// the instrumented adapter): a completion is one read and four writes (the
+// operation and the claim in one commit, then DONE and its mirror on the
+// operation in another); a duplicate or a stale
 // event is one read, no write, no commit; a register of a known operation
 // writes only when it adds metadata.
 func TestFirestoreCostPerPath(t *testing.T) {
@@ -68,7 +69,7 @@ func TestFirestoreCostPerPath(t *testing.T) {
 	}{
 		{"register", register, cost{1, 1, 1}},
 		{"running", running, cost{1, 1, 1}},
-		{"completion", completion, cost{1, 3, 2}},
+		{"completion", completion, cost{1, 4, 2}},
 		{"duplicate", duplicate, cost{1, 0, 0}},
 		{"stale", stale, cost{1, 0, 0}},
 		{"register adding nothing", registerKnown, cost{1, 0, 0}},

@@ -450,8 +450,8 @@ func TestBurstIsCoalesced(t *testing.T) {
 		close(start)
 		wg.Wait()
 	})
-	if c.commits != 2 || c.writes != 3 {
-		t.Fatalf("burst cost %d commits / %d writes, want 2 / 3 (one settle commit + DONE)", c.commits, c.writes)
+	if c.commits != 2 || c.writes != 4 {
+		t.Fatalf("burst cost %d commits / %d writes, want 2 / 4 (one settle commit + DONE with its mirror)", c.commits, c.writes)
 	}
 }
 

@@ -155,4 +155,11 @@ func (b *Bounded) CountOperations(ctx context.Context, f Filter) (int64, error) 
 	return call(b, ctx, "a query", func(ctx context.Context) (int64, error) { return b.l.CountOperations(ctx, f) })
 }
 
+// SearchOperations implements Queries.
+func (b *Bounded) SearchOperations(ctx context.Context, prefix string, limit int) ([]Operation, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Operation, error) {
+		return b.l.SearchOperations(ctx, prefix, limit)
+	})
+}
+
 var _ Ledger = (*Bounded)(nil)

@@ -151,8 +151,7 @@ func Truncate(s string, n int) string {
 // Version counts the writes to the document: 1 when it is created, and every
 // later write, whichever method makes it, sets it to one more. An operation
 // is written by CommitOperation, ScheduleCheck, RecordStuckAlert, and by the
-// effect mirror of SeizeClaim and ReleaseClaim (CompleteClaim leaves it
-// alone); a claim is created by CommitOperation and written by SeizeClaim,
+// effect mirror of SeizeClaim, ReleaseClaim and CompleteClaim; a claim is created by CommitOperation and written by SeizeClaim,
 // ReleaseClaim and CompleteClaim.
 //
 // Why every write: each of them can race a fenced write made from an earlier
@@ -191,9 +190,10 @@ type HistoryEntry struct {
 
 // EffectMirror is the operation document's copy of its claim's status, kept
 // so that a duplicate delivery can tell from the one operation read that no
-// side effect is owed. It is written when the claim is created, seized or
-// released — not when it is committed DONE, which saves a write per
-// completion; a duplicate that sees an expired mirror lease reads the claim.
+// side effect is owed, and a console page can show every row's claim status
+// without reading the claims. It is written when the claim is created,
+// seized, released and committed DONE (in the same commit as the claim); a
+// duplicate that sees an expired mirror lease on a held claim reads the claim.
 type EffectMirror struct {
 	Status     ClaimStatus `json:"status,omitempty"`
 	LeaseUntil time.Time   `json:"lease_until,omitzero"`
@@ -384,6 +384,23 @@ type Queries interface {
 	// CountOperations returns how many operations match f: an aggregation
 	// over the same index as PageOperations, which reads no documents.
 	CountOperations(ctx context.Context, f Filter) (int64, error)
+	// SearchOperations returns up to limit operations whose canonical name
+	// starts with prefix ("batches/batch_12"), in name order. Document ids
+	// are a prefix-preserving escape of the name (opname.DocID), so it is a
+	// range read on the id, which every store indexes: never a scan.
+	SearchOperations(ctx context.Context, prefix string, limit int) ([]Operation, error)
+}
+
+// NameRange returns the document-id range [lo, hi) of the operations whose
+// canonical name starts with prefix: DocID escapes character by character,
+// so the ids of those names are exactly the ids starting with lo, and
+// U+10FFFF sorts after every other character in UTF-8 byte order.
+func NameRange(prefix string) (lo, hi string, err error) {
+	lo, err = opname.DocID(opname.KeyPrefix + prefix)
+	if err != nil {
+		return "", "", fmt.Errorf("name prefix: %w", err)
+	}
+	return lo, lo + "\U0010FFFF", nil
 }
 
 // Filter selects operations for PageOperations and CountOperations. The

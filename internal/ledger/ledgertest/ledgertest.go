@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"RecordStuckAlert":              testRecordStuckAlert,
 		"ListOperations":                testListOperations,
 		"PageOperations":                testPageOperations,
+		"SearchOperations":              testSearchOperations,
 		"FreeFormValuesRoundTrip":       testFreeForm,
 		"MaximalOperationCommits":       testMaximal,
 		"SeizeAndReleaseExtendExpiry":   testExpiry,
@@ -1018,10 +1020,15 @@ func testOperationRevision(t *testing.T, s ledger.Ledger) {
 	if err := s.CompleteClaim(t.Context(), *l3, now); err != nil {
 		t.Fatal(err)
 	}
-	op = expect("complete (no operation write)", 7, nil)
+	// DONE is mirrored on the operation in the same commit, so a list page
+	// tells a done claim from a held one without reading the claim.
+	op = expect("complete (mirrors DONE)", 8, nil)
+	if op.Effect.Status != ledger.ClaimDone || !op.Effect.LeaseUntil.IsZero() {
+		t.Fatalf("mirror after complete: %+v, want DONE without a lease", op.Effect)
+	}
 	op.Checks++
 	rev, _ = mustCommit(t, s, op, nil)
-	expect("commit after the claim's writes", 8, &rev)
+	expect("commit after the claim's writes", 9, &rev)
 }
 
 // testClaimRevision pins ledger.Revision for a claim: 1 when created with
@@ -1162,4 +1169,46 @@ func testEmptyLists(t *testing.T, s ledger.Ledger) {
 	got.History, got.Conflicts, got.Replays = []ledger.HistoryEntry{}, nil, []ledger.Replay{}
 	mustCommit(t, s, got, nil)
 	check("update")
+}
+
+// testSearchOperations pins the console's name search: exact and prefix
+// matches by canonical name, in name order, bounded by limit, with ids as
+// opname.DocID makes them ("/" escaped), so a name with "%" or a prefix
+// that ends mid-escape finds exactly what it should.
+func testSearchOperations(t *testing.T, s ledger.Ledger) {
+	names := []string{"batches/batch_12", "batches/batch_123", "batches/batch_2", "batches/b%25x", "operations/batch_1", "interactions/v1_a"}
+	for _, n := range names {
+		op := Op("x")
+		id, err := opname.DocID(opname.KeyPrefix + n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		op.ID, op.Name, op.APIName = id, n, n
+		mustCommit(t, s, op, nil)
+	}
+	for _, c := range []struct {
+		prefix string
+		limit  int
+		want   []string
+	}{
+		{"batches/batch_1", 10, []string{"batches/batch_12", "batches/batch_123"}},
+		{"batches/batch_123", 10, []string{"batches/batch_123"}},
+		{"batches/", 2, []string{"batches/b%25x", "batches/batch_12"}},
+		{"batches/b%", 10, []string{"batches/b%25x"}},
+		{"batches/batch_1234", 10, nil},
+		{"operations/", 10, []string{"operations/batch_1"}},
+		{"", 0, nil},
+	} {
+		ops, err := s.SearchOperations(t.Context(), c.prefix, c.limit)
+		if err != nil {
+			t.Fatalf("search %q: %v", c.prefix, err)
+		}
+		var got []string
+		for _, o := range ops {
+			got = append(got, o.Name)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Fatalf("search %q limit %d: %v, want %v", c.prefix, c.limit, got, c.want)
+		}
+	}
 }

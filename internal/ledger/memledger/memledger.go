@@ -322,7 +322,7 @@ func (s *Store) fencedClaim(what, id string, rev ledger.Revision) (storedClaim, 
 
 // CompleteClaim implements ledger.Store: fenced on the lease's version, so
 // a holder whose lease was seized or released can never mark the claim
-// DONE. The operation's mirror is not touched (the port saves that write).
+// DONE. The operation's mirror says DONE in the same commit.
 func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
 	what := "complete claim " + l.ID
 	s.counts.Commits.Add(1)
@@ -338,6 +338,12 @@ func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time
 	sc.c.Status, sc.c.DoneAt, sc.c.UpdatedAt = ledger.ClaimDone, ledger.StoredTime(now), ledger.StoredTime(now)
 	s.claims[l.ID] = sc
 	s.counts.Writes.Add(1)
+	if so, ok := s.ops[l.OpID]; ok {
+		so.op.Rev.Version++
+		so.op.Effect = ledger.EffectMirror{Status: ledger.ClaimDone}
+		s.ops[l.OpID] = so
+		s.counts.Writes.Add(1)
+	}
 	return nil
 }
 
@@ -464,6 +470,18 @@ func (s *Store) PageOperations(ctx context.Context, f ledger.Filter, after ledge
 	return s.selectOps(ctx, "page operations", limit, func(o ledger.Operation) bool {
 		return matches(f, o) && (after.IsZero() || byNewest(cursor, o) < 0)
 	}, byNewest)
+}
+
+// SearchOperations implements ledger.Queries: the id range of the names
+// starting with prefix, in id (and so name) order.
+func (s *Store) SearchOperations(ctx context.Context, prefix string, limit int) ([]ledger.Operation, error) {
+	lo, hi, err := ledger.NameRange(prefix)
+	if err != nil {
+		return nil, err
+	}
+	return s.selectOps(ctx, "search operations", limit, func(o ledger.Operation) bool {
+		return o.ID >= lo && o.ID < hi
+	}, func(a, b ledger.Operation) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // CountOperations implements ledger.Queries; like a Firestore count

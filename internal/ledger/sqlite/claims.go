@@ -140,15 +140,20 @@ func (s *Store) updateClaim(ctx context.Context, what, id string, mirror ledger.
 }
 
 // CompleteClaim implements ledger.Store: one fenced write, so a holder whose
-// lease was seized or released can never mark the claim DONE. The operation's
-// mirror is not touched (the port saves that write per completion).
+// lease was seized or released can never mark the claim DONE, and the
+// operation's mirror says DONE in the same transaction (a list page then
+// needs no claim read per row, and a duplicate none after the lease).
 func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
 	return s.write(ctx, "complete claim "+l.ID, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, sqlCompleteClaim, string(ledger.ClaimDone), micros(now), micros(now), l.ID, l.Rev.Version)
 		if err != nil {
 			return err
 		}
-		return affected(res, ledger.ErrFenced)
+		if err := affected(res, ledger.ErrFenced); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, sqlMirrorEffect, string(ledger.ClaimDone), nullMicros(time.Time{}), l.OpID)
+		return err
 	})
 }
 

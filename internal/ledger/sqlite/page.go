@@ -73,3 +73,17 @@ func (s *Store) CountOperations(ctx context.Context, f ledger.Filter) (int64, er
 	}
 	return n, nil
 }
+
+// sqlSearchOperations is a range read on the primary key: ids are a
+// prefix-preserving escape of the canonical name (ledger.NameRange).
+const sqlSearchOperations = `SELECT ` + opColumns + ` FROM operations
+WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`
+
+// SearchOperations implements ledger.Queries.
+func (s *Store) SearchOperations(ctx context.Context, prefix string, limit int) ([]ledger.Operation, error) {
+	lo, hi, err := ledger.NameRange(prefix)
+	if err != nil {
+		return nil, err
+	}
+	return s.queryOps(ctx, "search operations", sqlSearchOperations, limit, lo, hi)
+}

@@ -248,6 +248,7 @@ func TestQueryPlans(t *testing.T) {
 		"ReleaseClaim":        {sqlReleaseClaim, "sqlite_autoindex_claims_1", []any{"RELEASED", now, now, now, now, "x", 1}},
 		"CompleteClaim":       {sqlCompleteClaim, "sqlite_autoindex_claims_1", []any{"DONE", now, now, "x", 1}},
 		"DueClaims":           {sqlDueClaims, "claims_due_at", []any{now, 10}},
+		"SearchOperations":    {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:c", 10}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			plan := explain(t, s.writer, q.sql, q.args...)

@@ -1,0 +1,281 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/console"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
+	"github.com/lrosink/lrosink/internal/ledger/memledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// named is ledgertest.Op under a real name, with the document id the door
+// gives it (opname.DocID of the key).
+func named(t *testing.T, name string) ledger.Operation {
+	t.Helper()
+	n, err := opname.Normalize(name, opname.KindUnknown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := opname.DocID(n.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := ledgertest.Op(id)
+	op.Name, op.APIName, op.Kind = n.Canonical, n.APIName, n.Kind
+	return op
+}
+
+func noRedirect() *http.Client {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// Every spelling opname accepts, and the document id escaped once or twice,
+// redirects to the one canonical page, which answers 200.
+func TestCanonicalOperationURLs(t *testing.T) {
+	s := store(t)
+	commit(t, s, named(t, "batches/batch_123"), nil)
+	commit(t, s, named(t, "models/veo-3.0-generate-001/operations/v9"), nil)
+	srv := newConsole(t, s, nil)
+	for path, want := range map[string]string{
+		"/ui/operations/gemini:batches%2Fbatch_123":                "/ui/operations/batches/batch_123",
+		"/ui/operations/gemini:batches%252Fbatch_123":              "/ui/operations/batches/batch_123",
+		"/ui/operations/gemini:batches/batch_123":                  "/ui/operations/batches/batch_123",
+		"/ui/operations/batches%2Fbatch_123":                       "/ui/operations/batches/batch_123",
+		"/ui/operations/batch_123?kind=batch":                      "/ui/operations/batches/batch_123",
+		"/ui/operations/models/veo-3.0-generate-001/operations/v9": "/ui/operations/operations/v9",
+	} {
+		res, err := noRedirect().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != want {
+			t.Errorf("GET %s = %d → %q, want 301 → %q", path, res.StatusCode, res.Header.Get("Location"), want)
+		}
+	}
+	body, _ := get(t, srv.URL+"/ui/operations/batches/batch_123", http.StatusOK)
+	if !strings.Contains(body, `<h1 class="opname">batches/batch_123</h1>`) {
+		t.Fatalf("canonical page does not show the operation:\n%s", body)
+	}
+	get(t, srv.URL+"/ui/operations/batches/batch_999", http.StatusNotFound)
+	get(t, srv.URL+"/ui/operations/batch_123", http.StatusNotFound) // a bare id names no kind
+	// The list links to the canonical page.
+	if body, _ := get(t, srv.URL+"/ui/", http.StatusOK); !strings.Contains(body, `href="/ui/operations/batches/batch_123"`) {
+		t.Fatalf("the list does not link to the canonical page")
+	}
+}
+
+// The name search finds by exact name (in any accepted spelling) and by
+// prefix, with or without the collection, exact match first.
+func TestNameSearch(t *testing.T) {
+	s := store(t)
+	for _, n := range []string{"batches/batch_12", "batches/batch_123", "batches/other", "interactions/batch_1x"} {
+		commit(t, s, named(t, n), nil)
+	}
+	srv := newConsole(t, s, nil)
+	for q, want := range map[string][]string{
+		"batches/batch_12":  {"batches/batch_12", "batches/batch_123"},
+		"batch_12":          {"batches/batch_12", "batches/batch_123"},
+		"batch_1":           {"batches/batch_12", "batches/batch_123", "interactions/batch_1x"},
+		"batches/batch_123": {"batches/batch_123"},
+		"gemini:batches/ot": {"batches/other"},
+		"nothing":           nil,
+	} {
+		body, _ := get(t, srv.URL+"/ui/?q="+url.QueryEscape(q), http.StatusOK)
+		var got []string
+		for _, part := range strings.Split(body, `<td class="name" data-label="Name"><a href="`)[1:] {
+			_, rest, _ := strings.Cut(part, `">`)
+			name, _, _ := strings.Cut(rest, "<")
+			got = append(got, name)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("search %q found %v, want %v", q, got, want)
+		}
+	}
+	// The other filters still apply.
+	body, _ := get(t, srv.URL+"/ui/?q=batch_1&kind=interaction", http.StatusOK)
+	if strings.Contains(body, ">batches/batch_12<") || !strings.Contains(body, ">interactions/batch_1x<") {
+		t.Errorf("kind filter not applied to the search")
+	}
+}
+
+// A list page costs its query and its count: the claim column comes from
+// the operation's effect mirror, which CompleteClaim sets to DONE, so no
+// claim is read per row.
+func TestListPageReadsNoClaims(t *testing.T) {
+	s := memledger.New()
+	for i := range 30 {
+		op, c := settled(fmt.Sprintf("op%02d", i), now.Add(-time.Duration(i)*time.Minute))
+		_, lease, err := s.CommitOperation(t.Context(), op, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if err := s.CompleteClaim(t.Context(), *lease, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	srv := newConsole(t, s, nil)
+	before := s.Counts().Reads.Load()
+	body, _ := get(t, srv.URL+"/ui/", http.StatusOK)
+	reads := s.Counts().Reads.Load() - before
+	// 30 operations read by the page query, 1 for the count.
+	if reads != 31 {
+		t.Errorf("a list page of 30 settled rows cost %d reads, want 31 (no claim reads)", reads)
+	}
+	if d, h := strings.Count(body, `c-DONE">DONE<`), strings.Count(body, `c-CLAIMED">CLAIMED<`); d != 15 || h != 15 {
+		t.Errorf("claim column: %d DONE, %d CLAIMED; want 15 and 15", d, h)
+	}
+}
+
+// Times mean what they say: a never-observed state time is "—" (never
+// 1970), a past next check is "overdue", the list shows a FAILED row's
+// error and when the last event was recorded.
+func TestTimesAndColumns(t *testing.T) {
+	s := store(t)
+	op := named(t, "batches/late")
+	op.SubmittedAt, op.NextCheckAt = now.Add(-time.Hour), now.Add(-5*time.Minute)
+	op.History = []ledger.HistoryEntry{{At: now.Add(-time.Hour), Source: "register", State: lifecycle.Pending, Reason: "first-sighting"}}
+	commit(t, s, op, nil)
+	failed, c := settled("f", now.Add(-2*time.Hour))
+	failed.State, failed.Error = lifecycle.Failed, &results.ErrorInfo{Code: 3, Message: "INVALID_ARGUMENT: bad input file"}
+	commit(t, s, failed, c)
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/operations/batches/late", http.StatusOK)
+	for _, want := range []string{`<dt>State time</dt><dd id="state-time" title="Gemini’s time of the current state">—</dd>`, `(5m overdue)`, `last: never <span class="small">(a check is overdue: reconcile passes ask Gemini only with GEMINI_API_KEY set`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("operation page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "1970") || strings.Contains(body, "(5m)") {
+		t.Errorf("operation page shows the epoch or an ambiguous countdown")
+	}
+	body, _ = get(t, srv.URL+"/ui/", http.StatusOK)
+	for _, want := range []string{"3 INVALID_ARGUMENT: bad input file", `<th title="when lrosink last recorded an event of this operation (applied or conflicting)">Last event</th>`, ">1h00m ago<"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("list lacks %q", want)
+		}
+	}
+	if got := console.Short(429023 * time.Nanosecond); got != "429µs" {
+		t.Errorf("short(429.023µs) = %q, want 429µs", got)
+	}
+}
+
+// With an admin token, a browser signs in through the form and gets an
+// HttpOnly, SameSite=Strict cookie (Secure only over TLS) that is not the
+// token; a wrong token gets the form again (401); Bearer still works; the
+// token is never echoed; sign-out ends the session.
+func TestSignIn(t *testing.T) {
+	const token = "s3cret-admin-token-0123456789"
+	s := store(t)
+	commit(t, s, named(t, "batches/b1"), nil)
+	srv := newConsole(t, s, func(c *console.Config) { c.AdminToken = token })
+
+	body, h := get(t, srv.URL+"/ui/", http.StatusUnauthorized)
+	if !strings.Contains(body, `action="/ui/signin"`) || h.Get("WWW-Authenticate") == "" || strings.Contains(body, "batches/b1") {
+		t.Fatalf("unauthenticated /ui/: no sign-in form, or the list leaked:\n%s", body)
+	}
+	get(t, srv.URL+"/ui/operations/batches/b1", http.StatusUnauthorized)
+	get(t, srv.URL+"/ui/style.css", http.StatusOK)
+
+	jar, _ := cookiejar.New(nil)
+	cl := &http.Client{Jar: jar}
+	res, err := cl.PostForm(srv.URL+"/ui/signin", url.Values{"token": {"wrong-token-wrong-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || len(jar.Cookies(mustURL(t, srv.URL+"/ui/"))) != 0 {
+		t.Fatalf("wrong token: %d, cookies %v", res.StatusCode, jar.Cookies(mustURL(t, srv.URL+"/ui/")))
+	}
+
+	res, err = noRedirect().PostForm(srv.URL+"/ui/signin", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	set := res.Header.Get("Set-Cookie")
+	if res.StatusCode != http.StatusSeeOther || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") ||
+		strings.Contains(set, "Secure") || strings.Contains(set, token) {
+		t.Fatalf("sign-in: %d, Set-Cookie %q", res.StatusCode, set)
+	}
+	res, err = cl.PostForm(srv.URL+"/ui/signin", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := readAll(t, res)
+	if res.StatusCode != http.StatusOK || !strings.Contains(b, ">batches/b1<") || !strings.Contains(b, `action="/ui/signout"`) || strings.Contains(b, token) {
+		t.Fatalf("after sign-in: %d\n%s", res.StatusCode, b)
+	}
+
+	// Behind a TLS proxy the cookie is Secure.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ui/signin", strings.NewReader("token="+token))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	res, err = noRedirect().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if !strings.Contains(res.Header.Get("Set-Cookie"), "Secure") {
+		t.Errorf("over TLS the cookie is not Secure: %q", res.Header.Get("Set-Cookie"))
+	}
+
+	// Bearer still works; a forged cookie does not.
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/ui/health", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if res, err = http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("bearer: %v %v", res, err)
+	}
+	res.Body.Close()
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/ui/", nil)
+	req.AddCookie(&http.Cookie{Name: "lrosink_console", Value: fmt.Sprint(now.Add(time.Hour).Unix()) + ".00"})
+	if res, err = http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("forged cookie: %v %v", res, err)
+	}
+	res.Body.Close()
+
+	// Sign-out deletes the cookie: the list asks for the token again.
+	res, err = cl.PostForm(srv.URL+"/ui/signout", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := readAll(t, res); res.StatusCode != http.StatusUnauthorized || !strings.Contains(b, `action="/ui/signin"`) {
+		t.Fatalf("after sign-out: %d", res.StatusCode)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func readAll(t *testing.T, res *http.Response) string {
+	t.Helper()
+	defer res.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := res.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,134 @@
+package console
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sessionCookie carries a signed-in browser's session.
+const sessionCookie = "lrosink_console"
+
+// sessionTTL is how long a sign-in lasts.
+const sessionTTL = 12 * time.Hour
+
+// maxSignInBody bounds the sign-in form.
+const maxSignInBody = 4 << 10
+
+// signIn guards every console page with LROSINK_ADMIN_TOKEN. A request
+// passes with `Authorization: Bearer <token>` (scripts, curl) or with the
+// session cookie the sign-in form sets (a browser cannot send the header).
+// The cookie holds an expiry and an HMAC of it keyed by the token, never
+// the token: it is worthless once the token is rotated, and nothing about
+// the token can be read from it. Only the stylesheet and the form itself
+// are open. The token is compared in constant time and never logged or
+// echoed; a refusal is logged with its reason only.
+func (c *Console) signIn(next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(c.cfg.AdminToken))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == Prefix+"style.css":
+			next.ServeHTTP(w, r)
+			return
+		case r.URL.Path == Prefix+"signin" && r.Method == http.MethodPost:
+			c.postSignIn(w, r, want)
+			return
+		case r.URL.Path == Prefix+"signout" && r.Method == http.MethodPost:
+			http.SetCookie(w, c.cookie(r, "", -1))
+			http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
+			return
+		}
+		if tok, ok := bearer(r.Header.Get("Authorization")); ok && sameToken(tok, want) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if ck, err := r.Cookie(sessionCookie); err == nil && c.validSession(ck.Value) {
+			if r.URL.Path == Prefix+"signin" {
+				http.Redirect(w, r, Prefix, http.StatusSeeOther)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path != Prefix+"signin" {
+			c.cfg.Log.WarnContext(r.Context(), "console request refused", "status", http.StatusUnauthorized,
+				"reason", "no-session", "path", truncate(r.URL.Path, 128))
+		}
+		// A browser gets the form; a script gets the 401 and the challenge.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="lrosink"`)
+		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signInData{})
+	})
+}
+
+type signInData struct{ Wrong bool }
+
+func (c *Console) postSignIn(w http.ResponseWriter, r *http.Request, want [32]byte) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxSignInBody)
+	if err := r.ParseForm(); err != nil || !sameToken(r.PostForm.Get("token"), want) {
+		c.cfg.Log.WarnContext(r.Context(), "console sign-in refused", "status", http.StatusUnauthorized, "reason", "invalid-token")
+		w.Header().Set("WWW-Authenticate", `Bearer realm="lrosink"`)
+		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signInData{Wrong: true})
+		return
+	}
+	exp := c.cfg.Now().Add(sessionTTL).Unix()
+	http.SetCookie(w, c.cookie(r, strconv.FormatInt(exp, 10)+"."+c.mac(exp), int(sessionTTL/time.Second)))
+	c.cfg.Log.InfoContext(r.Context(), "console sign-in")
+	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
+
+// cookie is the session cookie: HttpOnly (no script could read it, and
+// none runs), SameSite=Strict (no other site's form or link carries it),
+// Secure when the request came over TLS (directly or through a proxy that
+// says so), scoped to the console. maxAge < 0 deletes it.
+func (c *Console) cookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: sessionCookie, Value: value, Path: Prefix, MaxAge: maxAge, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")}
+}
+
+// mac signs an expiry with the token.
+func (c *Console) mac(exp int64) string {
+	m := hmac.New(sha256.New, []byte(c.cfg.AdminToken))
+	m.Write([]byte("lrosink console session " + strconv.FormatInt(exp, 10)))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func (c *Console) validSession(v string) bool {
+	ts, sig, ok := strings.Cut(v, ".")
+	if !ok {
+		return false
+	}
+	exp, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || !c.cfg.Now().Before(time.Unix(exp, 0)) {
+		return false
+	}
+	return hmac.Equal([]byte(sig), []byte(c.mac(exp)))
+}
+
+// sameToken compares digests, so the time taken does not depend on the
+// length or the first differing byte of what was sent.
+func sameToken(got string, want [32]byte) bool {
+	sum := sha256.Sum256([]byte(got))
+	return got != "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+}
+
+// bearer returns the token of an `Authorization: Bearer <token>` header.
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
