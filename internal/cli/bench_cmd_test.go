@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -177,5 +178,45 @@ func TestBenchBadFlags(t *testing.T) {
 	}
 	if hits.Load() != 0 {
 		t.Errorf("%d deliveries sent by rejected command lines", hits.Load())
+	}
+}
+
+// TestServePprofOptIn: LROSINK_PPROF_ADDR serves the profiles on a loopback
+// listener of their own, never on serve's address; unset, nothing is
+// served; a non-loopback address is exit 2 naming the variable.
+func TestServePprofOptIn(t *testing.T) {
+	env := storeEnv(t)
+	env["LROSINK_PPROF_ADDR"] = "127.0.0.1:0"
+	s := startServe(t, env)
+	m := regexp.MustCompile(`(?m)^lrosink: pprof on (http://127\.0\.0\.1:\d+/debug/pprof/)$`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no pprof line:\n%s", s.stderr.String())
+	}
+	get := func(u string) (int, string) {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(m[1] + "heap?debug=1"); code != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Errorf("pprof heap: %d %.80q", code, body)
+	}
+	if code, _ := get(s.base + "/debug/pprof/"); code == http.StatusOK {
+		t.Error("serve's own address serves the profiles")
+	}
+
+	plain := startServe(t, storeEnv(t))
+	if strings.Contains(plain.stderr.String(), "pprof") {
+		t.Errorf("pprof without %s:\n%s", pprofEnv, plain.stderr.String())
+	}
+
+	bad := storeEnv(t)
+	bad["LROSINK_PPROF_ADDR"] = "0.0.0.0:6060"
+	r := run(t, bad, "serve", "--addr", "127.0.0.1:0")
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "LROSINK_PPROF_ADDR") || !strings.Contains(r.stderr, "loopback") {
+		t.Errorf("non-loopback pprof address: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
