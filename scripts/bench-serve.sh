@@ -7,7 +7,7 @@
 # distinct id sent to serve, and prints the ratios, serve's peak RSS
 # (VmHWM) and where the CPU and alloc profiles of the BENCH_HIGH run are.
 # Load goes to loopback only and every run is bounded; never part of
-# `make test`.
+# `make test`. BENCH_KEEP=1 keeps the ledger, results file and serve's log.
 set -euo pipefail
 
 DURATION="${BENCH_DURATION:-20s}"
@@ -102,5 +102,10 @@ if [ -s "$out/cpu.pprof" ]; then
 	"$GO" tool pprof -top -nodecount=25 "$bin" "$out/cpu.pprof" >"$out/cpu-top.txt" 2>/dev/null || true
 	"$GO" tool pprof -top -sample_index=alloc_space -nodecount=25 "$bin" "$out/allocs.pprof" >"$out/allocs-top.txt" 2>/dev/null || true
 	echo "profiles: $out/cpu.pprof, $out/allocs.pprof (go tool pprof -top $bin FILE); tops in $out/cpu-top.txt, $out/allocs-top.txt"
+fi
+# The ledger, results and log run to hundreds of MB: kept only on a failure
+# or with BENCH_KEEP=1; the binary, profiles and reports stay.
+if [ "$fails" = 0 ] && [ "${BENCH_KEEP:-0}" != 1 ]; then
+	rm -f "$out"/ledger.db* "$out/results.jsonl" "$out/serve.log"
 fi
 exit "$fails"
