@@ -55,8 +55,8 @@ bench:
 
 # Load benchmark of a fresh `lrosink serve` against a bare verifying handler
 # in the same run (scripts/bench-serve.sh; docs/BENCHMARKS.md). Never part
-# of `make test`: BENCH_DURATION (20s), BENCH_HIGH (500), BENCH_LOW (50) and
-# BENCH_REPEAT (0.3) override it.
+# of `make test`: BENCH_DURATION (20s), BENCH_HIGH (500), BENCH_LOW (50),
+# BENCH_REPEAT (0.3) and BENCH_ROUNDS (1) override it.
 bench-serve:
 	GO=$(GO) scripts/bench-serve.sh
 

@@ -3,7 +3,7 @@
 # a free loopback port (temp SQLite ledger, file: results, a known secret,
 # profiles on a loopback pprof port), runs `lrosink bench --bare` at
 # BENCH_HIGH (500) and BENCH_LOW (50) concurrent senders for BENCH_DURATION
-# (20s) each, checks that the results file has exactly one line per
+# (20s) each (BENCH_ROUNDS times in turn, default once), checks that the results file has exactly one line per
 # distinct id sent to serve, and prints the ratios, serve's peak RSS
 # (VmHWM) and where the CPU and alloc profiles of the BENCH_HIGH run are.
 # Load goes to loopback only and every run is bounded; never part of
@@ -14,6 +14,7 @@ DURATION="${BENCH_DURATION:-20s}"
 HIGH="${BENCH_HIGH:-500}"
 LOW="${BENCH_LOW:-50}"
 REPEAT="${BENCH_REPEAT:-0.3}"
+ROUNDS="${BENCH_ROUNDS:-1}" # >1: bare and serve loads alternate; the ratio is the rounds' median
 GO="${GO:-go}"
 
 secs() { # a Go duration of whole seconds, minutes or ms → whole seconds (rounded up)
@@ -64,18 +65,18 @@ for conc in "$HIGH" "$LOW"; do
 	if [ "$conc" = "$HIGH" ]; then
 		# The CPU profile spans both loads of this run; serve only works in
 		# the second (the bare handler is in the bench process).
-		curl -sf -o "$out/cpu.pprof" "${prof}profile?seconds=$((2 * dsec + 3))" &
+		curl -sf -o "$out/cpu.pprof" "${prof}profile?seconds=$((2 * ROUNDS * dsec + 3))" &
 		curlpid=$!
 	fi
 	echo
-	echo "== $conc concurrent senders, $DURATION each, repeats $REPEAT (load before: $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "== $conc concurrent senders, $DURATION per load, $ROUNDS round(s), repeats $REPEAT (load before: $(cut -d' ' -f1-3 /proc/loadavg))"
 	code=0
-	"$bin" bench --bare --url "$base/Webhook" --concurrency "$conc" --duration "$DURATION" --repeat "$REPEAT" --json \
+	"$bin" bench --bare --url "$base/Webhook" --concurrency "$conc" --duration "$DURATION" --repeat "$REPEAT" --rounds "$ROUNDS" --json \
 		>"$out/bench-$conc.json" || code=$?
 	"$bin" bench --help >/dev/null # the binary still answers
 	jq -r '
 	  def row(n; r): "\(n)\t\(r.rate|floor)/s\tp50 \(r.p50_ms) ms\tp99 \(r.p99_ms) ms\tmax \(r.max_ms) ms\tdeliveries \(r.deliveries)\tdistinct \(r.distinct_ids)\tstatus \(r.status|tostring)\toutcomes \(r.outcomes|tostring)";
-	  row("bare  "; .bare), row("serve "; .target), "ratio  \(.ratio*1000|round/10) % of the same-run ceiling"' "$out/bench-$conc.json"
+	  row("bare  "; .bare), row("serve "; .target), (if .round_ratios then "rounds \(.round_ratios|map(.*1000|round/10)|tostring) %" else empty end), "ratio  \(.ratio*1000|round/10) % of the same-run ceiling"' "$out/bench-$conc.json"
 	echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 	[ "$code" = 0 ] || { echo "bench-serve: some deliveries were not answered 2xx (exit $code)"; fails=1; }
 	distinct=$((distinct + $(jq '.target.distinct_ids' "$out/bench-$conc.json")))

@@ -29,13 +29,14 @@ const (
 	benchMaxDuration    = 10 * time.Minute
 	benchMaxRequests    = 10_000_000
 	benchMaxConcurrency = 10_000
+	benchMaxRounds      = 20
 	benchRequestTimeout = 30 * time.Second
 )
 
 func benchDoc() command.Doc {
 	return command.Doc{
 		Path: "bench",
-		Args: "[--url URL] [--secret S] [--event TYPE] [--concurrency N] [--duration D | --requests N] [--repeat F] [--rate R] [--bare] [--json]",
+		Args: "[--url URL] [--secret S] [--event TYPE] [--concurrency N] [--duration D | --requests N] [--repeat F] [--rate R] [--bare] [--rounds N] [--json]",
 		Summary: `Load a webhook endpoint with signed Standard Webhooks deliveries (v1 HMAC, as static
 Gemini webhooks are signed) and print what it sustained: deliveries per second, p50/p99/max
 latency, HTTP status counts, answer outcomes and the number of distinct ids sent.
@@ -50,7 +51,9 @@ back to back until --duration has passed or --requests have been sent, whichever
 the HMAC (the same verifier serve uses) and answers 200, runs the same load against it, then
 against --url, and prints both and their ratio: the ceiling of this machine and this load
 generator, measured in the same run, so the ratio means something where absolute figures
-do not (a shared or busy machine).
+do not (a shared or busy machine). --rounds N alternates the two loads N times (each
+--duration long): the figures are over all rounds, the ratio is the median of the rounds'
+ratios, which other work on the machine moves less than one pair of loads.
 
 Exit status 0 when every delivery was answered 2xx; 1 when any was not (a status or a
 transport error, counted in the report); 2 on a bad flag.`,
@@ -58,6 +61,7 @@ transport error, counted in the report); 2 on a bad flag.`,
 		Examples: []string{
 			"lrosink bench --duration 20s --concurrency 50",
 			"lrosink bench --bare --concurrency 500 --duration 20s --repeat 0.3",
+			"lrosink bench --bare --rounds 5 --duration 5s --json",
 			"lrosink bench --url http://127.0.0.1:9000/Webhook --requests 10000 --rate 500 --json",
 			"lrosink bench --event video.generated --id-prefix models/veo-3.0-generate-001/operations/bench_",
 		},
@@ -89,6 +93,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	repeat := fs.Float64("repeat", 0.3, "share `F` (0–0.9) of deliveries that repeat an earlier id")
 	rate := fs.Float64("rate", 0, "cap the total rate at `R` deliveries/s (0: no cap)")
 	bare := fs.Bool("bare", false, "measure a bare verifying handler in this process first, then --url; print the ratio")
+	rounds := fs.Int("rounds", 1, "run the load (with --bare: the bare, then the target load) `N` times in turn (1–20); figures are over all, the ratio is the median of the rounds'")
 	jsonOut := fs.Bool("json", false, "print one JSON line instead of the report")
 	if _, err := benchDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
@@ -110,6 +115,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return command.Usagef("--repeat %v: want a share from 0 to 0.9", *repeat)
 	case math.IsNaN(*rate) || *rate < 0:
 		return command.Usagef("--rate %v: want 0 (no cap) or more", *rate)
+	case *rounds < 1 || *rounds > benchMaxRounds:
+		return command.Usagef("--rounds %d: want 1–%d", *rounds, benchMaxRounds)
 	}
 	secret, err := signingSecret(*secretFlag, e)
 	if err != nil {
@@ -122,22 +129,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	cfg := benchConfig{event: strings.TrimSpace(*event), idPrefix: *idPrefix, concurrency: *concurrency,
 		duration: *duration, requests: *requests, repeat: *repeat, rate: *rate, key: key}
 
-	var rep benchReport
-	if *bare {
-		r, err := benchBare(ctx, cfg, secret)
-		if err != nil {
-			return err
-		}
-		rep.Bare = &r
-	}
-	r, err := benchLoad(ctx, cfg, u.String(), "target")
+	rep, err := benchRounds(ctx, cfg, u.String(), secret, *bare, *rounds)
 	if err != nil {
 		return err
-	}
-	rep.Target = &r
-	if rep.Bare != nil && rep.Bare.Rate > 0 {
-		ratio := rep.Target.Rate / rep.Bare.Rate
-		rep.Ratio = &ratio
 	}
 	if *jsonOut {
 		b, err := json.Marshal(rep)
@@ -154,21 +148,114 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// benchBare runs the load against a bare handler on a loopback port of
-// this process: the webhook verifier with secret, and 200.
-func benchBare(ctx context.Context, cfg benchConfig, secret string) (benchResult, error) {
+// benchRounds runs the load rounds times against target, each time after
+// the bare handler when bare is set. Alternating keeps the two measured
+// under the same conditions when other work shares the machine.
+func benchRounds(ctx context.Context, cfg benchConfig, target, secret string, bare bool, rounds int) (benchReport, error) {
+	var bareURL string
+	if bare {
+		u, stop, err := startBare(secret)
+		if err != nil {
+			return benchReport{}, err
+		}
+		defer stop()
+		bareURL = u
+	}
+	var (
+		bares, targets       []benchResult
+		bareLats, targetLats [][]time.Duration
+		ratios               []float64
+	)
+	for r := range rounds {
+		round := ""
+		if rounds > 1 {
+			round = "r" + strconv.Itoa(r) + "_"
+		}
+		if bare {
+			res, lat, err := benchLoad(ctx, cfg, bareURL, "bare", round)
+			if err != nil {
+				return benchReport{}, err
+			}
+			bares, bareLats = append(bares, res), append(bareLats, lat)
+		}
+		res, lat, err := benchLoad(ctx, cfg, target, "target", round)
+		if err != nil {
+			return benchReport{}, err
+		}
+		targets, targetLats = append(targets, res), append(targetLats, lat)
+		if bare && bares[r].Rate > 0 {
+			ratios = append(ratios, res.Rate/bares[r].Rate)
+		}
+	}
+	rep := benchReport{Target: mergeResults(targets, targetLats)}
+	if bare {
+		rep.Bare = mergeResults(bares, bareLats)
+		if len(ratios) == len(targets) {
+			m := median(ratios)
+			rep.Ratio = &m
+			if rounds > 1 {
+				rep.RoundRatios = ratios
+			}
+		}
+	}
+	return rep, nil
+}
+
+// startBare serves the bare handler on a loopback port of this process:
+// the webhook verifier with secret, and 200.
+func startBare(secret string) (url string, stop func(), err error) {
 	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: time.Now})
 	if err != nil {
-		return benchResult{}, fmt.Errorf("the bare handler's verifier: %w", err)
+		return "", nil, fmt.Errorf("the bare handler's verifier: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return benchResult{}, fmt.Errorf("the bare handler's loopback port: %w", err)
+		return "", nil, fmt.Errorf("the bare handler's loopback port: %w", err)
 	}
 	srv := &http.Server{Handler: bareHandler(v), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }() // returns ErrServerClosed on Close
-	defer srv.Close()
-	return benchLoad(ctx, cfg, "http://"+ln.Addr().String()+"/Webhook", "bare")
+	return "http://" + ln.Addr().String() + "/Webhook", func() { _ = srv.Close() }, nil
+}
+
+// mergeResults sums the rounds of one target; percentiles come from
+// every latency of every round.
+func mergeResults(rs []benchResult, lats [][]time.Duration) *benchResult {
+	m := benchResult{Target: rs[0].Target, URL: rs[0].URL, Status: map[string]int{}, Outcomes: map[string]int{}}
+	var all []time.Duration
+	for i, r := range rs {
+		m.Deliveries += r.Deliveries
+		m.DistinctIDs += r.DistinctIDs
+		m.Seconds += r.Seconds
+		m.Failed += r.Failed
+		for k, n := range r.Status {
+			m.Status[k] += n
+		}
+		for k, n := range r.Outcomes {
+			m.Outcomes[k] += n
+		}
+		if m.FirstError == "" {
+			m.FirstError = r.FirstError
+		}
+		all = append(all, lats[i]...)
+	}
+	if m.Seconds > 0 {
+		m.Rate = float64(m.Deliveries) / m.Seconds
+	}
+	slices.Sort(all)
+	m.P50ms, m.P99ms = percentileMs(all, 0.50), percentileMs(all, 0.99)
+	if len(all) > 0 {
+		m.MaxMs = ms(all[len(all)-1])
+	}
+	return &m
+}
+
+// median of xs (not empty); xs is sorted in place.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // bareHandler verifies a delivery and answers as serve's webhook does, with
@@ -212,7 +299,9 @@ type benchResult struct {
 type benchReport struct {
 	Bare   *benchResult `json:"bare,omitempty"`
 	Target *benchResult `json:"target"`
-	Ratio  *float64     `json:"ratio,omitempty"`
+	Ratio  *float64     `json:"ratio,omitempty"` // the median of RoundRatios
+	// RoundRatios are each round's target/bare, in order (--rounds > 1).
+	RoundRatios []float64 `json:"round_ratios,omitempty"`
 }
 
 func (r benchReport) write(w io.Writer) {
@@ -233,6 +322,13 @@ func (r benchReport) write(w io.Writer) {
 		if res.FirstError != "" {
 			fmt.Fprintf(w, "  first error  %s\n", res.FirstError)
 		}
+	}
+	if len(r.RoundRatios) > 0 {
+		parts := make([]string, len(r.RoundRatios))
+		for i, x := range r.RoundRatios {
+			parts[i] = fmt.Sprintf("%.3f", x)
+		}
+		fmt.Fprintf(w, "round ratios      %s\n", strings.Join(parts, ", "))
 	}
 	if r.Ratio != nil {
 		fmt.Fprintf(w, "ratio target/bare %.3f (%.1f %% of the same-run ceiling)\n", *r.Ratio, *r.Ratio*100)
@@ -268,15 +364,17 @@ type benchSender struct {
 	firstErr string
 }
 
-// benchLoad sends cfg's load to target and measures it.
-func benchLoad(ctx context.Context, cfg benchConfig, target, name string) (benchResult, error) {
-	prefix := cfg.idPrefix
-	if prefix == "" {
+// benchLoad sends cfg's load to target and measures it; round (r0_, or
+// "") keeps the ids of rounds apart under one --id-prefix. It returns the
+// latencies too, sorted, for merging rounds.
+func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string) (benchResult, []time.Duration, error) {
+	prefix := cfg.idPrefix + round
+	if cfg.idPrefix == "" {
 		prefix = "bench_" + randomHex(4) + "_"
 	}
 	eventJSON, err := json.Marshal(cfg.event)
 	if err != nil {
-		return benchResult{}, fmt.Errorf("encode the event type: %w", err)
+		return benchResult{}, nil, fmt.Errorf("encode the event type: %w", err)
 	}
 	// New deliveries stop at the deadline; those in flight finish (within
 	// the request timeout), so every id counted was sent and answered.
@@ -320,7 +418,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name string) (bench
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := ctx.Err(); err != nil {
-		return benchResult{}, fmt.Errorf("bench %s stopped: %w", name, err)
+		return benchResult{}, nil, fmt.Errorf("bench %s stopped: %w", name, err)
 	}
 	res := benchResult{Target: name, URL: target, Seconds: elapsed.Seconds(), DistinctIDs: int(distinct.Load()),
 		Status: map[string]int{}, Outcomes: map[string]int{}}
@@ -347,7 +445,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name string) (bench
 	if len(lat) > 0 {
 		res.MaxMs = ms(lat[len(lat)-1])
 	}
-	return res, nil
+	return res, lat, nil
 }
 
 // repeatsBefore is how many of deliveries 0..i-1 repeat an earlier id:

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -218,5 +220,60 @@ func TestServePprofOptIn(t *testing.T) {
 	r := run(t, bad, "serve", "--addr", "127.0.0.1:0")
 	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "LROSINK_PPROF_ADDR") || !strings.Contains(r.stderr, "loopback") {
 		t.Errorf("non-loopback pprof address: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestBenchRounds: --rounds alternates the bare and the target load; the
+// figures add up over the rounds, each round's ids are its own (even under
+// one --id-prefix), and the ratio is the median of the rounds'.
+func TestBenchRounds(t *testing.T) {
+	secret := webhooktest.NewSecret()
+	var mu sync.Mutex
+	ids := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct{ Data struct{ ID string } }
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &ev); err != nil {
+			t.Errorf("body %s: %v", body, err)
+		}
+		mu.Lock()
+		ids[ev.Data.ID]++
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"outcome":"completed"}`)
+	}))
+	t.Cleanup(srv.Close)
+	r, rep := benchJSON(t, nil, "--url", srv.URL, "--secret", secret, "--bare", "--rounds", "3", "--requests", "30",
+		"--repeat", "0.5", "--concurrency", "4", "--id-prefix", "batches/rounds_")
+	if r.code != command.ExitOK || rep.Bare == nil || rep.Ratio == nil || len(rep.RoundRatios) != 3 {
+		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	if rep.Target.Deliveries != 90 || rep.Target.DistinctIDs != 45 || rep.Target.Status["200"] != 90 ||
+		rep.Bare.Deliveries != 90 || rep.Bare.Outcomes["verified"] != 90 {
+		t.Errorf("target %+v\nbare %+v", *rep.Target, *rep.Bare)
+	}
+	if len(ids) != 45 {
+		t.Errorf("%d distinct ids reached the target, want 45 (15 per round): %v", len(ids), ids)
+	}
+	for id := range ids {
+		if !strings.HasPrefix(id, "batches/rounds_r") {
+			t.Fatalf("id %q: want the prefix and the round", id)
+		}
+	}
+	if want := median(slices.Clone(rep.RoundRatios)); *rep.Ratio != want {
+		t.Errorf("ratio %v, want the median %v of %v", *rep.Ratio, want, rep.RoundRatios)
+	}
+	if r := run(t, nil, "bench", "--url", srv.URL, "--secret", secret, "--rounds", "0"); r.code != command.ExitUsage || !strings.Contains(r.stderr, "--rounds") {
+		t.Errorf("--rounds 0: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{0.3, 0.1, 0.2}, 0.2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.xs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
 	}
 }
