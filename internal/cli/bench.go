@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -340,13 +341,7 @@ func counts(m map[string]int) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(m))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
@@ -392,7 +387,6 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 		snd := &senders[s]
 		snd.status, snd.outcomes = map[string]int{}, map[string]int{}
 		wg.Go(func() {
-			var body []byte
 			for stopCtx.Err() == nil {
 				i := slot.Add(1) - 1
 				if cfg.requests > 0 && i >= int64(cfg.requests) {
@@ -410,7 +404,9 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 					distinct.Add(1)
 				}
 				now := time.Now()
-				body = benchBody(body[:0], eventJSON, prefix+strconv.FormatInt(k, 10), now)
+				// A body of its own: the transport may still read it after
+				// an early answer.
+				body := benchBody(make([]byte, 0, 192), eventJSON, prefix+strconv.FormatInt(k, 10), now)
 				snd.send(ctx, client, target, cfg.key, "msg_"+prefix+strconv.FormatInt(i, 10), body, now)
 			}
 		})
