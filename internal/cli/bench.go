@@ -51,10 +51,10 @@ back to back until --duration has passed or --requests have been sent, whichever
 --bare first starts, in this process on a loopback port, a bare handler that only verifies
 the HMAC (the same verifier serve uses) and answers 200, runs the same load against it, then
 against --url, and prints both and their ratio: the ceiling of this machine and this load
-generator, measured in the same run, so the ratio means something where absolute figures
-do not (a shared or busy machine). --rounds N alternates the two loads N times (each
---duration long): the figures are over all rounds, the ratio is the median of the rounds'
-ratios, which other work on the machine moves less than one pair of loads.
+generator, measured in the same run, which says more than absolute figures do. Other work
+on the machine still moves it (it slows the CPU-bound bare handler more than a server that
+waits on its storage): --rounds N alternates the two loads N times (each --duration long);
+the figures are over all rounds, the ratio is the median of the rounds' ratios.
 
 Exit status 0 when every delivery was answered 2xx; 1 when any was not (a status or a
 transport error, counted in the report); 2 on a bad flag.`,
