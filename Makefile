@@ -13,7 +13,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 PKGS      ?= ./...
 
-.PHONY: test fmt-check vet deploy-check browser go-test fuzz bench run
+.PHONY: test fmt-check vet deploy-check browser go-test fuzz bench bench-serve run
 
 test: fmt-check vet deploy-check browser go-test
 
@@ -52,6 +52,13 @@ fuzz:
 
 bench:
 	scripts/with-emulators.sh $(GO) test -run='^$$' -bench=. -benchtime=1x ./...
+
+# Load benchmark of a fresh `lrosink serve` against a bare verifying handler
+# in the same run (scripts/bench-serve.sh; docs/BENCHMARKS.md). Never part
+# of `make test`: BENCH_DURATION (20s), BENCH_HIGH (500), BENCH_LOW (50),
+# BENCH_REPEAT (0.3) and BENCH_ROUNDS (1) override it.
+bench-serve:
+	GO=$(GO) scripts/bench-serve.sh
 
 run:
 	$(GO) run ./cmd/lrosink serve

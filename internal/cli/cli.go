@@ -54,6 +54,7 @@ func (e *env) commands() map[string]command.Command {
 		"register":  command.Func("put an operation in the ledger as PENDING", e, runRegister),
 		"ops":       command.Func("inspect the ledger: ops list, ops show NAME", e, runOps),
 		"replay":    command.Func("publish an operation's completion again, with a new replay_id", e, runReplay),
+		"bench":     command.Func("load a webhook endpoint with signed deliveries; print rate, latency, statuses (--bare: vs a bare handler)", e, runBench),
 		"send":      command.Func("sign and send one webhook delivery (to a local serve by default); print the answer", e, runSend),
 		"simulate":  command.Func("fault-injection run against a built-in fake Gemini; prints the invariant report", e, runSimulate),
 		"webhooks":  command.Func("manage the Gemini project webhook: create, list, rotate, ping, delete", e, runWebhooks),

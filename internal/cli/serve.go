@@ -70,6 +70,8 @@ its lease by the next run).`,
   LROSINK_JWKS_URL   Google's keys for dynamic webhooks (Ed25519 for v1a, RS256 for JWTs); a
                      local set for trying v1a: file:///path/jwks.json (see lrosink send --help)
   LROSINK_WEBHOOK_PUBLIC_KEYS  whpk_... Ed25519 keys: a fixed v1a trust list, never fetched
+  LROSINK_PPROF_ADDR  serve Go's profiles (net/http/pprof) at http://ADDR/debug/pprof/;
+                     loopback only (e.g. 127.0.0.1:6060); off when unset
   LROSINK_JWT_AUDIENCE, LROSINK_MAX_BODY, GOOGLE_CLOUD_PROJECT  see the contract`,
 		Examples: []string{
 			"lrosink serve",
@@ -115,6 +117,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := checkListen(listen); err != nil {
 		return err
 	}
+	profAddr, err := pprofAddr(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
 	log := logging.New(e.stderr, slog.LevelInfo, cfg.Project)
 	var dev *devSecret
 	var extra []func(*app.Options)
@@ -144,6 +150,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if dev != nil {
 		fmt.Fprintln(e.stderr, dev.notice())
+	}
+	if profAddr != "" {
+		stopPprof, err := startPprof(e, profAddr)
+		if err != nil {
+			return errors.Join(err, ln.Close(), a.Close())
+		}
+		defer stopPprof()
 	}
 	return serveApp(ctx, e, cfg, a, ln, log)
 }

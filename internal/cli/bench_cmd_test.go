@@ -1,0 +1,279 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+)
+
+// benchJSON runs `lrosink bench ... --json` and decodes its one line.
+func benchJSON(t *testing.T, env map[string]string, args ...string) (runResult, benchReport) {
+	t.Helper()
+	r := run(t, env, append([]string{"bench", "--json"}, args...)...)
+	var rep benchReport
+	if strings.Count(r.stdout, "\n") != 1 || json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Target == nil {
+		t.Fatalf("bench --json: exit %d, want one JSON line\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+	}
+	return r, rep
+}
+
+// TestBenchAgainstServe: `lrosink bench --bare` against a real serve (SQLite
+// ledger, file: results) sends exactly --requests deliveries to each of the
+// bare handler and serve, a quarter of them repeats of earlier ids; every
+// answer is 200, each distinct id is completed once and the rest are
+// duplicates, and the results file holds exactly one line per distinct id.
+func TestBenchAgainstServe(t *testing.T) {
+	const n, repeats = 200, 50 // --repeat 0.25
+	secret := webhooktest.NewSecret()
+	env := storeEnv(t)
+	resultsFile := filepath.Join(t.TempDir(), "results.jsonl")
+	env["LROSINK_RESULTS"] = "file:" + resultsFile
+	env["LROSINK_WEBHOOK_SECRETS"] = secret
+	s := startServe(t, env)
+
+	r, rep := benchJSON(t, map[string]string{"LROSINK_WEBHOOK_SECRETS": secret}, "--bare", "--url", s.base+"/Webhook",
+		"--requests", "200", "--duration", "5m", "--concurrency", "8", "--repeat", "0.25")
+	if r.code != command.ExitOK || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if rep.Bare == nil || rep.Ratio == nil || *rep.Ratio <= 0 {
+		t.Fatalf("--bare: no bare result or ratio: %s", r.stdout)
+	}
+	b, tg := rep.Bare, rep.Target
+	if b.Deliveries != n || b.Status["200"] != n || len(b.Status) != 1 || b.Outcomes["verified"] != n || b.Failed != 0 ||
+		b.DistinctIDs != n-repeats || !strings.HasPrefix(b.URL, "http://127.0.0.1:") {
+		t.Errorf("bare: %+v", *b)
+	}
+	if tg.Deliveries != n || tg.Status["200"] != n || len(tg.Status) != 1 || tg.Failed != 0 || tg.URL != s.base+"/Webhook" {
+		t.Errorf("target: %+v", *tg)
+	}
+	if tg.DistinctIDs != n-repeats {
+		t.Errorf("target: %d distinct ids, want %d (%d repeats)", tg.DistinctIDs, n-repeats, repeats)
+	}
+	// A repeat may race its id's first delivery: the door then runs the two
+	// once and both are answered completed (one message still, below).
+	c, d := tg.Outcomes["completed"], tg.Outcomes["duplicate"]
+	if c < n-repeats || c+d+tg.Outcomes["in-progress-elsewhere"] != n {
+		t.Errorf("target outcomes %v, want at least %d completed and the rest duplicates", tg.Outcomes, n-repeats)
+	}
+	if tg.P50ms <= 0 || tg.P99ms < tg.P50ms || tg.MaxMs < tg.P99ms {
+		t.Errorf("latencies p50 %v p99 %v max %v", tg.P50ms, tg.P99ms, tg.MaxMs)
+	}
+	if code := s.stop(); code != command.ExitOK {
+		t.Fatalf("serve exit %d", code)
+	}
+	raw, err := os.ReadFile(resultsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := resultLines(t, string(raw))
+	ops := map[string]int{}
+	for _, l := range lines {
+		ops[l.Operation]++
+	}
+	if len(lines) != n-repeats || len(ops) != n-repeats {
+		t.Fatalf("results file: %d lines for %d operations, want one line for each of %d distinct ids", len(lines), len(ops), n-repeats)
+	}
+	for op := range ops {
+		if !strings.HasPrefix(op, "batches/bench_") {
+			t.Fatalf("results for %q", op)
+		}
+	}
+}
+
+// TestBenchCountsEveryAnswer: statuses and outcomes are counted as the
+// target answers them; a non-2xx answer is exit 1 with the first one
+// shown, the human report names every figure, and a run bounded by
+// --duration alone stops by itself.
+func TestBenchCountsEveryAnswer(t *testing.T) {
+	secret := webhooktest.NewSecret()
+	var seen atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ts := s2t(t, r.Header.Get("webhook-timestamp"))
+		if r.Header.Get("webhook-signature") != webhooktest.Signature(secret, r.Header.Get("webhook-id"), ts, body) ||
+			!json.Valid(body) {
+			t.Errorf("a delivery not signed over its body: %s", body)
+		}
+		if seen.Add(1)%4 == 0 { // every fourth: a 503 as serve's deadline answers
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"outcome":"error","reason":"deadline-exceeded"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"outcome":"applied","reason":"first-sighting"}`)
+	}))
+	t.Cleanup(srv.Close)
+
+	r, rep := benchJSON(t, nil, "--url", srv.URL, "--secret", secret, "--requests", "40", "--concurrency", "3", "--repeat", "0")
+	tg := rep.Target
+	if r.code != command.ExitError || tg.Deliveries != 40 || tg.Status["200"] != 30 || tg.Status["503"] != 10 ||
+		tg.Outcomes["applied"] != 30 || tg.Outcomes["error"] != 10 || tg.Failed != 10 || tg.DistinctIDs != 40 ||
+		!strings.Contains(tg.FirstError, "HTTP 503") || rep.Bare != nil || rep.Ratio != nil {
+		t.Fatalf("exit %d, %s", r.code, r.stdout)
+	}
+
+	seen.Store(1) // from here every answer is 200 but those at multiples of 4
+	r = run(t, nil, "bench", "--url", srv.URL, "--secret", secret, "--requests", "6", "--rate", "1000", "--concurrency", "2")
+	for _, want := range []string{"target " + srv.URL, "deliveries   6 in", "distinct ids 5", "latency      p50",
+		"status       200: ", "outcomes     applied: ", "first error  HTTP 503"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout+r.stderr, strings.TrimPrefix(secret, "whsec_")) {
+		t.Error("bench printed the secret")
+	}
+
+	r = run(t, nil, "bench", "--url", srv.URL, "--secret", secret, "--duration", "200ms", "--concurrency", "2", "--json")
+	var rep2 benchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep2); err != nil || rep2.Target == nil || rep2.Target.Deliveries == 0 {
+		t.Fatalf("--duration alone: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestBenchBadFlags: a bad flag or value, or no secret, is exit 2 with one
+// line naming it, and nothing is sent.
+func TestBenchBadFlags(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	secret := webhooktest.NewSecret()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--concurrency", "0"}, "--concurrency"},
+		{[]string{"--concurrency", "10001"}, "--concurrency"},
+		{[]string{"--duration", "0s"}, "--duration"},
+		{[]string{"--duration", "11m"}, "--duration"},
+		{[]string{"--requests", "-1"}, "--requests"},
+		{[]string{"--repeat", "1"}, "--repeat"},
+		{[]string{"--repeat", "-0.1"}, "--repeat"},
+		{[]string{"--rate", "-5"}, "--rate"},
+		{[]string{"--rate", "NaN"}, "--rate"},
+		{[]string{"--event", " "}, "--event"},
+		{[]string{"--url", "ftp://127.0.0.1/x"}, "--url"},
+		{[]string{"--concurrency", "many"}, "--concurrency"},
+		{[]string{"--secret", "whsec_!!"}, "--secret"},
+		{[]string{"--frobnicate"}, "frobnicate"},
+	} {
+		args := append([]string{"bench", "--url", srv.URL, "--secret", secret, "--requests", "1"}, tc.args...)
+		r := run(t, nil, args...)
+		if r.code != command.ExitUsage || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want 2 naming %s", tc.args, r.code, r.stderr, r.stdout, tc.want)
+		}
+	}
+	if r := run(t, nil, "bench", "--url", srv.URL, "--requests", "1"); r.code != command.ExitUsage || !strings.Contains(r.stderr, "LROSINK_WEBHOOK_SECRETS") {
+		t.Errorf("no secret: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if hits.Load() != 0 {
+		t.Errorf("%d deliveries sent by rejected command lines", hits.Load())
+	}
+}
+
+// TestServePprofOptIn: LROSINK_PPROF_ADDR serves the profiles on a loopback
+// listener of their own, never on serve's address; unset, nothing is
+// served; a non-loopback address is exit 2 naming the variable.
+func TestServePprofOptIn(t *testing.T) {
+	env := storeEnv(t)
+	env["LROSINK_PPROF_ADDR"] = "127.0.0.1:0"
+	s := startServe(t, env)
+	m := regexp.MustCompile(`(?m)^lrosink: pprof on (http://127\.0\.0\.1:\d+/debug/pprof/)$`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no pprof line:\n%s", s.stderr.String())
+	}
+	get := func(u string) (int, string) {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(m[1] + "heap?debug=1"); code != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Errorf("pprof heap: %d %.80q", code, body)
+	}
+	if code, _ := get(s.base + "/debug/pprof/"); code == http.StatusOK {
+		t.Error("serve's own address serves the profiles")
+	}
+
+	plain := startServe(t, storeEnv(t))
+	if strings.Contains(plain.stderr.String(), "pprof") {
+		t.Errorf("pprof without %s:\n%s", pprofEnv, plain.stderr.String())
+	}
+
+	bad := storeEnv(t)
+	bad["LROSINK_PPROF_ADDR"] = "0.0.0.0:6060"
+	r := run(t, bad, "serve", "--addr", "127.0.0.1:0")
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "LROSINK_PPROF_ADDR") || !strings.Contains(r.stderr, "loopback") {
+		t.Errorf("non-loopback pprof address: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestBenchRounds: --rounds alternates the bare and the target load; the
+// figures add up over the rounds, each round's ids are its own (even under
+// one --id-prefix), and the ratio is the median of the rounds'.
+func TestBenchRounds(t *testing.T) {
+	secret := webhooktest.NewSecret()
+	var mu sync.Mutex
+	ids := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct{ Data struct{ ID string } }
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &ev); err != nil {
+			t.Errorf("body %s: %v", body, err)
+		}
+		mu.Lock()
+		ids[ev.Data.ID]++
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"outcome":"completed"}`)
+	}))
+	t.Cleanup(srv.Close)
+	r, rep := benchJSON(t, nil, "--url", srv.URL, "--secret", secret, "--bare", "--rounds", "3", "--requests", "30",
+		"--repeat", "0.5", "--concurrency", "4", "--id-prefix", "batches/rounds_")
+	if r.code != command.ExitOK || rep.Bare == nil || rep.Ratio == nil || len(rep.RoundRatios) != 3 {
+		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	if rep.Target.Deliveries != 90 || rep.Target.DistinctIDs != 45 || rep.Target.Status["200"] != 90 ||
+		rep.Bare.Deliveries != 90 || rep.Bare.Outcomes["verified"] != 90 {
+		t.Errorf("target %+v\nbare %+v", *rep.Target, *rep.Bare)
+	}
+	if len(ids) != 45 {
+		t.Errorf("%d distinct ids reached the target, want 45 (15 per round): %v", len(ids), ids)
+	}
+	for id := range ids {
+		if !strings.HasPrefix(id, "batches/rounds_r") {
+			t.Fatalf("id %q: want the prefix and the round", id)
+		}
+	}
+	if want := median(slices.Clone(rep.RoundRatios)); *rep.Ratio != want {
+		t.Errorf("ratio %v, want the median %v of %v", *rep.Ratio, want, rep.RoundRatios)
+	}
+	if r := run(t, nil, "bench", "--url", srv.URL, "--secret", secret, "--rounds", "0"); r.code != command.ExitUsage || !strings.Contains(r.stderr, "--rounds") {
+		t.Errorf("--rounds 0: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{0.3, 0.1, 0.2}, 0.2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.xs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+}
