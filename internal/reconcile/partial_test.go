@@ -70,3 +70,40 @@ func TestPartialPassLeavesTheRestDue(t *testing.T) {
 		}
 	})
 }
+
+// hangingCount is a ledger whose count query answers only when its
+// context ends: a store slower than the pass's whole budget.
+type hangingCount struct{ ledger.Ledger }
+
+func (hangingCount) CountOperations(ctx context.Context, _ ledger.Filter) (int64, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestStuckAlertingCutByTheDeadlineIsPartial: when even the reserve runs
+// out (the store is slower than a fifth of the budget), the pass answers
+// partial, not a failure: the next pass alerts what is due.
+func TestStuckAlertingCutByTheDeadlineIsPartial(t *testing.T) {
+	t.Parallel()
+	s := hangingCount{testutil.MemLedger(t)}
+	clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	logs := &testutil.SyncBuffer{}
+	log := logging.New(logs, slog.LevelInfo, "")
+	door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reconcile.New(reconcile.Config{Ledger: s, Door: door, Log: log, Now: clk.Now, StuckAfter: 6 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	sum, err := rec.Pass(ctx)
+	if err != nil || !sum.Partial {
+		t.Fatalf("pass %+v, %v: want partial and no error", sum, err)
+	}
+	if n := logs.CountLines("stuck alerting cut short"); n != 1 {
+		t.Fatalf("%d cut-short lines, want 1", n)
+	}
+}
