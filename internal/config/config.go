@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/urlopen"
 	"github.com/lrosink/lrosink/internal/webhook"
@@ -45,6 +46,9 @@ type Config struct {
 	WebhookDeadline time.Duration
 	// StoreTimeout bounds every call to a networked store (Firestore).
 	StoreTimeout time.Duration
+	// DeliveryLogTTL is how long an operation's delivery log keeps an
+	// entry (LROSINK_DELIVERY_LOG_TTL).
+	DeliveryLogTTL time.Duration
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -92,6 +96,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	c.ReconcileEvery = e.duration("LROSINK_RECONCILE_EVERY", time.Minute)
 	c.WebhookDeadline = e.duration("LROSINK_WEBHOOK_DEADLINE", 10*time.Second)
 	c.StoreTimeout = e.duration("LROSINK_STORE_TIMEOUT", ledger.DefaultCallTimeout)
+	c.DeliveryLogTTL = e.duration("LROSINK_DELIVERY_LOG_TTL", deliverylog.DefaultTTL)
 	c.AdminToken = e.adminToken()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -75,6 +76,24 @@ type Config struct {
 	// Observers are told of every pass when it ends (metrics, the
 	// console's ring of recent passes).
 	Observers []Observer
+	// Counter, when set, gives the summary's StillPending: the ledger's
+	// count of non-terminal operations, not what this pass checked (which
+	// is 0 without GEMINI_API_KEY).
+	Counter Counter
+	// Deliveries, when set, records every check's observation in the
+	// operation's delivery log.
+	Deliveries DeliveryLog
+}
+
+// Counter counts the ledger's non-terminal operations (ledger.Counter).
+type Counter interface {
+	CountPending(ctx context.Context) (int64, error)
+}
+
+// DeliveryLog records an observation of an operation; it never blocks
+// (deliverylog.Log).
+type DeliveryLog interface {
+	Delivery(opID string, e deliverylog.Entry)
 }
 
 // Observer is told the outcome of every pass, failed ones too (with what
@@ -191,6 +210,13 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	if err := r.alertStuck(ctx, now, &t); err != nil {
 		return t.s, err
 	}
+	if r.cfg.Counter != nil {
+		n, err := r.cfg.Counter.CountPending(ctx)
+		if err != nil {
+			return t.s, fmt.Errorf("reconcile: count pending operations: %w", err)
+		}
+		t.s.StillPending = int(n)
+	}
 	r.cfg.Log.InfoContext(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
@@ -280,7 +306,15 @@ func (r *Reconciler) checkDue(ctx context.Context, now time.Time, degraded bool,
 // check asks Gemini about one operation and feeds the answer to the door.
 func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) {
 	log := r.cfg.Log.With("operation", op.Name)
+	start := time.Now()
 	ev, err := r.cfg.Gemini.Fetch(ctx, op.Kind, op.APIName)
+	obs := deliverylog.Entry{At: now, Source: deliverylog.SourceReconcile, Status: ev.GeminiStatus}
+	defer func() {
+		if r.cfg.Deliveries != nil {
+			obs.Latency = time.Since(start)
+			r.cfg.Deliveries.Delivery(op.ID, obs)
+		}
+	}()
 	t.add(func(s *Summary) { s.Checked++ })
 	note := "ok"
 	switch fetcherr.KindOf(err) {
@@ -288,20 +322,25 @@ func (r *Reconciler) check(ctx context.Context, op ledger.Operation, now time.Ti
 		// Recorded, never invented as a terminal: after StuckAfter the
 		// stuck alert tells a person.
 		note = "not-found"
+		obs.Outcome, obs.Reason = "not-found", note
 		log.WarnContext(ctx, "reconcile: Gemini does not know the operation", "api_name", op.APIName)
 	case fetcherr.Transient:
 		note = "gemini-unavailable"
+		obs.Outcome, obs.Reason = "error", note
 		t.add(func(s *Summary) { s.Errors++ })
 		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error())
 	case fetcherr.Permanent:
 		note = "fetch-error"
+		obs.Outcome, obs.Reason = "error", note
 		t.add(func(s *Summary) { s.Errors++ })
 		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error())
 	default:
 		ev.Source = ingest.SourceReconcile
 		// The door decides on op as listed, not on a second read of it.
 		res, err := r.cfg.Door.IngestRead(ctx, ev, &op)
+		obs.Outcome, obs.Reason = string(res.Outcome), res.Reason
 		if err != nil {
+			obs.Outcome, obs.Reason = "error", "ingest-error"
 			// The door logged why. The operation is rescheduled with
 			// backoff like any failed check: left due, one the door can
 			// never ingest would be fetched every pass and, a page of
