@@ -113,6 +113,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
 	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
 		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}, Deliveries: a.Deliveries}
+	if a.Deliveries.Recorder != nil {
+		rc.Observers = append(rc.Observers, flushLog{a.Deliveries.Recorder, log})
+	}
 	if c, ok := a.Ledger.(ledger.Counter); ok {
 		rc.Counter = c
 		a.Metrics.CountFrom(c, o.Now)
@@ -303,4 +306,24 @@ func (a *App) ProbeStore(ctx context.Context) error {
 		where = w.Where()
 	}
 	return fmt.Errorf("%s did not answer a read within %s: %w", where, readyProbeTimeout, err)
+}
+
+// flushLog writes a pass's observations to the delivery log before the
+// pass answers: on Cloud Run the Reconcile service's CPU is throttled once
+// it has answered (unlike the Webhook service's, cpu_idle = false), so
+// writing after the answer could leave them queued until the next pass.
+type flushLog struct {
+	rec *deliverylog.Recorder
+	log *slog.Logger
+}
+
+// flushTimeout bounds that write; the Scheduler waits minutes anyway.
+const flushTimeout = 5 * time.Second
+
+func (f flushLog) ObservePass(time.Time, reconcile.Summary, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	if err := f.rec.Flush(ctx); err != nil {
+		f.log.Warn("delivery log: the pass's checks are not written yet", "error", err.Error())
+	}
 }

@@ -65,6 +65,10 @@ func (r *Recorder) Record(opID string, e Entry) {
 	select {
 	case <-r.quit:
 		r.dropped.Add(1)
+		return
+	default:
+	}
+	select {
 	case r.ch <- item{opID: opID, e: e}:
 	default:
 		r.dropped.Add(1)
@@ -83,16 +87,22 @@ var ErrClosed = errors.New("delivery log recorder closed")
 
 // Flush waits until every entry recorded before it is written (or failed).
 func (r *Recorder) Flush(ctx context.Context) error {
+	select {
+	case <-r.quit:
+		return ErrClosed
+	default:
+	}
 	f := make(chan struct{})
 	select {
 	case r.ch <- item{flush: f}:
-	case <-r.quit:
-		return ErrClosed
 	case <-ctx.Done():
 		return fmt.Errorf("delivery log flush: %w", context.Cause(ctx))
 	}
 	select {
 	case <-f:
+		return nil
+	case <-r.done:
+		// Closed meanwhile: everything queued before Close was written.
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("delivery log flush: %w", context.Cause(ctx))
