@@ -274,3 +274,28 @@ func sumOf(t *testing.T, fams map[string]*dto.MetricFamily, metric string) float
 	t.Helper()
 	return sum(t, fams, metric, nil)
 }
+
+// TestReconcileChecksAreLogged: a reconcile check is in the operation's
+// delivery log (source reconcile, Gemini's status, outcome) by the time the
+// pass has answered, without waiting for the writer.
+func TestReconcileChecksAreLogged(t *testing.T) {
+	clk := testutil.NewClock(now)
+	fake := fakegemini.New(fakegemini.WithClock(clk.Now))
+	fake.SetBatch("rc1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: now})
+	cfg := testConfig(t, fake.Start(t).URL, func(c *config.Config) { c.GeminiAPIKey = fakegemini.DefaultAPIKey })
+	a := newApp(t, cfg, nil, io.Discard, clk.Now)
+	srv := httptest.NewServer(a.Mux())
+	t.Cleanup(srv.Close)
+	h := &hookServer{t: t, a: a, url: srv.URL, clk: clk}
+	h.post("/Register", `{"name":"batches/rc1","kind":"batch"}`)
+	clk.Advance(2 * time.Minute)
+	h.post("/Reconcile", "")
+	log, err := a.DeliveryStore.ListDeliveries(t.Context(), docID(t, "batches/rc1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != 1 || log[0].Source != deliverylog.SourceReconcile || !strings.Contains(log[0].Status, "RUNNING") ||
+		log[0].Outcome != "applied" || log[0].Answer != 0 || log[0].DeliveryID != "" {
+		t.Fatalf("delivery log after one check = %+v, want one reconcile entry, RUNNING, applied", log)
+	}
+}
