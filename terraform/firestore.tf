@@ -46,11 +46,28 @@ resource "google_firestore_database" "default" {
 # Operations have no TTL: an operation's event history is a bounded list
 # inside the operation document itself (history/conflicts), not separate
 # documents, so there is nothing else to expire; operations are the
-# long-term ledger.
+# long-term ledger. Their delivery log is not: see deliveries_expire_at.
 resource "google_firestore_field" "claims_expire_at" {
   project    = var.project_id
   database   = google_firestore_database.default.name
   collection = "claims"
+  field      = "expire_at"
+
+  ttl_config {}
+
+  index_config {}
+}
+
+# TTL on the delivery log (package deliverylog): one document per operation
+# in `deliveries`, its newest 50 entries, with expire_at = its newest entry's
+# time + LROSINK_DELIVERY_LOG_TTL (default 7 days). Once an operation has had
+# no delivery or check for that long, Firestore deletes its log
+# (asynchronously, usually within 24 h). The log is read by document id only,
+# so expire_at is exempted from indexing like the claims' one.
+resource "google_firestore_field" "deliveries_expire_at" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "deliveries"
   field      = "expire_at"
 
   ttl_config {}
@@ -89,6 +106,7 @@ locals {
     operations_history       = { collection = "operations", field = "history" }
     operations_conflicts     = { collection = "operations", field = "conflicts" }
     claims_message           = { collection = "claims", field = "message" }
+    deliveries_entries       = { collection = "deliveries", field = "entries" }
   }
 }
 

@@ -20,6 +20,9 @@
 #   ListOperations   operations  (no filter)              ORDER BY submitted_at DESC
 #   listQuery        operations  (no filter)              ORDER BY submitted_at DESC, __name__ DESC
 #   stuckListQuery   operations  pending_since <= cutoff  ORDER BY pending_since DESC, __name__ DESC
+#   CountPending     operations  pending_since >= epoch   count() aggregation
+#   CountDue         operations  next_check_at <= now     count() aggregation
+# The delivery log (deliveries) is read and written by document id only.
 # The emulator never enforces indexes, so a missing one shows up only in
 # production, as FailedPrecondition "The query requires an index".
 resource "google_firestore_index" "operations_state_submitted_at" {

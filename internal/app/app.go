@@ -15,6 +15,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/console"
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
@@ -41,6 +42,13 @@ type App struct {
 	// Passes keeps this process's recent reconcile passes for the console.
 	Passes        *console.Passes
 	signatureHint string
+	// Deliveries records every webhook delivery and reconcile observation
+	// in the operation's delivery log (after the answer), and this
+	// process's webhook traffic of the last hour.
+	Deliveries *deliverylog.Log
+	// DeliveryStore is the delivery log's store (the ledger's deliveries
+	// collection or table); nil if the ledger keeps none.
+	DeliveryStore deliverylog.Store
 	now           func() time.Time
 	closers       []func() error
 }
@@ -97,13 +105,25 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		return nil, err
 	}
 	a.Results, a.closers = s, append(a.closers, closeSink)
+	a.Deliveries = &deliverylog.Log{Traffic: deliverylog.NewTraffic(o.Now)}
+	if ds, ok := a.Ledger.(deliverylog.Store); ok {
+		a.DeliveryStore = ds
+		a.Deliveries.Recorder = deliverylog.NewRecorder(ds, deliverylog.Retention{TTL: cfg.DeliveryLogTTL}, log)
+	}
 	// One Gemini fetcher serves the reconciler and the door, which confirms
 	// dynamic-webhook (v1a, JWT) terminals with it; without a key neither
 	// polls.
 	dc := ingest.Config{Store: a.Ledger, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
 	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
-		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}}
+		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}, Deliveries: a.Deliveries}
+	if a.Deliveries.Recorder != nil {
+		rc.Observers = append(rc.Observers, flushLog{a.Deliveries.Recorder, log})
+	}
+	if c, ok := a.Ledger.(ledger.Counter); ok {
+		rc.Counter = c
+		a.Metrics.CountFrom(c, o.Now)
+	}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {
@@ -175,6 +195,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%w; closing anyway (a claim it holds is seized after its lease)", err))
 		}
 	}
+	// The delivery log's queue is written before the ledger closes; what
+	// is still queued when ctx ends is lost (only the log, never state).
+	if a.Deliveries != nil && a.Deliveries.Recorder != nil {
+		if err := a.Deliveries.Recorder.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		errs = append(errs, a.closers[i]())
 	}
@@ -184,7 +211,21 @@ func (a *App) Shutdown(ctx context.Context) error {
 
 // Webhook is the Webhook function's handler.
 func (a *App) Webhook() http.Handler {
-	return a.Metrics.Webhook(logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody, httpapi.WithDeadline(a.Config.WebhookDeadline), httpapi.WithSignatureHint(a.signatureHint))))
+	return a.Metrics.Webhook(logging.Middleware(httpapi.Webhook(a.Door, a.Verifier, a.Log, a.Config.MaxBody,
+		httpapi.WithDeadline(a.Config.WebhookDeadline), httpapi.WithSignatureHint(a.signatureHint),
+		httpapi.WithDeliveryLog(webhookLog{a.Deliveries, a.Metrics}, a.now))))
+}
+
+// webhookLog tells the delivery log of every delivery and the metrics of
+// every rejection.
+type webhookLog struct {
+	*deliverylog.Log
+	m *metrics.Metrics
+}
+
+func (w webhookLog) Rejected(at time.Time, deliveryID, reason string, status int) {
+	w.Log.Rejected(at, deliveryID, reason, status)
+	w.m.Rejected(at, deliveryID, reason, status)
 }
 
 // Register is the Register function's handler; with LROSINK_ADMIN_TOKEN
@@ -206,7 +247,14 @@ func (a *App) Reconcile() http.Handler {
 // otherwise the health page says where passes run.
 func (a *App) Console(passesHere bool) (http.Handler, error) {
 	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
-		Settings: a.settings(), AdminToken: a.Config.AdminToken}
+		Settings: a.settings(), AdminToken: a.Config.AdminToken, Deliveries: a.DeliveryStore, DeliveryLogTTL: a.Config.DeliveryLogTTL}
+	if c, ok := a.Ledger.(ledger.Counter); ok {
+		cfg.Counter = c
+	}
+	if passesHere {
+		// The process that serves Webhook counts its traffic.
+		cfg.Traffic = a.Deliveries.Traffic
+	}
 	if passesHere {
 		cfg.Passes = a.Passes
 	}
@@ -246,6 +294,7 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_STUCK_AFTER", Value: console.Duration(c.StuckAfter)},
 		{Name: "LROSINK_CLAIM_LEASE", Value: console.Duration(c.ClaimLease)},
 		{Name: "LROSINK_RECONCILE_DEADLINE", Value: console.Duration(c.ReconcileDeadline)},
+		{Name: "LROSINK_DELIVERY_LOG_TTL", Value: console.Duration(c.DeliveryLogTTL)},
 	}
 	if c.Project != "" {
 		out = append(out, console.Setting{Name: "GOOGLE_CLOUD_PROJECT", Value: c.Project})
@@ -298,4 +347,24 @@ func (a *App) ProbeStore(ctx context.Context) error {
 		where = w.Where()
 	}
 	return fmt.Errorf("%s did not answer a read within %s: %w", where, readyProbeTimeout, err)
+}
+
+// flushLog writes a pass's observations to the delivery log before the
+// pass answers: on Cloud Run the Reconcile service's CPU is throttled once
+// it has answered (unlike the Webhook service's, cpu_idle = false), so
+// writing after the answer could leave them queued until the next pass.
+type flushLog struct {
+	rec *deliverylog.Recorder
+	log *slog.Logger
+}
+
+// flushTimeout bounds that write; the Scheduler waits minutes anyway.
+const flushTimeout = 5 * time.Second
+
+func (f flushLog) ObservePass(time.Time, reconcile.Summary, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	if err := f.rec.Flush(ctx); err != nil {
+		f.log.Warn("delivery log: the pass's checks are not written yet", "error", err.Error())
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -172,13 +173,17 @@ func opsShowDoc() command.Doc {
 		Arg:  "NAME",
 		Summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
 check), settled by, claim status (holder, attempts, lease), event history with reasons,
-recorded terminal conflicts, replays, output, error and user metadata. An operation
-that is not in the ledger is an error (exit status 1).`,
+recorded terminal conflicts, replays, the delivery log (every verified webhook delivery
+and reconcile check, newest first: webhook-id, event or Gemini status, auth, outcome,
+reason, HTTP answer, latency; the newest 50 within LROSINK_DELIVERY_LOG_TTL), output,
+error and user metadata. An operation that is not in the ledger is an error (exit
+status 1).`,
 		Env: storeEnvDoc,
 		Examples: []string{
 			"lrosink ops show batches/abc123",
 			"lrosink ops show abc123 --kind batch",
 			"lrosink ops show batches/abc123 --json | jq .claim.status",
+			"lrosink ops show batches/abc123 --json | jq '.deliveries[] | [.delivery_id, .outcome, .reason]'",
 		},
 	}
 }
@@ -221,10 +226,50 @@ func runOpsShow(ctx context.Context, e *env, args []string) error {
 	default:
 		v.Claim = newClaimView(c)
 	}
+	if ds, ok := l.(deliverylog.Store); ok {
+		log, err := ds.ListDeliveries(ctx, id)
+		if err != nil {
+			return fmt.Errorf("read the delivery log of %s: %w", name.Canonical, err)
+		}
+		v.Deliveries = nonNil(deliverylog.Live(log, e.now(), cfg.DeliveryLogTTL))
+	}
 	if *asJSON {
 		return writeJSON(e.stdout, v)
 	}
 	return writeShow(e.stdout, v, e.now())
+}
+
+// writeDeliveries writes the delivery log, newest first, or "(none)".
+func writeDeliveries(b *strings.Builder, es []deliverylog.Entry) {
+	b.WriteString("\nDeliveries (newest first; webhook deliveries and reconcile checks):\n")
+	if len(es) == 0 {
+		b.WriteString("  (none)\n")
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RECEIVED\tSOURCE\tDELIVERY_ID\tSTATUS\tAUTH\tOUTCOME\tREASON\tANSWER\tLATENCY")
+	for _, d := range es {
+		answer := "-"
+		if d.Answer != 0 {
+			answer = fmt.Sprint(d.Answer)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(d.At), d.Source, dash(d.DeliveryID), dash(d.Status),
+			dash(d.Auth), dash(d.Outcome), dash(d.Reason), answer, roundLatency(d.Latency))
+	}
+	_ = tw.Flush()
+}
+
+// roundLatency rounds a latency for people: "1.2ms", "340µs", "2.5s".
+func roundLatency(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		d = d.Round(100 * time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(100 * time.Microsecond)
+	default:
+		d = d.Round(time.Microsecond)
+	}
+	return d.String()
 }
 
 // opView is an operation as the CLI shows it (and its JSON form). A time
@@ -251,6 +296,9 @@ type opView struct {
 	Error        *results.ErrorInfo `json:"error"`
 	UserMetadata map[string]any     `json:"user_metadata"`
 	Claim        *claimView         `json:"claim,omitempty"`
+	// Deliveries is the delivery log, newest first (absent when the store
+	// keeps none).
+	Deliveries []deliverylog.Entry `json:"deliveries,omitempty"`
 }
 
 // eventView is a history entry as the CLI shows it: ledger.HistoryEntry
@@ -326,6 +374,7 @@ func writeShow(w io.Writer, v opView, now time.Time) error {
 	writeEvents(&b, "History", v.History)
 	writeEvents(&b, "Conflicts (terminal states that lost to the recorded one)", v.Conflicts)
 	writeReplays(&b, v.Replays)
+	writeDeliveries(&b, v.Deliveries)
 	writeJSONBlock(&b, "Output", v.Output, len(v.Output) == 0)
 	writeJSONBlock(&b, "Error", v.Error, v.Error == nil)
 	writeJSONBlock(&b, "User metadata", v.UserMetadata, len(v.UserMetadata) == 0)

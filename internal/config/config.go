@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -52,6 +53,9 @@ type Config struct {
 	// did. Below Cloud Scheduler's attempt deadline (Terraform's
 	// reconcile_attempt_deadline, 300 s), which cuts the connection.
 	ReconcileDeadline time.Duration
+	// DeliveryLogTTL is how long an operation's delivery log keeps an
+	// entry (LROSINK_DELIVERY_LOG_TTL).
+	DeliveryLogTTL time.Duration
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -108,6 +112,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	if floor := ClaimLeaseFloor(c.WebhookDeadline); c.ClaimLease < floor {
 		e.fail(fmt.Errorf("LROSINK_CLAIM_LEASE: %s is under its floor %s (twice LROSINK_WEBHOOK_DEADLINE, at least 1s): a shorter lease lets a redelivery seize a claim whose holder is still publishing", c.ClaimLease, floor))
 	}
+	c.DeliveryLogTTL = e.duration("LROSINK_DELIVERY_LOG_TTL", deliverylog.DefaultTTL)
 	c.AdminToken = e.adminToken()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -69,6 +70,27 @@ type Config struct {
 	// a Bearer header or the session cookie its sign-in form sets (a
 	// browser cannot send the header). Empty: the console is open.
 	AdminToken string
+	// Deliveries is the delivery log an operation page shows as its
+	// delivery timeline; nil: none kept. DeliveryLogTTL hides older entries.
+	Deliveries     Deliveries
+	DeliveryLogTTL time.Duration
+	// Counter gives the health page the ledger's real pending and due
+	// counts; nil: not shown.
+	Counter Counter
+	// Traffic is this process's webhook traffic; nil when it serves no
+	// webhooks (the Console function on Cloud Run).
+	Traffic *deliverylog.Traffic
+}
+
+// Deliveries reads an operation's delivery log (deliverylog.Store).
+type Deliveries interface {
+	ListDeliveries(ctx context.Context, opID string) ([]deliverylog.Entry, error)
+}
+
+// Counter counts pending and due operations (ledger.Counter).
+type Counter interface {
+	CountPending(ctx context.Context) (int64, error)
+	CountDue(ctx context.Context, now time.Time) (int64, error)
 }
 
 //go:embed assets
@@ -388,6 +410,11 @@ type opData struct {
 	Claim    *ledger.Claim
 	Message  string
 	Timeline []event
+	// Deliveries is the delivery log, newest first; LogKept says whether
+	// one is kept at all, LogError why it could not be read.
+	Deliveries []deliverylog.Entry
+	LogKept    bool
+	LogError   bool
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
@@ -441,6 +468,16 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", Reason: "replay " + rp.ID})
 	}
 	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
+	if c.cfg.Deliveries != nil {
+		d.LogKept = true
+		log, err := c.cfg.Deliveries.ListDeliveries(r.Context(), id)
+		if err != nil {
+			// The page is still worth showing without its log.
+			d.LogError = true
+			c.cfg.Log.WarnContext(r.Context(), "console: delivery log unreadable", "operation", op.Name, "error", err.Error())
+		}
+		d.Deliveries = deliverylog.Live(log, c.cfg.Now(), c.cfg.DeliveryLogTTL)
+	}
 	c.render(w, r, http.StatusOK, "operation", op.Name, d)
 }
 
@@ -484,12 +521,34 @@ type healthData struct {
 	Passes   []Pass
 	Local    bool
 	Settings []Setting
+	// Counted: Pending and Due are the ledger's counts (CountError: the
+	// count failed).
+	Counted      bool
+	CountError   bool
+	Pending, Due int64
+	// Traffic is this process's webhook traffic of the last hour; nil
+	// when it serves no webhooks.
+	Traffic *deliverylog.Window
 }
 
 func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	d := healthData{Settings: c.cfg.Settings, Local: c.cfg.Passes != nil}
 	if c.cfg.Passes != nil {
 		d.Passes = c.cfg.Passes.Recent()
+	}
+	if c.cfg.Counter != nil {
+		d.Counted = true
+		var err1, err2 error
+		d.Pending, err1 = c.cfg.Counter.CountPending(r.Context())
+		d.Due, err2 = c.cfg.Counter.CountDue(r.Context(), c.cfg.Now())
+		if err := errors.Join(err1, err2); err != nil {
+			d.CountError = true
+			c.cfg.Log.WarnContext(r.Context(), "console: ledger counts failed", "error", err.Error())
+		}
+	}
+	if c.cfg.Traffic != nil {
+		t := c.cfg.Traffic.LastHour()
+		d.Traffic = &t
 	}
 	c.render(w, r, http.StatusOK, "health", "Health", d)
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -108,6 +109,8 @@ type WebhookOption func(*webhookOptions)
 type webhookOptions struct {
 	deadline      time.Duration
 	signatureHint string
+	log           DeliveryLog
+	now           func() time.Time
 }
 
 // WithSignatureHint sets the detail of a 401 no-matching-signature: serve,
@@ -115,6 +118,25 @@ type webhookOptions struct {
 // sender with an older secret otherwise gets no clue.
 func WithSignatureHint(detail string) WebhookOption {
 	return func(o *webhookOptions) { o.signatureHint = detail }
+}
+
+// DeliveryLog is where the Webhook function reports every delivery after
+// answering it (deliverylog.Log): verified ones per operation, rejected
+// ones (400, 401) by reason. Neither call may block.
+type DeliveryLog interface {
+	Delivery(opID string, e deliverylog.Entry)
+	Rejected(at time.Time, deliveryID, reason string, status int)
+}
+
+// WithDeliveryLog reports every delivery to l, stamped with now (time.Now
+// when nil).
+func WithDeliveryLog(l DeliveryLog, now func() time.Time) WebhookOption {
+	return func(o *webhookOptions) {
+		o.log = l
+		if now != nil {
+			o.now = now
+		}
+	}
 }
 
 // WithDeadline sets how long a delivery waits for the ingest door before it
@@ -132,19 +154,25 @@ func WithDeadline(d time.Duration) WebhookOption {
 // door has not finished within the deadline is answered 503
 // deadline-exceeded with Retry-After; the door's work goes on detached.
 func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
-	o := webhookOptions{deadline: webhook.DefaultDeadline}
+	o := webhookOptions{deadline: webhook.DefaultDeadline, now: time.Now}
 	for _, f := range opts {
 		f(&o)
 	}
 	claims := &claimNames{log: log}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
+		received, start := o.now(), time.Now()
 		status, a, au := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
 		if status == 0 {
 			return // answered by readBody or methodPOST
 		}
 		if a.Reason == webhook.ReasonNoMatchingSignature && o.signatureHint != "" {
 			a.Detail = o.signatureHint
+		}
+		if o.log != nil {
+			// After the answer: the log never delays it (the recorder
+			// only queues).
+			defer func() { noteDelivery(o.log, r, received, time.Since(start), status, a, au) }()
 		}
 		level := slog.LevelInfo
 		if status >= 500 {
@@ -177,6 +205,28 @@ var errDeadline = errors.New("webhook deadline exceeded")
 type auth struct {
 	method string
 	err    error
+	// status is the delivered event type (set once the envelope parsed).
+	status string
+}
+
+// noteDelivery reports one answered delivery to the delivery log. A
+// delivery refused before it was trusted (400, 401) names nothing: only its
+// webhook-id and the reason are kept. A verified delivery is logged on its
+// operation; one that named none (an unknown event type) is counted only.
+func noteDelivery(l DeliveryLog, r *http.Request, at time.Time, latency time.Duration, status int, a Answer, au auth) {
+	id := truncate(r.Header.Get("webhook-id"), ledger.MaxDeliveryIDBytes)
+	if au.method == "" || (a.Outcome == "rejected" && a.Operation == "") {
+		if status == http.StatusBadRequest || status == http.StatusUnauthorized {
+			l.Rejected(at, id, a.Reason, status)
+		}
+		return
+	}
+	opID := ""
+	if n, err := opname.Normalize(a.Operation, opname.KindUnknown); a.Operation != "" && err == nil {
+		opID, _ = opname.DocID(n.Key())
+	}
+	l.Delivery(opID, deliverylog.Entry{At: at, Source: deliverylog.SourceWebhook, DeliveryID: id, Status: au.status,
+		Auth: au.method, Outcome: a.Outcome, Reason: a.Reason, Answer: status, Latency: latency})
 }
 
 func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer, auth) {
@@ -219,6 +269,7 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	// project's operation can be replayed here. Both are hints, whose
 	// terminal states the door confirms with Gemini under our key.
 	ev.Hint = verified.Method == webhook.MethodJWT || verified.Method == webhook.MethodV1A
+	au := auth{method: verified.Method, status: ev.GeminiStatus}
 	res, err := door.Ingest(ctx, ev)
 	if err != nil && errors.Is(context.Cause(ctx), errDeadline) {
 		// The door's work goes on detached from this request (it completes,
@@ -228,10 +279,10 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
 			op = n.Canonical
 		}
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "deadline-exceeded", Operation: op}, auth{method: verified.Method}
+		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "deadline-exceeded", Operation: op}, au
 	}
 	status, a := ingestAnswer(res, err)
-	return status, a, auth{method: verified.Method}
+	return status, a, au
 }
 
 // claimNames logs the claim names of the first verified dynamic-webhook

@@ -1,20 +1,28 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/internal/webhook"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
 type cost struct{ reads, writes, commits int64 }
@@ -207,4 +215,72 @@ func BenchmarkIngestLatency(b *testing.B) {
 	b.ReportMetric(ms(percentile(bare, 0.99)), "tx-p99-ms")
 	b.ReportMetric(ms(percentile(door, 0.5))/ms(percentile(bare, 0.5)), "p50-ratio")
 	b.ReportMetric(ms(percentile(door, 0.99))/ms(percentile(bare, 0.99)), "p99-ratio")
+}
+
+// TestDuplicateCostWithDeliveryLog re-pins P1 with the delivery log on: a
+// duplicate delivery through the real Webhook handler, whose answer is
+// recorded in the operation's delivery log on the same Firestore database,
+// still costs the ledger one read, no write and no commit. The log's own
+// write is counted apart (one append to deliveries/{id}).
+func TestDuplicateCostWithDeliveryLog(t *testing.T) {
+	t.Parallel()
+	d, s, c := costDoor(t)
+	ctx := t.Context()
+	rec := deliverylog.NewRecorder(s, deliverylog.Retention{}, logging.Discard())
+	t.Cleanup(func() { _ = rec.Close(context.Background()) })
+	secret := webhooktest.NewSecret()
+	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.Webhook(d, v, logging.Discard(), 1<<20,
+		httpapi.WithDeliveryLog(&deliverylog.Log{Recorder: rec}, c.Now)))
+	t.Cleanup(srv.Close)
+	const name = "batches/p1log"
+	body := []byte(`{"type":"batch.succeeded","version":"v1","data":{"id":"` + name + `"}}`)
+	send := func(id string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = webhooktest.Headers(id, c.Now(), body, secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s answered %d", id, resp.StatusCode)
+		}
+	}
+	send("msg_completion")
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logWrites := s.Counts().DeliveryWrites.Load()
+	duplicate := measure(t, s, func() {
+		send("msg_duplicate")
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if duplicate != (cost{1, 0, 0}) {
+		t.Errorf("duplicate with the delivery log: %d reads %d writes %d commits of the ledger, want 1/0/0",
+			duplicate.reads, duplicate.writes, duplicate.commits)
+	}
+	if got := s.Counts().DeliveryWrites.Load() - logWrites; got != 1 {
+		t.Errorf("the duplicate's log entry cost %d delivery-log writes, want 1", got)
+	}
+	id, err := opname.DocID(opname.KeyPrefix + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := s.ListDeliveries(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != 2 || log[0].DeliveryID != "msg_duplicate" || log[0].Outcome != "duplicate" || log[1].Outcome != "completed" {
+		t.Errorf("delivery log = %+v, want the duplicate then the completion", log)
+	}
 }

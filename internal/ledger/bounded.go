@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 )
 
@@ -163,3 +164,45 @@ func (b *Bounded) SearchOperations(ctx context.Context, prefix string, limit int
 }
 
 var _ Ledger = (*Bounded)(nil)
+
+// ErrUnsupported: the bounded store does not keep what was asked for.
+var ErrUnsupported = errors.New("not supported by this store")
+
+// CountPending implements Counter when the bounded ledger does.
+func (b *Bounded) CountPending(ctx context.Context) (int64, error) {
+	c, ok := b.l.(Counter)
+	if !ok {
+		return 0, fmt.Errorf("%s: count pending: %w", b.where, ErrUnsupported)
+	}
+	return call(b, ctx, "a count", c.CountPending)
+}
+
+// CountDue implements Counter when the bounded ledger does.
+func (b *Bounded) CountDue(ctx context.Context, now time.Time) (int64, error) {
+	c, ok := b.l.(Counter)
+	if !ok {
+		return 0, fmt.Errorf("%s: count due: %w", b.where, ErrUnsupported)
+	}
+	return call(b, ctx, "a count", func(ctx context.Context) (int64, error) { return c.CountDue(ctx, now) })
+}
+
+// AppendDeliveries implements deliverylog.Store when the bounded ledger does.
+func (b *Bounded) AppendDeliveries(ctx context.Context, opID string, entries []deliverylog.Entry, r deliverylog.Retention) error {
+	d, ok := b.l.(deliverylog.Store)
+	if !ok {
+		return fmt.Errorf("%s: delivery log: %w", b.where, ErrUnsupported)
+	}
+	_, err := call(b, ctx, "a write", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.AppendDeliveries(ctx, opID, entries, r)
+	})
+	return err
+}
+
+// ListDeliveries implements deliverylog.Store when the bounded ledger does.
+func (b *Bounded) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.Entry, error) {
+	d, ok := b.l.(deliverylog.Store)
+	if !ok {
+		return nil, fmt.Errorf("%s: delivery log: %w", b.where, ErrUnsupported)
+	}
+	return call(b, ctx, "a read", func(ctx context.Context) ([]deliverylog.Entry, error) { return d.ListDeliveries(ctx, opID) })
+}

@@ -38,7 +38,35 @@ type Metrics struct {
 	reconcilePasses *prometheus.CounterVec
 	geminiCalls     *prometheus.CounterVec
 	pending         prometheus.Gauge
+	due             prometheus.Gauge
 	stuck           prometheus.Gauge
+	countErrors     prometheus.Counter
+	rejections      *prometheus.CounterVec
+
+	// counter, when set, refreshes pending and due on every scrape.
+	counter Counter
+	now     func() time.Time
+}
+
+// Counter counts the ledger's non-terminal operations and those due for a
+// check (ledger.Counter): one count aggregation each.
+type Counter interface {
+	CountPending(ctx context.Context) (int64, error)
+	CountDue(ctx context.Context, now time.Time) (int64, error)
+}
+
+// scrapeCountTimeout bounds the two counts a scrape makes.
+const scrapeCountTimeout = 3 * time.Second
+
+// CountFrom makes every scrape set lrosink_operations_pending and
+// lrosink_operations_due from the ledger's counts at now (two count
+// queries per scrape). A count that fails leaves the gauge as it was and
+// counts lrosink_ledger_count_errors_total.
+func (m *Metrics) CountFrom(c Counter, now func() time.Time) {
+	if now == nil {
+		now = time.Now
+	}
+	m.counter, m.now = c, now
 }
 
 // New makes the collectors and registers them, with the Go runtime and
@@ -73,15 +101,27 @@ func New() *Metrics {
 		}, []string{"kind", "result"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lrosink_operations_pending",
-			Help: "Operations the last successful reconcile pass checked with Gemini and left pending (its still_pending).",
+			Help: "Operations in the ledger not in a terminal state (a count query at each scrape and at the end of each reconcile pass: its still_pending).",
 		}),
+		due: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lrosink_operations_due",
+			Help: "Pending operations whose next reconcile check is due now (a count query at each scrape).",
+		}),
+		countErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lrosink_ledger_count_errors_total",
+			Help: "Scrape-time ledger counts that failed (the pending and due gauges then keep their last value).",
+		}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lrosink_webhook_rejections_total",
+			Help: "Webhook deliveries refused before they were trusted (400, 401), by reason.",
+		}, []string{"reason"}),
 		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lrosink_operations_stuck",
 			Help: "Operations pending longer than LROSINK_STUCK_AFTER at the last successful reconcile pass (its stuck).",
 		}),
 	}
 	m.reg.MustRegister(m.decisions, m.webhookRequests, m.webhookDuration, m.publishFailures,
-		m.reconcilePasses, m.geminiCalls, m.pending, m.stuck,
+		m.reconcilePasses, m.geminiCalls, m.pending, m.due, m.stuck, m.countErrors, m.rejections,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -91,8 +131,36 @@ func New() *Metrics {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Handler serves the registry in the Prometheus exposition format.
+// With CountFrom, each scrape first counts the ledger.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.counter != nil {
+			m.refreshCounts(r.Context())
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (m *Metrics) refreshCounts(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, scrapeCountTimeout)
+	defer cancel()
+	if n, err := m.counter.CountPending(ctx); err != nil {
+		m.countErrors.Inc()
+	} else {
+		m.pending.Set(float64(n))
+	}
+	if n, err := m.counter.CountDue(ctx, m.now()); err != nil {
+		m.countErrors.Inc()
+	} else {
+		m.due.Set(float64(n))
+	}
+}
+
+// Rejected counts a webhook delivery refused by reason (with
+// deliverylog.Log's Rejected signature, so both can be told).
+func (m *Metrics) Rejected(_ time.Time, _, reason string, _ int) {
+	m.rejections.WithLabelValues(reason).Inc()
 }
 
 // ObserveDecision implements ingest.Observer.

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -84,6 +85,24 @@ type Config struct {
 	// Observers are told of every pass when it ends (metrics, the
 	// console's ring of recent passes).
 	Observers []Observer
+	// Counter, when set, gives the summary's StillPending: the ledger's
+	// count of non-terminal operations, not what this pass checked (which
+	// is 0 without GEMINI_API_KEY).
+	Counter Counter
+	// Deliveries, when set, records every check's observation in the
+	// operation's delivery log.
+	Deliveries DeliveryLog
+}
+
+// Counter counts the ledger's non-terminal operations (ledger.Counter).
+type Counter interface {
+	CountPending(ctx context.Context) (int64, error)
+}
+
+// DeliveryLog records an observation of an operation; it never blocks
+// (deliverylog.Log).
+type DeliveryLog interface {
+	Delivery(opID string, e deliverylog.Entry)
 }
 
 // Observer is told the outcome of every pass, failed ones too (with what
@@ -232,6 +251,17 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 		t.add(func(s *Summary) { s.Partial = true })
 		r.cfg.Log.WarnContext(ctx, "reconcile: stuck alerting cut short by the pass's deadline", "error", err.Error())
 	}
+	if r.cfg.Counter != nil {
+		n, err := r.cfg.Counter.CountPending(ctx)
+		switch {
+		case err == nil:
+			t.s.StillPending = int(n)
+		case ctx.Err() == nil:
+			return t.s, fmt.Errorf("reconcile: count pending operations: %w", err)
+		default:
+			t.s.Partial = true // cut by the deadline, as stuck alerting can be
+		}
+	}
 	log := r.cfg.Log.InfoContext
 	if t.s.Partial {
 		log = r.cfg.Log.WarnContext
@@ -347,10 +377,18 @@ func (r *Reconciler) checkDue(work, write context.Context, now time.Time, degrad
 // A fetch that work cut short is no check: the operation stays due.
 func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) {
 	log := r.cfg.Log.With("operation", op.Name)
+	start := time.Now()
 	ev, err := r.cfg.Gemini.Fetch(work, op.Kind, op.APIName)
 	if err != nil && cut(work) {
 		return
 	}
+	obs := deliverylog.Entry{At: now, Source: deliverylog.SourceReconcile, Status: ev.GeminiStatus}
+	defer func() {
+		if r.cfg.Deliveries != nil {
+			obs.Latency = time.Since(start)
+			r.cfg.Deliveries.Delivery(op.ID, obs)
+		}
+	}()
 	t.add(func(s *Summary) { s.Checked++ })
 	// A failed check is retried after wait: the backoff, or BackoffMin
 	// while a webhook is disabled (degraded).
@@ -364,20 +402,25 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		// Recorded, never invented as a terminal: after StuckAfter the
 		// stuck alert tells a person.
 		note = "not-found"
+		obs.Outcome, obs.Reason = "not-found", note
 		log.WarnContext(ctx, "reconcile: Gemini does not know the operation", "api_name", op.APIName)
 	case fetcherr.Transient:
 		note = "gemini-unavailable"
+		obs.Outcome, obs.Reason = "error", note
 		t.add(func(s *Summary) { s.Errors++ })
 		log.WarnContext(ctx, "reconcile: Gemini unavailable", "error", err.Error(), "check", note, "next_check_in", wait.String())
 	case fetcherr.Permanent:
 		note = "fetch-error"
+		obs.Outcome, obs.Reason = "error", note
 		t.add(func(s *Summary) { s.Errors++ })
 		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error(), "check", note, "next_check_in", wait.String())
 	default:
 		ev.Source = ingest.SourceReconcile
 		// The door decides on op as listed, not on a second read of it.
 		res, err := r.cfg.Door.IngestRead(ctx, ev, &op)
+		obs.Outcome, obs.Reason = string(res.Outcome), res.Reason
 		if err != nil {
+			obs.Outcome, obs.Reason = "error", "ingest-error"
 			// The door logged why. The operation is rescheduled with
 			// backoff like any failed check: left due, one the door can
 			// never ingest would be fetched every pass and, a page of

@@ -34,6 +34,9 @@ import (
 const (
 	Operations = "operations"
 	Claims     = "claims"
+	// Deliveries holds the delivery log: one document per operation (same
+	// id), never written with the operation (deliveries.go).
+	Deliveries = "deliveries"
 )
 
 // Counts tallies document reads and writes and commits, so benchmarks can
@@ -645,6 +648,34 @@ func (s *Store) CountOperations(ctx context.Context, f ledger.Filter) (int64, er
 	v, ok := res["n"].(*firestorepb.Value)
 	if !ok {
 		return 0, fmt.Errorf("firestore: count operations: unexpected result %T", res["n"])
+	}
+	return v.GetIntegerValue(), nil
+}
+
+// CountPending implements ledger.Counter: a count aggregation over the
+// single-field index on pending_since, which only non-terminal operations
+// carry (every submission time is after the epoch).
+func (s *Store) CountPending(ctx context.Context) (int64, error) {
+	q := s.client.Collection(Operations).Where("pending_since", ">=", time.Unix(0, 0).UTC())
+	return s.count(ctx, "count pending", q)
+}
+
+// CountDue implements ledger.Counter: a count aggregation over the
+// single-field index on next_check_at (DueOperations' index).
+func (s *Store) CountDue(ctx context.Context, now time.Time) (int64, error) {
+	q := s.client.Collection(Operations).Where("next_check_at", "<=", now)
+	return s.count(ctx, "count due", q)
+}
+
+func (s *Store) count(ctx context.Context, what string, q firestore.Query) (int64, error) {
+	res, err := q.NewAggregationQuery().WithCount("n").Get(ctx)
+	s.counts.Reads.Add(1)
+	if err != nil {
+		return 0, fmt.Errorf("firestore: %s: %w", what, err)
+	}
+	v, ok := res["n"].(*firestorepb.Value)
+	if !ok {
+		return 0, fmt.Errorf("firestore: %s: unexpected result %T", what, res["n"])
 	}
 	return v.GetIntegerValue(), nil
 }

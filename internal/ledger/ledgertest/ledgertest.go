@@ -58,6 +58,8 @@ func Run(t *testing.T, newStore NewStore) {
 		"ScheduleCheckWithoutNext":      testScheduleNoNext,
 		"EmptyListsReadAsNil":           testEmptyLists,
 		"NumbersRoundTripExactly":       testNumbersExact,
+		"DeliveryLogBoundedApart":       testDeliveryLog,
+		"CountPendingAndDue":            testCounts,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {

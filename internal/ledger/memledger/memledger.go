@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/results"
@@ -46,14 +47,17 @@ type Store struct {
 	mu     sync.Mutex
 	ops    map[string]storedOp
 	claims map[string]storedClaim
-	counts Counts
+	// deliveries is the delivery log, kept apart from the operations as
+	// the other adapters keep it in a collection or table of its own.
+	deliveries map[string][]deliverylog.Entry
+	counts     Counts
 }
 
 var _ ledger.Ledger = (*Store)(nil)
 
 // New returns an empty ledger.
 func New() *Store {
-	return &Store{ops: map[string]storedOp{}, claims: map[string]storedClaim{}}
+	return &Store{ops: map[string]storedOp{}, claims: map[string]storedClaim{}, deliveries: map[string][]deliverylog.Entry{}}
 }
 
 // Counts tallies what the Firestore adapter would bill (ledger.Counts).

@@ -54,7 +54,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -138,6 +138,17 @@ CREATE INDEX IF NOT EXISTS operations_kind_state_pending_since ON operations (ki
 ALTER TABLE operations ADD COLUMN stuck_from INTEGER;
 UPDATE operations SET stuck_from = pending_since;
 CREATE INDEX IF NOT EXISTS operations_stuck_from ON operations (stuck_from, id) WHERE stuck_from IS NOT NULL;
+`, `
+-- The delivery log (package deliverylog): one row per operation holding its
+-- newest entries as a JSON array, apart from the operation so that logging
+-- a delivery never writes the operation. expire_at is the newest entry's
+-- time plus the TTL; expired rows are deleted on appends.
+CREATE TABLE IF NOT EXISTS deliveries (
+	op_id     TEXT    PRIMARY KEY,
+	expire_at INTEGER NOT NULL,
+	entries   TEXT    NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS deliveries_expire_at ON deliveries (expire_at);
 `}
 }
 

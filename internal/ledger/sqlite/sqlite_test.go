@@ -249,6 +249,10 @@ func TestQueryPlans(t *testing.T) {
 		"CompleteClaim":       {sqlCompleteClaim, "sqlite_autoindex_claims_1", []any{"DONE", now, now, "x", 1}},
 		"DueClaims":           {sqlDueClaims, "claims_due_at", []any{now, 10}},
 		"SearchOperations":    {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:c", 10}},
+		"CountPending":        {sqlCountPending, "operations_pending_since", nil},
+		"CountDue":            {sqlCountDue, "operations_next_check_at", []any{now}},
+		"GetDeliveries":       {sqlGetDeliveries, "sqlite_autoindex_deliveries_1", []any{"x"}},
+		"ExpireDeliveries":    {sqlExpireDeliveries, "deliveries_expire_at", []any{now, 10}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			plan := explain(t, s.writer, q.sql, q.args...)

@@ -1,0 +1,189 @@
+package deliverylog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultQueue bounds the entries waiting to be written.
+const DefaultQueue = 4096
+
+// writeTimeout bounds one append to the store.
+const writeTimeout = 10 * time.Second
+
+// Recorder writes entries to a Store from one background goroutine, after
+// the caller has answered: Record only queues (it never blocks, and drops
+// the entry when the queue is full, counted in Dropped). The goroutine takes
+// everything queued, keeps the newest Keep per operation (a flood of
+// duplicates of one delivery becomes one append of at most Keep entries) and
+// appends each operation's batch.
+//
+// What a crash can lose: the entries queued and not yet written, normally
+// those of the last few milliseconds (at most the queue). Close, called on
+// a graceful stop, writes them first. The log is evidence for people, not
+// state: nothing the door decides depends on it.
+type Recorder struct {
+	store   Store
+	ret     Retention
+	log     *slog.Logger
+	ch      chan item
+	quit    chan struct{}
+	done    chan struct{}
+	stop    sync.Once
+	dropped atomic.Int64
+	failed  atomic.Int64
+}
+
+type item struct {
+	opID  string
+	e     Entry
+	flush chan struct{} // non-nil: a flush marker, closed once all before it is written
+}
+
+// NewRecorder starts a recorder writing to s; Close stops it.
+func NewRecorder(s Store, r Retention, log *slog.Logger) *Recorder {
+	rec := &Recorder{store: s, ret: r.WithDefaults(), log: log,
+		ch: make(chan item, DefaultQueue), quit: make(chan struct{}), done: make(chan struct{})}
+	go rec.run()
+	return rec
+}
+
+// Retention is the bounds the recorder writes with.
+func (r *Recorder) Retention() Retention { return r.ret }
+
+// Record queues e for operation opID; it never blocks.
+func (r *Recorder) Record(opID string, e Entry) {
+	if opID == "" {
+		return
+	}
+	select {
+	case <-r.quit:
+		r.dropped.Add(1)
+		return
+	default:
+	}
+	select {
+	case r.ch <- item{opID: opID, e: e}:
+	default:
+		r.dropped.Add(1)
+	}
+}
+
+// Dropped counts entries not queued because the queue was full or the
+// recorder closed; Failed counts entries whose append failed.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// Failed counts entries whose append to the store failed.
+func (r *Recorder) Failed() int64 { return r.failed.Load() }
+
+// ErrClosed: the recorder was closed.
+var ErrClosed = errors.New("delivery log recorder closed")
+
+// Flush waits until every entry recorded before it is written (or failed).
+func (r *Recorder) Flush(ctx context.Context) error {
+	select {
+	case <-r.quit:
+		return ErrClosed
+	default:
+	}
+	f := make(chan struct{})
+	select {
+	case r.ch <- item{flush: f}:
+	case <-ctx.Done():
+		return fmt.Errorf("delivery log flush: %w", context.Cause(ctx))
+	}
+	select {
+	case <-f:
+		return nil
+	case <-r.done:
+		// Closed meanwhile: everything queued before Close was written.
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("delivery log flush: %w", context.Cause(ctx))
+	}
+}
+
+// Close writes what is queued and stops the goroutine, within ctx.
+func (r *Recorder) Close(ctx context.Context) error {
+	r.stop.Do(func() { close(r.quit) })
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("delivery log: %d entries may be unwritten: %w", len(r.ch), context.Cause(ctx))
+	}
+}
+
+func (r *Recorder) run() {
+	defer close(r.done)
+	for {
+		select {
+		case it := <-r.ch:
+			r.batch(it)
+		case <-r.quit:
+			for {
+				select {
+				case it := <-r.ch:
+					r.batch(it)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// batch writes it and everything queued behind it.
+func (r *Recorder) batch(first item) {
+	byOp := map[string][]Entry{}
+	var order []string
+	var flushes []chan struct{}
+	add := func(it item) {
+		if it.flush != nil {
+			flushes = append(flushes, it.flush)
+			return
+		}
+		if _, ok := byOp[it.opID]; !ok {
+			order = append(order, it.opID)
+		}
+		es := append(byOp[it.opID], it.e)
+		if len(es) > 2*r.ret.Keep {
+			// A flood stays bounded in memory too: the newest arrivals.
+			es = slices.Clone(es[len(es)-r.ret.Keep:])
+		}
+		byOp[it.opID] = es
+	}
+	add(first)
+	for n := 0; n < cap(r.ch); n++ {
+		select {
+		case it := <-r.ch:
+			add(it)
+			continue
+		default:
+		}
+		break
+	}
+	for _, id := range order {
+		es := byOp[id]
+		if len(es) > r.ret.Keep {
+			es = es[len(es)-r.ret.Keep:]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err := r.store.AppendDeliveries(ctx, id, es, r.ret)
+		cancel()
+		if err != nil {
+			r.failed.Add(int64(len(es)))
+			r.log.Warn("delivery log: append failed; these entries are lost", "operation_id", id,
+				"entries", len(es), "error", err.Error())
+		}
+	}
+	for _, f := range flushes {
+		close(f)
+	}
+}

@@ -1,0 +1,94 @@
+package ledgertest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+)
+
+// testDeliveryLog: an operation's log keeps the newest Keep entries, newest
+// first, drops entries older than the TTL before the newest, is apart from
+// the operation (its revision does not move), and a missing log is empty.
+func testDeliveryLog(t *testing.T, l ledger.Ledger) {
+	ctx := t.Context()
+	s, ok := l.(deliverylog.Store)
+	if !ok {
+		t.Fatalf("%T does not implement deliverylog.Store", l)
+	}
+	rev, _ := mustCommit(t, l, Op("dl"), nil)
+	if got, err := s.ListDeliveries(ctx, "dl"); err != nil || len(got) != 0 {
+		t.Fatalf("empty log: %v, %v", got, err)
+	}
+	r := deliverylog.Retention{Keep: 5, TTL: time.Hour}
+	old := deliverylog.Entry{At: t0.Add(-2 * time.Hour), Source: "webhook", Outcome: "applied"}
+	if err := s.AppendDeliveries(ctx, "dl", []deliverylog.Entry{old}, r); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var batch []deliverylog.Entry
+		for j := range 4 {
+			n := i*4 + j
+			batch = append(batch, deliverylog.Entry{At: t0.Add(time.Duration(n) * time.Second), Source: "webhook",
+				DeliveryID: fmt.Sprintf("msg_%02d", n), Status: "batch.succeeded", Auth: "v1", Outcome: "duplicate",
+				Reason: "same-terminal", Answer: 200, Latency: 1234 * time.Microsecond})
+		}
+		if err := s.AppendDeliveries(ctx, "dl", batch, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ListDeliveries(ctx, "dl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 5 {
+		t.Fatalf("kept %d entries, want 5: %+v", len(got), got)
+	}
+	for i, e := range got {
+		want := fmt.Sprintf("msg_%02d", 11-i)
+		if e.DeliveryID != want || !e.At.Equal(t0.Add(time.Duration(11-i)*time.Second)) {
+			t.Errorf("entry %d = %s at %s, want %s (newest first)", i, e.DeliveryID, e.At, want)
+		}
+	}
+	if e := got[0]; e.Status != "batch.succeeded" || e.Auth != "v1" || e.Outcome != "duplicate" || e.Reason != "same-terminal" ||
+		e.Answer != 200 || e.Latency != 1234*time.Microsecond || e.Source != "webhook" {
+		t.Errorf("entry did not round-trip: %+v", e)
+	}
+	op, err := l.GetOperation(ctx, "dl")
+	if err != nil || op.Rev.Version != rev.Version {
+		t.Errorf("operation version %d after logging, want %d (the log is not on the operation): %v", op.Rev.Version, rev.Version, err)
+	}
+	if got, err := s.ListDeliveries(ctx, "other"); err != nil || len(got) != 0 {
+		t.Errorf("another operation's log: %v, %v", got, err)
+	}
+}
+
+// testCounts: CountPending counts every operation not in a terminal state;
+// CountDue those whose next check is at or before now.
+func testCounts(t *testing.T, l ledger.Ledger) {
+	ctx := t.Context()
+	c, ok := l.(ledger.Counter)
+	if !ok {
+		t.Fatalf("%T does not implement ledger.Counter", l)
+	}
+	for i := range 5 {
+		op := Op(fmt.Sprintf("p%d", i))
+		op.NextCheckAt = t0.Add(time.Duration(i) * time.Minute)
+		if i == 4 {
+			op.State, op.UpdateTime = lifecycle.Running, t0
+		}
+		mustCommit(t, l, op, nil)
+	}
+	done := Op("done")
+	done.State, done.UpdateTime, done.NextCheckAt, done.SettledAt, done.SettledBy = lifecycle.Succeeded, t0, time.Time{}, t0, "webhook"
+	mustCommit(t, l, done, Claim("done", "h", t0.Add(time.Minute)))
+	if n, err := c.CountPending(ctx); err != nil || n != 5 {
+		t.Errorf("CountPending = %d, %v; want 5", n, err)
+	}
+	if n, err := c.CountDue(ctx, t0.Add(2*time.Minute)); err != nil || n != 3 {
+		t.Errorf("CountDue(t0+2m) = %d, %v; want 3", n, err)
+	}
+}
