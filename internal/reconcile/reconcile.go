@@ -242,7 +242,7 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 		t.add(func(s *Summary) { s.Partial = true })
 	}
 	if err := r.alertStuck(ctx, now, &t); err != nil {
-		if ctx.Err() == nil {
+		if !deadlineCame(ctx) {
 			return t.s, err
 		}
 		// The deadline came even into the reserve (a store slower than a
@@ -256,7 +256,7 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 		switch {
 		case err == nil:
 			t.s.StillPending = int(n)
-		case ctx.Err() == nil:
+		case !deadlineCame(ctx):
 			return t.s, fmt.Errorf("reconcile: count pending operations: %w", err)
 		default:
 			t.s.Partial = true // cut by the deadline, as stuck alerting can be
@@ -285,6 +285,13 @@ func workContext(ctx context.Context) (context.Context, context.CancelFunc) {
 		return context.WithCancel(ctx)
 	}
 	return context.WithDeadline(ctx, d.Add(-time.Until(d)/stuckReserveShare))
+}
+
+// deadlineCame reports whether the pass's own deadline has passed: a store
+// call it cut short makes the pass partial. A cancelled pass (its caller
+// gone before it had a budget) or a store error is a failure.
+func deadlineCame(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded)
 }
 
 // cut reports whether the pass's work time is over (or its caller gone):
