@@ -337,6 +337,17 @@ variable "reconcile_absent_after" {
   }
 }
 
+variable "reconcile_late_after" {
+  description = "Alert when a reconcile pass leaves an operation due for longer than this (its oldest_overdue_seconds), in seconds: a few pass intervals (default: five passes of the default */2 schedule; scale it with reconcile_schedule)."
+  type        = string
+  default     = "600s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.reconcile_late_after)) && try(tonumber(trimsuffix(var.reconcile_late_after, "s")) >= 60, false)
+    error_message = "reconcile_late_after must be seconds, at least 60s, e.g. 600s."
+  }
+}
+
 variable "runbook_url" {
   description = "Where the alert policies' documentation points for the runbook: docs/OPERATIONS.md as your team reads it, e.g. https://github.com/ORG/lrosink/blob/main/docs/OPERATIONS.md (each alert appends #its-section)."
   type        = string

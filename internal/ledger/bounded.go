@@ -155,4 +155,9 @@ func (b *Bounded) CountOperations(ctx context.Context, f Filter) (int64, error) 
 	return call(b, ctx, "a query", func(ctx context.Context) (int64, error) { return b.l.CountOperations(ctx, f) })
 }
 
+// CountDue implements Queries.
+func (b *Bounded) CountDue(ctx context.Context, now time.Time) (int64, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) (int64, error) { return b.l.CountDue(ctx, now) })
+}
+
 var _ Ledger = (*Bounded)(nil)

@@ -39,6 +39,9 @@ type Metrics struct {
 	geminiCalls     *prometheus.CounterVec
 	pending         prometheus.Gauge
 	stuck           prometheus.Gauge
+	// dueBacklog and oldestOverdue say the reconciler is falling behind.
+	dueBacklog    prometheus.Gauge
+	oldestOverdue prometheus.Gauge
 }
 
 // New makes the collectors and registers them, with the Go runtime and
@@ -79,9 +82,17 @@ func New() *Metrics {
 			Name: "lrosink_operations_stuck",
 			Help: "Operations pending longer than LROSINK_STUCK_AFTER at the last successful reconcile pass (its stuck).",
 		}),
+		dueBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lrosink_reconcile_due_backlog",
+			Help: "Operations still due when the last successful reconcile pass ended: it could not check them (its due_backlog).",
+		}),
+		oldestOverdue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lrosink_reconcile_oldest_overdue_seconds",
+			Help: "How long the earliest operation the last successful reconcile pass left due had been due (its oldest_overdue_seconds).",
+		}),
 	}
 	m.reg.MustRegister(m.decisions, m.webhookRequests, m.webhookDuration, m.publishFailures,
-		m.reconcilePasses, m.geminiCalls, m.pending, m.stuck,
+		m.reconcilePasses, m.geminiCalls, m.pending, m.stuck, m.dueBacklog, m.oldestOverdue,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -140,6 +151,8 @@ func (m *Metrics) ObservePass(_ time.Time, s reconcile.Summary, err error) {
 	m.reconcilePasses.WithLabelValues("ok").Inc()
 	m.pending.Set(float64(s.StillPending))
 	m.stuck.Set(float64(s.Stuck))
+	m.dueBacklog.Set(float64(s.DueBacklog))
+	m.oldestOverdue.Set(float64(s.OldestOverdueSeconds))
 }
 
 // Publisher is the results sink as the ingest door uses it.

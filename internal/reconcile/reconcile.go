@@ -107,6 +107,13 @@ type Summary struct {
 	// Partial says the pass stopped early at its deadline: what is left is
 	// first in line next pass (CONTRACT.md §4).
 	Partial bool `json:"partial"`
+	// DueBacklog counts the operations still due when the pass ended (it
+	// could not check them: MaxOperations, the deadline, the Gemini
+	// budget); OldestOverdueSeconds is how long the earliest of them has
+	// been due. Both 0 when the pass caught up, or polls nothing (no key).
+	// A reconciler falling behind shows here, not as errors.
+	DueBacklog           int   `json:"due_backlog"`
+	OldestOverdueSeconds int64 `json:"oldest_overdue_seconds"`
 }
 
 // Reconciler runs passes.
@@ -202,6 +209,7 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 			return t.s, err
 		}
 		r.adopt(work, &t)
+		r.measureBacklog(ctx, now, &t)
 	}
 	if cut(work) {
 		t.add(func(s *Summary) { s.Partial = true })
@@ -216,7 +224,8 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	log(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
-		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial)
+		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial,
+		"due_backlog", t.s.DueBacklog, "oldest_overdue_seconds", t.s.OldestOverdueSeconds)
 	return t.s, nil
 }
 
@@ -389,6 +398,28 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		t.add(func(s *Summary) { s.Errors++ })
 		log.ErrorContext(ctx, "reconcile: could not schedule the next check", "error", err.Error())
 	}
+}
+
+// measureBacklog counts the operations the pass left due and reads the
+// earliest of them: a count aggregation and one document, however large the
+// backlog. It runs under the whole pass's context, after the checks were
+// rescheduled, so what it sees is what the next pass inherits. A failure
+// is an error of the pass, not of the ledger: the figures are then 0.
+func (r *Reconciler) measureBacklog(ctx context.Context, now time.Time, t *tally) {
+	n, err := r.cfg.Ledger.CountDue(ctx, now)
+	if err == nil && n > 0 {
+		var first []ledger.Operation
+		if first, err = r.cfg.Ledger.DueOperations(ctx, now, ledger.DueCursor{}, 1); err == nil && len(first) == 1 {
+			late := int64(now.Sub(first[0].NextCheckAt) / time.Second)
+			t.add(func(s *Summary) { s.OldestOverdueSeconds = late })
+		}
+	}
+	if err != nil {
+		t.add(func(s *Summary) { s.Errors++ })
+		r.cfg.Log.WarnContext(ctx, "reconcile: could not measure the due backlog", "error", err.Error())
+		return
+	}
+	t.add(func(s *Summary) { s.DueBacklog = int(n) })
 }
 
 // adopt lists recent batch jobs and feeds them to the door: a job the

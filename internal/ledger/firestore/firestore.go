@@ -508,6 +508,23 @@ func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.D
 	return query(ctx, s, q, "due operations", fromOpDoc)
 }
 
+// CountDue implements ledger.Queries: a count aggregation over the
+// single-field index on next_check_at that DueOperations reads (billed one
+// read per 1,000 index entries, counted here as one).
+func (s *Store) CountDue(ctx context.Context, now time.Time) (int64, error) {
+	q := s.client.Collection(Operations).Where("next_check_at", "<=", now)
+	res, err := q.NewAggregationQuery().WithCount("n").Get(ctx)
+	s.counts.Reads.Add(1)
+	if err != nil {
+		return 0, fmt.Errorf("firestore: count due operations: %w", err)
+	}
+	v, ok := res["n"].(*firestorepb.Value)
+	if !ok {
+		return 0, fmt.Errorf("firestore: count due operations: unexpected result %T", res["n"])
+	}
+	return v.GetIntegerValue(), nil
+}
+
 // StuckOperations implements ledger.Queries (single-field index on
 // stuck_from; its entries are ordered by document id within a value).
 func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
