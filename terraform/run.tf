@@ -97,7 +97,7 @@ locals {
       concurrency   = 1
       timeout       = var.reconcile_attempt_deadline
       max_instances = var.max_instances.reconcile
-      env           = merge(local.common_env, { LROSINK_RECONCILE_DEADLINE = local.reconcile_deadline })
+      env           = merge(local.common_env, { LROSINK_RECONCILE_DEADLINE = local.reconcile_deadline, LROSINK_GEMINI_QPS = var.gemini_qps })
       secret_env    = { GEMINI_API_KEY = google_secret_manager_secret.secret["gemini_api_key"].secret_id }
     }
     register = {

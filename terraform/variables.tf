@@ -337,6 +337,17 @@ variable "reconcile_absent_after" {
   }
 }
 
+variable "gemini_qps" {
+  description = "LROSINK_GEMINI_QPS: Gemini requests a second Reconcile may send (retries included), shared out among the passes running at once; \"0\" is unlimited. Keep it under your project's Gemini quota less what submitters use: a budget too small shows as reconcile lateness, not errors."
+  type        = string
+  default     = "0"
+
+  validation {
+    condition     = can(tonumber(var.gemini_qps)) && try(tonumber(var.gemini_qps) >= 0, false)
+    error_message = "gemini_qps must be a number of requests a second, 0 or more (0: unlimited)."
+  }
+}
+
 variable "reconcile_late_after" {
   description = "Alert when a reconcile pass leaves an operation due for longer than this (its oldest_overdue_seconds), in seconds: a few pass intervals (default: five passes of the default */2 schedule; scale it with reconcile_schedule)."
   type        = string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,6 +53,12 @@ type Config struct {
 	// did. Below Cloud Scheduler's attempt deadline (Terraform's
 	// reconcile_attempt_deadline, 300 s), which cuts the connection.
 	ReconcileDeadline time.Duration
+	// GeminiQPS is LROSINK_GEMINI_QPS: the Gemini requests a second the
+	// reconcile passes of the deployment may send in all (0: unlimited);
+	// ReconcileShards (LROSINK_RECONCILE_SHARDS) is how many passes run at
+	// once, each getting GeminiQPS/ReconcileShards.
+	GeminiQPS       float64
+	ReconcileShards int
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -108,6 +115,13 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	if floor := ClaimLeaseFloor(c.WebhookDeadline); c.ClaimLease < floor {
 		e.fail(fmt.Errorf("LROSINK_CLAIM_LEASE: %s is under its floor %s (twice LROSINK_WEBHOOK_DEADLINE, at least 1s): a shorter lease lets a redelivery seize a claim whose holder is still publishing", c.ClaimLease, floor))
 	}
+	c.GeminiQPS = e.number("LROSINK_GEMINI_QPS", 0, 0, 1e6)
+	shards := e.number("LROSINK_RECONCILE_SHARDS", 1, 1, 4096)
+	if shards != math.Trunc(shards) {
+		e.fail(fmt.Errorf("LROSINK_RECONCILE_SHARDS: %v is not a whole number", shards))
+		shards = 1
+	}
+	c.ReconcileShards = int(shards)
 	c.AdminToken = e.adminToken()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)
@@ -190,6 +204,20 @@ func (e *envReader) duration(k string, def time.Duration) time.Duration {
 	x, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil || x <= 0 {
 		e.fail(fmt.Errorf("%s: %q is not a positive duration (e.g. 90s, 10m, 6h)", k, v))
+		return def
+	}
+	return x
+}
+
+// number reads k as a number in [lo, hi], def when unset.
+func (e *envReader) number(k string, def, lo, hi float64) float64 {
+	v := strings.TrimSpace(e.getenv(k))
+	if v == "" {
+		return def
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || x < lo || x > hi {
+		e.fail(fmt.Errorf("%s: %q is not a number between %g and %g", k, v, lo, hi))
 		return def
 	}
 	return x
