@@ -29,6 +29,8 @@ locals {
     LROSINK_GRACE              = var.grace
     LROSINK_STUCK_AFTER        = var.stuck_after
     LROSINK_CLAIM_LEASE        = var.claim_lease
+    # Every service settles operations, so each writes expire_at.
+    LROSINK_RETENTION = var.retention
   }
 
   # A pass must end (and answer) before Cloud Scheduler gives up on it, or

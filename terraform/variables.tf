@@ -337,6 +337,17 @@ variable "reconcile_absent_after" {
   }
 }
 
+variable "retention" {
+  description = "LROSINK_RETENTION: keep a settled operation this long after settlement (days such as \"400d\", at least 7d), then Firestore's TTL policy deletes it; \"\" keeps operations for ever. A delivery or replay for a deleted operation is a first sighting again."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.retention == "" || try(can(regex("^[0-9]+d$", var.retention)) && tonumber(trimsuffix(var.retention, "d")) >= 7, false)
+    error_message = "retention must be \"\" (keep for ever) or whole days of at least 7, e.g. \"400d\"."
+  }
+}
+
 variable "gemini_qps" {
   description = "LROSINK_GEMINI_QPS: Gemini requests a second Reconcile may send (retries included), shared out among the passes running at once; \"0\" is unlimited. Keep it under your project's Gemini quota less what submitters use: a budget too small shows as reconcile lateness, not errors."
   type        = string

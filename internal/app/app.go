@@ -105,6 +105,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
 	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
 		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}}
+	// SQLite and memory prune in the pass; Firestore (not a Pruner) has
+	// its TTL policy delete by the expire_at it writes.
+	if p, ok := a.Ledger.(reconcile.Pruner); ok && cfg.Retention > 0 {
+		rc.Retention, rc.Pruner = cfg.Retention, p
+	}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {
@@ -250,11 +255,20 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_CLAIM_LEASE", Value: c.ClaimLease.String()},
 		{Name: "LROSINK_RECONCILE_DEADLINE", Value: c.ReconcileDeadline.String()},
 		{Name: "LROSINK_GEMINI_QPS", Value: qps(c.GeminiQPS, c.ReconcileShards)},
+		{Name: "LROSINK_RETENTION", Value: retention(c.Retention)},
 	}
 	if c.Project != "" {
 		out = append(out, console.Setting{Name: "GOOGLE_CLOUD_PROJECT", Value: c.Project})
 	}
 	return out
+}
+
+// retention describes LROSINK_RETENTION.
+func retention(d time.Duration) string {
+	if d <= 0 {
+		return "unset (settled operations are kept for ever)"
+	}
+	return fmt.Sprintf("%dd after settlement", d/(24*time.Hour))
 }
 
 // qps describes the Gemini budget as a pass gets it.

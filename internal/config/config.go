@@ -59,6 +59,9 @@ type Config struct {
 	// once, each getting GeminiQPS/ReconcileShards.
 	GeminiQPS       float64
 	ReconcileShards int
+	// Retention is LROSINK_RETENTION: how long a settled operation is
+	// kept (0: for ever). At least MinRetention.
+	Retention time.Duration
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -122,6 +125,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 		shards = 1
 	}
 	c.ReconcileShards = int(shards)
+	c.Retention = e.retention()
 	c.AdminToken = e.adminToken()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)
@@ -209,6 +213,42 @@ func (e *envReader) duration(k string, def time.Duration) time.Duration {
 	return x
 }
 
+// MinRetention is LROSINK_RETENTION's floor. A delivery for an operation
+// no longer in the ledger is a first sighting again (a new operation, a
+// new results message if its claim is gone too), so retention must stay
+// far beyond Gemini's 24 h of webhook retries and any replay window.
+const MinRetention = 7 * 24 * time.Hour
+
+// retention reads LROSINK_RETENTION: days ("400d") or a Go duration;
+// unset keeps settled operations for ever.
+func (e *envReader) retention() time.Duration {
+	v := strings.TrimSpace(e.getenv("LROSINK_RETENTION"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		var n int
+		if n, err = strconv.Atoi(days); err == nil && n > 0 && n <= 100*365 {
+			d = time.Duration(n) * 24 * time.Hour
+		} else {
+			err = errors.New("bad day count")
+		}
+	} else {
+		d, err = time.ParseDuration(v)
+	}
+	if err != nil || d <= 0 {
+		e.fail(fmt.Errorf("LROSINK_RETENTION: %q is not a retention (days such as 400d, or a duration such as 9000h)", v))
+		return 0
+	}
+	if d < MinRetention {
+		e.fail(fmt.Errorf("LROSINK_RETENTION: %s is under its floor of 7d: an operation deleted while Gemini may still deliver for it (24 h of retries) or an operator may replay it would be a first sighting again", v))
+		return 0
+	}
+	return d
+}
+
 // number reads k as a number in [lo, hi], def when unset.
 func (e *envReader) number(k string, def, lo, hi float64) float64 {
 	v := strings.TrimSpace(e.getenv(k))
@@ -273,7 +313,7 @@ func (c *Config) Validate() error {
 // stdout receives `stdout` results.
 func (c *Config) URLEnv(stdout io.Writer) urlopen.Env {
 	return urlopen.Env{Project: c.Project, FirestoreDatabase: c.FirestoreDatabase,
-		FirestoreEmulatorHost: c.FirestoreEmulatorHost, StoreTimeout: c.StoreTimeout, Stdout: stdout}
+		FirestoreEmulatorHost: c.FirestoreEmulatorHost, StoreTimeout: c.StoreTimeout, Retention: c.Retention, Stdout: stdout}
 }
 
 // MinAdminTokenLen is the shortest LROSINK_ADMIN_TOKEN accepted: the token

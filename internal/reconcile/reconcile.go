@@ -77,9 +77,23 @@ type Config struct {
 	Webhooks WebhookLister
 	// WebhookCheckEvery paces the webhook read (DefaultWebhookCheckEvery).
 	WebhookCheckEvery time.Duration
+	// Retention, when positive, is how long a settled operation is kept
+	// (LROSINK_RETENTION); Pruner deletes the older ones each pass, at
+	// most MaxOperations. Nil Pruner: the store expires them itself
+	// (Firestore's TTL policy on expire_at) or nothing is pruned.
+	Retention time.Duration
+	Pruner    Pruner
 	// Observers are told of every pass when it ends (metrics, the
 	// console's ring of recent passes).
 	Observers []Observer
+}
+
+// Pruner deletes settled operations whose results message is published
+// and that settled at or before settledBefore, and published claims past
+// their expiry at now; at most limit of each. It returns the operations
+// deleted.
+type Pruner interface {
+	PruneSettled(ctx context.Context, settledBefore, now time.Time, limit int) (int, error)
 }
 
 // Observer is told the outcome of every pass, failed ones too (with what
@@ -114,6 +128,9 @@ type Summary struct {
 	// A reconciler falling behind shows here, not as errors.
 	DueBacklog           int   `json:"due_backlog"`
 	OldestOverdueSeconds int64 `json:"oldest_overdue_seconds"`
+	// Pruned counts the settled operations deleted past LROSINK_RETENTION
+	// (SQLite, memory; Firestore's TTL policy deletes its own).
+	Pruned int `json:"pruned"`
 }
 
 // Reconciler runs passes.
@@ -211,6 +228,7 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 		r.adopt(work, &t)
 		r.measureBacklog(ctx, now, &t)
 	}
+	r.prune(work, now, &t)
 	if cut(work) {
 		t.add(func(s *Summary) { s.Partial = true })
 	}
@@ -225,7 +243,7 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
 		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial,
-		"due_backlog", t.s.DueBacklog, "oldest_overdue_seconds", t.s.OldestOverdueSeconds)
+		"due_backlog", t.s.DueBacklog, "oldest_overdue_seconds", t.s.OldestOverdueSeconds, "pruned", t.s.Pruned)
 	return t.s, nil
 }
 
@@ -420,6 +438,25 @@ func (r *Reconciler) measureBacklog(ctx context.Context, now time.Time, t *tally
 		return
 	}
 	t.add(func(s *Summary) { s.DueBacklog = int(n) })
+}
+
+// prune deletes settled operations older than Retention, when the store
+// needs it done. A failure is an error of the pass; what is left is pruned
+// next pass.
+func (r *Reconciler) prune(ctx context.Context, now time.Time, t *tally) {
+	if r.cfg.Retention <= 0 || r.cfg.Pruner == nil || cut(ctx) {
+		return
+	}
+	n, err := r.cfg.Pruner.PruneSettled(ctx, now.Add(-r.cfg.Retention), now, r.cfg.MaxOperations)
+	if err != nil {
+		if cut(ctx) {
+			return
+		}
+		t.add(func(s *Summary) { s.Errors++ })
+		r.cfg.Log.WarnContext(ctx, "reconcile: could not prune settled operations", "error", err.Error())
+		return
+	}
+	t.add(func(s *Summary) { s.Pruned = n })
 }
 
 // adopt lists recent batch jobs and feeds them to the door: a job the

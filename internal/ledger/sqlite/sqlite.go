@@ -54,7 +54,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -138,6 +138,12 @@ CREATE INDEX IF NOT EXISTS operations_kind_state_pending_since ON operations (ki
 ALTER TABLE operations ADD COLUMN stuck_from INTEGER;
 UPDATE operations SET stuck_from = pending_since;
 CREATE INDEX IF NOT EXISTS operations_stuck_from ON operations (stuck_from, id) WHERE stuck_from IS NOT NULL;
+`, `
+-- Retention (LROSINK_RETENTION, PruneSettled): settled operations in
+-- settlement order, and the published claims past their expire_at (what
+-- Firestore's TTL policies delete there).
+CREATE INDEX IF NOT EXISTS operations_settled_at ON operations (settled_at, id) WHERE settled_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS claims_done_expire_at ON claims (expire_at, id) WHERE status = 'DONE';
 `}
 }
 
