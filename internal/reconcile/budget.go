@@ -2,15 +2,15 @@ package reconcile
 
 import (
 	"context"
+	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
-// Budget paces Gemini calls to a rate: a token bucket holding one token,
-// so in any second at most ceil(rate) calls start. It runs on an injected
-// clock and sleep, so a simulation with a virtual clock is paced exactly
-// as production is (rate.Limiter.Wait would read the wall clock).
+// Budget paces Gemini calls to a rate: calls start at least 1/rate apart
+// (a token bucket holding one token, kept as the next free start time in
+// whole nanoseconds, so no float rounding lets one in early). In any second
+// at most ceil(rate) calls start. It runs on an injected clock and sleep,
+// so a simulation with a virtual clock is paced exactly as production is.
 //
 // The reconciler's Gemini fetcher waits on it before every HTTP attempt,
 // retries included (gemini.Options.Wait): the budget bounds requests sent,
@@ -18,9 +18,12 @@ import (
 // what a pass cannot reach before its deadline stays due: lateness
 // (Summary.OldestOverdueSeconds), not errors.
 type Budget struct {
-	lim   *rate.Limiter
+	every time.Duration // 1/rate
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
+
+	mu   sync.Mutex
+	next time.Time // when the next call may start
 }
 
 // NewBudget is a budget of qps calls a second shared out among shards
@@ -31,7 +34,8 @@ func NewBudget(qps float64, shards int, now func() time.Time, sleep func(context
 	if qps <= 0 {
 		return nil
 	}
-	return &Budget{lim: rate.NewLimiter(rate.Limit(qps/float64(max(shards, 1))), 1), now: now, sleep: sleep}
+	every := time.Duration(float64(time.Second) * float64(max(shards, 1)) / qps)
+	return &Budget{every: max(every, 1), now: now, sleep: sleep}
 }
 
 // Limit is the calls a second this budget allows (0: unlimited).
@@ -39,24 +43,40 @@ func (b *Budget) Limit() float64 {
 	if b == nil {
 		return 0
 	}
-	return float64(b.lim.Limit())
+	return float64(time.Second) / float64(b.every)
 }
 
 // Wait blocks until the next call may start, or ctx ends (its error; the
-// token is handed back).
+// slot is handed back if no later call took one since).
 func (b *Budget) Wait(ctx context.Context) error {
+	_, err := b.Take(ctx)
+	return err
+}
+
+// Take is Wait that also says when, on the budget's clock, the call was
+// allowed to start (the zero time for a nil budget): what a simulation
+// counts.
+func (b *Budget) Take(ctx context.Context) (time.Time, error) {
 	if b == nil {
-		return ctx.Err()
+		return time.Time{}, ctx.Err()
 	}
+	b.mu.Lock()
 	now := b.now()
-	r := b.lim.ReserveN(now, 1)
-	d := r.DelayFrom(now)
-	if d <= 0 {
-		return nil
+	at := b.next
+	if at.Before(now) {
+		at = now
 	}
-	if err := b.sleep(ctx, d); err != nil {
-		r.CancelAt(b.now())
-		return err
+	b.next = at.Add(b.every)
+	b.mu.Unlock()
+	if d := at.Sub(now); d > 0 {
+		if err := b.sleep(ctx, d); err != nil {
+			b.mu.Lock()
+			if b.next.Equal(at.Add(b.every)) {
+				b.next = at
+			}
+			b.mu.Unlock()
+			return time.Time{}, err
+		}
 	}
-	return nil
+	return at, nil
 }
