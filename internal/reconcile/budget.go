@@ -38,14 +38,6 @@ func NewBudget(qps float64, shards int, now func() time.Time, sleep func(context
 	return &Budget{every: max(every, 1), now: now, sleep: sleep}
 }
 
-// Limit is the calls a second this budget allows (0: unlimited).
-func (b *Budget) Limit() float64 {
-	if b == nil {
-		return 0
-	}
-	return float64(time.Second) / float64(b.every)
-}
-
 // Wait blocks until the next call may start, or ctx ends (its error; the
 // slot is handed back if no later call took one since).
 func (b *Budget) Wait(ctx context.Context) error {
