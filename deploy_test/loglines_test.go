@@ -52,6 +52,7 @@ var metricScenarios = map[string][]string{
 	"webhook_disabled":      {"webhook-disabled"},
 	"claim_missing":         {"claim-missing"},
 	"reconcile_passes":      {"reconcile-pass"},
+	"reconcile_lateness":    {"reconcile-pass"},
 }
 
 // metricNotScenarios: scenarios whose lines a metric must NOT count. The
@@ -111,6 +112,7 @@ func TestLogMetricFiltersMatchTheCodesLines(t *testing.T) {
 			} else if n == 0 {
 				t.Errorf("%s: filter\n  %s\nmatches none of the lines of scenario %q:\n%s", m, filter, sc, rawLines(lines[sc]))
 			}
+			checkValueExtractor(t, m, conds, lines[sc])
 		}
 		for _, sc := range metricNotScenarios[name] {
 			n, err := countMatches(conds, lines[sc])
@@ -124,6 +126,30 @@ func TestLogMetricFiltersMatchTheCodesLines(t *testing.T) {
 	for name := range metricScenarios {
 		if _, ok := metrics[name]; !ok {
 			t.Errorf("metricScenarios names google_logging_metric.%s, which is not declared", name)
+		}
+	}
+}
+
+// checkValueExtractor: a distribution metric's value_extractor
+// (EXTRACT(jsonPayload.FIELD)) reads a number from every line its filter
+// counts; a renamed or missing field would make it record nothing.
+func checkValueExtractor(t *testing.T, m instance, conds []cond, es []logEntry) {
+	t.Helper()
+	ve, ok := m.str(nil, "value_extractor")
+	if !ok {
+		return
+	}
+	field, found := strings.CutPrefix(strings.TrimSuffix(ve, ")"), "EXTRACT(jsonPayload.")
+	if !found || strings.Contains(field, ".") {
+		t.Errorf("%s: value_extractor %q: want EXTRACT(jsonPayload.FIELD)", m, ve)
+		return
+	}
+	for _, e := range es {
+		if ok, _ := matches(conds, e); !ok {
+			continue
+		}
+		if _, isNum := e.payload[field].(float64); !isNum {
+			t.Errorf("%s: value_extractor %s: the line it counts has no number %q:\n  %s", m, ve, field, e.raw)
 		}
 	}
 }

@@ -43,14 +43,31 @@ resource "google_firestore_database" "default" {
 # a monotonically increasing indexed timestamp is a write hotspot, and an
 # index nobody reads is only cost.
 #
-# Operations have no TTL: an operation's event history is a bounded list
-# inside the operation document itself (history/conflicts), not separate
-# documents, so there is nothing else to expire; operations are the
-# long-term ledger. Their delivery log is not: see deliveries_expire_at.
+# Operations expire only with the opt-in retention (operations_expire_at
+# below); their delivery log expires on its own (deliveries_expire_at).
 resource "google_firestore_field" "claims_expire_at" {
   project    = var.project_id
   database   = google_firestore_database.default.name
   collection = "claims"
+  field      = "expire_at"
+
+  ttl_config {}
+
+  index_config {}
+}
+
+# TTL on operations, opt-in: with var.retention (LROSINK_RETENTION) every
+# settled operation carries expire_at = settled_at + retention, and
+# Firestore deletes it after that (usually within 24 h). Without it no
+# operation has expire_at and the policy deletes nothing: operations are
+# the long-term ledger. Pending operations never carry it. The trade-off: a
+# delivery or replay for a deleted operation is a first sighting again
+# (docs/OPERATIONS.md, "Retention"), hence the 7-day floor. Exempt from
+# indexing like the claims' field.
+resource "google_firestore_field" "operations_expire_at" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
   field      = "expire_at"
 
   ttl_config {}

@@ -212,6 +212,37 @@ resource "google_logging_metric" "reconcile_passes" {
   depends_on = [google_project_service.apis]
 }
 
+# How late the reconciler is: each "reconcile pass" line carries
+# oldest_overdue_seconds, how long the earliest operation it left due has
+# been due (0 when it caught up). A distribution, so the alert below can
+# take the worst pass of a window.
+resource "google_logging_metric" "reconcile_lateness" {
+  project     = var.project_id
+  name        = "${var.name_prefix}_reconcile_lateness"
+  description = "Per reconcile pass: seconds the earliest operation it left due had been due (0: caught up)."
+  filter      = "${local.run_logs} AND jsonPayload.message=\"reconcile pass\""
+
+  value_extractor = "EXTRACT(jsonPayload.oldest_overdue_seconds)"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "DISTRIBUTION"
+    unit         = "s"
+    display_name = "lrosink reconcile lateness"
+  }
+
+  bucket_options {
+    # 1 s to ~18 days in steps of 25 %.
+    exponential_buckets {
+      num_finite_buckets = 64
+      growth_factor      = 1.25
+      scale              = 1
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
 # Gemini disabled a project webhook (after failed deliveries, or by hand):
 # nothing is delivered, completions arrive only by polling. One line when
 # Reconcile sees it disabled (again on a new instance while it stays so).
@@ -395,6 +426,47 @@ resource "google_monitoring_alert_policy" "threshold" {
   documentation {
     mime_type = "text/markdown"
     content   = "${each.value.text}\nRunbook: ${local.runbook}#${each.value.section}"
+  }
+}
+
+# The reconciler is falling behind: due checks run later than
+# var.reconcile_late_after (default five 2-minute passes). Not an error
+# anywhere: a Gemini budget, MaxOperations or a deadline too small for the
+# due set shows only here.
+resource "google_monitoring_alert_policy" "reconcile_late" {
+  project               = var.project_id
+  display_name          = "lrosink: reconcile falling behind"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "Due checks overdue by more than ${var.reconcile_late_after}"
+
+    condition_threshold {
+      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.reconcile_lateness.name}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = tonumber(trimsuffix(var.reconcile_late_after, "s"))
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_PERCENTILE_99"
+        cross_series_reducer = "REDUCE_MAX"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "Reconcile passes leave due operations unchecked for more than ${var.reconcile_late_after} (schedule ${var.reconcile_schedule}): completions whose webhook was lost arrive that much later.\nRunbook: ${local.runbook}#alert-reconcile-falling-behind"
   }
 }
 

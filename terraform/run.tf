@@ -29,6 +29,8 @@ locals {
     LROSINK_GRACE              = var.grace
     LROSINK_STUCK_AFTER        = var.stuck_after
     LROSINK_CLAIM_LEASE        = var.claim_lease
+    # Every service settles operations, so each writes expire_at.
+    LROSINK_RETENTION = var.retention
   }
 
   # A pass must end (and answer) before Cloud Scheduler gives up on it, or
@@ -97,7 +99,7 @@ locals {
       concurrency   = 1
       timeout       = var.reconcile_attempt_deadline
       max_instances = var.max_instances.reconcile
-      env           = merge(local.common_env, { LROSINK_RECONCILE_DEADLINE = local.reconcile_deadline })
+      env           = merge(local.common_env, { LROSINK_RECONCILE_DEADLINE = local.reconcile_deadline, LROSINK_GEMINI_QPS = var.gemini_qps })
       secret_env    = { GEMINI_API_KEY = google_secret_manager_secret.secret["gemini_api_key"].secret_id }
     }
     register = {

@@ -337,6 +337,39 @@ variable "reconcile_absent_after" {
   }
 }
 
+variable "retention" {
+  description = "LROSINK_RETENTION: keep a settled operation this long after settlement (days such as \"400d\", at least 7d), then Firestore's TTL policy deletes it; \"\" keeps operations for ever. A delivery or replay for a deleted operation is a first sighting again."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.retention == "" || try(can(regex("^[0-9]+d$", var.retention)) && tonumber(trimsuffix(var.retention, "d")) >= 7, false)
+    error_message = "retention must be \"\" (keep for ever) or whole days of at least 7, e.g. \"400d\"."
+  }
+}
+
+variable "gemini_qps" {
+  description = "LROSINK_GEMINI_QPS: Gemini requests a second Reconcile may send (retries included), shared out among the passes running at once; \"0\" is unlimited. Keep it under your project's Gemini quota less what submitters use: a budget too small shows as reconcile lateness, not errors."
+  type        = string
+  default     = "0"
+
+  validation {
+    condition     = can(tonumber(var.gemini_qps)) && try(tonumber(var.gemini_qps) >= 0, false)
+    error_message = "gemini_qps must be a number of requests a second, 0 or more (0: unlimited)."
+  }
+}
+
+variable "reconcile_late_after" {
+  description = "Alert when a reconcile pass leaves an operation due for longer than this (its oldest_overdue_seconds), in seconds: a few pass intervals (default: five passes of the default */2 schedule; scale it with reconcile_schedule)."
+  type        = string
+  default     = "600s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.reconcile_late_after)) && try(tonumber(trimsuffix(var.reconcile_late_after, "s")) >= 60, false)
+    error_message = "reconcile_late_after must be seconds, at least 60s, e.g. 600s."
+  }
+}
+
 variable "runbook_url" {
   description = "Where the alert policies' documentation points for the runbook: docs/OPERATIONS.md as your team reads it, e.g. https://github.com/ORG/lrosink/blob/main/docs/OPERATIONS.md (each alert appends #its-section)."
   type        = string

@@ -23,6 +23,7 @@ import (
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/metrics"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/retry"
 	"github.com/lrosink/lrosink/internal/sink"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
@@ -124,15 +125,28 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		rc.Counter = c
 		a.Metrics.CountFrom(c, o.Now)
 	}
+	// SQLite and memory prune in the pass; Firestore (not a Pruner) has
+	// its TTL policy delete by the expire_at it writes.
+	if p, ok := a.Ledger.(reconcile.Pruner); ok && cfg.Retention > 0 {
+		rc.Retention, rc.Pruner = cfg.Retention, p
+	}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("GEMINI_API_KEY / GOOGLE_GEMINI_BASE_URL: %w", err)
 		}
-		g := a.Metrics.Gemini(f)
+		// The reconciler's own fetcher waits on the Gemini budget before
+		// every request; the door's confirmations answer a webhook within
+		// its deadline and are not deferred.
+		budget := reconcile.NewBudget(cfg.GeminiQPS, cfg.ReconcileShards, time.Now, retry.Sleep)
+		rf, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log,
+			Wait: budget.Wait})
+		if err != nil {
+			return nil, fmt.Errorf("GEMINI_API_KEY / GOOGLE_GEMINI_BASE_URL: %w", err)
+		}
 		// The metrics wrapper hides the fetcher's ListWebhooks, so the
 		// webhook health check is given the fetcher itself.
-		dc.Confirmer, rc.Gemini, rc.Webhooks = g, g, f
+		dc.Confirmer, rc.Gemini, rc.Webhooks = a.Metrics.Gemini(f), a.Metrics.Gemini(rf), rf
 	}
 	if a.Door, err = ingest.New(dc); err != nil {
 		return nil, err
@@ -295,11 +309,29 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_CLAIM_LEASE", Value: console.Duration(c.ClaimLease)},
 		{Name: "LROSINK_RECONCILE_DEADLINE", Value: console.Duration(c.ReconcileDeadline)},
 		{Name: "LROSINK_DELIVERY_LOG_TTL", Value: console.Duration(c.DeliveryLogTTL)},
+		{Name: "LROSINK_GEMINI_QPS", Value: qps(c.GeminiQPS, c.ReconcileShards)},
+		{Name: "LROSINK_RETENTION", Value: retention(c.Retention)},
 	}
 	if c.Project != "" {
 		out = append(out, console.Setting{Name: "GOOGLE_CLOUD_PROJECT", Value: c.Project})
 	}
 	return out
+}
+
+// retention describes LROSINK_RETENTION.
+func retention(d time.Duration) string {
+	if d <= 0 {
+		return "unset (settled operations are kept for ever)"
+	}
+	return fmt.Sprintf("%dd after settlement", d/(24*time.Hour))
+}
+
+// qps describes the Gemini budget as a pass gets it.
+func qps(total float64, shards int) string {
+	if total <= 0 {
+		return "0 (unlimited)"
+	}
+	return fmt.Sprintf("%g a second, %g per pass (%d shard(s))", total, total/float64(max(shards, 1)), max(shards, 1))
 }
 
 // Mux serves every function at its own path, as cmd/server does without

@@ -39,3 +39,14 @@ func (c *Manual) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// AdvanceTo moves the clock forward to t, never back: sleepers on a
+// virtual clock each move it to when they wake, in any order, and it ends
+// at the latest.
+func (c *Manual) AdvanceTo(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.now = t
+	}
+}

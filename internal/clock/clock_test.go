@@ -50,3 +50,12 @@ func TestManualConcurrentAdvances(t *testing.T) {
 		t.Fatalf("after %d concurrent Advances: %s, want %s", workers*each, got, want)
 	}
 }
+
+func TestAdvanceToNeverGoesBack(t *testing.T) {
+	c := clock.NewManual(t0)
+	c.AdvanceTo(t0.Add(2 * time.Second))
+	c.AdvanceTo(t0.Add(time.Second))
+	if got := c.Now(); !got.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("Now = %v, want t0+2s", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -56,6 +57,15 @@ type Config struct {
 	// DeliveryLogTTL is how long an operation's delivery log keeps an
 	// entry (LROSINK_DELIVERY_LOG_TTL).
 	DeliveryLogTTL time.Duration
+	// GeminiQPS is LROSINK_GEMINI_QPS: the Gemini requests a second the
+	// reconcile passes of the deployment may send in all (0: unlimited);
+	// ReconcileShards (LROSINK_RECONCILE_SHARDS) is how many passes run at
+	// once, each getting GeminiQPS/ReconcileShards.
+	GeminiQPS       float64
+	ReconcileShards int
+	// Retention is LROSINK_RETENTION: how long a settled operation is
+	// kept (0: for ever). At least MinRetention.
+	Retention time.Duration
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -113,6 +123,14 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 		e.fail(fmt.Errorf("LROSINK_CLAIM_LEASE: %s is under its floor %s (twice LROSINK_WEBHOOK_DEADLINE, at least 1s): a shorter lease lets a redelivery seize a claim whose holder is still publishing", c.ClaimLease, floor))
 	}
 	c.DeliveryLogTTL = e.duration("LROSINK_DELIVERY_LOG_TTL", deliverylog.DefaultTTL)
+	c.GeminiQPS = e.number("LROSINK_GEMINI_QPS", 0, 0, 1e6)
+	shards := e.number("LROSINK_RECONCILE_SHARDS", 1, 1, 4096)
+	if shards != math.Trunc(shards) {
+		e.fail(fmt.Errorf("LROSINK_RECONCILE_SHARDS: %v is not a whole number", shards))
+		shards = 1
+	}
+	c.ReconcileShards = int(shards)
+	c.Retention = e.retention()
 	c.AdminToken = e.adminToken()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)
@@ -200,6 +218,56 @@ func (e *envReader) duration(k string, def time.Duration) time.Duration {
 	return x
 }
 
+// MinRetention is LROSINK_RETENTION's floor. A delivery for an operation
+// no longer in the ledger is a first sighting again (a new operation, a
+// new results message if its claim is gone too), so retention must stay
+// far beyond Gemini's 24 h of webhook retries and any replay window.
+const MinRetention = 7 * 24 * time.Hour
+
+// retention reads LROSINK_RETENTION: days ("400d") or a Go duration;
+// unset keeps settled operations for ever.
+func (e *envReader) retention() time.Duration {
+	v := strings.TrimSpace(e.getenv("LROSINK_RETENTION"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		var n int
+		if n, err = strconv.Atoi(days); err == nil && n > 0 && n <= 100*365 {
+			d = time.Duration(n) * 24 * time.Hour
+		} else {
+			err = errors.New("bad day count")
+		}
+	} else {
+		d, err = time.ParseDuration(v)
+	}
+	if err != nil || d <= 0 {
+		e.fail(fmt.Errorf("LROSINK_RETENTION: %q is not a retention (days such as 400d, or a duration such as 9000h)", v))
+		return 0
+	}
+	if d < MinRetention {
+		e.fail(fmt.Errorf("LROSINK_RETENTION: %s is under its floor of 7d: an operation deleted while Gemini may still deliver for it (24 h of retries) or an operator may replay it would be a first sighting again", v))
+		return 0
+	}
+	return d
+}
+
+// number reads k as a number in [lo, hi], def when unset.
+func (e *envReader) number(k string, def, lo, hi float64) float64 {
+	v := strings.TrimSpace(e.getenv(k))
+	if v == "" {
+		return def
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || x < lo || x > hi {
+		e.fail(fmt.Errorf("%s: %q is not a number between %g and %g", k, v, lo, hi))
+		return def
+	}
+	return x
+}
+
 // adminToken reads LROSINK_ADMIN_TOKEN; a weak one is an error that never
 // quotes the value (this line ends up in logs).
 func (e *envReader) adminToken() string {
@@ -250,7 +318,7 @@ func (c *Config) Validate() error {
 // stdout receives `stdout` results.
 func (c *Config) URLEnv(stdout io.Writer) urlopen.Env {
 	return urlopen.Env{Project: c.Project, FirestoreDatabase: c.FirestoreDatabase,
-		FirestoreEmulatorHost: c.FirestoreEmulatorHost, StoreTimeout: c.StoreTimeout, Stdout: stdout}
+		FirestoreEmulatorHost: c.FirestoreEmulatorHost, StoreTimeout: c.StoreTimeout, Retention: c.Retention, Stdout: stdout}
 }
 
 // MinAdminTokenLen is the shortest LROSINK_ADMIN_TOKEN accepted: the token

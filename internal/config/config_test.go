@@ -26,7 +26,7 @@ func TestDefaults(t *testing.T) {
 	if c.Store != "sqlite:lrosink.db" || c.Results != "stdout" || c.Grace != 90*time.Second || c.StuckAfter != 6*time.Hour ||
 		c.ClaimLease != 10*time.Minute || c.ReconcileEvery != time.Minute || c.MaxBody != 1048576 || c.JWKSURL != DefaultJWKSURL ||
 		c.FirestoreDatabase != "(default)" || len(c.WebhookSecrets) != 0 || c.WebhookDeadline != 10*time.Second || c.AdminToken != "" ||
-		c.ReconcileDeadline != 270*time.Second {
+		c.ReconcileDeadline != 270*time.Second || c.GeminiQPS != 0 || c.ReconcileShards != 1 || c.Retention != 0 {
 		t.Fatalf("defaults %+v", c)
 	}
 	if _, err := Load(env(map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}), Container()); err == nil || !strings.Contains(err.Error(), "LROSINK_RESULTS") {
@@ -40,12 +40,14 @@ func TestValues(t *testing.T) {
 		"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": "p1", "LROSINK_RESULTS": "pubsub:projects/p1/topics/results",
 		"LROSINK_WEBHOOK_SECRETS": " " + secretA + " , " + secretB + " ,", "LROSINK_GRACE": "2m", "LROSINK_MAX_BODY": "2048",
 		"LROSINK_WEBHOOK_DEADLINE": "3s", "LROSINK_ADMIN_TOKEN": " 0123456789abcdef-_.~+/= ", "LROSINK_RECONCILE_DEADLINE": "100s",
+		"LROSINK_GEMINI_QPS": "2.5", "LROSINK_RECONCILE_SHARDS": "4", "LROSINK_RETENTION": "400d",
 	}), Container())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.WebhookSecrets) != 2 || c.WebhookSecrets[1] != secretB || c.Grace != 2*time.Minute || c.MaxBody != 2048 ||
-		c.WebhookDeadline != 3*time.Second || c.AdminToken != "0123456789abcdef-_.~+/=" || c.ReconcileDeadline != 100*time.Second {
+		c.WebhookDeadline != 3*time.Second || c.AdminToken != "0123456789abcdef-_.~+/=" || c.ReconcileDeadline != 100*time.Second ||
+		c.GeminiQPS != 2.5 || c.ReconcileShards != 4 || c.Retention != 400*24*time.Hour {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -64,6 +66,9 @@ func TestInvalidNamesTheVariable(t *testing.T) {
 		"GOOGLE_GEMINI_BASE_URL":   "::",
 		"LROSINK_WEBHOOK_DEADLINE": "0s",
 		"LROSINK_ADMIN_TOKEN":      "short-secret",
+		"LROSINK_GEMINI_QPS":       "-1",
+		"LROSINK_RECONCILE_SHARDS": "1.5",
+		"LROSINK_RETENTION":        "6d",
 		// A whsec_ secret given as a public key: refused without quoting it.
 		"LROSINK_WEBHOOK_PUBLIC_KEYS": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 	} {
@@ -252,6 +257,22 @@ func TestClaimLeaseFloor(t *testing.T) {
 			t.Errorf("lease %s, deadline %q: %v", c.lease, c.deadline, err)
 		case !c.ok && (err == nil || !strings.HasPrefix(err.Error(), "LROSINK_CLAIM_LEASE: ") || !strings.Contains(err.Error(), "floor")):
 			t.Errorf("lease %s, deadline %q: %v; want one line naming LROSINK_CLAIM_LEASE and its floor", c.lease, c.deadline, err)
+		}
+	}
+}
+
+// TestRetentionFloor: under 7 days is refused (start-up exits 2), days and
+// Go durations are read alike.
+func TestRetentionFloor(t *testing.T) {
+	for v, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "168h": 7 * 24 * time.Hour, "400d": 400 * 24 * time.Hour} {
+		c, err := Load(env(map[string]string{"LROSINK_RETENTION": v}), Serve(local()))
+		if err != nil || c.Retention != want {
+			t.Errorf("LROSINK_RETENTION=%s: %v, %v; want %v", v, c.Retention, err, want)
+		}
+	}
+	for _, v := range []string{"6d", "167h", "24h", "0d", "-5d", "forever", "1.5d"} {
+		if _, err := Load(env(map[string]string{"LROSINK_RETENTION": v}), Serve(local())); err == nil || !strings.HasPrefix(err.Error(), "LROSINK_RETENTION:") {
+			t.Errorf("LROSINK_RETENTION=%s: error %v, want one naming the variable", v, err)
 		}
 	}
 }

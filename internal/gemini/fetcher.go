@@ -131,6 +131,10 @@ type Options struct {
 	// the batch settles without output and a WARNING is logged. Default
 	// DefaultOutputWait; negative settles at once.
 	OutputWait time.Duration
+	// Wait, when set, is waited on before every HTTP attempt of a fetch or
+	// list, retries included: a call budget (reconcile.Budget.Wait). Its
+	// error ends the call as the context's end would.
+	Wait func(ctx context.Context) error
 	// Log receives what is worth telling but is no error of the call (a
 	// FAILED batch whose error detail could not be read). Default: discard.
 	Log *slog.Logger
@@ -150,6 +154,7 @@ type Fetcher struct {
 	maxWait     time.Duration
 	outputWait  time.Duration
 	log         *slog.Logger
+	wait        func(context.Context) error
 }
 
 // New returns a Fetcher.
@@ -211,6 +216,7 @@ func New(o Options) (f *Fetcher, err error) {
 		maxWait:     o.MaxWait,
 		outputWait:  o.OutputWait,
 		log:         o.Log,
+		wait:        o.Wait,
 	}
 	if f.now == nil {
 		f.now = time.Now
@@ -363,6 +369,11 @@ func (f *Fetcher) call(ctx context.Context, name string, fn func(context.Context
 	_, err := r.Do(ctx, func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return gaveUp(err)
+		}
+		if f.wait != nil {
+			if err := f.wait(ctx); err != nil {
+				return gaveUp(err)
+			}
 		}
 		calls++
 		err := fn(ctx)

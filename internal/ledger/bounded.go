@@ -163,6 +163,11 @@ func (b *Bounded) SearchOperations(ctx context.Context, prefix string, limit int
 	})
 }
 
+// CountDue implements Queries.
+func (b *Bounded) CountDue(ctx context.Context, now time.Time) (int64, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) (int64, error) { return b.l.CountDue(ctx, now) })
+}
+
 var _ Ledger = (*Bounded)(nil)
 
 // ErrUnsupported: the bounded store does not keep what was asked for.
@@ -175,15 +180,6 @@ func (b *Bounded) CountPending(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("%s: count pending: %w", b.where, ErrUnsupported)
 	}
 	return call(b, ctx, "a count", c.CountPending)
-}
-
-// CountDue implements Counter when the bounded ledger does.
-func (b *Bounded) CountDue(ctx context.Context, now time.Time) (int64, error) {
-	c, ok := b.l.(Counter)
-	if !ok {
-		return 0, fmt.Errorf("%s: count due: %w", b.where, ErrUnsupported)
-	}
-	return call(b, ctx, "a count", func(ctx context.Context) (int64, error) { return c.CountDue(ctx, now) })
 }
 
 // AppendDeliveries implements deliverylog.Store when the bounded ledger does.

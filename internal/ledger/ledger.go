@@ -355,6 +355,10 @@ type Queries interface {
 	// is at or before now, in (NextCheckAt, ID) order, starting strictly
 	// after the cursor (the zero cursor starts at the beginning).
 	DueOperations(ctx context.Context, now time.Time, after DueCursor, limit int) ([]Operation, error)
+	// CountDue returns how many operations DueOperations would list for
+	// now: a count aggregation over the same index, which reads no
+	// documents. A pass counts what it left due (its backlog).
+	CountDue(ctx context.Context, now time.Time) (int64, error)
 	// StuckOperations returns up to limit operations not in a terminal
 	// state whose StuckKey is at or before cutoff, in (StuckKey, ID) order:
 	// for a cutoff of now minus StuckAfter, those whose stuck alert is due,

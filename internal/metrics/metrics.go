@@ -43,6 +43,10 @@ type Metrics struct {
 	countErrors     prometheus.Counter
 	rejections      *prometheus.CounterVec
 
+	// dueBacklog and oldestOverdue say the reconciler is falling behind.
+	dueBacklog    prometheus.Gauge
+	oldestOverdue prometheus.Gauge
+
 	// counter, when set, refreshes pending and due on every scrape.
 	counter Counter
 	now     func() time.Time
@@ -119,9 +123,17 @@ func New() *Metrics {
 			Name: "lrosink_operations_stuck",
 			Help: "Operations pending longer than LROSINK_STUCK_AFTER at the last successful reconcile pass (its stuck).",
 		}),
+		dueBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lrosink_reconcile_due_backlog",
+			Help: "Operations still due when the last successful reconcile pass ended: it could not check them (its due_backlog).",
+		}),
+		oldestOverdue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lrosink_reconcile_oldest_overdue_seconds",
+			Help: "How long the earliest operation the last successful reconcile pass left due had been due (its oldest_overdue_seconds).",
+		}),
 	}
 	m.reg.MustRegister(m.decisions, m.webhookRequests, m.webhookDuration, m.publishFailures,
-		m.reconcilePasses, m.geminiCalls, m.pending, m.due, m.stuck, m.countErrors, m.rejections,
+		m.reconcilePasses, m.geminiCalls, m.pending, m.due, m.stuck, m.countErrors, m.rejections, m.dueBacklog, m.oldestOverdue,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -208,6 +220,8 @@ func (m *Metrics) ObservePass(_ time.Time, s reconcile.Summary, err error) {
 	m.reconcilePasses.WithLabelValues("ok").Inc()
 	m.pending.Set(float64(s.StillPending))
 	m.stuck.Set(float64(s.Stuck))
+	m.dueBacklog.Set(float64(s.DueBacklog))
+	m.oldestOverdue.Set(float64(s.OldestOverdueSeconds))
 }
 
 // Publisher is the results sink as the ingest door uses it.

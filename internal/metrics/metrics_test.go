@@ -167,3 +167,15 @@ func gathered(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Fatalf("%s not gathered", name)
 	return 0
 }
+
+// TestLatenessGauges: the last successful pass's due backlog and oldest
+// overdue age are gauges, so falling behind can be graphed and alerted on.
+func TestLatenessGauges(t *testing.T) {
+	m := metrics.New()
+	m.ObservePass(time.Time{}, reconcile.Summary{DueBacklog: 1200, OldestOverdueSeconds: 610}, nil)
+	for name, want := range map[string]float64{"lrosink_reconcile_due_backlog": 1200, "lrosink_reconcile_oldest_overdue_seconds": 610} {
+		if got := gathered(t, m, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -82,6 +82,12 @@ type Config struct {
 	Webhooks WebhookLister
 	// WebhookCheckEvery paces the webhook read (DefaultWebhookCheckEvery).
 	WebhookCheckEvery time.Duration
+	// Retention, when positive, is how long a settled operation is kept
+	// (LROSINK_RETENTION); Pruner deletes the older ones each pass, at
+	// most MaxOperations. Nil Pruner: the store expires them itself
+	// (Firestore's TTL policy on expire_at) or nothing is pruned.
+	Retention time.Duration
+	Pruner    Pruner
 	// Observers are told of every pass when it ends (metrics, the
 	// console's ring of recent passes).
 	Observers []Observer
@@ -103,6 +109,14 @@ type Counter interface {
 // (deliverylog.Log).
 type DeliveryLog interface {
 	Delivery(opID string, e deliverylog.Entry)
+}
+
+// Pruner deletes settled operations whose results message is published
+// and that settled at or before settledBefore, and published claims past
+// their expiry at now; at most limit of each. It returns the operations
+// deleted.
+type Pruner interface {
+	PruneSettled(ctx context.Context, settledBefore, now time.Time, limit int) (int, error)
 }
 
 // Observer is told the outcome of every pass, failed ones too (with what
@@ -130,6 +144,16 @@ type Summary struct {
 	// Partial says the pass stopped early at its deadline: what is left is
 	// first in line next pass (CONTRACT.md §4).
 	Partial bool `json:"partial"`
+	// DueBacklog counts the operations still due when the pass ended (it
+	// could not check them: MaxOperations, the deadline, the Gemini
+	// budget); OldestOverdueSeconds is how long the earliest of them has
+	// been due. Both 0 when the pass caught up, or polls nothing (no key).
+	// A reconciler falling behind shows here, not as errors.
+	DueBacklog           int   `json:"due_backlog"`
+	OldestOverdueSeconds int64 `json:"oldest_overdue_seconds"`
+	// Pruned counts the settled operations deleted past LROSINK_RETENTION
+	// (SQLite, memory; Firestore's TTL policy deletes its own).
+	Pruned int `json:"pruned"`
 }
 
 // Reconciler runs passes.
@@ -237,7 +261,9 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 			return t.s, err
 		}
 		r.adopt(work, &t)
+		r.measureBacklog(ctx, now, &t)
 	}
+	r.prune(work, now, &t)
 	if cut(work) {
 		t.add(func(s *Summary) { s.Partial = true })
 	}
@@ -269,7 +295,8 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	log(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
-		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial)
+		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial,
+		"due_backlog", t.s.DueBacklog, "oldest_overdue_seconds", t.s.OldestOverdueSeconds, "pruned", t.s.Pruned)
 	return t.s, nil
 }
 
@@ -462,6 +489,47 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		t.add(func(s *Summary) { s.Errors++ })
 		log.ErrorContext(ctx, "reconcile: could not schedule the next check", "error", err.Error())
 	}
+}
+
+// measureBacklog counts the operations the pass left due and reads the
+// earliest of them: a count aggregation and one document, however large the
+// backlog. It runs under the whole pass's context, after the checks were
+// rescheduled, so what it sees is what the next pass inherits. A failure
+// is an error of the pass, not of the ledger: the figures are then 0.
+func (r *Reconciler) measureBacklog(ctx context.Context, now time.Time, t *tally) {
+	n, err := r.cfg.Ledger.CountDue(ctx, now)
+	if err == nil && n > 0 {
+		var first []ledger.Operation
+		if first, err = r.cfg.Ledger.DueOperations(ctx, now, ledger.DueCursor{}, 1); err == nil && len(first) == 1 {
+			late := int64(now.Sub(first[0].NextCheckAt) / time.Second)
+			t.add(func(s *Summary) { s.OldestOverdueSeconds = late })
+		}
+	}
+	if err != nil {
+		t.add(func(s *Summary) { s.Errors++ })
+		r.cfg.Log.WarnContext(ctx, "reconcile: could not measure the due backlog", "error", err.Error())
+		return
+	}
+	t.add(func(s *Summary) { s.DueBacklog = int(n) })
+}
+
+// prune deletes settled operations older than Retention, when the store
+// needs it done. A failure is an error of the pass; what is left is pruned
+// next pass.
+func (r *Reconciler) prune(ctx context.Context, now time.Time, t *tally) {
+	if r.cfg.Retention <= 0 || r.cfg.Pruner == nil || cut(ctx) {
+		return
+	}
+	n, err := r.cfg.Pruner.PruneSettled(ctx, now.Add(-r.cfg.Retention), now, r.cfg.MaxOperations)
+	if err != nil {
+		if cut(ctx) {
+			return
+		}
+		t.add(func(s *Summary) { s.Errors++ })
+		r.cfg.Log.WarnContext(ctx, "reconcile: could not prune settled operations", "error", err.Error())
+		return
+	}
+	t.add(func(s *Summary) { s.Pruned = n })
 }
 
 // adopt lists recent batch jobs and feeds them to the door: a job the

@@ -83,7 +83,7 @@ func Firestore() Scheme[ledger.Ledger] {
 			// The client retries an unreachable host until the call's
 			// context ends: every call gets a bound, and its error names
 			// the host.
-			return ledger.NewBounded(fsledger.New(c, nil), env.StoreTimeout, firestoreWhere(env)), c.Close, nil
+			return ledger.NewBounded(fsledger.New(c, nil).WithRetention(env.Retention), env.StoreTimeout, firestoreWhere(env)), c.Close, nil
 		},
 	}
 }

@@ -42,6 +42,9 @@ type Env struct {
 	// StoreTimeout is LROSINK_STORE_TIMEOUT: the bound of every call to a
 	// networked store (ledger.DefaultCallTimeout when zero).
 	StoreTimeout time.Duration
+	// Retention is LROSINK_RETENTION: Firestore writes expire_at on
+	// settled operations for its TTL policy (0: none).
+	Retention time.Duration
 	// Stdout receives `stdout` results; Open fails without it.
 	Stdout io.Writer
 }

@@ -47,6 +47,17 @@ type Counts = ledger.Counts
 type Store struct {
 	client *firestore.Client
 	counts *Counts
+	// retention, when positive, gives a settled operation an expire_at
+	// this long after its settlement, which the TTL policy on
+	// operations.expire_at (terraform/firestore.tf) deletes.
+	retention time.Duration
+}
+
+// WithRetention makes s write expire_at = settled_at + d on settled
+// operations (LROSINK_RETENTION); 0 writes none. It returns s.
+func (s *Store) WithRetention(d time.Duration) *Store {
+	s.retention = d
+	return s
 }
 
 // New returns a store on client. counts may be nil.
@@ -91,7 +102,10 @@ type opDoc struct {
 	// StuckFrom is ledger.StuckKey, absent once settled: the stuck scan is
 	// a single-field range on it. Documents written before it existed get
 	// it at their next write; every pending operation's next check is one.
-	StuckFrom *time.Time   `firestore:"stuck_from,omitempty"`
+	StuckFrom *time.Time `firestore:"stuck_from,omitempty"`
+	// ExpireAt is when the TTL policy deletes a settled operation (absent
+	// without LROSINK_RETENTION, and while pending).
+	ExpireAt  *time.Time   `firestore:"expire_at,omitempty"`
 	History   []historyDoc `firestore:"history"`
 	Conflicts []historyDoc `firestore:"conflicts"`
 	// UserMetadata and Output are written as one JSON string each
@@ -273,6 +287,7 @@ func (d opDoc) updates() []firestore.Update {
 		{Path: "user_metadata", Value: d.UserMetadata}, {Path: "output", Value: d.Output}, {Path: "error", Value: d.Error},
 		{Path: "effect", Value: d.Effect}, {Path: "replays", Value: d.Replays},
 		{Path: "stuck_alerted_at", Value: orDelete(d.StuckAlertedAt)}, {Path: "stuck_from", Value: orDelete(d.StuckFrom)},
+		{Path: "expire_at", Value: orDelete(d.ExpireAt)},
 	}
 }
 
@@ -368,6 +383,10 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 	doc, err := toOpDoc(op, op.Rev.Version+1)
 	if err != nil {
 		return ledger.Revision{}, nil, fmt.Errorf("firestore: commit operation %s: %w", op.ID, err)
+	}
+	if s.retention > 0 && op.State.Terminal() && !op.SettledAt.IsZero() {
+		at := op.SettledAt.Add(s.retention)
+		doc.ExpireAt = &at
 	}
 	var cdoc claimDoc
 	if claim != nil {

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"MessageRoundTripsVerbatim":     testMessage,
 		"MissingClaimCannotComplete":    testMissingClaim,
 		"DueOperations":                 testDueOperations,
+		"CountDue":                      testCountDue,
 		"StuckOperations":               testStuckOperations,
 		"DueClaims":                     testDueClaims,
 		"ScheduleCheck":                 testScheduleCheck,
@@ -433,6 +434,27 @@ func testDueOperations(t *testing.T, s ledger.Ledger) {
 	}
 	if !same(paged, []string{"d1", "c2", "d2", "e2", "d3"}) {
 		t.Fatalf("paged = %v", paged)
+	}
+}
+
+// testCountDue: CountDue counts what DueOperations would list, settled and
+// not-yet-due operations excluded.
+func testCountDue(t *testing.T, s ledger.Ledger) {
+	for i, id := range []string{"n1", "n2", "n3"} {
+		op := Op(id)
+		op.NextCheckAt = t0.Add(time.Duration(i) * time.Minute)
+		mustCommit(t, s, op, nil)
+	}
+	mustCommit(t, s, Op("n0"), nil)
+	mustCommit(t, s, terminal(mustGet(t, s, "n0"), t0), nil)
+	for at, want := range map[time.Duration]int64{-time.Minute: 0, 0: 1, time.Minute: 2, time.Hour: 3} {
+		n, err := s.CountDue(t.Context(), t0.Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("CountDue(t0%+v) = %d, want %d", at, n, want)
+		}
 	}
 }
 

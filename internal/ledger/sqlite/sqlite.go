@@ -54,7 +54,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 6
+const schemaVersion = 7
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -149,6 +149,12 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	entries   TEXT    NOT NULL
 ) STRICT;
 CREATE INDEX IF NOT EXISTS deliveries_expire_at ON deliveries (expire_at);
+`, `
+-- Retention (LROSINK_RETENTION, PruneSettled): settled operations in
+-- settlement order, and the published claims past their expire_at (what
+-- Firestore's TTL policies delete there).
+CREATE INDEX IF NOT EXISTS operations_settled_at ON operations (settled_at, id) WHERE settled_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS claims_done_expire_at ON claims (expire_at, id) WHERE status = 'DONE';
 `}
 }
 
