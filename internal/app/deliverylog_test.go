@@ -139,7 +139,7 @@ func TestDeliveryTimelineShowsDroppedDeliveries(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("operation page answered %d", code)
 	}
-	table := section(t, page, `<table class="ops" id="deliveries">`, `</table>`)
+	table := section(t, page, `<table class="ops cards" id="deliveries">`, `</table>`)
 	rows := strings.Split(table, "<tr")[2:] // header row first
 	if len(rows) != 3 {
 		t.Fatalf("%d delivery rows, want 3:\n%s", len(rows), table)
