@@ -31,10 +31,14 @@ func Readyz(probe func(context.Context) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// One probe at a time: the others wait for it and reuse its answer.
 		mu.Lock()
+		var err error
 		if checked.IsZero() || time.Since(checked) >= ReadyFor {
-			last, checked = probe(r.Context()), time.Now()
+			// Not the prober's context: a prober that hangs up early must
+			// not make a healthy store look unreachable to the next one.
+			// The probe is bounded by its own read timeout.
+			last, checked = probe(context.WithoutCancel(r.Context())), time.Now()
 		}
-		err := last
+		err = last
 		mu.Unlock()
 		if err != nil {
 			reply(w, http.StatusServiceUnavailable, readiness{Status: "store-unreachable", Detail: err.Error()})
