@@ -279,3 +279,15 @@ func readAll(t *testing.T, res *http.Response) string {
 	}
 	return b.String()
 }
+
+// TestSearchTooLongIsTheUsersInput: a name that escapes past Firestore's
+// id limit (every "/" becomes three bytes) cannot be searched; that is a
+// 400 about what was typed, not a 503 saying the ledger did not answer.
+func TestSearchTooLongIsTheUsersInput(t *testing.T) {
+	srv := newConsole(t, store(t), nil)
+	q := "batches/" + strings.Repeat("a/", 496)
+	body, _ := get(t, srv.URL+"/ui/?q="+url.QueryEscape(q), http.StatusBadRequest)
+	if !strings.Contains(body, "too long to search") {
+		t.Fatalf("answer does not say why:\n%s", body)
+	}
+}

@@ -402,10 +402,19 @@ type Queries interface {
 func NameRange(prefix string) (lo, hi string, err error) {
 	lo, err = opname.DocID(opname.KeyPrefix + prefix)
 	if err != nil {
-		return "", "", fmt.Errorf("name prefix: %w", err)
+		return "", "", fmt.Errorf("%w: %w", ErrBadPrefix, err)
 	}
-	return lo, lo + "\U0010FFFF", nil
+	hi = lo + "\U0010FFFF"
+	if len(hi) > opname.MaxDocIDLen {
+		// Firestore refuses a document id this long even as a bound.
+		return "", "", fmt.Errorf("%w: %d bytes escaped, the longest searchable is %d", ErrBadPrefix, len(lo), opname.MaxDocIDLen-len("\U0010FFFF"))
+	}
+	return lo, hi, nil
 }
+
+// ErrBadPrefix wraps a name prefix that cannot be searched (too long once
+// escaped): the caller's input, not the store's failure.
+var ErrBadPrefix = errors.New("name prefix cannot be searched")
 
 // Filter selects operations for PageOperations and CountOperations. The
 // zero Filter selects every operation.
