@@ -69,7 +69,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("evil delivery: %d %q %v", code, outcome, err)
 	}
 	register(t, p.base, `{"name":"batches/br_pending","kind":"batch"}`)
-	for range 2 { // the two results lines
+	// What the delivery timeline is for: a duplicate of br_plain's
+	// completion, and an interaction's requires_action arriving after its
+	// completion (late and stale). Neither changes the operation.
+	mustDeliver(t, p.base, secret, "br_plain", "msg_p2", "duplicate")
+	interaction := func(typ string) []byte {
+		return []byte(`{"type":"` + typ + `","version":"v1","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) +
+			`","data":{"id":"br_int"}}`)
+	}
+	for _, d := range []struct{ typ, id, want string }{
+		{"interaction.completed", "msg_i1", "completed"}, {"interaction.requires_action", "msg_i2", "dropped"},
+	} {
+		if code, outcome, err := deliver(t, p.base, secret, d.id, interaction(d.typ)); err != nil || code != http.StatusOK || outcome != d.want {
+			t.Fatalf("%s: %d %q %v, want 200 %q", d.typ, code, outcome, err, d.want)
+		}
+	}
+	for range 3 { // the three results lines
 		p.next(t)
 	}
 
@@ -128,13 +143,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The list: every operation, newest first, with the total.
 	run("operations page", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("table.ops"))
 	list, count := text("table.ops"), text("#count")
-	for _, name := range []string{"batches/br_plain", "batches/br_evil", "batches/br_pending"} {
+	for _, name := range []string{"batches/br_plain", "batches/br_evil", "batches/br_pending", "interactions/br_int"} {
 		if !strings.Contains(list, name) {
 			t.Errorf("the list lacks %s:\n%s", name, list)
 		}
 	}
-	if count != "1–3 of 3" {
-		t.Errorf("count label %q, want 1–3 of 3", count)
+	if count != "1–4 of 4" {
+		t.Errorf("count label %q, want 1–4 of 4", count)
 	}
 	untouched("operations")
 	shot("operations")
@@ -209,6 +224,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("a DONE claim does not say when it was done: %q", done)
 	}
 
+	// The delivery timelines: the log is written just after each answer, so
+	// wait for it as a person reloading would.
+	for _, c := range []struct{ page, want string }{
+		{"/ui/operations/batches/br_plain", "duplicate"},
+		{"/ui/operations/interactions/br_int", "regress-from-terminal"},
+	} {
+		for i := 0; ; i++ {
+			run("delivery timeline "+c.page, chromedp.Navigate(p.base+c.page), chromedp.WaitVisible("h1.opname"))
+			if strings.Contains(text("main"), c.want) {
+				break
+			}
+			if i == 50 {
+				t.Fatalf("%s: the delivery timeline never showed %q:\n%s", c.page, c.want, text("main"))
+			}
+			run("wait", chromedp.Sleep(200*time.Millisecond))
+		}
+		if tl := text("#deliveries"); !strings.Contains(tl, c.want) {
+			t.Errorf("%s: %q is not in the delivery timeline:\n%s", c.page, c.want, tl)
+		}
+	}
+	shot("operation-deliveries")
+
 	// The stuck page lists the pending operation once it is over 1s old.
 	for i := 0; ; i++ {
 		run("stuck page", chromedp.Navigate(p.base+"/ui/stuck"), chromedp.WaitVisible("main h1"))
@@ -226,6 +263,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	health := text("main")
 	if !strings.Contains(health, "sqlite:") {
 		t.Errorf("health page does not name the store:\n%s", health)
+	}
+	// The ledger's count, with no GEMINI_API_KEY (nothing is polled): the
+	// one registered operation still pending.
+	if pending := strings.TrimSpace(text("#pending")); pending != "1" {
+		t.Errorf("health page: pending %q, want the ledger's 1", pending)
 	}
 	shot("health")
 
