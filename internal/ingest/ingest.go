@@ -629,7 +629,14 @@ func (d *Door) runEffect(ctx context.Context, l ledger.Lease, leaseUntil time.Ti
 	if err := d.fault(ctx, FaultAfterCommit, m.Operation); err != nil {
 		return res, err
 	}
-	if err := d.cfg.Sink.Publish(ctx, m); err != nil {
+	// The publish must end within the lease: past it the claim may be
+	// seized and published by another holder, so a publish still running
+	// then would be a second message outside the crash window. Cut short,
+	// it fails and releases the claim like any failed publish.
+	pctx, pcancel := context.WithTimeout(ctx, publishBudget(leaseUntil.Sub(d.cfg.Now())))
+	err := d.cfg.Sink.Publish(pctx, m)
+	pcancel()
+	if err != nil {
 		// Release at once so the next delivery or reconcile pass retries
 		// instead of waiting out the lease. Detached: the caller may be gone.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -656,6 +663,14 @@ func (d *Door) runEffect(ctx context.Context, l ledger.Lease, leaseUntil time.Ti
 		return res, fmt.Errorf("%w: published %s but could not record DONE (the claim is retried after its lease): %w", ErrUnavailable, m.Operation, err)
 	}
 	return res, nil
+}
+
+// publishBudget is how long a publish may take when left of the lease:
+// all of it but a tenth (at most 5 s, at least 1 ms) kept for the DONE
+// commit that follows.
+func publishBudget(left time.Duration) time.Duration {
+	margin := min(max(left/10, 0), 5*time.Second)
+	return max(left-margin, time.Millisecond)
 }
 
 // completeClaim commits the claim DONE, retrying a transient store error a

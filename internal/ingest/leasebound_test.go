@@ -1,0 +1,72 @@
+package ingest_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/testutil"
+)
+
+// lateSink's first publish hangs for two seconds and then delivers anyway,
+// unless its context ends first (as a Pub/Sub publish does); later
+// publishes deliver at once.
+type lateSink struct {
+	rec  *testutil.Recorder
+	mu   sync.Mutex
+	seen int
+}
+
+func (s *lateSink) Publish(ctx context.Context, m results.Message) error {
+	s.mu.Lock()
+	s.seen++
+	first := s.seen == 1
+	s.mu.Unlock()
+	if first {
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.rec.Publish(ctx, m)
+}
+
+// TestPublishEndsWithinTheLease: a holder's publish may not outlive its
+// lease, or a second holder that seized the claim after the lease publishes
+// too and the message goes out twice without any crash. Before, the door
+// bounded a publish only by its own 60 s timeout: with the lease (300 ms
+// here, real time) run out while the first publish hung, a reconcile retry
+// seized the claim and published, then the first publish delivered: two
+// messages.
+func TestPublishEndsWithinTheLease(t *testing.T) {
+	t.Parallel()
+	rec := &testutil.Recorder{}
+	d, err := ingest.New(ingest.Config{Store: testutil.MemLedger(t), Sink: &lateSink{rec: rec}, Log: logging.Discard(),
+		Now: time.Now, Lease: 300 * time.Millisecond, Grace: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := d.Ingest(context.WithoutCancel(t.Context()), ingest.Event{Name: "batches/lease1", State: lifecycle.Succeeded,
+			GeminiStatus: "batch.succeeded", UpdateTime: time.Now(), Source: ingest.SourceWebhook})
+		first <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // past the lease
+	if _, err := d.RetryClaim(t.Context(), "gemini:batches%2Flease1"); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if err := <-first; err == nil {
+		t.Fatal("the first holder's publish outlived its lease and succeeded")
+	}
+	time.Sleep(2 * time.Second) // what a late first publish would have needed
+	if n := len(rec.All()); n != 1 {
+		t.Fatalf("%d messages, want 1", n)
+	}
+}
