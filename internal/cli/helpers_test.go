@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"net/http"
 	"path/filepath"
@@ -58,7 +59,7 @@ func settle(t *testing.T, store, name string, state lifecycle.State, pub ingest.
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := d.Ingest(ctx, ingest.Event{Name: name, State: state, UpdateTime: time.Now(), Source: ingest.SourceWebhook,
+	res, err := d.Ingest(ctx, event.Event{Name: name, State: state, UpdateTime: time.Now(), Source: event.SourceWebhook,
 		DeliveryID: "msg_" + name, Output: map[string]any{"file": "gs://b/" + name}})
 	if err != nil || res.Outcome != ingest.OutcomeCompleted {
 		t.Fatalf("settle %s: %+v %v", name, res, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger/sqlite"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -38,8 +39,8 @@ func TestRegisterLeavesAnOwedMessageWithoutASink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Ingest(t.Context(), ingest.Event{Name: "batches/owed1", State: lifecycle.Succeeded, UpdateTime: time.Now(),
-		Source: ingest.SourceWebhook}); !errors.Is(err, ingest.ErrSideEffect) {
+	if _, err := d.Ingest(t.Context(), event.Event{Name: "batches/owed1", State: lifecycle.Succeeded, UpdateTime: time.Now(),
+		Source: event.SourceWebhook}); !errors.Is(err, ingest.ErrSideEffect) {
 		t.Fatalf("settle with a failing sink: %v", err)
 	}
 	_ = s.Close()

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"fmt"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"path/filepath"
 	"sync"
@@ -144,7 +145,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 			}
 			for i := range 100 {
 				id := fmt.Sprintf("pending-%03d", i)
-				if _, err := door.Ingest(ctx, ingest.Event{Name: "batches/" + id, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+				if _, err := door.Ingest(ctx, event.Event{Name: "batches/" + id, State: lifecycle.Pending, Source: event.SourceRegister}); err != nil {
 					b.Fatal(err)
 				}
 				fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: tDone})
