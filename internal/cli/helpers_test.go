@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ingest"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results/resultstest"
@@ -50,7 +50,7 @@ func storeEnv(t *testing.T) map[string]string {
 func settle(t *testing.T, store, name string, state lifecycle.State, pub ingest.Sink) {
 	t.Helper()
 	ctx := t.Context()
-	s, err := sqlite.Open(ctx, strings.TrimPrefix(store, "sqlite:"))
+	s, err := sqliteledger.Open(ctx, strings.TrimPrefix(store, "sqlite:"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
@@ -31,7 +31,7 @@ func (failingSink) Publish(context.Context, results.Message) error {
 // configured sink when there is one.
 func TestRegisterLeavesAnOwedMessageWithoutASink(t *testing.T) {
 	env := storeEnv(t)
-	s, err := sqlite.Open(t.Context(), strings.TrimPrefix(env["LROSINK_STORE"], "sqlite:"))
+	s, err := sqliteledger.Open(t.Context(), strings.TrimPrefix(env["LROSINK_STORE"], "sqlite:"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -43,7 +43,7 @@ func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "ledger.db")
-		s, err := sqlite.Open(t.Context(), path)
+		s, err := sqliteledger.Open(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -115,7 +115,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 	for _, settled := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("settled=%d", settled), func(b *testing.B) {
 			ctx := b.Context()
-			store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "p2.db"))
+			store, err := sqliteledger.Open(ctx, filepath.Join(b.TempDir(), "p2.db"))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -16,7 +16,7 @@ func TestReconcileDependsOnPortsNotAdapters(t *testing.T) {
 		t.Fatal(err)
 	}
 	adapters := map[string]bool{}
-	for _, p := range []string{"gemini", "fakegemini", "ledger/firestore", "ledger/sqlite", "sink"} {
+	for _, p := range []string{"gemini", "fakegemini", "ledger/fsledger", "ledger/sqliteledger", "sink"} {
 		adapters["github.com/lrosink/lrosink/internal/"+p] = true
 	}
 	if len(pkg.Imports) == 0 {
@@ -36,7 +36,7 @@ func TestReconcileDependsOnPortsNotAdapters(t *testing.T) {
 func TestAdaptersDependOnLeavesNotCore(t *testing.T) {
 	const mod = "github.com/lrosink/lrosink/internal/"
 	core := map[string]bool{mod + "ingest": true, mod + "reconcile": true}
-	for _, dir := range []string{"gemini", "webhook", "ledger/firestore", "ledger/sqlite", "ledger/memledger"} {
+	for _, dir := range []string{"gemini", "webhook", "ledger/fsledger", "ledger/sqliteledger", "ledger/memledger"} {
 		pkg, err := build.ImportDir("../"+dir, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@
 // update time, which every seize, release and completion moves. Both kinds
 // of document also keep the write count ledger.Revision defines in a
 // "version" field, which no precondition reads.
-package firestore
+package fsledger
 
 import (
 	"context"

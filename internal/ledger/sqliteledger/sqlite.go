@@ -16,7 +16,7 @@
 // Durability: the database runs in WAL mode with synchronous=NORMAL. A
 // committed transaction survives a crash of the process, but a power loss or
 // OS crash may lose the last few transactions (never corrupt the file).
-package sqlite
+package sqliteledger
 
 import (
 	"context"
