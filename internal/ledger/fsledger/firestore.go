@@ -1,4 +1,4 @@
-// Package firestore is the Firestore adapter of the ledger port.
+// Package fsledger is the Firestore adapter of the ledger port.
 //
 // Collections: `operations` (one document per operation) and `claims` (one
 // per idempotency key), both keyed by opname.DocID of the key.

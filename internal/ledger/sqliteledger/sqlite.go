@@ -1,4 +1,4 @@
-// Package sqlite is the SQLite adapter of the ledger port, for single-host
+// Package sqliteledger is the SQLite adapter of the ledger port, for single-host
 // deployments and local runs. It keeps the guarantees of the Firestore
 // adapter: every operation write is fenced on the revision read, a claim is
 // created in the same transaction as the operation's first terminal state,
