@@ -1,7 +1,7 @@
 // Package deploy_test checks the rules of the deployment files that a
 // reviewer would otherwise have to remember: it parses every terraform/*.tf
 // file with github.com/hashicorp/hcl/v2 (hclparse + hclsyntax, no provider,
-// no network) and reads internal/ledger/firestore/firestore.go with
+// no network) and reads internal/ledger/fsledger/firestore.go with
 // go/parser. scripts/check-deploy.sh and `make test` run it.
 //
 // This file loads the configuration; the rules are in terraform_test.go and
@@ -25,7 +25,7 @@ import (
 const (
 	tfDir       = "../terraform"
 	queriesFile = "../terraform/queries.json"
-	firestoreGo = "../internal/ledger/firestore/firestore.go"
+	firestoreGo = "../internal/ledger/fsledger/firestore.go"
 )
 
 // block is a top-level block (resource, data, variable, output, ...) with the

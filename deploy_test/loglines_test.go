@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -378,8 +379,8 @@ func (s *lossyStore) CompleteClaim(ctx context.Context, l ledger.Lease, now time
 // webhook disabled.
 type disabledHooks struct{}
 
-func (disabledHooks) ListWebhooks(context.Context) ([]reconcile.Webhook, error) {
-	return []reconcile.Webhook{{ID: "wh_1", Name: "webhooks/wh_1", URI: "https://example.invalid/", State: "disabled", Disabled: true}}, nil
+func (disabledHooks) ListWebhooks(context.Context) ([]event.Webhook, error) {
+	return []event.Webhook{{ID: "wh_1", Name: "webhooks/wh_1", URI: "https://example.invalid/", State: "disabled", Disabled: true}}, nil
 }
 
 // generateLines runs each scenario and returns its lines by scenario name.
@@ -398,10 +399,10 @@ func generateLines(t *testing.T, prefix string) map[string][]logEntry {
 	}
 	out := map[string][]logEntry{}
 	tDone := time.Date(2026, 11, 21, 11, 30, 0, 0, time.UTC)
-	ev := func(name string, st lifecycle.State, src ingest.Source) ingest.Event {
-		return ingest.Event{Name: name, State: st, UpdateTime: tDone, Source: src}
+	ev := func(name string, st lifecycle.State, src event.Source) event.Event {
+		return event.Event{Name: name, State: st, UpdateTime: tDone, Source: src}
 	}
-	ingestStep := func(e ingest.Event) { _, _ = door.Ingest(ctx, e) }
+	ingestStep := func(e event.Event) { _, _ = door.Ingest(ctx, e) }
 	// run captures what step logs as scenario name, from the given service.
 	run := func(name, service string, step func()) {
 		var buf bytes.Buffer
@@ -421,29 +422,29 @@ func generateLines(t *testing.T, prefix string) map[string][]logEntry {
 		}
 	}
 
-	run("completed", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Succeeded, ingest.SourceWebhook)) })
-	run("duplicate", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Succeeded, ingest.SourceWebhook)) })
-	run("dropped", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Running, ingest.SourceWebhook)) })
-	run("reconcile-completed", "reconcile", func() { ingestStep(ev("batches/b", lifecycle.Failed, ingest.SourceReconcile)) })
+	run("completed", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Succeeded, event.SourceWebhook)) })
+	run("duplicate", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Succeeded, event.SourceWebhook)) })
+	run("dropped", "webhook", func() { ingestStep(ev("batches/a", lifecycle.Running, event.SourceWebhook)) })
+	run("reconcile-completed", "reconcile", func() { ingestStep(ev("batches/b", lifecycle.Failed, event.SourceReconcile)) })
 
 	sink.set(true)
-	run("publish-failed", "webhook", func() { ingestStep(ev("batches/c", lifecycle.Succeeded, ingest.SourceWebhook)) })
+	run("publish-failed", "webhook", func() { ingestStep(ev("batches/c", lifecycle.Succeeded, event.SourceWebhook)) })
 	sink.set(false)
-	run("recovered", "webhook", func() { ingestStep(ev("batches/c", lifecycle.Succeeded, ingest.SourceWebhook)) })
+	run("recovered", "webhook", func() { ingestStep(ev("batches/c", lifecycle.Succeeded, event.SourceWebhook)) })
 
 	// Released by a failed publish, then its claim is lost.
 	sink.set(true)
-	ingestStep(ev("batches/d", lifecycle.Succeeded, ingest.SourceWebhook))
+	ingestStep(ev("batches/d", lifecycle.Succeeded, event.SourceWebhook))
 	sink.set(false)
 	store.mu.Lock()
 	store.lost["gemini:batches%2Fd"] = true
 	store.mu.Unlock()
-	run("claim-missing", "webhook", func() { ingestStep(ev("batches/d", lifecycle.Succeeded, ingest.SourceWebhook)) })
+	run("claim-missing", "webhook", func() { ingestStep(ev("batches/d", lifecycle.Succeeded, event.SourceWebhook)) })
 
 	store.mu.Lock()
 	store.failComplete = true
 	store.mu.Unlock()
-	run("done-commit-failed", "webhook", func() { ingestStep(ev("batches/e", lifecycle.Succeeded, ingest.SourceWebhook)) })
+	run("done-commit-failed", "webhook", func() { ingestStep(ev("batches/e", lifecycle.Succeeded, event.SourceWebhook)) })
 	store.mu.Lock()
 	store.failComplete = false
 	store.mu.Unlock()
@@ -451,7 +452,7 @@ func generateLines(t *testing.T, prefix string) map[string][]logEntry {
 	// A registered operation pending for longer than StuckAfter, and a
 	// project webhook Gemini reports disabled: one pass logs both alerts
 	// and its summary line.
-	ingestStep(ingest.Event{Name: "batches/f", State: lifecycle.Pending, Source: ingest.SourceRegister})
+	ingestStep(event.Event{Name: "batches/f", State: lifecycle.Pending, Source: event.SourceRegister})
 	clock.Advance(2 * time.Hour)
 	rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: door, Log: log, Now: clock.Now,
 		StuckAfter: time.Hour, Webhooks: disabledHooks{}})

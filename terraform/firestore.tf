@@ -1,5 +1,5 @@
 # The ledger: collections `operations` (one document per operation) and
-# `claims` (one per idempotency key), see internal/ledger/firestore.
+# `claims` (one per idempotency key), see internal/ledger/fsledger.
 resource "google_firestore_database" "default" {
   project     = var.project_id
   name        = "(default)"

@@ -1,6 +1,6 @@
 # Composite indexes of the ledger. Every query the code runs is listed, with
 # its filters, order and the index serving it, in queries.json; the Go test
-# in deploy_test/ checks that list against internal/ledger/firestore's query
+# in deploy_test/ checks that list against internal/ledger/fsledger's query
 # calls and against the google_firestore_index resources below. Add a query
 # there and here together.
 #

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"net/http"
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ingest"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results/resultstest"
@@ -49,7 +50,7 @@ func storeEnv(t *testing.T) map[string]string {
 func settle(t *testing.T, store, name string, state lifecycle.State, pub ingest.Sink) {
 	t.Helper()
 	ctx := t.Context()
-	s, err := sqlite.Open(ctx, strings.TrimPrefix(store, "sqlite:"))
+	s, err := sqliteledger.Open(ctx, strings.TrimPrefix(store, "sqlite:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func settle(t *testing.T, store, name string, state lifecycle.State, pub ingest.
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := d.Ingest(ctx, ingest.Event{Name: name, State: state, UpdateTime: time.Now(), Source: ingest.SourceWebhook,
+	res, err := d.Ingest(ctx, event.Event{Name: name, State: state, UpdateTime: time.Now(), Source: event.SourceWebhook,
 		DeliveryID: "msg_" + name, Output: map[string]any{"file": "gs://b/" + name}})
 	if err != nil || res.Outcome != ingest.OutcomeCompleted {
 		t.Fatalf("settle %s: %+v %v", name, res, err)

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
@@ -30,7 +31,7 @@ func (failingSink) Publish(context.Context, results.Message) error {
 // configured sink when there is one.
 func TestRegisterLeavesAnOwedMessageWithoutASink(t *testing.T) {
 	env := storeEnv(t)
-	s, err := sqlite.Open(t.Context(), strings.TrimPrefix(env["LROSINK_STORE"], "sqlite:"))
+	s, err := sqliteledger.Open(t.Context(), strings.TrimPrefix(env["LROSINK_STORE"], "sqlite:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +39,8 @@ func TestRegisterLeavesAnOwedMessageWithoutASink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Ingest(t.Context(), ingest.Event{Name: "batches/owed1", State: lifecycle.Succeeded, UpdateTime: time.Now(),
-		Source: ingest.SourceWebhook}); !errors.Is(err, ingest.ErrSideEffect) {
+	if _, err := d.Ingest(t.Context(), event.Event{Name: "batches/owed1", State: lifecycle.Succeeded, UpdateTime: time.Now(),
+		Source: event.SourceWebhook}); !errors.Is(err, ingest.ErrSideEffect) {
 		t.Fatalf("settle with a failing sink: %v", err)
 	}
 	_ = s.Close()

@@ -16,7 +16,7 @@ import (
 	"github.com/lrosink/lrosink/internal/console"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/reconcile"
 )
@@ -25,9 +25,9 @@ var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 const evil = `<script>document.title="pwned"</script>"><img src=x onerror=alert(1)>`
 
-func store(t *testing.T) *sqlite.Store {
+func store(t *testing.T) *sqliteledger.Store {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "l.db"))
+	s, err := sqliteledger.Open(t.Context(), filepath.Join(t.TempDir(), "l.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

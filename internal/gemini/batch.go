@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/genai"
 
-	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 )
@@ -21,32 +21,32 @@ import (
 // inlined responses can be large, but its error sits at the top.
 const maxOperationBody = 64 << 20
 
-func (f *Fetcher) fetchBatch(ctx context.Context, name string) (ingest.Event, error) {
+func (f *Fetcher) fetchBatch(ctx context.Context, name string) (event.Event, error) {
 	var job *genai.BatchJob
 	err := f.call(ctx, name, func(ctx context.Context) (err error) {
 		job, err = f.client.Batches.Get(ctx, name, &genai.GetBatchJobConfig{HTTPOptions: noSDKRetries()})
 		return err
 	})
 	if err != nil {
-		return ingest.Event{}, err
+		return event.Event{}, err
 	}
 	ev := batchEvent(job, name)
 	f.holdUntilOutput(ctx, &ev, job)
 	if err := f.addBatchDetail(ctx, &ev, true); err != nil {
-		return ingest.Event{}, err
+		return event.Event{}, err
 	}
 	return ev, nil
 }
 
 // batchEvent maps a BatchJob. UpdateTime stays zero when the API sent none:
 // the reducer then treats the event as older than anything stored.
-func batchEvent(job *genai.BatchJob, fallbackName string) ingest.Event {
-	ev := ingest.Event{
+func batchEvent(job *genai.BatchJob, fallbackName string) event.Event {
+	ev := event.Event{
 		Name:         job.Name,
 		Kind:         opname.KindBatch,
 		State:        batchState(job.State),
 		GeminiStatus: string(job.State),
-		Source:       ingest.SourceReconcile,
+		Source:       event.SourceReconcile,
 	}
 	if ev.Name == "" {
 		ev.Name = fallbackName
@@ -80,7 +80,7 @@ func batchEvent(job *genai.BatchJob, fallbackName string) ingest.Event {
 // it is, with a WARNING: a batch whose output never shows must not stay
 // pending for ever. GeminiStatus stays JOB_STATE_SUCCEEDED, so
 // `ops show` tells what Gemini said.
-func (f *Fetcher) holdUntilOutput(ctx context.Context, ev *ingest.Event, job *genai.BatchJob) {
+func (f *Fetcher) holdUntilOutput(ctx context.Context, ev *event.Event, job *genai.BatchJob) {
 	if ev.State != lifecycle.Succeeded || ev.Output["responses_file"] != nil || ev.Output["inlined_response_count"] != nil {
 		return
 	}
@@ -145,7 +145,7 @@ func batchState(s genai.JobState) lifecycle.State {
 // the retries run out, leaves the event without the detail and is logged.
 // Only the end of the caller's context is returned: nothing will apply
 // this answer then, and the next check can still read the detail.
-func (f *Fetcher) addBatchDetail(ctx context.Context, ev *ingest.Event, terminalToo bool) error {
+func (f *Fetcher) addBatchDetail(ctx context.Context, ev *event.Event, terminalToo bool) error {
 	if ev.State != lifecycle.Failed && (!terminalToo || !ev.State.Terminal()) {
 		return nil
 	}
@@ -175,8 +175,8 @@ func (f *Fetcher) addBatchDetail(ctx context.Context, ev *ingest.Event, terminal
 
 // operationDetail is what the raw GET reads.
 type operationDetail struct {
-	err   *ingest.ErrorInfo // the Operation's google.rpc.Status, or nil
-	stats map[string]any    // metadata.batchStats as integers, or nil
+	err   *event.ErrorInfo // the Operation's google.rpc.Status, or nil
+	stats map[string]any   // metadata.batchStats as integers, or nil
 }
 
 // operationDetail reads the detail of the Operation behind name.

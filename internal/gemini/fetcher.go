@@ -1,6 +1,6 @@
 // Package gemini reads the authoritative state of a Gemini long-running
 // operation (batch job, Veo video operation, Interaction) through the genai
-// SDK and maps it to an ingest.Event for the reconciler.
+// SDK and maps it to an event.Event for the reconciler.
 //
 // The SDK is used as-is where it is right and bypassed only where it loses
 // information (see GEMINI.md §4): in Gemini mode it never fills
@@ -20,8 +20,8 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fetcherr"
-	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/retry"
@@ -243,7 +243,7 @@ func New(o Options) (f *Fetcher, err error) {
 }
 
 // Fetch returns the current state of one operation as an event with Source
-// ingest.SourceReconcile and Name the name the API returned.
+// event.SourceReconcile and Name the name the API returned.
 //
 // apiName must be the API name form (opname.Name.APIName): "batches/ID",
 // "models/M/operations/ID" (or "operations/ID"), "interactions/ID". A bare id
@@ -259,15 +259,15 @@ func New(o Options) (f *Fetcher, err error) {
 // The error detail of a FAILED batch is best effort: if its extra GET fails
 // (other than by the end of ctx), the event has Error nil and a WARN is
 // logged.
-func (f *Fetcher) Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error) {
+func (f *Fetcher) Fetch(ctx context.Context, kind opname.Kind, apiName string) (event.Event, error) {
 	ev, err := f.fetch(ctx, kind, apiName)
 	return ev, scrub(err, f.apiKey)
 }
 
-func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error) {
+func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (event.Event, error) {
 	n, err := checkAPIName(kind, apiName)
 	if err != nil {
-		return ingest.Event{}, err
+		return event.Event{}, err
 	}
 	switch n.Kind {
 	case opname.KindBatch:
@@ -277,7 +277,7 @@ func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (
 	case opname.KindInteraction:
 		return f.fetchInteraction(ctx, n.APIName)
 	default:
-		return ingest.Event{}, fmt.Errorf("gemini: fetch %q: unsupported kind %q", apiName, n.Kind)
+		return event.Event{}, fmt.Errorf("gemini: fetch %q: unsupported kind %q", apiName, n.Kind)
 	}
 }
 
@@ -289,12 +289,12 @@ func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (
 // record why; a job whose detail cannot be read is returned without it, as
 // Fetch does. Other terminal jobs are not: a listing runs every pass, and
 // one GET per listed job would cost a call per job per pass.
-func (f *Fetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error) {
+func (f *Fetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error) {
 	evs, next, err := f.listBatches(ctx, pageSize, pageToken)
 	return evs, next, scrub(err, f.apiKey)
 }
 
-func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error) {
+func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error) {
 	if pageSize < 0 || pageSize > math.MaxInt32 {
 		return nil, "", fmt.Errorf("gemini: list batches: invalid page size %d", pageSize)
 	}
@@ -308,7 +308,7 @@ func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken strin
 	if err != nil {
 		return nil, "", err
 	}
-	evs := make([]ingest.Event, 0, len(page.Items))
+	evs := make([]event.Event, 0, len(page.Items))
 	for i, job := range page.Items {
 		if job == nil || job.Name == "" {
 			return nil, "", fmt.Errorf("gemini: list batches: item %d has no name", i)

@@ -16,10 +16,10 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/gemini"
-	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -81,7 +81,7 @@ func newHarness(t *testing.T, edit ...func(*gemini.Options)) *harness {
 	return h
 }
 
-func (h *harness) fetch(t *testing.T, kind opname.Kind, name string) ingest.Event {
+func (h *harness) fetch(t *testing.T, kind opname.Kind, name string) event.Event {
 	t.Helper()
 	ev, err := h.f.Fetch(t.Context(), kind, name)
 	if err != nil {
@@ -90,10 +90,10 @@ func (h *harness) fetch(t *testing.T, kind opname.Kind, name string) ingest.Even
 	return ev
 }
 
-func checkCommon(t *testing.T, ev ingest.Event, kind opname.Kind, name string) {
+func checkCommon(t *testing.T, ev event.Event, kind opname.Kind, name string) {
 	t.Helper()
-	if ev.Name != name || ev.Kind != kind || ev.Source != ingest.SourceReconcile {
-		t.Errorf("event name %q kind %q source %q, want %q %q %q", ev.Name, ev.Kind, ev.Source, name, kind, ingest.SourceReconcile)
+	if ev.Name != name || ev.Kind != kind || ev.Source != event.SourceReconcile {
+		t.Errorf("event name %q kind %q source %q, want %q %q %q", ev.Name, ev.Kind, ev.Source, name, kind, event.SourceReconcile)
 	}
 }
 
@@ -190,7 +190,7 @@ func TestBatchFailedErrorDetail(t *testing.T) {
 	h.fake.SetBatch("s", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/o"})
 
 	ev := h.fetch(t, opname.KindBatch, "batches/f")
-	if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 3, Message: "invalid input file"}) {
+	if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != (event.ErrorInfo{Code: 3, Message: "invalid input file"}) {
 		t.Fatalf("event = %+v (error %+v)", ev, ev.Error)
 	}
 	// One SDK GET, one raw GET of the same resource, both with the key.
@@ -339,7 +339,7 @@ func TestListBatchesErrorDetailUnavailable(t *testing.T) {
 		t.Errorf("job without detail: %+v (error %+v)", evs[1], evs[1].Error)
 	}
 	// Newest first: b2, b1, b0.
-	if e := evs[0].Error; evs[0].Name != "batches/b2" || e == nil || *e != (ingest.ErrorInfo{Code: 9, Message: "also bad"}) {
+	if e := evs[0].Error; evs[0].Name != "batches/b2" || e == nil || *e != (event.ErrorInfo{Code: 9, Message: "also bad"}) {
 		t.Errorf("job with detail: %+v (error %+v)", evs[0], e)
 	}
 }
@@ -363,7 +363,7 @@ func TestVideoStates(t *testing.T) {
 	}
 
 	ev = h.fetch(t, opname.KindVideo, "models/veo-3/operations/bad")
-	if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}) || ev.Output != nil {
+	if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != (event.ErrorInfo{Code: 3, Message: "prompt rejected"}) || ev.Output != nil {
 		t.Errorf("failed = %+v (error %+v)", ev, ev.Error)
 	}
 
@@ -430,10 +430,10 @@ func TestInteractionDetails(t *testing.T) {
 	if ev := h.fetch(t, opname.KindInteraction, "interactions/badupd"); !ev.UpdateTime.IsZero() || ev.State != lifecycle.Running {
 		t.Errorf("unparsable updated: %v %s", ev.UpdateTime, ev.State)
 	}
-	if ev := h.fetch(t, opname.KindInteraction, "interactions/fail"); ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}) {
+	if ev := h.fetch(t, opname.KindInteraction, "interactions/fail"); ev.Error == nil || *ev.Error != (event.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}) {
 		t.Errorf("failed error %+v", ev.Error)
 	}
-	if ev := h.fetch(t, opname.KindInteraction, "interactions/fail2"); ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 429, Message: "quota"}) {
+	if ev := h.fetch(t, opname.KindInteraction, "interactions/fail2"); ev.Error == nil || *ev.Error != (event.ErrorInfo{Code: 429, Message: "quota"}) {
 		t.Errorf("numeric code error %+v", ev.Error)
 	}
 	ev := h.fetch(t, opname.KindInteraction, "interactions/done")
@@ -908,7 +908,7 @@ func TestListBatches(t *testing.T) {
 	}
 	h.fake.FailNext("/v1beta/batches", http.StatusServiceUnavailable, 1)
 
-	var evs []ingest.Event
+	var evs []event.Event
 	token := ""
 	for pages := 1; ; pages++ {
 		if pages > 4 {
@@ -938,7 +938,7 @@ func TestListBatches(t *testing.T) {
 			t.Errorf("event %d: %s %v", i, ev.State, ev.UpdateTime)
 		}
 	}
-	if e := evs[1].Error; e == nil || *e != (ingest.ErrorInfo{Code: 9, Message: "failed BATCH_STATE_FAILED"}) {
+	if e := evs[1].Error; e == nil || *e != (event.ErrorInfo{Code: 9, Message: "failed BATCH_STATE_FAILED"}) {
 		t.Errorf("failed batch error %+v", e)
 	}
 	if evs[3].Error != nil {
@@ -1153,18 +1153,18 @@ func TestVideoErrorShapes(t *testing.T) {
 		name string
 		done bool
 		err  map[string]any
-		want ingest.ErrorInfo
+		want event.ErrorInfo
 	}{
-		{"code and message", true, map[string]any{"code": 3, "message": "prompt rejected"}, ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}},
+		{"code and message", true, map[string]any{"code": 3, "message": "prompt rejected"}, event.ErrorInfo{Code: 3, Message: "prompt rejected"}},
 		{"with status and details", true, map[string]any{"code": 8, "message": "quota", "status": "RESOURCE_EXHAUSTED", "details": []any{map[string]any{"@type": "x"}}},
-			ingest.ErrorInfo{Code: 8, Message: "quota"}},
-		{"status name only", true, map[string]any{"status": "INVALID_ARGUMENT", "message": "bad prompt"}, ingest.ErrorInfo{Message: "INVALID_ARGUMENT: bad prompt"}},
-		{"code as numeric string", true, map[string]any{"code": "13", "message": "internal"}, ingest.ErrorInfo{Code: 13, Message: "internal"}},
-		{"code as name", true, map[string]any{"code": "INTERNAL"}, ingest.ErrorInfo{Message: "INTERNAL"}},
-		{"message only", true, map[string]any{"message": "safety"}, ingest.ErrorInfo{Message: "safety"}},
-		{"code only", true, map[string]any{"code": 13}, ingest.ErrorInfo{Code: 13}},
-		{"empty error", true, map[string]any{}, ingest.ErrorInfo{}},
-		{"error without done", false, map[string]any{"code": 3, "message": "m"}, ingest.ErrorInfo{Code: 3, Message: "m"}},
+			event.ErrorInfo{Code: 8, Message: "quota"}},
+		{"status name only", true, map[string]any{"status": "INVALID_ARGUMENT", "message": "bad prompt"}, event.ErrorInfo{Message: "INVALID_ARGUMENT: bad prompt"}},
+		{"code as numeric string", true, map[string]any{"code": "13", "message": "internal"}, event.ErrorInfo{Code: 13, Message: "internal"}},
+		{"code as name", true, map[string]any{"code": "INTERNAL"}, event.ErrorInfo{Message: "INTERNAL"}},
+		{"message only", true, map[string]any{"message": "safety"}, event.ErrorInfo{Message: "safety"}},
+		{"code only", true, map[string]any{"code": 13}, event.ErrorInfo{Code: 13}},
+		{"empty error", true, map[string]any{}, event.ErrorInfo{}},
+		{"error without done", false, map[string]any{"code": 3, "message": "m"}, event.ErrorInfo{Code: 3, Message: "m"}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1186,23 +1186,23 @@ func TestInteractionErrorShapes(t *testing.T) {
 	cases := []struct {
 		name  string
 		state fakegemini.InteractionState
-		want  *ingest.ErrorInfo
+		want  *event.ErrorInfo
 	}{
-		{"numeric code", fakegemini.InteractionState{ErrorCode: "429", ErrorMessage: "quota"}, &ingest.ErrorInfo{Code: 429, Message: "quota"}},
-		{"named code", fakegemini.InteractionState{ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: "quota"}, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}},
-		{"named code only", fakegemini.InteractionState{ErrorCode: "RESOURCE_EXHAUSTED"}, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED"}},
+		{"numeric code", fakegemini.InteractionState{ErrorCode: "429", ErrorMessage: "quota"}, &event.ErrorInfo{Code: 429, Message: "quota"}},
+		{"named code", fakegemini.InteractionState{ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: "quota"}, &event.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}},
+		{"named code only", fakegemini.InteractionState{ErrorCode: "RESOURCE_EXHAUSTED"}, &event.ErrorInfo{Message: "RESOURCE_EXHAUSTED"}},
 		{"URI code", fakegemini.InteractionState{ErrorCode: "https://ai.google.dev/errors/tool", ErrorMessage: "tool crashed"},
-			&ingest.ErrorInfo{Message: "https://ai.google.dev/errors/tool: tool crashed"}},
-		{"message only", fakegemini.InteractionState{ErrorMessage: "tool crashed"}, &ingest.ErrorInfo{Message: "tool crashed"}},
+			&event.ErrorInfo{Message: "https://ai.google.dev/errors/tool: tool crashed"}},
+		{"message only", fakegemini.InteractionState{ErrorMessage: "tool crashed"}, &event.ErrorInfo{Message: "tool crashed"}},
 		{"no errors", fakegemini.InteractionState{}, nil},
 		// The live API can leave errors[] empty and put the failure in a
 		// model_output step (GEMINI.md §10).
 		{"step error only", fakegemini.InteractionState{StepError: &fakegemini.StepError{Code: 13, Message: "model crashed"}},
-			&ingest.ErrorInfo{Code: 13, Message: "model crashed"}},
+			&event.ErrorInfo{Code: 13, Message: "model crashed"}},
 		{"errors[] wins over a step error", fakegemini.InteractionState{ErrorCode: "429", ErrorMessage: "quota",
-			StepError: &fakegemini.StepError{Code: 13, Message: "model crashed"}}, &ingest.ErrorInfo{Code: 429, Message: "quota"}},
+			StepError: &fakegemini.StepError{Code: 13, Message: "model crashed"}}, &event.ErrorInfo{Code: 429, Message: "quota"}},
 		{"step error, message only", fakegemini.InteractionState{OutputText: "partial", StepError: &fakegemini.StepError{Message: "stopped"}},
-			&ingest.ErrorInfo{Message: "stopped"}},
+			&event.ErrorInfo{Message: "stopped"}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1243,7 +1243,7 @@ func TestBatchStats(t *testing.T) {
 	}
 	ev = h.fetch(t, opname.KindBatch, "batches/failed")
 	want = map[string]any{"request_count": int64(4), "successful_request_count": int64(0), "failed_request_count": int64(4), "pending_request_count": int64(0)}
-	if ev.State != lifecycle.Failed || !reflect.DeepEqual(ev.Output["batch_stats"], want) || ev.Error == nil || *ev.Error != (ingest.ErrorInfo{Code: 3, Message: "bad"}) {
+	if ev.State != lifecycle.Failed || !reflect.DeepEqual(ev.Output["batch_stats"], want) || ev.Error == nil || *ev.Error != (event.ErrorInfo{Code: 3, Message: "bad"}) {
 		t.Errorf("failed batch: output %+v error %+v", ev.Output, ev.Error)
 	}
 	if n := h.fake.Calls("/v1beta/batches/failed"); n != 2 {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/genai/interactions/models/operations"
 	"google.golang.org/genai/interactions/retry"
 
-	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
@@ -21,7 +21,7 @@ import (
 // for; the prefix keeps them apart from batch job states in logs.
 const unknownInteractionPrefix = "interaction:"
 
-func (f *Fetcher) fetchInteraction(ctx context.Context, name string) (ingest.Event, error) {
+func (f *Fetcher) fetchInteraction(ctx context.Context, name string) (event.Event, error) {
 	id := strings.TrimPrefix(name, "interactions/")
 	var it *interactions.Interaction
 	err := f.call(ctx, name, func(ctx context.Context) error {
@@ -40,7 +40,7 @@ func (f *Fetcher) fetchInteraction(ctx context.Context, name string) (ingest.Eve
 		return nil
 	})
 	if err != nil {
-		return ingest.Event{}, err
+		return event.Event{}, err
 	}
 	return interactionEvent(it, name), nil
 }
@@ -49,13 +49,13 @@ func (f *Fetcher) fetchInteraction(ctx context.Context, name string) (ingest.Eve
 // missing or unparsable value gives the zero time (the event then loses
 // every tie in the reducer) rather than an error, because the status is
 // still worth recording.
-func interactionEvent(it *interactions.Interaction, fallbackName string) ingest.Event {
-	ev := ingest.Event{
+func interactionEvent(it *interactions.Interaction, fallbackName string) event.Event {
+	ev := event.Event{
 		Name:         fallbackName,
 		Kind:         opname.KindInteraction,
 		State:        interactionState(it.Status),
 		GeminiStatus: string(it.Status),
-		Source:       ingest.SourceReconcile,
+		Source:       event.SourceReconcile,
 	}
 	if it.ID != nil && *it.ID != "" {
 		ev.Name = "interactions/" + *it.ID
@@ -104,7 +104,7 @@ func interactionState(s interactions.InteractionStatus) lifecycle.State {
 // errors[], else the last model_output step's error (a google.rpc.Status),
 // where the live API can put it with errors[] empty (GEMINI.md §10); nil
 // when neither says.
-func failure(it *interactions.Interaction) *ingest.ErrorInfo {
+func failure(it *interactions.Interaction) *event.ErrorInfo {
 	if len(it.Errors) > 0 {
 		return interactionError(it.Errors[0])
 	}
@@ -113,7 +113,7 @@ func failure(it *interactions.Interaction) *ingest.ErrorInfo {
 		if mo == nil || mo.Error == nil {
 			continue
 		}
-		e := &ingest.ErrorInfo{}
+		e := &event.ErrorInfo{}
 		if mo.Error.Code != nil {
 			e.Code = *mo.Error.Code
 		}
@@ -128,7 +128,7 @@ func failure(it *interactions.Interaction) *ingest.ErrorInfo {
 // interactionError maps an Interactions error, whose code is a string (a
 // URI naming the error type) where ErrorInfo wants a number: a numeric code
 // is kept, any other goes in front of the message so it is not lost.
-func interactionError(e interactions.Error) *ingest.ErrorInfo {
+func interactionError(e interactions.Error) *event.ErrorInfo {
 	var code, msg string
 	if e.Code != nil {
 		code = *e.Code
@@ -137,7 +137,7 @@ func interactionError(e interactions.Error) *ingest.ErrorInfo {
 		msg = *e.Message
 	}
 	if n, err := strconv.Atoi(strings.TrimSpace(code)); err == nil {
-		return &ingest.ErrorInfo{Code: n, Message: msg}
+		return &event.ErrorInfo{Code: n, Message: msg}
 	}
-	return &ingest.ErrorInfo{Message: results.ErrorMessage(code, msg)}
+	return &event.ErrorInfo{Message: results.ErrorMessage(code, msg)}
 }

@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/fetcherr"
-	"github.com/lrosink/lrosink/internal/reconcile"
 )
 
 // TestFetchErrorKinds: the Fetcher maps what the API answered (through the
@@ -86,7 +86,7 @@ func TestListWebhooksMapsStates(t *testing.T) {
 		}
 		ids[id] = state
 	}
-	var got []reconcile.Webhook
+	var got []event.Webhook
 	got, err := h.f.ListWebhooks(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -9,13 +9,13 @@ import (
 
 	"google.golang.org/genai"
 
-	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
 )
 
-func (f *Fetcher) fetchVideo(ctx context.Context, name string) (ingest.Event, error) {
+func (f *Fetcher) fetchVideo(ctx context.Context, name string) (event.Event, error) {
 	var op *genai.GenerateVideosOperation
 	err := f.call(ctx, name, func(ctx context.Context) (err error) {
 		op, err = f.client.Operations.GetVideosOperation(ctx, &genai.GenerateVideosOperation{Name: name},
@@ -23,7 +23,7 @@ func (f *Fetcher) fetchVideo(ctx context.Context, name string) (ingest.Event, er
 		return err
 	})
 	if err != nil {
-		return ingest.Event{}, err
+		return event.Event{}, err
 	}
 	return videoEvent(op, name), nil
 }
@@ -39,8 +39,8 @@ func (f *Fetcher) fetchVideo(ctx context.Context, name string) (ingest.Event, er
 // error is over). done without one is SUCCEEDED, because a done Operation
 // has exactly one of error and response (a response may list no videos when
 // all were RAI-filtered).
-func videoEvent(op *genai.GenerateVideosOperation, fallbackName string) ingest.Event {
-	ev := ingest.Event{Name: op.Name, Kind: opname.KindVideo, Source: ingest.SourceReconcile}
+func videoEvent(op *genai.GenerateVideosOperation, fallbackName string) event.Event {
+	ev := event.Event{Name: op.Name, Kind: opname.KindVideo, Source: event.SourceReconcile}
 	if ev.Name == "" {
 		ev.Name = fallbackName
 	}
@@ -82,7 +82,7 @@ func videoEvent(op *genai.GenerateVideosOperation, fallbackName string) ingest.E
 // as a number, a numeric string or a name ("INVALID_ARGUMENT"); a name, or
 // the REST form's "status" when there is no code, goes in front of the
 // message, because ErrorInfo's code is a number.
-func rpcError(m map[string]any) *ingest.ErrorInfo {
+func rpcError(m map[string]any) *event.ErrorInfo {
 	msg, _ := m["message"].(string)
 	code := mapInt(m["code"])
 	name, _ := m["code"].(string)
@@ -92,7 +92,7 @@ func rpcError(m map[string]any) *ingest.ErrorInfo {
 	if code == 0 && name == "" {
 		name, _ = m["status"].(string)
 	}
-	return &ingest.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
+	return &event.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
 }
 
 // mapInt reads a JSON number out of a decoded map.

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/genai/interactions/models/operations"
 	"google.golang.org/genai/interactions/retry"
 
-	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/event"
 )
 
 // disabled reports whether Gemini delivers nothing to a webhook in state
@@ -29,11 +29,11 @@ const (
 // sees them (reconcile.WebhookLister). The SDK's own retries are off: the
 // caller reads again on its next pass, and a pass must not spend 30 s of
 // retries on a health check.
-func (f *Fetcher) ListWebhooks(ctx context.Context) ([]reconcile.Webhook, error) {
+func (f *Fetcher) ListWebhooks(ctx context.Context) ([]event.Webhook, error) {
 	if f.client.Webhooks == nil {
 		return nil, errors.New("gemini: the genai client has no Webhooks service")
 	}
-	var out []reconcile.Webhook
+	var out []event.Webhook
 	token := ""
 	for page := 1; page <= maxWebhookPages; page++ {
 		size := webhookPageSize
@@ -50,7 +50,7 @@ func (f *Fetcher) ListWebhooks(ctx context.Context) ([]reconcile.Webhook, error)
 		}
 		body := resp.GetWebhookListResponse()
 		for _, w := range body.GetWebhooks() {
-			wh := reconcile.Webhook{URI: w.URI}
+			wh := event.Webhook{URI: w.URI}
 			if w.ID != nil {
 				wh.ID = *w.ID
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -27,7 +28,7 @@ import (
 
 // Door is the ingest door as the Webhook and Register functions use it.
 type Door interface {
-	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
+	Ingest(ctx context.Context, ev event.Event) (ingest.Result, error)
 }
 
 // Verifier checks a delivery's signature on the raw body.

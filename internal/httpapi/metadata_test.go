@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -104,7 +105,7 @@ func TestRegisterMetadata(t *testing.T) {
 
 type failingDoor struct{ err error }
 
-func (f failingDoor) Ingest(context.Context, ingest.Event) (ingest.Result, error) {
+func (f failingDoor) Ingest(context.Context, event.Event) (ingest.Result, error) {
 	return ingest.Result{Operation: "batches/x"}, f.err
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
@@ -59,7 +60,7 @@ func newReconcileRig(t *testing.T, log *slog.Logger) *reconcileRig {
 func TestReconcileAnswersSummary(t *testing.T) {
 	t.Parallel()
 	r := newReconcileRig(t, logging.Discard())
-	if _, err := r.door.Ingest(t.Context(), ingest.Event{Name: "batches/h", State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+	if _, err := r.door.Ingest(t.Context(), event.Event{Name: "batches/h", State: lifecycle.Pending, Source: event.SourceRegister}); err != nil {
 		t.Fatal(err)
 	}
 	r.fake.SetBatch("h", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now, ResponsesFile: "files/out-h"})

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/httpapi"
-	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -83,8 +83,8 @@ func TestRegisterConcurrentAndLate(t *testing.T) {
 		}
 
 		// The webhook sees the operation first, echoing one key.
-		if _, err := door.Ingest(t.Context(), ingest.Event{Name: "batches/late", State: lifecycle.Running,
-			UpdateTime: now, Source: ingest.SourceWebhook, UserMetadata: map[string]any{"job": "echoed"}}); err != nil {
+		if _, err := door.Ingest(t.Context(), event.Event{Name: "batches/late", State: lifecycle.Running,
+			UpdateTime: now, Source: event.SourceWebhook, UserMetadata: map[string]any{"job": "echoed"}}); err != nil {
 			t.Fatal(err)
 		}
 		if st, a := postRegister(t, srv.URL, `{"name":"batches/late","metadata":{"job":"mine","team":"t1"}}`); st != http.StatusOK || a.Outcome != "known" {

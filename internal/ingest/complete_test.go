@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -72,7 +73,7 @@ func TestDoneCommitFailingOnceIsRetriedNotRepublished(t *testing.T) {
 		return nil
 	}}
 	d := e.doorOn(s)
-	r, err := d.Ingest(t.Context(), ev("batches/done-once", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r, err := d.Ingest(t.Context(), ev("batches/done-once", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if err != nil || !r.Published || r.Outcome != ingest.OutcomeCompleted {
 		t.Fatalf("ingest with one failed DONE commit = %+v, %v; want completed and published", r, err)
 	}
@@ -85,7 +86,7 @@ func TestDoneCommitFailingOnceIsRetriedNotRepublished(t *testing.T) {
 	}
 	// Past the lease a redelivery finds nothing owed.
 	e.clock.Advance(11 * time.Minute)
-	r = mustIngest(t, d, ev("batches/done-once", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r = mustIngest(t, d, ev("batches/done-once", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if r.Published {
 		t.Fatalf("redelivery after the lease published again: %+v", r)
 	}
@@ -102,7 +103,7 @@ func TestDoneCommitAlwaysFailingIsBounded(t *testing.T) {
 	e := newEnv(t)
 	s := &doneFailingStore{Store: e.store, fail: func(int) error { return errStoreDown }}
 	d := e.doorOn(s)
-	r, err := d.Ingest(t.Context(), ev("batches/done-never", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r, err := d.Ingest(t.Context(), ev("batches/done-never", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if !errors.Is(err, ingest.ErrUnavailable) || !errors.Is(err, errStoreDown) || !r.Published {
 		t.Fatalf("ingest with a DONE commit that always fails = %+v, %v; want published and ErrUnavailable", r, err)
 	}
@@ -116,7 +117,7 @@ func TestDoneCommitAlwaysFailingIsBounded(t *testing.T) {
 	// The store recovers; after the lease the claim is seized and completed.
 	s.fail = func(int) error { return nil }
 	e.clock.Advance(11 * time.Minute)
-	r = mustIngest(t, d, ev("batches/done-never", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r = mustIngest(t, d, ev("batches/done-never", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if r.Outcome != ingest.OutcomeRecovered || !r.Published {
 		t.Fatalf("delivery after the lease %+v, want recovered and published", r)
 	}
@@ -135,7 +136,7 @@ func TestDoneCommitIsNotRetriedPastTheLease(t *testing.T) {
 	s := &doneFailingStore{Store: e.store, fail: func(int) error { return errStoreDown },
 		onCall: func(int) { e.clock.Advance(6 * time.Minute) }}
 	d := e.doorOn(s)
-	_, err := d.Ingest(t.Context(), ev("batches/done-slow", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	_, err := d.Ingest(t.Context(), ev("batches/done-slow", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if !errors.Is(err, ingest.ErrUnavailable) {
 		t.Fatalf("ingest = %v, want ErrUnavailable", err)
 	}
@@ -154,7 +155,7 @@ func TestDoneCommitFencedIsNotRetried(t *testing.T) {
 		return fmt.Errorf("complete claim: %w", ledger.ErrFenced)
 	}}
 	d := e.doorOn(s)
-	r, err := d.Ingest(t.Context(), ev("batches/done-fenced", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r, err := d.Ingest(t.Context(), ev("batches/done-fenced", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if err != nil || !r.Published {
 		t.Fatalf("ingest with a fenced DONE commit = %+v, %v; want published, no error", r, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -15,7 +16,7 @@ import (
 // reconciler's fetch (*gemini.Fetcher). Its errors have a fetcherr kind:
 // NotFound means the API does not know the operation (404).
 type Confirmer interface {
-	Fetch(ctx context.Context, kind opname.Kind, apiName string) (Event, error)
+	Fetch(ctx context.Context, kind opname.Kind, apiName string) (event.Event, error)
 }
 
 // ErrNotConfirmed wraps a failed confirmation: the hint can be neither
@@ -55,11 +56,10 @@ var ErrVideoModelUnknown = errors.New("video operation named without its model, 
 // (a far-future time would make every genuine same-rank answer from Gemini
 // stale). Without a time a stated non-terminal state can move the rank up
 // but loses every tie, and a terminal one is replaced by Gemini's answer.
-func bodyless(ev Event) Event {
+func bodyless(ev event.Event) applied {
 	ev.Output, ev.Error, ev.UserMetadata = nil, nil, nil
 	ev.UpdateTime = time.Time{}
-	ev.delivered = ev.State
-	return ev
+	return applied{Event: ev, delivered: ev.State}
 }
 
 // confirm handles a terminal hint, and a non-terminal one when a Confirmer
@@ -80,7 +80,7 @@ func bodyless(ev Event) Event {
 // Veo operation's model path, which deliveries may omit); the delivered
 // name is used only for an operation the ledger does not know, or knows by
 // nothing more than its canonical name. The read serves the apply too.
-func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Event) (Result, error) {
+func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint applied) (Result, error) {
 	key := id + "|confirm"
 	if !hint.State.Terminal() {
 		key = id + "|hint|" + string(hint.State) // may be applied as stated: not shared with other states
@@ -118,9 +118,9 @@ func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Ev
 		case err != nil:
 			return Result{Operation: name.Canonical}, fmt.Errorf("%w: %s: %w", ErrNotConfirmed, name.Canonical, err)
 		}
-		ev := Event{Name: got.Name, Kind: name.Kind, State: got.State, GeminiStatus: got.GeminiStatus, UpdateTime: got.UpdateTime,
+		ev := applied{Event: event.Event{Name: got.Name, Kind: name.Kind, State: got.State, GeminiStatus: got.GeminiStatus, UpdateTime: got.UpdateTime,
 			Source: hint.Source, DeliveryID: hint.DeliveryID,
-			Output: got.Output, Error: got.Error, UserMetadata: got.UserMetadata,
+			Output: got.Output, Error: got.Error, UserMetadata: got.UserMetadata},
 			delivered: hint.State, confirmedBy: confirmedByGemini}
 		logged = ev
 		// Gemini may name the operation more specifically (a video's model);
@@ -136,9 +136,9 @@ func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint Ev
 // applied, but a first sighting is recorded PENDING, so the reconciler
 // checks the operation once a key is configured. Whatever the operation
 // owes (a released claim) is still run by the door as for any event.
-func (d *Door) unconfirmed(ctx context.Context, id string, name opname.Name, hint Event, logged *Event) (Result, error) {
-	ev := Event{Name: hint.Name, Kind: hint.Kind, State: lifecycle.Pending, Source: hint.Source,
-		DeliveryID: hint.DeliveryID, delivered: hint.State}
+func (d *Door) unconfirmed(ctx context.Context, id string, name opname.Name, hint applied, logged *applied) (Result, error) {
+	ev := applied{Event: event.Event{Name: hint.Name, Kind: hint.Kind, State: lifecycle.Pending, Source: hint.Source,
+		DeliveryID: hint.DeliveryID}, delivered: hint.State}
 	*logged = ev
 	res, err := d.retry(ctx, id, name, ev, nil)
 	if err != nil {
@@ -154,7 +154,7 @@ func (d *Door) unconfirmed(ctx context.Context, id string, name opname.Name, hin
 
 // hintAttrs are the ingest-decision log attributes of an event that stands
 // in for a hint.
-func hintAttrs(ev Event) []any {
+func hintAttrs(ev applied) []any {
 	if ev.delivered == "" {
 		return nil
 	}
@@ -167,7 +167,7 @@ func hintAttrs(ev Event) []any {
 
 // historyReason makes a confirmed (or unconfirmed) hint visible in the
 // operation's history.
-func historyReason(ev Event, dec lifecycle.Decision) string {
+func historyReason(ev applied, dec lifecycle.Decision) string {
 	switch {
 	case ev.confirmedBy != "":
 		return string(dec.Reason) + "; confirmed-by-" + ev.confirmedBy

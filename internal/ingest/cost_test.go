@@ -14,9 +14,10 @@ import (
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -54,7 +55,7 @@ func TestFirestoreCostPerPath(t *testing.T) {
 	t.Parallel()
 	d, s, _ := costDoor(t)
 	ctx := t.Context()
-	run := func(e ingest.Event) func() {
+	run := func(e event.Event) func() {
 		return func() {
 			if _, err := d.Ingest(ctx, e); err != nil {
 				t.Fatalf("ingest: %v", err)
@@ -62,13 +63,13 @@ func TestFirestoreCostPerPath(t *testing.T) {
 		}
 	}
 	name := "batches/cost"
-	register := measure(t, s, run(ev(name, lifecycle.Pending, time.Time{}, ingest.SourceRegister)))
-	running := measure(t, s, run(ev(name, lifecycle.Running, tRun, ingest.SourceWebhook)))
-	completion := measure(t, s, run(ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)))
-	duplicate := measure(t, s, run(ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)))
-	stale := measure(t, s, run(ev(name, lifecycle.Running, tRun, ingest.SourceReconcile)))
-	registerKnown := measure(t, s, run(ev(name, lifecycle.Pending, time.Time{}, ingest.SourceRegister)))
-	lateMetadata := ev(name, lifecycle.Pending, time.Time{}, ingest.SourceRegister)
+	register := measure(t, s, run(ev(name, lifecycle.Pending, time.Time{}, event.SourceRegister)))
+	running := measure(t, s, run(ev(name, lifecycle.Running, tRun, event.SourceWebhook)))
+	completion := measure(t, s, run(ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook)))
+	duplicate := measure(t, s, run(ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook)))
+	stale := measure(t, s, run(ev(name, lifecycle.Running, tRun, event.SourceReconcile)))
+	registerKnown := measure(t, s, run(ev(name, lifecycle.Pending, time.Time{}, event.SourceRegister)))
+	lateMetadata := ev(name, lifecycle.Pending, time.Time{}, event.SourceRegister)
 	lateMetadata.UserMetadata = map[string]any{"team": "t1"}
 	registerMetadata := measure(t, s, run(lateMetadata))
 	for _, c := range []struct {
@@ -109,8 +110,8 @@ func TestReplayCost(t *testing.T) {
 			}
 		}
 	}
-	mustIngest(t, d, ev("batches/withclaim", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
-	mustIngest(t, d, ev("batches/noclaim", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	mustIngest(t, d, ev("batches/withclaim", lifecycle.Succeeded, tDone, event.SourceWebhook))
+	mustIngest(t, d, ev("batches/noclaim", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if _, err := c.Collection(fsledger.Claims).Doc("gemini:batches%2Fnoclaim").Delete(ctx); err != nil {
 		t.Fatalf("delete claim: %v", err)
 	}
@@ -138,15 +139,15 @@ func BenchmarkIngestFirestoreCost(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				name := fmt.Sprintf("batches/b%d", i)
 				b.StopTimer()
-				if _, err := d.Ingest(ctx, ev(name, lifecycle.Running, tRun, ingest.SourceWebhook)); err != nil {
+				if _, err := d.Ingest(ctx, ev(name, lifecycle.Running, tRun, event.SourceWebhook)); err != nil {
 					b.Fatal(err)
 				}
 				if path != "completion" {
-					if _, err := d.Ingest(ctx, ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil {
+					if _, err := d.Ingest(ctx, ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook)); err != nil {
 						b.Fatal(err)
 					}
 				}
-				e := ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)
+				e := ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook)
 				if path == "stale" {
 					e.State = lifecycle.Running
 				}
@@ -184,12 +185,12 @@ func BenchmarkIngestLatency(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		name := fmt.Sprintf("batches/lat%d", i)
 		b.StopTimer()
-		if _, err := d.Ingest(ctx, ev(name, lifecycle.Running, tRun, ingest.SourceWebhook)); err != nil {
+		if _, err := d.Ingest(ctx, ev(name, lifecycle.Running, tRun, event.SourceWebhook)); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 		start := time.Now()
-		if _, err := d.Ingest(ctx, ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil {
+		if _, err := d.Ingest(ctx, ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook)); err != nil {
 			b.Fatal(err)
 		}
 		door = append(door, time.Since(start))

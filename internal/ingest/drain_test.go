@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -28,7 +29,7 @@ func TestDrainWaitsForDetachedWork(t *testing.T) {
 		ctx, hangUp := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
-			_, err := d.Ingest(ctx, ev("batches/drain", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+			_, err := d.Ingest(ctx, ev("batches/drain", lifecycle.Succeeded, tDone, event.SourceWebhook))
 			done <- err
 		}()
 		<-stuck.entered
@@ -48,7 +49,7 @@ func TestDrainWaitsForDetachedWork(t *testing.T) {
 		}
 
 		// Draining: new work is refused and touches nothing.
-		_, err := d.Ingest(t.Context(), ev("batches/late-comer", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		_, err := d.Ingest(t.Context(), ev("batches/late-comer", lifecycle.Succeeded, tDone, event.SourceWebhook))
 		if !errors.Is(err, ingest.ErrUnavailable) {
 			t.Fatalf("ingest while draining = %v, want ErrUnavailable", err)
 		}

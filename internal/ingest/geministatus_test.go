@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/results"
@@ -17,17 +18,17 @@ func TestGeminiStatusIsKeptAndPublished(t *testing.T) {
 		c := newClock()
 		d, rec, _ := loggingDoor(t, s, c)
 		const name, id = "interactions/st1", "gemini:interactions%2Fst1"
-		status := func(e ingest.Event, st string) ingest.Event { e.GeminiStatus = st; return e }
+		status := func(e event.Event, st string) event.Event { e.GeminiStatus = st; return e }
 
-		mustIngest(t, d, ev(name, lifecycle.Pending, tRun, ingest.SourceRegister))
+		mustIngest(t, d, ev(name, lifecycle.Pending, tRun, event.SourceRegister))
 		if got := mustOp(t, s, id).GeminiStatus; got != "" {
 			t.Fatalf("after register: gemini status %q", got)
 		}
-		mustIngest(t, d, status(ev(name, lifecycle.Running, tRun, ingest.SourceReconcile), "requires_continuation"))
+		mustIngest(t, d, status(ev(name, lifecycle.Running, tRun, event.SourceReconcile), "requires_continuation"))
 		if got := mustOp(t, s, id).GeminiStatus; got != "requires_continuation" {
 			t.Fatalf("after RUNNING: gemini status %q", got)
 		}
-		reg := ev(name, lifecycle.Pending, tRun, ingest.SourceRegister)
+		reg := ev(name, lifecycle.Pending, tRun, event.SourceRegister)
 		reg.UserMetadata = map[string]any{"job": "j1"}
 		if r := mustIngest(t, d, reg); !r.MetadataMerged {
 			t.Fatalf("register did not merge metadata: %+v", r)
@@ -35,11 +36,11 @@ func TestGeminiStatusIsKeptAndPublished(t *testing.T) {
 		if got := mustOp(t, s, id).GeminiStatus; got != "requires_continuation" {
 			t.Fatalf("a registration changed the gemini status to %q", got)
 		}
-		if r := mustIngest(t, d, status(ev(name, lifecycle.Incomplete, tDone, ingest.SourceReconcile), "budget_exceeded")); r.Outcome != ingest.OutcomeCompleted {
+		if r := mustIngest(t, d, status(ev(name, lifecycle.Incomplete, tDone, event.SourceReconcile), "budget_exceeded")); r.Outcome != ingest.OutcomeCompleted {
 			t.Fatalf("INCOMPLETE: %+v", r)
 		}
-		mustIngest(t, d, status(ev(name, lifecycle.Incomplete, tDone.Add(1), ingest.SourceReconcile), "incomplete"))
-		mustIngest(t, d, status(ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook), "interaction.completed"))
+		mustIngest(t, d, status(ev(name, lifecycle.Incomplete, tDone.Add(1), event.SourceReconcile), "incomplete"))
+		mustIngest(t, d, status(ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook), "interaction.completed"))
 
 		op := mustOp(t, s, id)
 		if op.State != lifecycle.Incomplete || op.GeminiStatus != "budget_exceeded" {

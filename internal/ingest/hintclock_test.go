@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
@@ -105,8 +106,8 @@ func TestHintsNeverBlockGeminisAnswer(t *testing.T) {
 			default:
 				when = time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC)
 			}
-			res, err := door.Ingest(t.Context(), ingest.Event{Name: name, State: st, GeminiStatus: "interaction.hint",
-				UpdateTime: when, Source: ingest.SourceWebhook, Hint: true, Output: map[string]any{"forged": true}})
+			res, err := door.Ingest(t.Context(), event.Event{Name: name, State: st, GeminiStatus: "interaction.hint",
+				UpdateTime: when, Source: event.SourceWebhook, Hint: true, Output: map[string]any{"forged": true}})
 			steps = append(steps, fmt.Sprintf("hint %s at %s -> %s %s", st, when.Format(time.RFC3339), res.Outcome, res.Reason))
 			if err != nil {
 				fail("hint: %v", err)

@@ -37,6 +37,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -146,10 +147,10 @@ type Config struct {
 // the same outcome, reason and error, once per piece of work (a coalesced
 // burst is one decision).
 type Observer interface {
-	ObserveDecision(source Source, res Result, err error)
+	ObserveDecision(source event.Source, res Result, err error)
 }
 
-func (d *Door) observe(source Source, res Result, err error) {
+func (d *Door) observe(source event.Source, res Result, err error) {
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.ObserveDecision(source, res, err)
 	}
@@ -238,7 +239,7 @@ func randomToken() string {
 }
 
 // Ingest applies one event. It is the only way operation state changes.
-func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
+func (d *Door) Ingest(ctx context.Context, ev event.Event) (Result, error) {
 	return d.IngestRead(ctx, ev, nil)
 }
 
@@ -248,7 +249,7 @@ func (d *Door) Ingest(ctx context.Context, ev Event) (Result, error) {
 // fenced on the revision it decided on, so a copy that is no longer
 // current costs one conflict and a re-read, never a wrong write; a drop
 // decided on it stands, as the stored state only moves forward.
-func (d *Door) IngestRead(ctx context.Context, ev Event, read *ledger.Operation) (Result, error) {
+func (d *Door) IngestRead(ctx context.Context, ev event.Event, read *ledger.Operation) (Result, error) {
 	name, err := opname.Normalize(ev.Name, ev.Kind)
 	if err != nil {
 		d.cfg.Log.WarnContext(ctx, "ingest decision", "outcome", "rejected", "reason", "invalid-name",
@@ -260,23 +261,24 @@ func (d *Door) IngestRead(ctx context.Context, ev Event, read *ledger.Operation)
 	if err != nil {
 		return Result{}, &InvalidError{Err: err}
 	}
+	in := applied{Event: ev}
 	if ev.Hint {
-		ev = bodyless(ev)
+		in = bodyless(ev)
 		if ev.State.Terminal() || d.cfg.Confirmer != nil {
-			return d.confirm(ctx, id, name, ev)
+			return d.confirm(ctx, id, name, in)
 		}
 	}
 	if read != nil && read.ID != id {
 		read = nil // not this event's operation: read it
 	}
-	f := func(ctx context.Context) (Result, error) { return d.ingest(ctx, id, name, ev, read) }
-	if ev.Source == SourceRegister {
+	f := func(ctx context.Context) (Result, error) { return d.ingest(ctx, id, name, in, read) }
+	if in.Source == event.SourceRegister {
 		// Not coalesced: registrations carry different metadata and do not
 		// come in bursts. Concurrent first registrations race on the create
 		// precondition; the loser re-reads and merges its metadata.
 		return d.detach(ctx, f)
 	}
-	key := id + "|" + string(ev.State) + "|" + strconv.FormatInt(lifecycle.ServerTime(ev.UpdateTime).UnixNano(), 10) + "|" + string(ev.Source)
+	key := id + "|" + string(in.State) + "|" + strconv.FormatInt(lifecycle.ServerTime(in.UpdateTime).UnixNano(), 10) + "|" + string(in.Source)
 	return d.coalesce(ctx, key, f)
 }
 
@@ -286,7 +288,7 @@ func (d *Door) RetryClaim(ctx context.Context, id string) (Result, error) {
 	return d.coalesce(ctx, id+"|retry", func(ctx context.Context) (Result, error) {
 		start := d.cfg.Now()
 		res, err := d.recoverClaim(ctx, id, nil, lifecycle.Decision{Reason: "claim-retry"})
-		d.log(ctx, Event{Source: SourceReconcile}, res, err, start)
+		d.log(ctx, applied{Event: event.Event{Source: event.SourceReconcile}}, res, err, start)
 		return res, err
 	})
 }
@@ -380,7 +382,7 @@ func (d *Door) Drain(ctx context.Context) error {
 	}
 }
 
-func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev Event, read *ledger.Operation) (res Result, err error) {
+func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev applied, read *ledger.Operation) (res Result, err error) {
 	start := d.cfg.Now()
 	defer func() { d.log(ctx, ev, res, err, start) }()
 	return d.retry(ctx, id, name, ev, read)
@@ -388,7 +390,7 @@ func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev Event
 
 // retry runs attempts until one is not lost to a concurrent writer; the
 // first decides on read when the caller gave it, every later one re-reads.
-func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event, read *ledger.Operation) (Result, error) {
+func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev applied, read *ledger.Operation) (Result, error) {
 	var res Result
 	// Another writer got there first: back off a little, re-read, decide again.
 	n, err := d.conflictRetrier().Do(ctx, func(ctx context.Context) (err error) {
@@ -408,7 +410,7 @@ func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev Event,
 
 // attempt is one read-decide-commit round; ErrConflict means "re-read".
 // read, when given, is the operation as its caller just read it.
-func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Event, read *ledger.Operation) (Result, error) {
+func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev applied, read *ledger.Operation) (Result, error) {
 	op, err := d.current(ctx, id, read)
 	if err != nil {
 		return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
@@ -434,7 +436,7 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev Even
 			op.Rev, res.Outcome, res.Version, res.Rev = rev, OutcomeConflict, rev.Version, rev
 		}
 	}
-	if ev.Source == SourceRegister && op.Rev.Exists() {
+	if ev.Source == event.SourceRegister && op.Rev.Exists() {
 		// The submitter's metadata is merged (missing keys only) whatever
 		// the state, in a commit that changes nothing else; a settled
 		// operation's message was fixed when it settled and stays as it is.
@@ -486,7 +488,7 @@ func (d *Door) current(ctx context.Context, id string, read *ledger.Operation) (
 	return op, err
 }
 
-func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name, ev Event, dec lifecycle.Decision, now time.Time) (Result, error) {
+func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name, ev applied, dec lifecycle.Decision, now time.Time) (Result, error) {
 	next := op
 	next.State, next.UpdateTime = dec.Next.State, dec.Next.UpdateTime
 	if ev.GeminiStatus != "" {
@@ -689,7 +691,7 @@ func (d *Door) completeClaim(ctx context.Context, l ledger.Lease, leaseUntil tim
 	return err
 }
 
-func (d *Door) log(ctx context.Context, ev Event, res Result, err error, start time.Time) {
+func (d *Door) log(ctx context.Context, ev applied, res Result, err error, start time.Time) {
 	d.observe(ev.Source, res, err)
 	attrs := []any{
 		"operation", res.Operation, "outcome", string(res.Outcome), "reason", res.Reason,
@@ -732,7 +734,7 @@ func message(op ledger.Operation, key string) results.Message {
 	}
 }
 
-func entry(now time.Time, ev Event, dec lifecycle.Decision) ledger.HistoryEntry {
+func entry(now time.Time, ev applied, dec lifecycle.Decision) ledger.HistoryEntry {
 	return ledger.HistoryEntry{At: now, Source: string(ev.Source), State: ev.State,
 		UpdateTime: lifecycle.ServerTime(ev.UpdateTime), Reason: historyReason(ev, dec),
 		DeliveryID: ledger.Truncate(ev.DeliveryID, ledger.MaxDeliveryIDBytes)}
@@ -752,7 +754,7 @@ func appendBounded(list []ledger.HistoryEntry, e ledger.HistoryEntry, max int) [
 // rest of the event applies. What the ledger cannot keep is never a reason
 // to refuse an event (a webhook would be answered 503 until Gemini gives
 // up). A map already over the limit (stored before the bound) stays as is.
-func (d *Door) keep(ctx context.Context, name opname.Name, ev Event, field string, base, extra map[string]any, limit int) map[string]any {
+func (d *Door) keep(ctx context.Context, name opname.Name, ev applied, field string, base, extra map[string]any, limit int) map[string]any {
 	merged := mergeMissing(base, extra)
 	if len(merged) == len(base) {
 		return base // nothing added

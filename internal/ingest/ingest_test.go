@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"log/slog"
 	"strings"
@@ -20,7 +21,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -74,8 +75,8 @@ func perKey(msgs []results.Message) map[string]int {
 	return n
 }
 
-func ev(name string, st lifecycle.State, t time.Time, src ingest.Source) ingest.Event {
-	return ingest.Event{Name: name, State: st, UpdateTime: t, Source: src}
+func ev(name string, st lifecycle.State, t time.Time, src event.Source) event.Event {
+	return event.Event{Name: name, State: st, UpdateTime: t, Source: src}
 }
 
 var (
@@ -83,7 +84,7 @@ var (
 	tDone = time.Date(2026, 11, 21, 11, 30, 0, 0, time.UTC)
 )
 
-func mustIngest(t *testing.T, d *ingest.Door, e ingest.Event) ingest.Result {
+func mustIngest(t *testing.T, d *ingest.Door, e event.Event) ingest.Result {
 	t.Helper()
 	r, err := d.Ingest(t.Context(), e)
 	if err != nil {
@@ -114,13 +115,13 @@ func TestLateRunningAfterSucceededChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	d := e.door(nil)
-	mustIngest(t, d, ev("batches/late", lifecycle.Running, tRun, ingest.SourceWebhook))
-	r := mustIngest(t, d, ev("batches/late", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	mustIngest(t, d, ev("batches/late", lifecycle.Running, tRun, event.SourceWebhook))
+	r := mustIngest(t, d, ev("batches/late", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if r.Outcome != ingest.OutcomeCompleted || !r.Published {
 		t.Fatalf("completion result %+v", r)
 	}
 	before := mustOp(t, e.store, "gemini:batches%2Flate")
-	r = mustIngest(t, d, ev("batches/late", lifecycle.Running, tDone.Add(time.Hour), ingest.SourceReconcile))
+	r = mustIngest(t, d, ev("batches/late", lifecycle.Running, tDone.Add(time.Hour), event.SourceReconcile))
 	if r.Outcome != ingest.OutcomeDropped || r.Reason != string(lifecycle.ReasonRegressFromTerminal) || r.Published {
 		t.Fatalf("late RUNNING result %+v", r)
 	}
@@ -139,8 +140,8 @@ func TestSucceededFiveTimesPublishesOnce(t *testing.T) {
 	d := e.door(nil)
 	outcomes := map[ingest.Outcome]int{}
 	for range 5 {
-		r := mustIngest(t, d, ingest.Event{Name: "batch_5x", Kind: "batch", State: lifecycle.Succeeded, UpdateTime: tDone,
-			Source: ingest.SourceWebhook, Output: map[string]any{"output_file_uri": "gs://b/out.jsonl"},
+		r := mustIngest(t, d, event.Event{Name: "batch_5x", Kind: "batch", State: lifecycle.Succeeded, UpdateTime: tDone,
+			Source: event.SourceWebhook, Output: map[string]any{"output_file_uri": "gs://b/out.jsonl"},
 			UserMetadata: map[string]any{"job": "j5"}})
 		outcomes[r.Outcome]++
 	}
@@ -166,14 +167,14 @@ func TestFailedAfterSucceededRecordsConflict(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	d := e.door(nil)
-	mustIngest(t, d, ev("batches/conf", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
-	r := mustIngest(t, d, ev("batches/conf", lifecycle.Failed, tDone.Add(time.Minute), ingest.SourceReconcile))
+	mustIngest(t, d, ev("batches/conf", lifecycle.Succeeded, tDone, event.SourceWebhook))
+	r := mustIngest(t, d, ev("batches/conf", lifecycle.Failed, tDone.Add(time.Minute), event.SourceReconcile))
 	if r.Outcome != ingest.OutcomeConflict || r.Reason != string(lifecycle.ReasonTerminalConflict) || r.State != lifecycle.Succeeded {
 		t.Fatalf("conflict result %+v", r)
 	}
 	// The same conflict again costs no write.
 	before := mustOp(t, e.store, "gemini:batches%2Fconf")
-	r = mustIngest(t, d, ev("batches/conf", lifecycle.Failed, tDone.Add(time.Minute), ingest.SourceReconcile))
+	r = mustIngest(t, d, ev("batches/conf", lifecycle.Failed, tDone.Add(time.Minute), event.SourceReconcile))
 	if r.Outcome != ingest.OutcomeDuplicate {
 		t.Fatalf("repeated conflict result %+v", r)
 	}
@@ -197,7 +198,7 @@ func TestSixteenConcurrentDeliveriesPublishOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := d.Ingest(t.Context(), ev("batches/burst", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+			_, err := d.Ingest(t.Context(), ev("batches/burst", lifecycle.Succeeded, tDone, event.SourceWebhook))
 			errs <- err
 		}()
 	}
@@ -228,9 +229,9 @@ func TestTwoPathsTwoHundredOperations(t *testing.T) {
 	for i := range ops {
 		for _, p := range []struct {
 			d   *ingest.Door
-			src ingest.Source
+			src event.Source
 			at  time.Time
-		}{{webhook, ingest.SourceWebhook, tDone}, {reconcile, ingest.SourceReconcile, tDone.Add(-time.Second)}} {
+		}{{webhook, event.SourceWebhook, tDone}, {reconcile, event.SourceReconcile, tDone.Add(-time.Second)}} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -277,7 +278,7 @@ func TestPublishFailureReleasesClaimAndNextDeliveryPublishesOnce(t *testing.T) {
 	fs := &flakySink{inner: e.results}
 	fs.fail.Store(1)
 	d := e.door(fs)
-	_, err := d.Ingest(t.Context(), ev("batches/flaky", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	_, err := d.Ingest(t.Context(), ev("batches/flaky", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if !errors.Is(err, ingest.ErrSideEffect) {
 		t.Fatalf("ingest with a failing publish = %v, want ErrSideEffect", err)
 	}
@@ -289,11 +290,11 @@ func TestPublishFailureReleasesClaimAndNextDeliveryPublishesOnce(t *testing.T) {
 		t.Fatalf("operation after failed publish: %s %+v", op.State, op.Effect)
 	}
 	// Gemini redelivers at once: no lease to wait out.
-	r := mustIngest(t, d, ev("batches/flaky", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r := mustIngest(t, d, ev("batches/flaky", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if r.Outcome != ingest.OutcomeRecovered || !r.Published {
 		t.Fatalf("redelivery result %+v", r)
 	}
-	r = mustIngest(t, d, ev("batches/flaky", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r = mustIngest(t, d, ev("batches/flaky", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if r.Outcome != ingest.OutcomeDuplicate || r.Published {
 		t.Fatalf("third delivery result %+v", r)
 	}
@@ -330,14 +331,14 @@ func TestCrashedHolderIsSeizedAndFencedOut(t *testing.T) {
 	id := "gemini:batches%2Fcrash"
 	done := make(chan error, 1)
 	go func() {
-		_, err := oldHolder.Ingest(t.Context(), ev("batches/crash", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		_, err := oldHolder.Ingest(t.Context(), ev("batches/crash", lifecycle.Succeeded, tDone, event.SourceWebhook))
 		done <- err
 	}()
 	<-stuck.entered
 	first := mustClaim(t, e.store, id)
 
 	// Within the lease a redelivery leaves the live holder alone.
-	r := mustIngest(t, newHolder, ev("batches/crash", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r := mustIngest(t, newHolder, ev("batches/crash", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if r.Published || (r.Outcome != ingest.OutcomeDuplicate && r.Outcome != ingest.OutcomeInProgress) {
 		t.Fatalf("delivery within the lease %+v", r)
 	}
@@ -348,7 +349,7 @@ func TestCrashedHolderIsSeizedAndFencedOut(t *testing.T) {
 	}
 
 	e.clock.Advance(11 * time.Minute) // the lease runs out
-	r = mustIngest(t, newHolder, ev("batches/crash", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r = mustIngest(t, newHolder, ev("batches/crash", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if r.Outcome != ingest.OutcomeRecovered || !r.Published || r.Reason != "lease-expired" {
 		t.Fatalf("delivery after the lease %+v", r)
 	}
@@ -391,7 +392,7 @@ func TestLedgerUnavailableIsAnError(t *testing.T) {
 	}
 	for _, st := range []lifecycle.State{lifecycle.Pending, lifecycle.Succeeded} {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-		r, err := d.Ingest(ctx, ev("batches/nowhere", st, tDone, ingest.SourceWebhook))
+		r, err := d.Ingest(ctx, ev("batches/nowhere", st, tDone, event.SourceWebhook))
 		cancel()
 		if err == nil {
 			t.Fatalf("ingest %s with the ledger unreachable succeeded: %+v", st, r)
@@ -418,7 +419,7 @@ func TestInvalidNameIsRejectedAndNothingStored(t *testing.T) {
 	e := newEnv(t)
 	d := e.door(nil)
 	for _, name := range []string{"", "   ", "files/abc", "batches/../x", "batches/a b", "bare-id-without-kind"} {
-		_, err := d.Ingest(t.Context(), ev(name, lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		_, err := d.Ingest(t.Context(), ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook))
 		var inv *ingest.InvalidError
 		if !errors.As(err, &inv) {
 			t.Errorf("name %q: error %v, want InvalidError", name, err)
@@ -442,7 +443,7 @@ func TestBurstIsCoalesced(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				if _, err := d.Ingest(t.Context(), ev("batches/coalesce", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil {
+				if _, err := d.Ingest(t.Context(), ev("batches/coalesce", lifecycle.Succeeded, tDone, event.SourceWebhook)); err != nil {
 					t.Errorf("ingest: %v", err)
 				}
 			}()
@@ -468,12 +469,12 @@ func TestEveryDecisionLogsOneLine(t *testing.T) {
 		{"applied", "first-sighting"}, {"completed", "higher-rank"}, {"duplicate", "duplicate"},
 		{"dropped", "regress-from-terminal"}, {"conflict-recorded", "terminal-conflict"},
 	}
-	for _, e := range []ingest.Event{
-		ev("batches/logs", lifecycle.Pending, time.Time{}, ingest.SourceRegister),
-		ev("batches/logs", lifecycle.Succeeded, tDone, ingest.SourceWebhook),
-		ev("batches/logs", lifecycle.Succeeded, tDone, ingest.SourceWebhook),
-		ev("batches/logs", lifecycle.Running, tRun, ingest.SourceReconcile),
-		ev("batches/logs", lifecycle.Failed, tDone, ingest.SourceReconcile),
+	for _, e := range []event.Event{
+		ev("batches/logs", lifecycle.Pending, time.Time{}, event.SourceRegister),
+		ev("batches/logs", lifecycle.Succeeded, tDone, event.SourceWebhook),
+		ev("batches/logs", lifecycle.Succeeded, tDone, event.SourceWebhook),
+		ev("batches/logs", lifecycle.Running, tRun, event.SourceReconcile),
+		ev("batches/logs", lifecycle.Failed, tDone, event.SourceReconcile),
 	} {
 		mustIngest(t, d, e)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -25,8 +26,8 @@ func storeDoor(t *testing.T, s ledger.Store, sink ingest.Sink, c *clock) *ingest
 	return d
 }
 
-func register(name string, md map[string]any) ingest.Event {
-	return ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister, UserMetadata: md}
+func register(name string, md map[string]any) event.Event {
+	return event.Event{Name: name, State: lifecycle.Pending, Source: event.SourceRegister, UserMetadata: md}
 }
 
 func created(r ingest.Result) bool {
@@ -99,7 +100,7 @@ func TestRegisterMergesMetadataWhateverTheState(t *testing.T) {
 		rec := &testutil.Recorder{}
 		d := storeDoor(t, s, rec, newClock())
 		const name, id = "batches/reg-late", "gemini:batches%2Freg-late"
-		mustIngest(t, d, ingest.Event{Name: name, State: lifecycle.Running, UpdateTime: tRun, Source: ingest.SourceWebhook,
+		mustIngest(t, d, event.Event{Name: name, State: lifecycle.Running, UpdateTime: tRun, Source: event.SourceWebhook,
 			UserMetadata: map[string]any{"job": "from-webhook"}})
 		before := mustOp(t, s, id)
 
@@ -128,7 +129,7 @@ func TestRegisterMergesMetadataWhateverTheState(t *testing.T) {
 		}
 
 		// The completion carries the merged metadata.
-		mustIngest(t, d, ingest.Event{Name: name, State: lifecycle.Succeeded, UpdateTime: tDone, Source: ingest.SourceWebhook,
+		mustIngest(t, d, event.Event{Name: name, State: lifecycle.Succeeded, UpdateTime: tDone, Source: event.SourceWebhook,
 			UserMetadata: map[string]any{"job": "from-webhook"}})
 		msgs := rec.All()
 		if len(msgs) != 1 || msgs[0].UserMetadata["team"] != "t1" || msgs[0].UserMetadata["job"] != "from-webhook" {

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"sync"
 	"testing"
@@ -47,7 +48,7 @@ func TestReplayPublishesAgainAndRecordsIt(t *testing.T) {
 	if _, err := d.Replay(ctx, "batches/r", ""); !errors.Is(err, ingest.ErrNotSettled) {
 		t.Fatalf("replay of an unknown operation = %v, want ErrNotSettled", err)
 	}
-	mustIngest(t, d, ev("batches/r", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	mustIngest(t, d, ev("batches/r", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	before, _ := s.GetOperation(ctx, "gemini:batches%2Fr")
 	id, err := d.Replay(ctx, "batches/r", "")
 	if err != nil || id == "" {
@@ -70,7 +71,7 @@ func TestReplayPublishesAgainAndRecordsIt(t *testing.T) {
 func TestCrashAfterPublishIsTheOnlyDuplicate(t *testing.T) {
 	t.Parallel()
 	d, s, rec, c := recordingDoor(t, &crashOnce{point: ingest.FaultAfterPublish})
-	_, err := d.Ingest(t.Context(), ev("batches/cw", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	_, err := d.Ingest(t.Context(), ev("batches/cw", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if !errors.Is(err, ingest.ErrCrashed) {
 		t.Fatalf("ingest = %v, want the injected crash", err)
 	}
@@ -101,14 +102,14 @@ func TestCrashAfterPublishIsTheOnlyDuplicate(t *testing.T) {
 func TestCrashAfterCommitPublishesOnce(t *testing.T) {
 	t.Parallel()
 	d, s, rec, c := recordingDoor(t, &crashOnce{point: ingest.FaultAfterCommit})
-	if _, err := d.Ingest(t.Context(), ev("batches/cc", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrCrashed) {
+	if _, err := d.Ingest(t.Context(), ev("batches/cc", lifecycle.Succeeded, tDone, event.SourceWebhook)); !errors.Is(err, ingest.ErrCrashed) {
 		t.Fatalf("ingest = %v", err)
 	}
 	if op := mustOp(t, s, "gemini:batches%2Fcc"); op.State != lifecycle.Succeeded || len(rec.All()) != 0 {
 		t.Fatalf("after the crash: %s, %d messages", op.State, len(rec.All()))
 	}
 	c.Advance(11 * time.Minute)
-	r := mustIngest(t, d, ev("batches/cc", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+	r := mustIngest(t, d, ev("batches/cc", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if r.Outcome != ingest.OutcomeRecovered || len(rec.All()) != 1 {
 		t.Fatalf("redelivery %+v, %d messages", r, len(rec.All()))
 	}

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -42,7 +43,7 @@ func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "ledger.db")
-		s, err := sqlite.Open(t.Context(), path)
+		s, err := sqliteledger.Open(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func TestWhatAStoreCannotKeepNeverFailsAnEvent(t *testing.T) {
 	onBothStores(t, func(t *testing.T, s testStore) {
 		d, rec, logs := loggingDoor(t, s, newClock())
 		secret := "s3cr3t-value"
-		e := ev("batches/huge", lifecycle.Running, tRun, ingest.SourceWebhook)
+		e := ev("batches/huge", lifecycle.Running, tRun, event.SourceWebhook)
 		e.UserMetadata = map[string]any{"job": "j", "blob": secret + strings.Repeat("x", 1100<<10)}
 		e.Output = map[string]any{"output_text": strings.Repeat("y", ledger.MaxOutputBytes)}
 		e.DeliveryID = strings.Repeat("é", 600)
@@ -109,12 +110,12 @@ func TestWhatAStoreCannotKeepNeverFailsAnEvent(t *testing.T) {
 		}
 
 		// Metadata that fits is merged; then one that would go over the bound is dropped whole.
-		fits := ev("batches/huge", lifecycle.RequiresAction, tRun.Add(time.Minute), ingest.SourceWebhook)
+		fits := ev("batches/huge", lifecycle.RequiresAction, tRun.Add(time.Minute), event.SourceWebhook)
 		fits.UserMetadata = map[string]any{"job": "j", "n": 1.0}
 		mustIngest(t, d, fits)
-		over := ev("batches/huge", lifecycle.Failed, tDone, ingest.SourceWebhook)
+		over := ev("batches/huge", lifecycle.Failed, tDone, event.SourceWebhook)
 		over.UserMetadata = map[string]any{"more": strings.Repeat("z", ledger.MaxMetadataBytes-10)}
-		over.Error = &ingest.ErrorInfo{Code: 3, Message: strings.Repeat("e", 2<<20)}
+		over.Error = &event.ErrorInfo{Code: 3, Message: strings.Repeat("e", 2<<20)}
 		if r := mustIngest(t, d, over); r.Outcome != ingest.OutcomeCompleted || !r.Published {
 			t.Fatalf("terminal event: %+v", r)
 		}
@@ -147,7 +148,7 @@ func TestClaimsExpireFromTheirLastAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := "gemini:batches%2Fttl"
-		if _, err := d.Ingest(t.Context(), ev("batches/ttl", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrSideEffect) {
+		if _, err := d.Ingest(t.Context(), ev("batches/ttl", lifecycle.Succeeded, tDone, event.SourceWebhook)); !errors.Is(err, ingest.ErrSideEffect) {
 			t.Fatalf("first attempt: %v", err)
 		}
 		c.Advance(29 * 24 * time.Hour) // nobody retried for 29 days
@@ -195,21 +196,21 @@ func TestOwedEffectWithoutClaimAlerts(t *testing.T) {
 
 		// Released (a publish failed), then the claim is lost.
 		failing.fail.Store(1)
-		if _, err := newDoor(failing, nil).Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrSideEffect) {
+		if _, err := newDoor(failing, nil).Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, event.SourceWebhook)); !errors.Is(err, ingest.ErrSideEffect) {
 			t.Fatalf("failing publish: %v", err)
 		}
 		s.deleteClaim(t, "gemini:batches%2Frel")
-		_, err := d.Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		_, err := d.Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, event.SourceWebhook))
 		if !errors.Is(err, ingest.ErrClaimMissing) || alerts() != 1 || logs.CountLines(`"operation":"batches/rel"`) < 1 {
 			t.Fatalf("redelivery with the claim gone: %v, %d alerts\n%s", err, alerts(), logs.String())
 		}
 		// Held by a process that died after the commit; lost within its TTL.
-		if _, err := newDoor(rec, &crashOnce{point: ingest.FaultAfterCommit}).Ingest(ctx, ev("batches/held", lifecycle.Failed, tDone, ingest.SourceWebhook)); err == nil {
+		if _, err := newDoor(rec, &crashOnce{point: ingest.FaultAfterCommit}).Ingest(ctx, ev("batches/held", lifecycle.Failed, tDone, event.SourceWebhook)); err == nil {
 			t.Fatal("the crash was not injected")
 		}
 		s.deleteClaim(t, "gemini:batches%2Fheld")
 		c.Advance(11 * time.Minute)
-		if _, err := d.Ingest(ctx, ev("batches/held", lifecycle.Failed, tDone, ingest.SourceWebhook)); !errors.Is(err, ingest.ErrClaimMissing) || alerts() != 2 {
+		if _, err := d.Ingest(ctx, ev("batches/held", lifecycle.Failed, tDone, event.SourceWebhook)); !errors.Is(err, ingest.ErrClaimMissing) || alerts() != 2 {
 			t.Fatalf("redelivery after the lease with the claim gone: %v, %d alerts", err, alerts())
 		}
 		if _, err := d.RetryClaim(ctx, "gemini:batches%2Fheld"); !errors.Is(err, ingest.ErrClaimMissing) || alerts() != 3 {
@@ -227,15 +228,15 @@ func TestOwedEffectWithoutClaimAlerts(t *testing.T) {
 		if msgs := rec.All(); len(msgs) != 1 || msgs[0].ReplayID != id || msgs[0].State != "SUCCEEDED" || msgs[0].IdempotencyKey != "gemini:batches/rel" {
 			t.Fatalf("replayed %+v", msgs)
 		}
-		if r, err := d.Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, ingest.SourceWebhook)); err != nil || r.Published || alerts() != 3 {
+		if r, err := d.Ingest(ctx, ev("batches/rel", lifecycle.Succeeded, tDone, event.SourceWebhook)); err != nil || r.Published || alerts() != 3 {
 			t.Fatalf("redelivery after the replay: %+v %v, %d alerts", r, err, alerts())
 		}
 
 		// Completed, then deleted by the TTL policy after its expiry: normal.
-		mustIngest(t, d, ev("batches/old", lifecycle.Succeeded, tDone, ingest.SourceWebhook))
+		mustIngest(t, d, ev("batches/old", lifecycle.Succeeded, tDone, event.SourceWebhook))
 		c.Advance(31 * 24 * time.Hour)
 		s.deleteClaim(t, "gemini:batches%2Fold")
-		r, err := d.Ingest(ctx, ingest.Event{Name: "batches/old", State: lifecycle.Pending, Source: ingest.SourceRegister})
+		r, err := d.Ingest(ctx, event.Event{Name: "batches/old", State: lifecycle.Pending, Source: event.SourceRegister})
 		if err != nil || r.Published || alerts() != 3 {
 			t.Fatalf("late registration of an operation completed long ago: %+v %v, %d alerts", r, err, alerts())
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -176,7 +177,7 @@ func (m *Metrics) Rejected(_ time.Time, _, reason string, _ int) {
 }
 
 // ObserveDecision implements ingest.Observer.
-func (m *Metrics) ObserveDecision(source ingest.Source, res ingest.Result, err error) {
+func (m *Metrics) ObserveDecision(source event.Source, res ingest.Result, err error) {
 	outcome, reason := string(res.Outcome), res.Reason
 	if err != nil {
 		outcome, reason = "error", errorReason(err)
@@ -258,7 +259,7 @@ type countingFetcher struct {
 	calls *prometheus.CounterVec
 }
 
-func (c *countingFetcher) Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error) {
+func (c *countingFetcher) Fetch(ctx context.Context, kind opname.Kind, apiName string) (event.Event, error) {
 	ev, err := c.f.Fetch(ctx, kind, apiName)
 	k := string(kind)
 	if k == "" {
@@ -268,7 +269,7 @@ func (c *countingFetcher) Fetch(ctx context.Context, kind opname.Kind, apiName s
 	return ev, err
 }
 
-func (c *countingFetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error) {
+func (c *countingFetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error) {
 	evs, next, err := c.f.ListBatches(ctx, pageSize, pageToken)
 	c.calls.WithLabelValues("batch-list", callResult(err)).Inc()
 	return evs, next, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/metrics"
@@ -45,11 +46,11 @@ func TestPublishFailuresCounted(t *testing.T) {
 // "error" with a reason class, never the error text.
 func TestDecisionErrorsHaveBoundedReasons(t *testing.T) {
 	m := metrics.New()
-	m.ObserveDecision(ingest.SourceWebhook, ingest.Result{Outcome: ingest.OutcomeCompleted, Reason: "first-sighting"},
+	m.ObserveDecision(event.SourceWebhook, ingest.Result{Outcome: ingest.OutcomeCompleted, Reason: "first-sighting"},
 		fmt.Errorf("%w: publish batches/x: %w", ingest.ErrSideEffect, errors.New("boom")))
-	m.ObserveDecision(ingest.SourceReconcile, ingest.Result{}, fmt.Errorf("%w: read: eof", ingest.ErrUnavailable))
-	m.ObserveDecision(ingest.SourceWebhook, ingest.Result{Outcome: ingest.OutcomeDuplicate, Reason: "duplicate"}, nil)
-	m.ObserveDecision(ingest.SourceWebhook, ingest.Result{},
+	m.ObserveDecision(event.SourceReconcile, ingest.Result{}, fmt.Errorf("%w: read: eof", ingest.ErrUnavailable))
+	m.ObserveDecision(event.SourceWebhook, ingest.Result{Outcome: ingest.OutcomeDuplicate, Reason: "duplicate"}, nil)
+	m.ObserveDecision(event.SourceWebhook, ingest.Result{},
 		fmt.Errorf("%w: %w: operations/v1: 404", ingest.ErrNotConfirmed, ingest.ErrVideoModelUnknown))
 	want := `
 # HELP lrosink_ingest_decisions_total Decisions of the ingest door, as logged in "ingest decision" lines (outcome "error" when it failed).
@@ -88,11 +89,11 @@ lrosink_reconcile_passes_total{result="ok"} 1
 
 type fetcher struct{ err error }
 
-func (f fetcher) Fetch(context.Context, opname.Kind, string) (ingest.Event, error) {
-	return ingest.Event{}, f.err
+func (f fetcher) Fetch(context.Context, opname.Kind, string) (event.Event, error) {
+	return event.Event{}, f.err
 }
 
-func (f fetcher) ListBatches(context.Context, int, string) ([]ingest.Event, string, error) {
+func (f fetcher) ListBatches(context.Context, int, string) ([]event.Event, string, error) {
 	return nil, "", f.err
 }
 

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"fmt"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"path/filepath"
 	"sync"
@@ -12,7 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -114,7 +115,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 	for _, settled := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("settled=%d", settled), func(b *testing.B) {
 			ctx := b.Context()
-			store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "p2.db"))
+			store, err := sqliteledger.Open(ctx, filepath.Join(b.TempDir(), "p2.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -144,7 +145,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 			}
 			for i := range 100 {
 				id := fmt.Sprintf("pending-%03d", i)
-				if _, err := door.Ingest(ctx, ingest.Event{Name: "batches/" + id, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+				if _, err := door.Ingest(ctx, event.Event{Name: "batches/" + id, State: lifecycle.Pending, Source: event.SourceRegister}); err != nil {
 					b.Fatal(err)
 				}
 				fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: tDone})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
@@ -108,7 +109,7 @@ func newPoisonWorld(t *testing.T, store ledger.Ledger, unschedulable bool) (*poi
 
 func (w *poisonWorld) register(t *testing.T, name string) {
 	t.Helper()
-	if _, err := w.door.Ingest(t.Context(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+	if _, err := w.door.Ingest(t.Context(), event.Event{Name: name, State: lifecycle.Pending, Source: event.SourceRegister}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -27,15 +28,15 @@ import (
 // fetcherr kind: NotFound is recorded on the operation, Transient and
 // Permanent count as errors of the pass; none is ever a state.
 type Fetcher interface {
-	Fetch(ctx context.Context, kind opname.Kind, apiName string) (ingest.Event, error)
-	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]ingest.Event, string, error)
+	Fetch(ctx context.Context, kind opname.Kind, apiName string) (event.Event, error)
+	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error)
 }
 
 // Door is the ingest door as the reconciler uses it.
 type Door interface {
-	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
+	Ingest(ctx context.Context, ev event.Event) (ingest.Result, error)
 	// IngestRead is Ingest deciding first on the operation as just read.
-	IngestRead(ctx context.Context, ev ingest.Event, read *ledger.Operation) (ingest.Result, error)
+	IngestRead(ctx context.Context, ev event.Event, read *ledger.Operation) (ingest.Result, error)
 	RetryClaim(ctx context.Context, id string) (ingest.Result, error)
 }
 
@@ -449,7 +450,7 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		t.add(func(s *Summary) { s.Errors++ })
 		log.ErrorContext(ctx, "reconcile: fetch failed", "error", err.Error(), "check", note, "next_check_in", wait.String())
 	default:
-		ev.Source = ingest.SourceReconcile
+		ev.Source = event.SourceReconcile
 		// The door decides on op as listed, not on a second read of it.
 		res, err := r.cfg.Door.IngestRead(ctx, ev, &op)
 		obs.Outcome, obs.Reason = string(res.Outcome), res.Reason
@@ -597,8 +598,8 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 }
 
 // adoptOne feeds one listed job to the door and counts what it did.
-func (r *Reconciler) adoptOne(ctx context.Context, t *tally, ev ingest.Event) {
-	ev.Source = ingest.SourceReconcile
+func (r *Reconciler) adoptOne(ctx context.Context, t *tally, ev event.Event) {
+	ev.Source = event.SourceReconcile
 	res, err := r.cfg.Door.Ingest(ctx, ev)
 	t.add(func(s *Summary) {
 		switch {

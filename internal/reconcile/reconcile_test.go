@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"log/slog"
 	"net/http"
@@ -16,7 +17,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -87,7 +88,7 @@ func fakeFetcher(t testing.TB, srv *httptest.Server, log *slog.Logger) *gemini.F
 // mustRegister registers name through the door, as POST /Register does.
 func mustRegister(t testing.TB, door *ingest.Door, name string) {
 	t.Helper()
-	if _, err := door.Ingest(t.Context(), ingest.Event{Name: name, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+	if _, err := door.Ingest(t.Context(), event.Event{Name: name, State: lifecycle.Pending, Source: event.SourceRegister}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -159,8 +160,8 @@ func TestStaleReconcileChangesNothing(t *testing.T) {
 	w.clock.Advance(2 * time.Minute)
 	webhookFirst := func(r *http.Request) bool {
 		if strings.HasSuffix(r.URL.Path, "/batches/stale") {
-			if _, err := w.door.Ingest(t.Context(), ingest.Event{Name: "stale", Kind: "batch", State: lifecycle.Succeeded,
-				UpdateTime: tDone, Source: ingest.SourceWebhook}); err != nil {
+			if _, err := w.door.Ingest(t.Context(), event.Event{Name: "stale", Kind: "batch", State: lifecycle.Succeeded,
+				UpdateTime: tDone, Source: event.SourceWebhook}); err != nil {
 				t.Errorf("webhook ingest: %v", err)
 			}
 		}
@@ -210,8 +211,8 @@ func TestWebhookAndReconcileRacingOnHundredOperations(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := hook.Ingest(t.Context(), ingest.Event{Name: fmt.Sprintf("race-%03d", i), Kind: "batch",
-				State: lifecycle.Succeeded, UpdateTime: tDone.Add(time.Second), Source: ingest.SourceWebhook}); err != nil {
+			if _, err := hook.Ingest(t.Context(), event.Event{Name: fmt.Sprintf("race-%03d", i), Kind: "batch",
+				State: lifecycle.Succeeded, UpdateTime: tDone.Add(time.Second), Source: event.SourceWebhook}); err != nil {
 				t.Errorf("webhook: %v", err)
 			}
 		}()

@@ -11,8 +11,8 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -83,7 +83,7 @@ func TestRetention(t *testing.T) {
 	}
 	t.Run("memory", func(t *testing.T) { run(t, testutil.MemLedger(t), nil) })
 	t.Run("sqlite", func(t *testing.T) {
-		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
+		s, err := sqliteledger.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
@@ -159,7 +160,7 @@ type lateDoor struct {
 	late []time.Duration
 }
 
-func (d *lateDoor) IngestRead(ctx context.Context, ev ingest.Event, read *ledger.Operation) (ingest.Result, error) {
+func (d *lateDoor) IngestRead(ctx context.Context, ev event.Event, read *ledger.Operation) (ingest.Result, error) {
 	d.mu.Lock()
 	d.late = append(d.late, d.clk.Now().Sub(read.NextCheckAt))
 	d.mu.Unlock()
@@ -170,11 +171,11 @@ func (d *lateDoor) IngestRead(ctx context.Context, ev ingest.Event, read *ledger
 // part of the simulation.
 type fetchOnly struct{ f *gemini.Fetcher }
 
-func (f fetchOnly) Fetch(ctx context.Context, k opname.Kind, n string) (ingest.Event, error) {
+func (f fetchOnly) Fetch(ctx context.Context, k opname.Kind, n string) (event.Event, error) {
 	return f.f.Fetch(ctx, k, n)
 }
 
-func (f fetchOnly) ListBatches(ctx context.Context, n int, tok string) ([]ingest.Event, string, error) {
+func (f fetchOnly) ListBatches(ctx context.Context, n int, tok string) ([]event.Event, string, error) {
 	return f.f.ListBatches(ctx, n, tok)
 }
 
@@ -257,7 +258,7 @@ func runScale(tb testing.TB, c scaleConfig) scaleResult {
 				st = fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: o.done, ResponsesFile: "files/out-" + o.id}
 			}
 			fake.SetBatch(o.id, st)
-			if _, err := inner.Ingest(ctx, ingest.Event{Name: "batches/" + o.id, State: lifecycle.Pending, Source: ingest.SourceRegister}); err != nil {
+			if _, err := inner.Ingest(ctx, event.Event{Name: "batches/" + o.id, State: lifecycle.Pending, Source: event.SourceRegister}); err != nil {
 				tb.Fatal(err)
 			}
 		}

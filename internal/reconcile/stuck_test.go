@@ -12,7 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -155,7 +155,7 @@ func TestStuckScanReachesEveryStuckOperation(t *testing.T) {
 // scan.
 func TestStuckKeyLeftByAnEarlierVersionIsCleared(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	s, err := sqlite.Open(t.Context(), path)
+	s, err := sqliteledger.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,23 +7,14 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/event"
 )
 
 // WebhookLister reads the project's webhooks (the Gemini adapter does,
 // through the genai SDK's Webhooks.List).
 type WebhookLister interface {
-	ListWebhooks(ctx context.Context) ([]Webhook, error)
-}
-
-// Webhook is a project webhook as the health check sees it.
-type Webhook struct {
-	ID, Name, URI string
-	// State is the API's name for it, as it goes into the alert line
-	// (empty if the API sent none).
-	State string
-	// Disabled: the API delivers nothing to the webhook. The adapter
-	// decides which of its states mean that.
-	Disabled bool
+	ListWebhooks(ctx context.Context) ([]event.Webhook, error)
 }
 
 // DefaultWebhookCheckEvery paces the webhook health read: one list call per
@@ -37,7 +28,7 @@ type webhookHealth struct {
 	mu        sync.Mutex
 	read      bool      // listed at least once
 	readAt    time.Time // last attempt
-	disabled  map[string]Webhook
+	disabled  map[string]event.Webhook
 	skipNoted bool
 }
 
@@ -71,7 +62,7 @@ func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally)
 		return len(h.disabled) > 0
 	}
 	h.read = true
-	current := map[string]Webhook{}
+	current := map[string]event.Webhook{}
 	for _, w := range hooks {
 		if w.Disabled {
 			current[w.ID] = w
@@ -101,7 +92,7 @@ func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally)
 	return len(h.disabled) > 0
 }
 
-func webhookAttrs(key string, w Webhook) []any {
+func webhookAttrs(key string, w event.Webhook) []any {
 	return []any{slog.String(key, "webhook-disabled"), slog.String("webhook_id", w.ID),
 		slog.String("webhook_name", w.Name), slog.String("webhook_uri", w.URI), slog.String("webhook_state", w.State)}
 }

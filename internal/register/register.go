@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -18,7 +19,7 @@ import (
 
 // Door is the ingest door as registration uses it.
 type Door interface {
-	Ingest(ctx context.Context, ev ingest.Event) (ingest.Result, error)
+	Ingest(ctx context.Context, ev event.Event) (ingest.Result, error)
 }
 
 // Request is one registration.
@@ -95,8 +96,8 @@ func Register(ctx context.Context, door Door, req Request) (Result, error) {
 	// APIName is the most specific spelling (the model of a Veo
 	// operation); it normalizes to the same key, and the door keeps it as
 	// the name the reconciler asks Gemini with.
-	res, err := door.Ingest(ctx, ingest.Event{Name: name.APIName, Kind: name.Kind, State: lifecycle.Pending,
-		Source: ingest.SourceRegister, UserMetadata: req.Metadata, LeaveOwed: req.LeaveOwed})
+	res, err := door.Ingest(ctx, event.Event{Name: name.APIName, Kind: name.Kind, State: lifecycle.Pending,
+		Source: event.SourceRegister, UserMetadata: req.Metadata, LeaveOwed: req.LeaveOwed})
 	var inv *ingest.InvalidError
 	if errors.As(err, &inv) {
 		return Result{Result: res}, &InvalidError{Reason: ReasonInvalidName, Err: err}

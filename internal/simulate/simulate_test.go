@@ -11,8 +11,8 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/lrosink/lrosink/internal/emutest"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/results/resultstest"
 	"github.com/lrosink/lrosink/internal/simulate"
@@ -38,7 +38,7 @@ func firestoreBackend(t *testing.T) simulate.Backend {
 
 func sqliteBackend(t *testing.T) simulate.Backend {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sim.db"))
+	s, err := sqliteledger.Open(t.Context(), filepath.Join(t.TempDir(), "sim.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

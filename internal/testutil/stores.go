@@ -9,9 +9,9 @@ import (
 
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/ledger/memledger"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 )
 
 // RequireEmulators names the environment variable that, set to 1, makes a
@@ -39,7 +39,7 @@ func EachStore(t *testing.T, f func(t *testing.T, s ledger.Ledger)) {
 		f(t, MemLedger(t))
 	})
 	t.Run("sqlite", func(t *testing.T) {
-		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
+		s, err := sqliteledger.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
 		if err != nil {
 			t.Fatalf("open sqlite ledger: %v", err)
 		}

@@ -8,7 +8,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/lrosink/lrosink/internal/ledger"
-	fsledger "github.com/lrosink/lrosink/internal/ledger/firestore"
+	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/sink"
 )
 

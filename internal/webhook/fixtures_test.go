@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -52,7 +52,7 @@ type fixtureExpect struct {
 	kind  opname.Kind
 	time  time.Time
 	out   map[string]any
-	err   *ingest.ErrorInfo
+	err   *event.ErrorInfo
 	meta  map[string]any
 }
 
@@ -70,15 +70,15 @@ func fixtureExpectations() map[string]fixtureExpect {
 		{"batch.completed", lifecycle.Succeeded, opname.KindBatch, ts("2026-01-22T12:00:01.5Z"),
 			map[string]any{"output_file_uri": "files/out-1"}, nil, nil},
 		{"batch.failed", lifecycle.Failed, opname.KindBatch, ts("2026-01-22T12:00:02Z"), nil,
-			&ingest.ErrorInfo{Code: 3, Message: "invalid input file"}, nil},
+			&event.ErrorInfo{Code: 3, Message: "invalid input file"}, nil},
 		{"batch.failed.stringcode", lifecycle.Failed, opname.KindBatch, ts("2026-01-22T12:00:02Z"), nil,
-			&ingest.ErrorInfo{Code: 0, Message: "INVALID_ARGUMENT: bad request"}, nil},
+			&event.ErrorInfo{Code: 0, Message: "INVALID_ARGUMENT: bad request"}, nil},
 		{"batch.cancelled", lifecycle.Cancelled, opname.KindBatch, ts("2026-01-22T12:00:03Z"), nil, nil, nil},
 		{"batch.expired", lifecycle.Expired, opname.KindBatch, ts("2026-01-22T11:00:04Z"), nil, nil, nil},
 		{"interaction.completed", lifecycle.Succeeded, opname.KindInteraction, ts("2026-01-22T12:00:05Z"), nil, nil,
 			map[string]any{"job": "top-level"}},
 		{"interaction.failed", lifecycle.Failed, opname.KindInteraction, ts("2026-01-22T12:00:06Z"), nil,
-			&ingest.ErrorInfo{Code: 13, Message: "internal"}, nil},
+			&event.ErrorInfo{Code: 13, Message: "internal"}, nil},
 		{"interaction.cancelled", lifecycle.Cancelled, opname.KindInteraction, ts("2026-01-22T12:00:07Z"), nil, nil, nil},
 		{"interaction.requires_action", lifecycle.RequiresAction, opname.KindInteraction, ts("2026-01-22T12:00:08Z"), nil, nil,
 			map[string]any{"job": "j-ra"}},
@@ -87,7 +87,7 @@ func fixtureExpectations() map[string]fixtureExpect {
 		{"video.generated.video_uri", lifecycle.Succeeded, opname.KindVideo, ts("2026-01-22T12:00:10Z"),
 			map[string]any{"video_uri": "https://example.com/v2.mp4"}, nil, map[string]any{"caption": "café 🎬"}},
 		{"video.generated.error", lifecycle.Failed, opname.KindVideo, ts("2026-01-22T12:00:11Z"), nil,
-			&ingest.ErrorInfo{Code: 8, Message: "quota exhausted"}, nil},
+			&event.ErrorInfo{Code: 8, Message: "quota exhausted"}, nil},
 		{"rotation.both", lifecycle.Succeeded, opname.KindBatch, ts("2026-01-22T13:00:00Z"),
 			map[string]any{"output_file_uri": "files/rot"}, nil, nil},
 		{"rotation.old_only", lifecycle.Succeeded, opname.KindBatch, ts("2026-01-22T13:00:00Z"),
@@ -156,9 +156,9 @@ func TestFixturesHMAC(t *testing.T) {
 			if err := json.Unmarshal(body, &env); err != nil {
 				t.Fatal(err)
 			}
-			want := ingest.Event{
+			want := event.Event{
 				Name: env.Data.ID, Kind: e.kind, State: e.state, GeminiStatus: env.Type, UpdateTime: e.time,
-				Source: ingest.SourceWebhook, DeliveryID: d.ID, Output: e.out, Error: e.err, UserMetadata: e.meta,
+				Source: event.SourceWebhook, DeliveryID: d.ID, Output: e.out, Error: e.err, UserMetadata: e.meta,
 			}
 			if !eventsEqual(ev, want) {
 				t.Fatalf("Parse =\n %+v\nwant\n %+v", ev, want)
@@ -185,7 +185,7 @@ func mustAtoi(t *testing.T, s string) int64 {
 	return n
 }
 
-func eventsEqual(a, b ingest.Event) bool {
+func eventsEqual(a, b event.Event) bool {
 	if !a.UpdateTime.Equal(b.UpdateTime) {
 		return false
 	}
@@ -301,9 +301,9 @@ func TestFixturesJWT(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse: %v", err)
 		}
-		want := ingest.Event{
+		want := event.Event{
 			Name: "batch_jwt", Kind: opname.KindBatch, State: lifecycle.Succeeded, GeminiStatus: "batch.succeeded",
-			UpdateTime: time.Date(2026, 1, 22, 14, 0, 0, 0, time.UTC), Source: ingest.SourceWebhook,
+			UpdateTime: time.Date(2026, 1, 22, 14, 0, 0, 0, time.UTC), Source: event.SourceWebhook,
 			DeliveryID: "msg_dyn_2", Output: map[string]any{"output_file_uri": "files/jwt-out"},
 			UserMetadata: map[string]any{"job": "jwt"},
 		}

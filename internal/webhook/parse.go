@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
@@ -95,10 +95,10 @@ func EventTypes() []string {
 //   - when a JWT delivery has an empty body and its claims carry type and
 //     data, the claims are the envelope (the dynamic payload shape is
 //     unconfirmed).
-func Parse(body []byte, v Verified) (ingest.Event, error) {
+func Parse(body []byte, v Verified) (event.Event, error) {
 	raw, err := envelopeBytes(body, v)
 	if err != nil {
-		return ingest.Event{}, err
+		return event.Event{}, err
 	}
 	if ev, ok := parseFast(raw, v); ok {
 		return ev, nil
@@ -134,18 +134,18 @@ func envelopeBytes(body []byte, v Verified) ([]byte, error) {
 
 // parseEnvelope is the map-based decoder: slower than parseFast, but it
 // says precisely what is wrong with an envelope.
-func parseEnvelope(raw []byte, v Verified) (ingest.Event, error) {
+func parseEnvelope(raw []byte, v Verified) (event.Event, error) {
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return ingest.Event{}, badEnvelope("body is not valid JSON")
+		return event.Event{}, badEnvelope("body is not valid JSON")
 	}
 	typ, err := envelopeType(env)
 	if err != nil {
-		return ingest.Event{}, err
+		return event.Event{}, err
 	}
 	data, id, err := envelopeData(env)
 	if err != nil {
-		return ingest.Event{}, err
+		return event.Event{}, err
 	}
 	ev := newEvent(typ, id, v)
 	if s, _, ok := stringField(env, "timestamp"); ok {
@@ -204,16 +204,16 @@ func envelopeData(env map[string]json.RawMessage) (map[string]json.RawMessage, s
 
 // newEvent is the event a delivery of a known type typ about operation id
 // announces, before its fields are read.
-func newEvent(typ, id string, v Verified) ingest.Event {
+func newEvent(typ, id string, v Verified) event.Event {
 	state, kind, _ := eventType(typ)
-	return ingest.Event{
+	return event.Event{
 		// Exactly as given: opname normalises later, in one place.
 		Name:  id,
 		Kind:  kind,
 		State: state,
 		// The event type is what Gemini said (contract: gemini_status).
 		GeminiStatus: typ,
-		Source:       ingest.SourceWebhook,
+		Source:       event.SourceWebhook,
 		DeliveryID:   v.ID,
 	}
 }
@@ -232,7 +232,7 @@ func eventTime(s string) time.Time {
 // addOutput keeps a non-empty output field. Video events are documented
 // with output_file_uri/file_name but a cookbook uses video_uri, so all
 // three are kept.
-func addOutput(ev *ingest.Event, k, s string) {
+func addOutput(ev *event.Event, k, s string) {
 	if s == "" {
 		return
 	}
@@ -244,7 +244,7 @@ func addOutput(ev *ingest.Event, k, s string) {
 
 // setFailure records the event's failure; a video.generated event that
 // carries one is FAILED.
-func setFailure(ev *ingest.Event, e *ingest.ErrorInfo) {
+func setFailure(ev *event.Event, e *event.ErrorInfo) {
 	ev.Error = e
 	if ev.Kind == opname.KindVideo && e != nil {
 		ev.State = lifecycle.Failed
@@ -280,7 +280,7 @@ func firstObject(rs ...json.RawMessage) map[string]any {
 // alone): a sender puts one there only for a failure, and reading it as
 // success would publish a failed operation as SUCCEEDED. The flat fields
 // keep their rule: error_code 0 alone is gRPC OK, not an error.
-func failure(flatCode json.RawMessage, flatMsg string, object, list json.RawMessage) *ingest.ErrorInfo {
+func failure(flatCode json.RawMessage, flatMsg string, object, list json.RawMessage) *event.ErrorInfo {
 	if e := errorFrom(flatCode, flatMsg); e != nil {
 		return e
 	}
@@ -296,7 +296,7 @@ func failure(flatCode json.RawMessage, flatMsg string, object, list json.RawMess
 
 // errorValue reads an error object or a bare error string; nil for
 // anything else (null, "", numbers).
-func errorValue(raw json.RawMessage) *ingest.ErrorInfo {
+func errorValue(raw json.RawMessage) *event.ErrorInfo {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0:
@@ -306,7 +306,7 @@ func errorValue(raw json.RawMessage) *ingest.ErrorInfo {
 		if json.Unmarshal(raw, &s) != nil || s == "" {
 			return nil
 		}
-		return &ingest.ErrorInfo{Message: s}
+		return &event.ErrorInfo{Message: s}
 	case raw[0] != '{':
 		return nil
 	}
@@ -320,15 +320,15 @@ func errorValue(raw json.RawMessage) *ingest.ErrorInfo {
 		// google.rpc.Status in REST form names the code in "status".
 		name, _, _ = stringField(obj, "status")
 	}
-	return &ingest.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
+	return &event.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
 }
 
-func errorFrom(rawCode json.RawMessage, msg string) *ingest.ErrorInfo {
+func errorFrom(rawCode json.RawMessage, msg string) *event.ErrorInfo {
 	code, name := errorCode(rawCode)
 	if code == 0 && name == "" && msg == "" {
 		return nil
 	}
-	return &ingest.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
+	return &event.ErrorInfo{Code: code, Message: results.ErrorMessage(name, msg)}
 }
 
 // errorCode returns a numeric code, or a non-numeric code's text.
@@ -408,13 +408,13 @@ type fastData struct {
 	UserMetadata  json.RawMessage `json:"user_metadata"`
 }
 
-func parseFast(raw []byte, v Verified) (ingest.Event, bool) {
+func parseFast(raw []byte, v Verified) (event.Event, bool) {
 	var env fastEnvelope
 	if json.Unmarshal(raw, &env) != nil || env.Data == nil || strings.TrimSpace(env.Data.ID) == "" || len(env.Data.ID) > maxNameBytes {
-		return ingest.Event{}, false
+		return event.Event{}, false
 	}
 	if _, _, known := eventType(env.Type); !known {
-		return ingest.Event{}, false
+		return event.Event{}, false
 	}
 	d := env.Data
 	ev := newEvent(env.Type, d.ID, v)

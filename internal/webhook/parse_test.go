@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 )
@@ -46,7 +46,7 @@ func TestParseEventTypes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if ev.State != c.state || ev.Kind != c.kind || ev.Source != ingest.SourceWebhook || ev.DeliveryID != "msg_1" {
+			if ev.State != c.state || ev.Kind != c.kind || ev.Source != event.SourceWebhook || ev.DeliveryID != "msg_1" {
 				t.Fatalf("Parse = %+v, want state %s kind %s", ev, c.state, c.kind)
 			}
 			if !ev.UpdateTime.Equal(time.Date(2026, 1, 22, 12, 0, 0, 0, time.UTC)) {
@@ -80,7 +80,7 @@ func TestParseFields(t *testing.T) {
 	type want struct {
 		name string
 		out  map[string]any
-		err  *ingest.ErrorInfo
+		err  *event.ErrorInfo
 		meta map[string]any
 		time time.Time
 	}
@@ -129,22 +129,22 @@ func TestParseFields(t *testing.T) {
 			`{"type":"batch.succeeded","version":"v9","extra":{"x":[1,2]},"data":{"id":"b","new_field":true}}`, want{name: "b"}},
 		{"numeric error code",
 			`{"type":"batch.failed","data":{"id":"b","error_code":3,"error_message":"bad input"}}`,
-			want{name: "b", err: &ingest.ErrorInfo{Code: 3, Message: "bad input"}}},
+			want{name: "b", err: &event.ErrorInfo{Code: 3, Message: "bad input"}}},
 		{"numeric string error code",
 			`{"type":"batch.failed","data":{"id":"b","error_code":" 13 ","error_message":"internal"}}`,
-			want{name: "b", err: &ingest.ErrorInfo{Code: 13, Message: "internal"}}},
+			want{name: "b", err: &event.ErrorInfo{Code: 13, Message: "internal"}}},
 		{"status-name error code",
 			`{"type":"batch.failed","data":{"id":"b","error_code":"INVALID_ARGUMENT","error_message":"bad input"}}`,
-			want{name: "b", err: &ingest.ErrorInfo{Code: 0, Message: "INVALID_ARGUMENT: bad input"}}},
+			want{name: "b", err: &event.ErrorInfo{Code: 0, Message: "INVALID_ARGUMENT: bad input"}}},
 		{"status-name error code without message",
 			`{"type":"batch.failed","data":{"id":"b","error_code":"INTERNAL"}}`,
-			want{name: "b", err: &ingest.ErrorInfo{Code: 0, Message: "INTERNAL"}}},
+			want{name: "b", err: &event.ErrorInfo{Code: 0, Message: "INTERNAL"}}},
 		{"non-integral error code keeps its text",
 			`{"type":"batch.failed","data":{"id":"b","error_code":3.5}}`,
-			want{name: "b", err: &ingest.ErrorInfo{Code: 0, Message: "3.5"}}},
+			want{name: "b", err: &event.ErrorInfo{Code: 0, Message: "3.5"}}},
 		{"message only",
 			`{"type":"interaction.failed","data":{"id":"i","error_message":"tool crashed"}}`,
-			want{name: "i", err: &ingest.ErrorInfo{Message: "tool crashed"}}},
+			want{name: "i", err: &event.ErrorInfo{Message: "tool crashed"}}},
 		{"error code of odd type ignored",
 			`{"type":"batch.failed","data":{"id":"b","error_code":{"code":3}}}`, want{name: "b"}},
 	}
@@ -263,8 +263,8 @@ func TestParseJWTClaimsEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := ingest.Event{Name: "int_1", Kind: opname.KindInteraction, State: lifecycle.RequiresAction, GeminiStatus: "interaction.requires_action",
-		UpdateTime: time.Date(2026, 1, 22, 12, 0, 0, 0, time.UTC), Source: ingest.SourceWebhook,
+	want := event.Event{Name: "int_1", Kind: opname.KindInteraction, State: lifecycle.RequiresAction, GeminiStatus: "interaction.requires_action",
+		UpdateTime: time.Date(2026, 1, 22, 12, 0, 0, 0, time.UTC), Source: event.SourceWebhook,
 		DeliveryID: "msg_j", UserMetadata: map[string]any{"k": "v"}}
 	if !eventsEqual(ev, want) {
 		t.Fatalf("Parse =\n %+v\nwant\n %+v", ev, want)
@@ -316,29 +316,29 @@ func TestParseKeysAreCaseInsensitive(t *testing.T) {
 func TestParseErrorShapes(t *testing.T) {
 	type want struct {
 		failed bool
-		err    *ingest.ErrorInfo
+		err    *event.ErrorInfo
 	}
 	shapes := []struct {
 		name string
 		data string // data fields after the id
 		want want
 	}{
-		{"error object", `"error":{"code":3,"message":"prompt rejected"}`, want{true, &ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}}},
-		{"error object with status", `"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}`, want{true, &ingest.ErrorInfo{Code: 429, Message: "quota"}}},
-		{"error object, status name only", `"error":{"status":"RESOURCE_EXHAUSTED","message":"quota"}`, want{true, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}}},
-		{"error object, code as name", `"error":{"code":"INVALID_ARGUMENT","message":"bad"}`, want{true, &ingest.ErrorInfo{Message: "INVALID_ARGUMENT: bad"}}},
-		{"error object, code as numeric string", `"error":{"code":"13","message":"internal"}`, want{true, &ingest.ErrorInfo{Code: 13, Message: "internal"}}},
-		{"error object, message only", `"error":{"message":"safety filter"}`, want{true, &ingest.ErrorInfo{Message: "safety filter"}}},
-		{"error object, code only", `"error":{"code":13}`, want{true, &ingest.ErrorInfo{Code: 13}}},
-		{"error object, empty", `"error":{}`, want{true, &ingest.ErrorInfo{}}},
-		{"error object with details", `"error":{"code":3,"message":"m","details":[{"@type":"x"}]}`, want{true, &ingest.ErrorInfo{Code: 3, Message: "m"}}},
-		{"error as a string", `"error":"generation failed"`, want{true, &ingest.ErrorInfo{Message: "generation failed"}}},
-		{"errors list", `"errors":[{"code":"429","message":"quota"},{"code":"500","message":"later"}]`, want{true, &ingest.ErrorInfo{Code: 429, Message: "quota"}}},
-		{"flat fields", `"error_code":3,"error_message":"prompt rejected"`, want{true, &ingest.ErrorInfo{Code: 3, Message: "prompt rejected"}}},
-		{"flat message only", `"error_message":"blocked"`, want{true, &ingest.ErrorInfo{Message: "blocked"}}},
-		{"flat code only", `"error_code":"RESOURCE_EXHAUSTED"`, want{true, &ingest.ErrorInfo{Message: "RESOURCE_EXHAUSTED"}}},
-		{"flat fields win over the object", `"error_code":3,"error_message":"flat","error":{"code":9,"message":"object"}`, want{true, &ingest.ErrorInfo{Code: 3, Message: "flat"}}},
-		{"object when the flat fields are empty", `"error_code":null,"error_message":"","error":{"code":9,"message":"object"}`, want{true, &ingest.ErrorInfo{Code: 9, Message: "object"}}},
+		{"error object", `"error":{"code":3,"message":"prompt rejected"}`, want{true, &event.ErrorInfo{Code: 3, Message: "prompt rejected"}}},
+		{"error object with status", `"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}`, want{true, &event.ErrorInfo{Code: 429, Message: "quota"}}},
+		{"error object, status name only", `"error":{"status":"RESOURCE_EXHAUSTED","message":"quota"}`, want{true, &event.ErrorInfo{Message: "RESOURCE_EXHAUSTED: quota"}}},
+		{"error object, code as name", `"error":{"code":"INVALID_ARGUMENT","message":"bad"}`, want{true, &event.ErrorInfo{Message: "INVALID_ARGUMENT: bad"}}},
+		{"error object, code as numeric string", `"error":{"code":"13","message":"internal"}`, want{true, &event.ErrorInfo{Code: 13, Message: "internal"}}},
+		{"error object, message only", `"error":{"message":"safety filter"}`, want{true, &event.ErrorInfo{Message: "safety filter"}}},
+		{"error object, code only", `"error":{"code":13}`, want{true, &event.ErrorInfo{Code: 13}}},
+		{"error object, empty", `"error":{}`, want{true, &event.ErrorInfo{}}},
+		{"error object with details", `"error":{"code":3,"message":"m","details":[{"@type":"x"}]}`, want{true, &event.ErrorInfo{Code: 3, Message: "m"}}},
+		{"error as a string", `"error":"generation failed"`, want{true, &event.ErrorInfo{Message: "generation failed"}}},
+		{"errors list", `"errors":[{"code":"429","message":"quota"},{"code":"500","message":"later"}]`, want{true, &event.ErrorInfo{Code: 429, Message: "quota"}}},
+		{"flat fields", `"error_code":3,"error_message":"prompt rejected"`, want{true, &event.ErrorInfo{Code: 3, Message: "prompt rejected"}}},
+		{"flat message only", `"error_message":"blocked"`, want{true, &event.ErrorInfo{Message: "blocked"}}},
+		{"flat code only", `"error_code":"RESOURCE_EXHAUSTED"`, want{true, &event.ErrorInfo{Message: "RESOURCE_EXHAUSTED"}}},
+		{"flat fields win over the object", `"error_code":3,"error_message":"flat","error":{"code":9,"message":"object"}`, want{true, &event.ErrorInfo{Code: 3, Message: "flat"}}},
+		{"object when the flat fields are empty", `"error_code":null,"error_message":"","error":{"code":9,"message":"object"}`, want{true, &event.ErrorInfo{Code: 9, Message: "object"}}},
 		{"no error", `"video_uri":"gs://v/1"`, want{false, nil}},
 		{"error null", `"error":null,"errors":null`, want{false, nil}},
 		{"errors empty", `"errors":[]`, want{false, nil}},

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/lrosink/lrosink/internal/ledger"
-	"github.com/lrosink/lrosink/internal/ledger/sqlite"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/urlopen"
 )
 
@@ -62,7 +62,7 @@ func Scheme(mustExist bool) urlopen.Scheme[ledger.Ledger] {
 			if err := checkPath(path); err != nil {
 				return nil, nil, err
 			}
-			s, err := sqlite.Open(ctx, path)
+			s, err := sqliteledger.Open(ctx, path)
 			if err != nil {
 				return nil, nil, err
 			}

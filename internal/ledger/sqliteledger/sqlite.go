@@ -1,4 +1,4 @@
-// Package sqlite is the SQLite adapter of the ledger port, for single-host
+// Package sqliteledger is the SQLite adapter of the ledger port, for single-host
 // deployments and local runs. It keeps the guarantees of the Firestore
 // adapter: every operation write is fenced on the revision read, a claim is
 // created in the same transaction as the operation's first terminal state,
@@ -16,7 +16,7 @@
 // Durability: the database runs in WAL mode with synchronous=NORMAL. A
 // committed transaction survives a crash of the process, but a power loss or
 // OS crash may lose the last few transactions (never corrupt the file).
-package sqlite
+package sqliteledger
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package firestore is the Firestore adapter of the ledger port.
+// Package fsledger is the Firestore adapter of the ledger port.
 //
 // Collections: `operations` (one document per operation) and `claims` (one
 // per idempotency key), both keyed by opname.DocID of the key.
@@ -12,7 +12,7 @@
 // update time, which every seize, release and completion moves. Both kinds
 // of document also keep the write count ledger.Revision defines in a
 // "version" field, which no precondition reads.
-package firestore
+package fsledger
 
 import (
 	"context"

@@ -1,0 +1,81 @@
+// Package event holds the types the adapters and the core share: the Event
+// every source hands to the ingest door, where it came from, and a project
+// webhook as the reconciler's health check sees it.
+//
+// It is a leaf: it imports only packages that themselves import nothing of
+// lrosink's own (lifecycle, opname, results). So an adapter (gemini,
+// webhook) depends on these types without depending on the door or the
+// reconciler; TestAdaptersDependOnLeavesNotCore in internal/reconcile
+// checks it.
+package event
+
+import (
+	"time"
+
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
+)
+
+// Source says which path observed an event. It becomes `settled_by` when the
+// event settles an operation.
+type Source string
+
+// The paths that feed the ingest door.
+const (
+	SourceWebhook   Source = "webhook"
+	SourceReconcile Source = "reconcile"
+	SourceRegister  Source = "register"
+)
+
+// ErrorInfo is an operation's failure detail as Gemini reports it.
+type ErrorInfo = results.ErrorInfo
+
+// Event is one observation of an operation, from any source. It is the only
+// input that can change operation state.
+type Event struct {
+	// Name is the operation name as received (any form opname accepts).
+	Name string
+	// Kind is a hint for bare ids (e.g. "batch" for a batch.* webhook event);
+	// KindUnknown when the name carries its own prefix.
+	Kind  opname.Kind
+	State lifecycle.State
+	// GeminiStatus is the provider's raw status string behind State: the
+	// webhook event type, the batch job state, the interaction status, or
+	// "done"/"not_done" for a Veo operation read from the API. Empty when
+	// the source has none (a registration).
+	GeminiStatus string
+	UpdateTime   time.Time
+	Source       Source
+	// DeliveryID is the webhook-id of a delivery, for logs only.
+	DeliveryID string
+	// Output is what the operation produced (file URIs, video URIs, ...).
+	Output map[string]any
+	// Error is set for failed operations when the source knows why.
+	Error *ErrorInfo
+	// UserMetadata is echoed by Gemini from the submission's webhook config.
+	UserMetadata map[string]any
+	// Hint marks an event whose body nobody authenticated: a dynamic-webhook
+	// delivery, whose JWT does not cover the body. The door applies none of
+	// its data nor its time, and confirms a terminal state (or any state of
+	// an operation the ledger does not know) with the Gemini API first,
+	// under the API name the ledger keeps.
+	Hint bool
+	// LeaveOwed: a settled operation's owed side effect is left to the next
+	// delivery or reconcile pass instead of being recovered here (a
+	// registration from a command with no results sink configured);
+	// Result.EffectOwed says it was.
+	LeaveOwed bool
+}
+
+// Webhook is a project webhook as the reconciler's health check sees it
+// (the Gemini adapter lists them for its WebhookLister port).
+type Webhook struct {
+	ID, Name, URI string
+	// State is the API's name for it, as it goes into the alert line
+	// (empty if the API sent none).
+	State string
+	// Disabled: the API delivers nothing to the webhook. The adapter
+	// decides which of its states mean that.
+	Disabled bool
+}
