@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -54,8 +55,8 @@ func TestPublishEndsWithinTheLease(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() {
-		_, err := d.Ingest(context.WithoutCancel(t.Context()), ingest.Event{Name: "batches/lease1", State: lifecycle.Succeeded,
-			GeminiStatus: "batch.succeeded", UpdateTime: time.Now(), Source: ingest.SourceWebhook})
+		_, err := d.Ingest(context.WithoutCancel(t.Context()), event.Event{Name: "batches/lease1", State: lifecycle.Succeeded,
+			GeminiStatus: "batch.succeeded", UpdateTime: time.Now(), Source: event.SourceWebhook})
 		first <- err
 	}()
 	time.Sleep(500 * time.Millisecond) // past the lease
