@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -295,6 +296,25 @@ func TestConsoleInBrowser(t *testing.T) {
 		if u == "/ui/operations/batches/br_evil" {
 			shot("phone-operation")
 		}
+	}
+
+	// With GEMINI_API_KEY (a fake Gemini), passes run and check what is
+	// due, yet the Health page still shows the ledger's count: two
+	// registered operations, neither due within the grace period.
+	fake := fakegemini.New()
+	fakeURL := fake.Start(t).URL
+	for _, id := range []string{"br_k1", "br_k2"} {
+		fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	}
+	keyed := serve(t, bin, t.TempDir(), []string{"LROSINK_WEBHOOK_SECRETS=" + secret,
+		"GEMINI_API_KEY=" + fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL=" + fakeURL}, "--reconcile-every", "200ms")
+	for _, id := range []string{"br_k1", "br_k2"} {
+		register(t, keyed.base, `{"name":"batches/`+id+`","kind":"batch"}`)
+	}
+	run("desktop", chromedp.EmulateViewport(1280, 800))
+	run("health page with a key", chromedp.Navigate(keyed.base+"/ui/health"), chromedp.WaitVisible("#passes"))
+	if pending := strings.TrimSpace(text("#pending")); pending != "2" {
+		t.Errorf("health page with GEMINI_API_KEY: pending %q, want the ledger's 2", pending)
 	}
 }
 
