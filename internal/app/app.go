@@ -18,6 +18,7 @@ import (
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -304,11 +305,11 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_RESULTS", Value: c.Results},
 		{Name: "GEMINI_API_KEY", Value: set(c.GeminiAPIKey) + " (reconcile polls Gemini only when set)"},
 		{Name: "LROSINK_WEBHOOK_SECRETS", Value: fmt.Sprintf("%d secret(s)", len(c.WebhookSecrets))},
-		{Name: "LROSINK_GRACE", Value: console.Duration(c.Grace)},
-		{Name: "LROSINK_STUCK_AFTER", Value: console.Duration(c.StuckAfter)},
-		{Name: "LROSINK_CLAIM_LEASE", Value: console.Duration(c.ClaimLease)},
-		{Name: "LROSINK_RECONCILE_DEADLINE", Value: console.Duration(c.ReconcileDeadline)},
-		{Name: "LROSINK_DELIVERY_LOG_TTL", Value: console.Duration(c.DeliveryLogTTL)},
+		{Name: "LROSINK_GRACE", Value: humantime.Duration(c.Grace)},
+		{Name: "LROSINK_STUCK_AFTER", Value: humantime.Duration(c.StuckAfter)},
+		{Name: "LROSINK_CLAIM_LEASE", Value: humantime.Duration(c.ClaimLease)},
+		{Name: "LROSINK_RECONCILE_DEADLINE", Value: humantime.Duration(c.ReconcileDeadline)},
+		{Name: "LROSINK_DELIVERY_LOG_TTL", Value: humantime.Duration(c.DeliveryLogTTL)},
 		{Name: "LROSINK_GEMINI_QPS", Value: qps(c.GeminiQPS, c.ReconcileShards)},
 		{Name: "LROSINK_RETENTION", Value: retention(c.Retention)},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -254,22 +255,9 @@ func writeDeliveries(b *strings.Builder, es []deliverylog.Entry) {
 			answer = fmt.Sprint(d.Answer)
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(d.At), d.Source, dash(d.DeliveryID), dash(d.Status),
-			dash(d.Auth), dash(d.Outcome), dash(d.Reason), answer, roundLatency(d.Latency))
+			dash(d.Auth), dash(d.Outcome), dash(d.Reason), answer, humantime.Duration(d.Latency))
 	}
 	_ = tw.Flush()
-}
-
-// roundLatency rounds a latency for people: "1.2ms", "340µs", "2.5s".
-func roundLatency(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		d = d.Round(100 * time.Millisecond)
-	case d >= time.Millisecond:
-		d = d.Round(100 * time.Microsecond)
-	default:
-		d = d.Round(time.Microsecond)
-	}
-	return d.String()
 }
 
 // opView is an operation as the CLI shows it (and its JSON form). A time
@@ -530,23 +518,9 @@ func withRel(t *time.Time, now time.Time) string {
 	}
 	d := t.Sub(now)
 	if d >= 0 {
-		return ts(t) + " (in " + humanAge(d) + ")"
+		return ts(t) + " (in " + humantime.Age(d) + ")"
 	}
-	return ts(t) + " (" + humanAge(-d) + " overdue)"
-}
-
-// humanAge is a coarse duration: "45s", "12m", "3h05m", "4d02h".
-func humanAge(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	default:
-		return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
-	}
+	return ts(t) + " (" + humantime.Age(d) + " overdue)"
 }
 
 func dash(s string) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -94,9 +95,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.Var(&secrets, "webhook-secret", "accept deliveries signed with `whsec_…`; repeatable or comma-separated (env LROSINK_WEBHOOK_SECRETS, which keeps it out of the process list)")
 	fs.String("reconcile-every", "", "run a reconcile pass every `DURATION` (env LROSINK_RECONCILE_EVERY; default 1m)")
 	fs.String("grace", "", "do not poll a pending operation until `DURATION` after submission (env LROSINK_GRACE; default 90s)")
-	fs.String("stuck-after", "", "alert on operations pending longer than `DURATION` (env LROSINK_STUCK_AFTER; default "+shortDuration(reconcile.DefaultStuckAfter)+")")
-	fs.String("webhook-deadline", "", "answer a webhook 503 (the work goes on) when not done within `DURATION` (env LROSINK_WEBHOOK_DEADLINE; default "+shortDuration(webhook.DefaultDeadline)+")")
-	fs.String("claim-lease", "", "seize a claim not committed within `DURATION` (env LROSINK_CLAIM_LEASE; default "+shortDuration(ingest.DefaultLease)+"; at least twice the webhook deadline)")
+	fs.String("stuck-after", "", "alert on operations pending longer than `DURATION` (env LROSINK_STUCK_AFTER; default "+humantime.Duration(reconcile.DefaultStuckAfter)+")")
+	fs.String("webhook-deadline", "", "answer a webhook 503 (the work goes on) when not done within `DURATION` (env LROSINK_WEBHOOK_DEADLINE; default "+humantime.Duration(webhook.DefaultDeadline)+")")
+	fs.String("claim-lease", "", "seize a claim not committed within `DURATION` (env LROSINK_CLAIM_LEASE; default "+humantime.Duration(ingest.DefaultLease)+"; at least twice the webhook deadline)")
 	if _, err := serveDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
 	}
@@ -159,18 +160,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		defer stopPprof()
 	}
 	return serveApp(ctx, e, cfg, a, ln, log)
-}
-
-// shortDuration writes a default as the help and the contract do: 10m, 6h.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // listenAddr: --addr, else $HOST:$PORT, each defaulting to defaultAddr's

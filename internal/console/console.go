@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -127,7 +128,7 @@ func New(cfg Config) (http.Handler, error) {
 		"num":      thousands,
 		"opURL":    opURL,
 		"terminal": func(s lifecycle.State) bool { return s.Terminal() },
-		"dur":      short,
+		"dur":      humantime.Duration,
 		"lastAt":   lastAt,
 	}
 	for _, p := range []string{"operations", "operation", "stuck", "health", "error", "signin"} {
@@ -596,45 +597,7 @@ func ago(now, t time.Time) string {
 	if d < 0 {
 		prefix, d = "in ", -d
 	}
-	return prefix + coarse(d)
-}
-
-func coarse(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	default:
-		return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
-	}
-}
-
-// Duration formats a duration for humans, as the console shows every one
-// ("10m", not "10m0s").
-func Duration(d time.Duration) string { return short(d) }
-
-// short formats a configured duration or a pass's run time for humans:
-// "6h", "1m30s", "2.2ms", "429µs" (never "429.023µs").
-func short(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		d = d.Round(100 * time.Millisecond)
-	case d >= time.Millisecond:
-		d = d.Round(100 * time.Microsecond)
-	case d >= time.Microsecond:
-		d = d.Round(time.Microsecond)
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return prefix + humantime.Age(d)
 }
 
 // thousands formats n with comma separators: 1234 → "1,234".

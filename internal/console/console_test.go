@@ -296,15 +296,6 @@ func TestRootRedirects(t *testing.T) {
 	}
 }
 
-func TestShortDurations(t *testing.T) {
-	for d, want := range map[time.Duration]string{6 * time.Hour: "6h", 90 * time.Second: "1m30s", 2172989 * time.Nanosecond: "2.2ms",
-		10 * time.Minute: "10m", 2*time.Hour + 30*time.Minute: "2h30m", 1234 * time.Millisecond: "1.2s"} {
-		if got := console.Short(d); got != want {
-			t.Errorf("short(%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
 // A lease is only meaningful while a claim is held: a DONE claim's page says
 // when it was done, not a lease that ran out long ago.
 func TestOperationPageShowsLeaseOnlyWhileHeld(t *testing.T) {

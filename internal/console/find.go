@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/opname"
 )
@@ -159,9 +160,9 @@ func rel(now, t time.Time) string {
 		return ""
 	}
 	if d := t.Sub(now); d >= 0 {
-		return "in " + coarse(d)
+		return "in " + humantime.Age(d)
 	}
-	return coarse(now.Sub(t)) + " overdue"
+	return humantime.Age(now.Sub(t)) + " overdue"
 }
 
 // lastAt is when lrosink last recorded an event of op (applied or

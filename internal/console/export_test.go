@@ -1,4 +1,0 @@
-package console
-
-// Short is short, for the tests.
-var Short = short
