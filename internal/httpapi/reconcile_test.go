@@ -51,7 +51,7 @@ func newReconcileRig(t *testing.T, log *slog.Logger) *reconcileRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.h = httpapi.Reconcile(rec, log, 0)
+	r.h = httpapi.Reconcile(rec, log, 0, nil)
 	return r
 }
 
