@@ -12,7 +12,8 @@
 //
 // SIGTERM (Cloud Run's stop, 10 s before it kills) or SIGINT stops it
 // gracefully within app.StopTimeout (8 s): no new connections, requests in
-// flight finish, the ingest door's detached work (a webhook answered 503
+// flight finish (a /Reconcile pass ends at once, "partial":true), the
+// ingest door's detached work (a webhook answered 503
 // deadline-exceeded) publishes and commits DONE, then the store and the
 // sink are closed. Exit status 0; 1 if something was cut off (a claim it
 // held is then seized after its lease).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,4 +111,74 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestSIGTERMDuringReconcilePass: a reconcile pass runs under its own
+// budget (LROSINK_RECONCILE_DEADLINE, 270 s by default), far longer than
+// the 8 s a stop has. SIGTERM during a pass held at a Gemini that hangs
+// ends the pass as partial, not failed: /Reconcile answers 200
+// "partial":true, the stop's drain finishes, and the process exits 0.
+func TestSIGTERMDuringReconcilePass(t *testing.T) {
+	bin := buildServer(t)
+	_, fsProject := emutest.Firestore(t)
+	called := make(chan struct{}, 1)
+	release := make(chan struct{})
+	gemini := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case called <- struct{}{}:
+		default:
+		}
+		select { // hang until the caller gives up (or the test ends)
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(gemini.Close)
+	t.Cleanup(func() { close(release) }) // runs first: Close waits for handlers
+	cmd, base, logs := startCmd(t, bin, "GOOGLE_CLOUD_PROJECT="+fsProject, "LROSINK_RESULTS=stdout",
+		"GEMINI_API_KEY=test-key", "GOOGLE_GEMINI_BASE_URL="+gemini.URL)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	type answer struct {
+		status  int
+		partial bool
+		err     error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(base+"/Reconcile", "application/json", nil)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var s struct {
+			Partial bool `json:"partial"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&s)
+		answered <- answer{status: resp.StatusCode, partial: s.Partial, err: err}
+	}()
+	select {
+	case <-called:
+	case <-time.After(20 * time.Second): // bounds a hang; not a speed assertion
+		t.Fatal("the reconcile pass never called Gemini")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM during a reconcile pass: %v, want status 0", err)
+		}
+	case <-time.After(30 * time.Second): // bounds a hang; not a speed assertion
+		t.Fatal("the server did not exit within 30 s of SIGTERM")
+	}
+	if a := <-answered; a.err != nil || a.status != http.StatusOK || !a.partial {
+		t.Fatalf("/Reconcile in flight was answered %+v, want 200 partial:true", a)
+	}
+	if out := logs.String(); strings.Contains(out, "reconcile pass failed") {
+		t.Fatalf("a pass ended by the stop was logged as failed:\n%s", out)
+	}
 }

@@ -53,6 +53,10 @@ type App struct {
 	DeliveryStore deliverylog.Store
 	now           func() time.Time
 	closers       []func() error
+	// stopping ends when Stop starts: a reconcile pass in flight ends
+	// early (partial) instead of outliving the stop's budget.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // Options are the parts an entry point may supply instead of the defaults.
@@ -80,6 +84,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	a := &App{Config: cfg, Log: log, Metrics: metrics.New(), Passes: console.NewPasses(20), now: o.Now, signatureHint: o.SignatureHint}
+	a.stopping, a.stop = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -181,6 +186,7 @@ func (a *App) Close() error {
 func (a *App) Stop(ctx context.Context, srv *http.Server, then ...func(context.Context)) error {
 	var errs []error
 	a.Log.InfoContext(ctx, "shutting down")
+	a.endPasses()
 	if err := srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("shutdown: requests still running were cut off: %w", err))
 		_ = srv.Close()
@@ -197,12 +203,21 @@ func (a *App) Stop(ctx context.Context, srv *http.Server, then ...func(context.C
 	return errors.Join(errs...)
 }
 
+// endPasses ends the reconcile passes in flight (partial), first thing in a
+// stop: a pass's budget (270 s) is far longer than the stop's 8 s.
+func (a *App) endPasses() {
+	if a.stop != nil {
+		a.stop()
+	}
+}
+
 // Shutdown drains the ingest door (no new work; the work in flight, which
 // runs detached from its callers, finishes) until ctx ends, then releases
 // clients and flushes the sink, in reverse order of opening. Work still
 // running when ctx ends fails on the closed clients; a claim it held is
 // seized after its lease.
 func (a *App) Shutdown(ctx context.Context) error {
+	a.endPasses()
 	var errs []error
 	if a.Door != nil {
 		a.Log.InfoContext(ctx, "draining the ingest door")
@@ -251,7 +266,7 @@ func (a *App) Register() http.Handler {
 
 // Reconcile is the Reconcile function's handler.
 func (a *App) Reconcile() http.Handler {
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Reconcile(a.Reconciler, a.Log, a.Config.ReconcileDeadline)))
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Reconcile(a.Reconciler, a.Log, a.Config.ReconcileDeadline, a.stopping)))
 }
 
 // Console is the Console function's handler: the read-only console at

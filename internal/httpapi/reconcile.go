@@ -25,7 +25,12 @@ type Passer interface {
 // cut before it answered or raised its stuck alerts. The pass stops early
 // within it ("partial":true) and keeps time for stuck alerting. A caller
 // that hangs up does not cut the pass short: it runs to its budget.
-func Reconcile(p Passer, log *slog.Logger, budget time.Duration) http.Handler {
+//
+// stopping (nil: never) ends when the process stops: the pass then ends
+// early too, partial (cause reconcile.ErrStopping), so that it answers
+// within the stop's 8 s instead of running on against a store and a sink
+// that are being closed.
+func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping context.Context) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {
 			return
@@ -35,6 +40,13 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration) http.Handler {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), budget)
 			defer cancel()
+		}
+		if stopping != nil {
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			stop := context.AfterFunc(stopping, func() { cancel(reconcile.ErrStopping) })
+			defer stop()
 		}
 		s, err := p.Pass(ctx)
 		status := http.StatusOK

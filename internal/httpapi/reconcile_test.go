@@ -25,6 +25,7 @@ import (
 type reconcileRig struct {
 	door *ingest.Door
 	fake *fakegemini.Server
+	rec  *reconcile.Reconciler
 	h    http.Handler
 }
 
@@ -51,7 +52,8 @@ func newReconcileRig(t *testing.T, log *slog.Logger) *reconcileRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.h = httpapi.Reconcile(rec, log, 0)
+	r.rec = rec
+	r.h = httpapi.Reconcile(rec, log, 0, nil)
 	return r
 }
 
@@ -105,5 +107,35 @@ func TestReconcileLedgerDownIs503(t *testing.T) {
 	}
 	if logs.CountLines("reconcile pass failed") != 1 {
 		t.Errorf("the failed pass was not logged once:\n%s", logs.String())
+	}
+}
+
+// TestReconcileStoppedIsPartial: a pass ended by the process's stop is
+// partial, not failed: 200 "partial":true, the operation still pending and
+// nothing logged as failed, where the same pass ended by its caller
+// hanging up (TestReconcileLedgerDownIs503) is a 503.
+func TestReconcileStoppedIsPartial(t *testing.T) {
+	t.Parallel()
+	logs := &testutil.SyncBuffer{}
+	log := logging.New(logs, slog.LevelInfo, "")
+	r := newReconcileRig(t, log)
+	if _, err := r.door.Ingest(t.Context(), event.Event{Name: "batches/s", State: lifecycle.Pending, Source: event.SourceRegister}); err != nil {
+		t.Fatal(err)
+	}
+	r.fake.SetBatch("s", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now, ResponsesFile: "files/out-s"})
+	stopping, stop := context.WithCancel(t.Context())
+	stop() // the process is stopping: the pass ends at once
+	h := httpapi.Reconcile(r.rec, log, time.Hour, stopping)
+	rr := httptest.NewRecorder()
+	h.ServeHTTP(rr, httptest.NewRequest(http.MethodPost, "/Reconcile", nil))
+	var s reconcile.Summary
+	if err := json.Unmarshal(rr.Body.Bytes(), &s); err != nil || rr.Code != http.StatusOK {
+		t.Fatalf("%d %s (%v), want 200", rr.Code, rr.Body.String(), err)
+	}
+	if !s.Partial || s.Settled != 0 {
+		t.Fatalf("summary %+v, want partial and nothing settled", s)
+	}
+	if logs.CountLines("reconcile pass failed") != 0 {
+		t.Errorf("a stopped pass was logged as failed:\n%s", logs.String())
 	}
 }

@@ -272,9 +272,9 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 		if !deadlineCame(ctx) {
 			return t.s, err
 		}
-		// The deadline came even into the reserve (a store slower than a
-		// fifth of the budget): the pass is partial, not failed; the next
-		// one alerts what is due.
+		// The deadline (or the stop) came even into the reserve (a store
+		// slower than a fifth of the budget): the pass is partial, not
+		// failed; the next one alerts what is due.
 		t.add(func(s *Summary) { s.Partial = true })
 		r.cfg.Log.WarnContext(ctx, "reconcile: stuck alerting cut short by the pass's deadline", "error", err.Error())
 	}
@@ -315,11 +315,17 @@ func workContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, d.Add(-time.Until(d)/stuckReserveShare))
 }
 
-// deadlineCame reports whether the pass's own deadline has passed: a store
-// call it cut short makes the pass partial. A cancelled pass (its caller
-// gone before it had a budget) or a store error is a failure.
+// ErrStopping is the cause a pass's context is cancelled with when the
+// process stops (SIGTERM): the pass ends early as at its deadline,
+// partial, not failed.
+var ErrStopping = errors.New("reconcile: the process is stopping")
+
+// deadlineCame reports whether the pass's own deadline has passed, or the
+// process is stopping (cause ErrStopping): a store call it cut short makes
+// the pass partial. A cancelled pass (its caller gone before it had a
+// budget) or a store error is a failure.
 func deadlineCame(ctx context.Context) bool {
-	return errors.Is(ctx.Err(), context.DeadlineExceeded)
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(context.Cause(ctx), ErrStopping)
 }
 
 // cut reports whether the pass's work time is over (or its caller gone):
