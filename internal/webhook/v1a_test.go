@@ -148,7 +148,7 @@ func TestV1AVerification(t *testing.T) {
 		name   string
 		h      http.Header
 		body   []byte
-			reason string
+		reason string
 		method string
 	}{
 		{name: "first OKP key (with kid)", h: signed(v1aNow, a), method: webhook.MethodV1A},
