@@ -421,8 +421,8 @@ func TestInvalidNameIsRejectedAndNothingStored(t *testing.T) {
 	for _, name := range []string{"", "   ", "files/abc", "batches/../x", "batches/a b", "bare-id-without-kind"} {
 		_, err := d.Ingest(t.Context(), ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook))
 		var inv *event.InvalidError
-		if !errors.As(err, &inv) {
-			t.Errorf("name %q: error %v, want InvalidError", name, err)
+		if !errors.As(err, &inv) || inv.Reason != event.ReasonInvalidName {
+			t.Errorf("name %q: error %v, want an invalid-name InvalidError", name, err)
 		}
 	}
 	if r, w, c := e.store.Counts().Snapshot(); r != 0 || w != 0 || c != 0 {
