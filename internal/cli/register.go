@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/register"
 )
@@ -68,7 +69,7 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	if cerr := a.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close: %w", cerr)
 	}
-	var inv *register.InvalidError
+	var inv *event.InvalidError
 	switch {
 	case errors.As(err, &inv):
 		return command.Usagef("%v", err)

@@ -79,3 +79,22 @@ type Webhook struct {
 	// decides which of its states mean that.
 	Disabled bool
 }
+
+// Reasons of an InvalidError: stable labels, answered as the 400 reason of
+// the Webhook and Register functions (CONTRACT.md §3, §5).
+const (
+	ReasonInvalidKind     = "invalid-kind"
+	ReasonInvalidName     = "invalid-name"
+	ReasonInvalidMetadata = "invalid-metadata"
+)
+
+// InvalidError is an event or a registration the sender must fix (a bad
+// name, kind or metadata); nothing was stored. The door and register both
+// return it, so one type serves every caller that maps it to an answer.
+type InvalidError struct {
+	Reason string // one of the Reason constants
+	Err    error
+}
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }

@@ -23,22 +23,23 @@ func RequireBearer(token string, log *slog.Logger, h http.Handler) http.Handler 
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := bearer(r.Header.Get("Authorization"))
-		reason, challenge := "", `Bearer realm="lrosink"`
+		k, challenge := kind(""), `Bearer realm="lrosink"`
 		switch {
 		case !ok:
-			reason = "missing-token"
+			k = kindMissingToken
 		default:
 			sum := sha256.Sum256([]byte(got))
 			if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
 				h.ServeHTTP(w, r)
 				return
 			}
-			reason, challenge = "invalid-token", `Bearer realm="lrosink", error="invalid_token"`
+			k, challenge = kindInvalidToken, `Bearer realm="lrosink", error="invalid_token"`
 		}
-		log.WarnContext(r.Context(), "admin request refused", "status", http.StatusUnauthorized, "reason", reason,
+		status, a := answerOf(k, "", "")
+		log.WarnContext(r.Context(), "admin request refused", "status", status, "reason", a.Reason,
 			"path", truncate(r.URL.Path, 128))
 		w.Header().Set("WWW-Authenticate", challenge)
-		reply(w, http.StatusUnauthorized, Answer{Outcome: "rejected", Reason: reason})
+		reply(w, status, a)
 	})
 }
 

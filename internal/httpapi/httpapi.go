@@ -49,17 +49,17 @@ type Answer struct {
 // readBody reads at most max bytes; over that it answers 413 itself.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) {
 	if r.ContentLength > max {
-		reply(w, http.StatusRequestEntityTooLarge, Answer{Outcome: "rejected", Reason: "body-too-large"})
+		replyKind(w, kindBodyTooLarge, "")
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		reply(w, http.StatusRequestEntityTooLarge, Answer{Outcome: "rejected", Reason: "body-too-large"})
+		replyKind(w, kindBodyTooLarge, "")
 		return nil, false
 	case err != nil:
-		reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "unreadable-body"})
+		replyKind(w, kindUnreadableBody, "")
 		return nil, false
 	}
 	return body, true
@@ -70,37 +70,44 @@ func methodPOST(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("Allow", http.MethodPost)
-	reply(w, http.StatusMethodNotAllowed, Answer{Outcome: "rejected", Reason: "method-not-allowed"})
+	replyKind(w, kindMethodNotAllowed, "")
 	return false
 }
 
-// ingestAnswer maps the door's result to a status and answer.
+// ingestAnswer maps the door's result to a status and answer: a success is
+// 200 with the door's outcome; an error is answered by its kind.
 func ingestAnswer(res ingest.Result, err error) (int, Answer) {
-	var invalid *ingest.InvalidError
-	switch {
-	case err == nil:
+	if err == nil {
 		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Reason, Operation: res.Operation}
-	case errors.As(err, &invalid):
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-name", Detail: invalid.Error()}
+	}
+	var invalid *event.InvalidError
+	if errors.As(err, &invalid) {
+		return answerOf(kind(invalid.Reason), "", invalid.Error())
+	}
+	return answerOf(doorKind(err), res.Operation, "")
+}
+
+// doorKind names a door error other than an invalid event.
+func doorKind(err error) kind {
+	switch {
 	case errors.Is(err, ingest.ErrClaimMissing):
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "claim-missing", Operation: res.Operation}
+		return kindClaimMissing
 	case errors.Is(err, ingest.ErrVideoModelUnknown):
 		// A bare operations/ID that Gemini cannot be asked about: 503 so
 		// Gemini redelivers (a registration with the model path settles it).
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "video-model-unknown", Operation: res.Operation}
+		return kindVideoModelUnknown
 	case errors.Is(err, ingest.ErrNotConfirmed):
 		// A hint's (v1a, JWT) terminal could not be checked with Gemini; the
 		// error (logged by the door) says why. Transient: Gemini is busy or
 		// down; otherwise e.g. a rejected API key.
-		reason := "gemini-error"
 		if fetcherr.KindOf(err) == fetcherr.Transient {
-			reason = "gemini-unavailable"
+			return kindGeminiUnavailable
 		}
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: reason, Operation: res.Operation}
+		return kindGeminiError
 	case errors.Is(err, ingest.ErrSideEffect):
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "side-effect-failed", Operation: res.Operation}
+		return kindSideEffectFailed
 	default:
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "ledger-unavailable", Operation: res.Operation}
+		return kindLedgerUnavailable
 	}
 }
 
@@ -246,9 +253,11 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		var verr *webhook.Error
 		if errors.As(err, &verr) {
-			return verr.Status, Answer{Outcome: "rejected", Reason: verr.Reason}, auth{err: verr}
+			status, a := answerOf(kind(verr.Reason), "", "")
+			return status, a, auth{err: verr}
 		}
-		return http.StatusUnauthorized, Answer{Outcome: "rejected", Reason: "invalid-signature"}, auth{}
+		status, a := answerOf(kindInvalidSignature, "", "")
+		return status, a, auth{}
 	}
 	if verified.Method == webhook.MethodJWT {
 		claims.note(ctx, verified.Claims)
@@ -257,12 +266,15 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	var bad *webhook.BadEnvelopeError
 	switch {
 	case errors.Is(err, webhook.ErrUnknownType):
-		return http.StatusOK, Answer{Outcome: "ignored", Reason: "unknown-event-type"}, auth{method: verified.Method}
+		status, a := answerOf(kindUnknownEventType, "", "")
+		return status, a, auth{method: verified.Method}
 	case errors.As(err, &bad):
 		// The label is stable (CONTRACT.md §3); what is wrong goes in detail.
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope", Detail: bad.Reason}, auth{method: verified.Method}
+		status, a := answerOf(kindBadEnvelope, "", bad.Reason)
+		return status, a, auth{method: verified.Method}
 	case err != nil:
-		return http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "bad-envelope", Detail: err.Error()}, auth{method: verified.Method}
+		status, a := answerOf(kindBadEnvelope, "", err.Error())
+		return status, a, auth{method: verified.Method}
 	}
 	// Only a v1 signature binds a delivery to this deployment (the secret
 	// is ours). A JWT does not cover the body, and a v1a key is Google's,
@@ -280,7 +292,8 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
 			op = n.Canonical
 		}
-		return http.StatusServiceUnavailable, Answer{Outcome: "error", Reason: "deadline-exceeded", Operation: op}, au
+		status, a := answerOf(kindDeadlineExceeded, op, "")
+		return status, a, au
 	}
 	status, a := ingestAnswer(res, err)
 	return status, a, au
@@ -343,15 +356,12 @@ func Register(door Door, log *slog.Logger) http.Handler {
 		var req RegisterRequest
 		// Numbers as written: a job id over 2^53 must not become a float.
 		if err := ledger.DecodeJSON(body, &req); err != nil {
-			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: "invalid-json", Detail: "body is not {\"name\",\"kind\",\"metadata\"} JSON: " + err.Error()})
+			replyKind(w, kindInvalidJSON, "body is not {\"name\",\"kind\",\"metadata\"} JSON: "+err.Error())
 			return
 		}
 		res, err := register.Register(r.Context(), door, register.Request{Name: req.Name, Kind: req.Kind, Metadata: req.Metadata})
-		var invalid *register.InvalidError
-		if errors.As(err, &invalid) {
-			reply(w, http.StatusBadRequest, Answer{Outcome: "rejected", Reason: invalid.Reason, Detail: invalid.Error()})
-			return
-		}
+		// An invalid registration is answered by ingestAnswer from its kind
+		// (invalid-name, invalid-kind, invalid-metadata), as the webhook's.
 		status, a := ingestAnswer(res.Result, err)
 		if status == http.StatusOK {
 			if res.Created {

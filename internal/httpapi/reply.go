@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/webhook"
 )
 
 // RetryAfterSeconds is what a 503 asks the sender to wait.
@@ -33,4 +36,101 @@ func Healthz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, http.StatusOK, health{Status: "ok"})
 	})
+}
+
+// kind is what an answer reports: a refusal or a failure, named by the
+// stable reason label it is answered with (CONTRACT.md §3–§5). Errors carry
+// their kind (webhook.Error.Reason, event.InvalidError.Reason); a door error
+// is named by ingestAnswer.
+type kind string
+
+// The kinds httpapi itself decides (the webhook and invalid-input kinds are
+// their packages' Reason constants).
+const (
+	kindBodyTooLarge      kind = "body-too-large"
+	kindUnreadableBody    kind = "unreadable-body"
+	kindMethodNotAllowed  kind = "method-not-allowed"
+	kindInvalidSignature  kind = "invalid-signature"
+	kindUnknownEventType  kind = "unknown-event-type"
+	kindBadEnvelope       kind = "bad-envelope"
+	kindInvalidJSON       kind = "invalid-json"
+	kindClaimMissing      kind = "claim-missing"
+	kindVideoModelUnknown kind = "video-model-unknown"
+	kindGeminiError       kind = "gemini-error"
+	kindGeminiUnavailable kind = "gemini-unavailable"
+	kindSideEffectFailed  kind = "side-effect-failed"
+	kindLedgerUnavailable kind = "ledger-unavailable"
+	kindDeadlineExceeded  kind = "deadline-exceeded"
+	kindMissingToken      kind = "missing-token"
+	kindInvalidToken      kind = "invalid-token"
+)
+
+// answerSpec is how one kind is answered.
+type answerSpec struct {
+	Status  int
+	Outcome string
+}
+
+// answers is the one table from an answer's kind to its HTTP status
+// (CONTRACT.md §3–§5): every refusal or failure of Webhook, Register,
+// Reconcile's 405 and the admin token is looked up here, so a label is
+// answered with one status wherever it is decided. Read-only.
+var answers = map[kind]answerSpec{
+	kindBodyTooLarge:     {http.StatusRequestEntityTooLarge, "rejected"},
+	kindUnreadableBody:   {http.StatusBadRequest, "rejected"},
+	kindMethodNotAllowed: {http.StatusMethodNotAllowed, "rejected"},
+	kindMissingToken:     {http.StatusUnauthorized, "rejected"},
+	kindInvalidToken:     {http.StatusUnauthorized, "rejected"},
+
+	// Verification (webhook.Error): every failure refuses the delivery,
+	// except that a JWKS that could not be fetched leaves it unchecked
+	// (it may be valid; Gemini retries after the 503).
+	kindInvalidSignature:              {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonMissingHeaders:      {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonBadTimestamp:        {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonTimestampTooOld:     {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonTimestampTooNew:     {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonNoMatchingSignature: {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonNoSecretsConfigured: {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonNoJWKSConfigured:    {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonBadToken:            {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonTokenExpired:        {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonTokenNotYetValid:    {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonWrongAudience:       {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonUnknownKID:          {http.StatusUnauthorized, "rejected"},
+	webhook.ReasonJWKSUnavailable:     {http.StatusServiceUnavailable, "error"},
+
+	// The body, once trusted.
+	kindUnknownEventType:        {http.StatusOK, "ignored"},
+	kindBadEnvelope:             {http.StatusBadRequest, "rejected"},
+	kindInvalidJSON:             {http.StatusBadRequest, "rejected"},
+	event.ReasonInvalidName:     {http.StatusBadRequest, "rejected"},
+	event.ReasonInvalidKind:     {http.StatusBadRequest, "rejected"},
+	event.ReasonInvalidMetadata: {http.StatusBadRequest, "rejected"},
+
+	// The door: try again later.
+	kindClaimMissing:      {http.StatusServiceUnavailable, "error"},
+	kindVideoModelUnknown: {http.StatusServiceUnavailable, "error"},
+	kindGeminiError:       {http.StatusServiceUnavailable, "error"},
+	kindGeminiUnavailable: {http.StatusServiceUnavailable, "error"},
+	kindSideEffectFailed:  {http.StatusServiceUnavailable, "error"},
+	kindLedgerUnavailable: {http.StatusServiceUnavailable, "error"},
+	kindDeadlineExceeded:  {http.StatusServiceUnavailable, "error"},
+}
+
+// answerOf is the status and answer of kind k about operation op, with an
+// optional detail. A kind missing from the table is a bug; it is answered
+// 500 rather than with a guessed status.
+func answerOf(k kind, op, detail string) (int, Answer) {
+	s, ok := answers[k]
+	if !ok {
+		return http.StatusInternalServerError, Answer{Outcome: "error", Reason: string(k), Operation: op, Detail: detail}
+	}
+	return s.Status, Answer{Outcome: s.Outcome, Reason: string(k), Operation: op, Detail: detail}
+}
+
+// replyKind writes the answer of kind k.
+func replyKind(w http.ResponseWriter, k kind, detail string) {
+	status, a := answerOf(k, "", detail)
+	reply(w, status, a)
 }

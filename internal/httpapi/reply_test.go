@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -32,15 +38,34 @@ const (
 // Reconcile, the admin token's 401s, /healthz), in each of its status
 // classes, answers Content-Type application/json with a body of its
 // documented shape, and Retry-After: 30 exactly when the status is 503.
+// It walks httpapi's one kind → (status, reason) table: every kind in it
+// is answered to at least one request here, every answer naming a kind has
+// the table's status and outcome, and every refusal names a kind of it.
 func TestEveryJSONAnswer(t *testing.T) {
 	t.Parallel()
 	log := logging.Discard()
 	clock := func() time.Time { return now }
 	secret := webhooktest.NewSecret()
-	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: clock})
-	if err != nil {
-		t.Fatal(err)
+	newVerifier := func(cfg webhook.Config) *webhook.Verifier {
+		cfg.Now = clock
+		if cfg.JWKSURL != "" {
+			cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		}
+		v, err := webhook.NewVerifier(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
+	v := newVerifier(webhook.Config{Secrets: []string{secret}})
+	// A JWKS for the dynamic-webhook kinds: the rig's key and token maker.
+	jr := newRig(t, nil)
+	const aud = "https://hook.example/Webhook"
+	jv := newVerifier(webhook.Config{Secrets: []string{secret}, JWKSURL: jr.jwksURL, Audience: aud})
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	deadJWKS := newVerifier(webhook.Config{Secrets: []string{secret}, JWKSURL: dead.URL, Audience: aud})
+	noSecrets := newVerifier(webhook.Config{JWKSURL: jr.jwksURL, Audience: aud})
 	newDoor := func(store ledger.Ledger) *ingest.Door {
 		d, err := ingest.New(ingest.Config{Store: store, Sink: &testutil.Recorder{}, Log: log, Now: clock})
 		if err != nil {
@@ -85,7 +110,25 @@ func TestEveryJSONAnswer(t *testing.T) {
 	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
 	good := string(envelope("batch.succeeded", "batches/reply"))
 	tooBig := strings.Repeat("a", 40<<10)
+	// The dynamic webhook's body is unsigned: any good envelope.
+	tok := func(mutate func(*jwt.Claims, *string)) func() *http.Request {
+		return post(good, jwtHeaders(jr.token(t, mutate)))
+	}
+	signedAt := func(key string, at time.Time) func() *http.Request {
+		return post(good, hmacHeaders(key, "msg_reply", at, []byte(good)))
+	}
+	unreadable := func() *http.Request {
+		return httptest.NewRequest(http.MethodPost, "/", iotest.ErrReader(errors.New("connection reset")))
+	}
+	// Door errors the real door gives only after Gemini, a publish or a
+	// lost claim failed (hint_test, metadata_test go through those); here
+	// the answer to each is what is checked.
+	failing := func(err error) http.Handler { return httpapi.Webhook(failingDoor{err}, v, log, 32<<10) }
+	notConfirmed := fmt.Errorf("%w: %w", ingest.ErrNotConfirmed, fetcherr.ErrTransient)
+	stuck := httpapi.Webhook(stuckDoor{}, v, log, 32<<10, httpapi.WithDeadline(time.Millisecond))
 
+	table := httpapi.AnswerTable()
+	produced := map[string]bool{}
 	for _, c := range []struct {
 		name   string
 		h      http.Handler
@@ -94,6 +137,28 @@ func TestEveryJSONAnswer(t *testing.T) {
 		shape  string
 	}{
 		{"webhook applied", hooks, signed(good), 200, shapeAnswer},
+		{"webhook unreadable body", hooks, unreadable, 400, shapeAnswer},
+		{"webhook unknown event type", hooks, signed(string(envelope("batch.teleported", "batches/reply"))), 200, shapeAnswer},
+		{"webhook invalid name", hooks, signed(string(envelope("batch.succeeded", "batches/../x"))), 400, shapeAnswer},
+		{"webhook not a verifier's error", httpapi.Webhook(door, verifierFunc(func() error { return errors.New("broken") }), log, 32<<10), signed(good), 401, shapeAnswer},
+		{"webhook bad timestamp", hooks, post(good, with(hmacHeaders(secret, "msg_reply", now, []byte(good)), "webhook-timestamp", "soon")), 401, shapeAnswer},
+		{"webhook timestamp too old", hooks, signedAt(secret, now.Add(-time.Hour)), 401, shapeAnswer},
+		{"webhook timestamp too new", hooks, signedAt(secret, now.Add(time.Hour)), 401, shapeAnswer},
+		{"webhook wrong secret", hooks, signedAt(webhooktest.NewSecret(), now), 401, shapeAnswer},
+		{"webhook no secrets", httpapi.Webhook(door, noSecrets, log, 32<<10), signed(good), 401, shapeAnswer},
+		{"webhook no JWKS", hooks, tok(nil), 401, shapeAnswer},
+		{"webhook bad token", httpapi.Webhook(door, jv, log, 32<<10), post(good, jwtHeaders(tamper(jr.token(t, nil)))), 401, shapeAnswer},
+		{"webhook token expired", httpapi.Webhook(door, jv, log, 32<<10), tok(func(c *jwt.Claims, _ *string) { c.Expiry = jwt.NewNumericDate(now.Add(-5 * time.Minute)) }), 401, shapeAnswer},
+		{"webhook token not yet valid", httpapi.Webhook(door, jv, log, 32<<10), tok(func(c *jwt.Claims, _ *string) { c.NotBefore = jwt.NewNumericDate(now.Add(10 * time.Minute)) }), 401, shapeAnswer},
+		{"webhook wrong audience", httpapi.Webhook(door, jv, log, 32<<10), tok(func(c *jwt.Claims, _ *string) { c.Audience = jwt.Audience{"https://evil.example"} }), 401, shapeAnswer},
+		{"webhook unknown kid", httpapi.Webhook(door, jv, log, 32<<10), tok(func(_ *jwt.Claims, k *string) { *k = "k9" }), 401, shapeAnswer},
+		{"webhook JWKS unavailable", httpapi.Webhook(door, deadJWKS, log, 32<<10), tok(nil), 503, shapeAnswer},
+		{"webhook claim missing", failing(ingest.ErrClaimMissing), signed(good), 503, shapeAnswer},
+		{"webhook video model unknown", failing(ingest.ErrVideoModelUnknown), signed(good), 503, shapeAnswer},
+		{"webhook Gemini error", failing(ingest.ErrNotConfirmed), signed(good), 503, shapeAnswer},
+		{"webhook Gemini unavailable", failing(notConfirmed), signed(good), 503, shapeAnswer},
+		{"webhook side effect failed", failing(ingest.ErrSideEffect), signed(good), 503, shapeAnswer},
+		{"webhook deadline exceeded", stuck, signed(good), 503, shapeAnswer},
 		{"webhook bad envelope", hooks, signed(`{"type":"batch.succeeded"}`), 400, shapeAnswer},
 		{"webhook unsigned", hooks, post(good, nil), 401, shapeAnswer},
 		{"webhook GET", hooks, get, 405, shapeAnswer},
@@ -102,6 +167,9 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"register created", register, post(`{"name":"batches/reply-r"}`, nil), 201, shapeAnswer},
 		{"register known", register, post(`{"name":"batches/reply-r"}`, nil), 200, shapeAnswer},
 		{"register invalid JSON", register, post(`{"name":`, nil), 400, shapeAnswer},
+		{"register invalid name", register, post(`{"name":"jobs/reply"}`, nil), 400, shapeAnswer},
+		{"register invalid kind", register, post(`{"name":"batches/reply-k","kind":"film"}`, nil), 400, shapeAnswer},
+		{"register invalid metadata", register, post(`{"name":"batches/reply-m","metadata":{"v":"`+strings.Repeat("x", ledger.MaxMetadataBytes)+`"}}`, nil), 400, shapeAnswer},
 		{"register GET", register, get, 405, shapeAnswer},
 		{"register too large", register, post(strings.Repeat(" ", 2*ledger.MaxMetadataBytes+1), nil), 413, shapeAnswer},
 		{"register ledger down", httpapi.Register(drained, log), post(`{"name":"batches/reply-r"}`, nil), 503, shapeAnswer},
@@ -131,6 +199,22 @@ func TestEveryJSONAnswer(t *testing.T) {
 		if err := checkShape(w.Body.Bytes(), c.shape); err != nil {
 			t.Errorf("%s: body %q: %v", c.name, w.Body, err)
 		}
+		if c.shape == shapeAnswer {
+			var a httpapi.Answer
+			if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			spec, ok := table[a.Reason]
+			switch {
+			case ok:
+				produced[a.Reason] = true
+				if w.Code != spec.Status || a.Outcome != spec.Outcome {
+					t.Errorf("%s: %d %s %s, the table says %d %s", c.name, w.Code, a.Outcome, a.Reason, spec.Status, spec.Outcome)
+				}
+			case w.Code >= 400:
+				t.Errorf("%s: refusal %d with reason %q, a kind not in the table", c.name, w.Code, a.Reason)
+			}
+		}
 		switch w.Code {
 		case http.StatusUnauthorized:
 			if strings.HasPrefix(c.name, "admin") && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
@@ -142,6 +226,27 @@ func TestEveryJSONAnswer(t *testing.T) {
 			}
 		}
 	}
+	for k := range table {
+		if !produced[k] {
+			t.Errorf("kind %q is in the table but no request here was answered with it", k)
+		}
+	}
+}
+
+// verifierFunc is a Verifier that fails every delivery with err(): one
+// whose error is not a *webhook.Error.
+type verifierFunc func() error
+
+func (f verifierFunc) Verify(context.Context, http.Header, []byte) (webhook.Verified, error) {
+	return webhook.Verified{}, f()
+}
+
+// stuckDoor never finishes an ingest before the request's context ends.
+type stuckDoor struct{}
+
+func (stuckDoor) Ingest(ctx context.Context, _ event.Event) (ingest.Result, error) {
+	<-ctx.Done()
+	return ingest.Result{}, context.Cause(ctx)
 }
 
 // checkShape decodes body as exactly one JSON object of the given shape,

@@ -63,7 +63,7 @@ const (
 	OutcomeConflict   Outcome = "conflict-recorded"
 	OutcomeInProgress Outcome = "in-progress-elsewhere"
 	// OutcomeRejected is only logged and observed: the event's name is
-	// invalid, and Ingest returns an InvalidError.
+	// invalid, and Ingest returns an *event.InvalidError.
 	OutcomeRejected Outcome = "rejected"
 )
 
@@ -87,7 +87,8 @@ type Result struct {
 	EffectOwed bool
 }
 
-// Errors callers map to answers: InvalidError is the sender's fault (400);
+// Errors callers map to answers: an *event.InvalidError is the sender's
+// fault (400);
 // anything else means "try again later" (503).
 var (
 	ErrUnavailable = errors.New("ledger unavailable")
@@ -98,12 +99,11 @@ var (
 	ErrClaimMissing = errors.New("claim missing while its side effect is owed")
 )
 
-// InvalidError reports an event that can never be ingested (bad name or
-// kind).
-type InvalidError struct{ Err error }
-
-func (e *InvalidError) Error() string { return "invalid event: " + e.Err.Error() }
-func (e *InvalidError) Unwrap() error { return e.Err }
+// invalidName is the door's refusal of a name it cannot normalize; the
+// "invalid event: " prefix is the detail the Webhook function answers.
+func invalidName(err error) error {
+	return &event.InvalidError{Reason: event.ReasonInvalidName, Err: fmt.Errorf("invalid event: %w", err)}
+}
 
 // DefaultLease is how long a claim holder has to publish and commit DONE
 // before the next attempt may seize the claim (LROSINK_CLAIM_LEASE's
@@ -255,11 +255,11 @@ func (d *Door) IngestRead(ctx context.Context, ev event.Event, read *ledger.Oper
 		d.cfg.Log.WarnContext(ctx, "ingest decision", "outcome", "rejected", "reason", "invalid-name",
 			"source", string(ev.Source), "delivery_id", ev.DeliveryID, "error", err.Error())
 		d.observe(ev.Source, Result{Outcome: OutcomeRejected, Reason: "invalid-name"}, nil)
-		return Result{}, &InvalidError{Err: err}
+		return Result{}, invalidName(err)
 	}
 	id, err := opname.DocID(name.Key())
 	if err != nil {
-		return Result{}, &InvalidError{Err: err}
+		return Result{}, invalidName(err)
 	}
 	in := applied{Event: ev}
 	if ev.Hint {

@@ -397,7 +397,7 @@ func TestLedgerUnavailableIsAnError(t *testing.T) {
 		if err == nil {
 			t.Fatalf("ingest %s with the ledger unreachable succeeded: %+v", st, r)
 		}
-		var inv *ingest.InvalidError
+		var inv *event.InvalidError
 		if errors.As(err, &inv) {
 			t.Fatalf("unavailability reported as invalid input: %v", err)
 		}
@@ -420,9 +420,9 @@ func TestInvalidNameIsRejectedAndNothingStored(t *testing.T) {
 	d := e.door(nil)
 	for _, name := range []string{"", "   ", "files/abc", "batches/../x", "batches/a b", "bare-id-without-kind"} {
 		_, err := d.Ingest(t.Context(), ev(name, lifecycle.Succeeded, tDone, event.SourceWebhook))
-		var inv *ingest.InvalidError
-		if !errors.As(err, &inv) {
-			t.Errorf("name %q: error %v, want InvalidError", name, err)
+		var inv *event.InvalidError
+		if !errors.As(err, &inv) || inv.Reason != event.ReasonInvalidName {
+			t.Errorf("name %q: error %v, want an invalid-name InvalidError", name, err)
 		}
 	}
 	if r, w, c := e.store.Counts().Snapshot(); r != 0 || w != 0 || c != 0 {

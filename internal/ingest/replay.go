@@ -23,11 +23,11 @@ var ErrNotSettled = errors.New("operation has not settled")
 func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (string, error) {
 	name, err := opname.Normalize(rawName, kind)
 	if err != nil {
-		return "", &InvalidError{Err: err}
+		return "", invalidName(err)
 	}
 	id, err := opname.DocID(name.Key())
 	if err != nil {
-		return "", &InvalidError{Err: err}
+		return "", invalidName(err)
 	}
 	c, err := d.cfg.Store.GetClaim(ctx, id)
 	rebuilt := errors.Is(err, ledger.ErrNotFound)

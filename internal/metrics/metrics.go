@@ -192,7 +192,7 @@ func (m *Metrics) ObserveDecision(source event.Source, res ingest.Result, err er
 // without its model has its own, "video-model-unknown") and an injected
 // crash is "crashed" (the answer says ledger-unavailable).
 func errorReason(err error) string {
-	var invalid *ingest.InvalidError
+	var invalid *event.InvalidError
 	switch {
 	case errors.As(err, &invalid):
 		return "invalid-name"

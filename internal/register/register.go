@@ -7,7 +7,6 @@ package register
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/lrosink/lrosink/internal/event"
@@ -35,22 +34,6 @@ type Request struct {
 	LeaveOwed bool
 }
 
-// Reasons of an InvalidError; POST /Register answers them as its 400 reason.
-const (
-	ReasonInvalidKind     = "invalid-kind"
-	ReasonInvalidName     = "invalid-name"
-	ReasonInvalidMetadata = "invalid-metadata"
-)
-
-// InvalidError is a registration the caller must fix; nothing was stored.
-type InvalidError struct {
-	Reason string // one of the Reason constants
-	Err    error
-}
-
-func (e *InvalidError) Error() string { return e.Err.Error() }
-func (e *InvalidError) Unwrap() error { return e.Err }
-
 // Result is the door's answer plus whether this call created the operation.
 type Result struct {
 	ingest.Result
@@ -61,32 +44,32 @@ type Result struct {
 }
 
 // Validate checks req without storing anything and returns the normalized
-// name; its error is an *InvalidError. Register calls it; a command can call
+// name; its error is an *event.InvalidError. Register calls it; a command can call
 // it first to fail before it opens a ledger.
 func (req Request) Validate() (opname.Name, error) {
 	kind := opname.KindUnknown
 	if req.Kind != "" {
 		k, ok := opname.ParseKind(req.Kind)
 		if !ok {
-			return opname.Name{}, &InvalidError{Reason: ReasonInvalidKind,
+			return opname.Name{}, &event.InvalidError{Reason: event.ReasonInvalidKind,
 				Err: fmt.Errorf("kind %q: want batch, video or interaction", req.Kind)}
 		}
 		kind = k
 	}
 	name, err := opname.Normalize(req.Name, kind)
 	if err != nil {
-		return opname.Name{}, &InvalidError{Reason: ReasonInvalidName, Err: err}
+		return opname.Name{}, &event.InvalidError{Reason: event.ReasonInvalidName, Err: err}
 	}
 	// The door would drop metadata it cannot keep and go on; a submitter is
 	// told instead, before anything is stored.
 	if err := ledger.CheckMetadata(req.Metadata); err != nil {
-		return opname.Name{}, &InvalidError{Reason: ReasonInvalidMetadata, Err: fmt.Errorf("metadata: %w", err)}
+		return opname.Name{}, &event.InvalidError{Reason: event.ReasonInvalidMetadata, Err: fmt.Errorf("metadata: %w", err)}
 	}
 	return name, nil
 }
 
 // Register validates req and hands it to the door as a PENDING event from
-// source "register". Errors are an *InvalidError (nothing stored) or the
+// source "register". Errors are an *event.InvalidError (nothing stored) or the
 // door's own error.
 func Register(ctx context.Context, door Door, req Request) (Result, error) {
 	name, err := req.Validate()
@@ -98,10 +81,6 @@ func Register(ctx context.Context, door Door, req Request) (Result, error) {
 	// the name the reconciler asks Gemini with.
 	res, err := door.Ingest(ctx, event.Event{Name: name.APIName, Kind: name.Kind, State: lifecycle.Pending,
 		Source: event.SourceRegister, UserMetadata: req.Metadata, LeaveOwed: req.LeaveOwed})
-	var inv *ingest.InvalidError
-	if errors.As(err, &inv) {
-		return Result{Result: res}, &InvalidError{Reason: ReasonInvalidName, Err: err}
-	}
 	if err != nil {
 		return Result{Result: res}, err
 	}

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 )
@@ -24,15 +23,15 @@ const (
 	ReasonJWKSUnavailable     = "jwks-unavailable"
 )
 
-// Error is a verification failure. Status is the HTTP status the handler
-// should answer: 401 for every authentication failure, 503 when the JWKS
-// could not be fetched (the delivery may be valid; Gemini retries later).
+// Error is a verification failure. Reason is its kind: every reason but
+// ReasonJWKSUnavailable refuses the delivery, while jwks-unavailable means
+// it could not be checked now (it may be valid). It carries no HTTP status:
+// httpapi's one table answers each reason (CONTRACT.md §3).
 //
 // The message is built only from fixed text, the reason and values we
 // generate ourselves or have checked to be harmless: never a secret, a
 // signature or a token.
 type Error struct {
-	Status int
 	Reason string
 
 	detail string
@@ -59,11 +58,11 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.err }
 
 func unauthorized(reason, detail string) *Error {
-	return &Error{Status: http.StatusUnauthorized, Reason: reason, detail: detail}
+	return &Error{Reason: reason, detail: detail}
 }
 
 func unavailable(detail string, err error) *Error {
-	return &Error{Status: http.StatusServiceUnavailable, Reason: ReasonJWKSUnavailable, detail: detail, err: err}
+	return &Error{Reason: ReasonJWKSUnavailable, detail: detail, err: err}
 }
 
 // quoteShort renders an attacker-chosen value (a JWT alg, a kid) for an

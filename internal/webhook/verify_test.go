@@ -24,7 +24,6 @@ type hostileCase struct {
 	h      http.Header
 	body   []byte
 	cfg    func(*Config) // tweaks on top of the base config
-	status int
 	reason string
 }
 
@@ -93,79 +92,78 @@ func hostileCases(t *testing.T, f *fixtures, e *hostileEnv) []hostileCase {
 	ts := func(d time.Duration) string { return itoa(now.Add(d).Unix()) }
 	withTS := func(h http.Header, v string) http.Header { h.Set("webhook-timestamp", v); return h }
 
-	const u, na = http.StatusUnauthorized, http.StatusServiceUnavailable
 	return []hostileCase{
 		// Static HMAC deliveries.
-		{name: "no headers", h: http.Header{}, body: body, status: u, reason: ReasonMissingHeaders},
-		{name: "missing webhook-id", h: headers("", d.Timestamp, d.Signature), body: body, status: u, reason: ReasonMissingHeaders},
-		{name: "missing webhook-timestamp", h: headers(d.ID, "", d.Signature), body: body, status: u, reason: ReasonMissingHeaders},
-		{name: "missing webhook-signature", h: headers(d.ID, d.Timestamp, ""), body: body, status: u, reason: ReasonMissingHeaders},
-		{name: "blank signature list", h: headers(d.ID, d.Timestamp, "   "), body: body, status: u, reason: ReasonMissingHeaders},
-		{name: "tampered body", h: d.header(), body: bytes.Replace(body, []byte("batch_123456"), []byte("batch_123457"), 1), status: u, reason: ReasonNoMatchingSignature},
-		{name: "trailing newline added", h: d.header(), body: append(append([]byte(nil), body...), '\n'), status: u, reason: ReasonNoMatchingSignature},
-		{name: "empty body", h: d.header(), body: nil, status: u, reason: ReasonNoMatchingSignature},
-		{name: "wrong secret", h: d.header(), body: body, status: u, reason: ReasonNoMatchingSignature,
+		{name: "no headers", h: http.Header{}, body: body, reason: ReasonMissingHeaders},
+		{name: "missing webhook-id", h: headers("", d.Timestamp, d.Signature), body: body, reason: ReasonMissingHeaders},
+		{name: "missing webhook-timestamp", h: headers(d.ID, "", d.Signature), body: body, reason: ReasonMissingHeaders},
+		{name: "missing webhook-signature", h: headers(d.ID, d.Timestamp, ""), body: body, reason: ReasonMissingHeaders},
+		{name: "blank signature list", h: headers(d.ID, d.Timestamp, "   "), body: body, reason: ReasonMissingHeaders},
+		{name: "tampered body", h: d.header(), body: bytes.Replace(body, []byte("batch_123456"), []byte("batch_123457"), 1), reason: ReasonNoMatchingSignature},
+		{name: "trailing newline added", h: d.header(), body: append(append([]byte(nil), body...), '\n'), reason: ReasonNoMatchingSignature},
+		{name: "empty body", h: d.header(), body: nil, reason: ReasonNoMatchingSignature},
+		{name: "wrong secret", h: d.header(), body: body, reason: ReasonNoMatchingSignature,
 			cfg: func(c *Config) { c.Secrets = []string{f.secret(t, "other")} }},
-		{name: "no secrets configured", h: d.header(), body: body, status: u, reason: ReasonNoSecretsConfigured,
+		{name: "no secrets configured", h: d.header(), body: body, reason: ReasonNoSecretsConfigured,
 			cfg: func(c *Config) { c.Secrets = nil }},
-		{name: "timestamp too old", h: d.header(), body: body, status: u, reason: ReasonTimestampTooOld,
+		{name: "timestamp too old", h: d.header(), body: body, reason: ReasonTimestampTooOld,
 			cfg: func(c *Config) { c.Now = func() time.Time { return now.Add(5*time.Minute + time.Second) } }},
-		{name: "timestamp too new", h: d.header(), body: body, status: u, reason: ReasonTimestampTooNew,
+		{name: "timestamp too new", h: d.header(), body: body, reason: ReasonTimestampTooNew,
 			cfg: func(c *Config) { c.Now = func() time.Time { return now.Add(-5*time.Minute - time.Second) } }},
 		{name: "tighter tolerance", h: headers(d.ID, ts(-2*time.Second), signV1(newSecret, d.ID, ts(-2*time.Second), body)), body: body,
-			status: u, reason: ReasonTimestampTooOld, cfg: func(c *Config) { c.Tolerance = time.Second }},
-		{name: "fractional timestamp", h: headers(d.ID, d.Timestamp+".5", d.Signature), body: body, status: u, reason: ReasonBadTimestamp},
-		{name: "non-numeric timestamp", h: headers(d.ID, "hello", d.Signature), body: body, status: u, reason: ReasonBadTimestamp},
-		{name: "negative timestamp", h: headers(d.ID, "-1767000000", d.Signature), body: body, status: u, reason: ReasonBadTimestamp},
-		{name: "plus-signed timestamp", h: headers(d.ID, "+"+d.Timestamp, d.Signature), body: body, status: u, reason: ReasonBadTimestamp},
-		{name: "huge timestamp", h: headers(d.ID, strings.Repeat("9", 30), d.Signature), body: body, status: u, reason: ReasonBadTimestamp},
-		{name: "RFC3339 timestamp", h: headers(d.ID, "2026-01-22T12:00:00Z", d.Signature), body: body, status: u, reason: ReasonBadTimestamp},
-		{name: "signature for another id", h: headers("msg_other", d.Timestamp, d.Signature), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "signature for another timestamp", h: headers(d.ID, ts(time.Second), d.Signature), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "leading-zero timestamp re-formatted", h: headers(d.ID, "0"+d.Timestamp, d.Signature), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "non-base64 signature", h: headers(d.ID, d.Timestamp, "v1,!!!not*base64!!!"), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "empty v1 value", h: headers(d.ID, d.Timestamp, "v1,"), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "v1a only", h: headers(d.ID, d.Timestamp, "v1a,"+sigVal), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "upper-case version", h: headers(d.ID, d.Timestamp, "V1,"+sigVal), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "missing version", h: headers(d.ID, d.Timestamp, sigVal), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "last signature character changed", h: headers(d.ID, d.Timestamp, flipBeforePadding(d.Signature)), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "truncated signature", h: headers(d.ID, d.Timestamp, d.Signature[:len(d.Signature)-4]), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "unpadded signature", h: headers(d.ID, d.Timestamp, strings.TrimRight(d.Signature, "=")), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "hex signature", h: headers(d.ID, d.Timestamp, "v1,"+hex.EncodeToString(macWith(rawKey))), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "secret string used as key", h: headers(d.ID, d.Timestamp, "v1,"+base64.StdEncoding.EncodeToString(macWith([]byte(newSecret)))), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "spec vector replayed", h: headers(f.SpecVector.ID, f.SpecVector.Timestamp, f.SpecVector.Signature), body: []byte(f.SpecVector.Body), status: u, reason: ReasonTimestampTooOld,
+			reason: ReasonTimestampTooOld, cfg: func(c *Config) { c.Tolerance = time.Second }},
+		{name: "fractional timestamp", h: headers(d.ID, d.Timestamp+".5", d.Signature), body: body, reason: ReasonBadTimestamp},
+		{name: "non-numeric timestamp", h: headers(d.ID, "hello", d.Signature), body: body, reason: ReasonBadTimestamp},
+		{name: "negative timestamp", h: headers(d.ID, "-1767000000", d.Signature), body: body, reason: ReasonBadTimestamp},
+		{name: "plus-signed timestamp", h: headers(d.ID, "+"+d.Timestamp, d.Signature), body: body, reason: ReasonBadTimestamp},
+		{name: "huge timestamp", h: headers(d.ID, strings.Repeat("9", 30), d.Signature), body: body, reason: ReasonBadTimestamp},
+		{name: "RFC3339 timestamp", h: headers(d.ID, "2026-01-22T12:00:00Z", d.Signature), body: body, reason: ReasonBadTimestamp},
+		{name: "signature for another id", h: headers("msg_other", d.Timestamp, d.Signature), body: body, reason: ReasonNoMatchingSignature},
+		{name: "signature for another timestamp", h: headers(d.ID, ts(time.Second), d.Signature), body: body, reason: ReasonNoMatchingSignature},
+		{name: "leading-zero timestamp re-formatted", h: headers(d.ID, "0"+d.Timestamp, d.Signature), body: body, reason: ReasonNoMatchingSignature},
+		{name: "non-base64 signature", h: headers(d.ID, d.Timestamp, "v1,!!!not*base64!!!"), body: body, reason: ReasonNoMatchingSignature},
+		{name: "empty v1 value", h: headers(d.ID, d.Timestamp, "v1,"), body: body, reason: ReasonNoMatchingSignature},
+		{name: "v1a only", h: headers(d.ID, d.Timestamp, "v1a,"+sigVal), body: body, reason: ReasonNoMatchingSignature},
+		{name: "upper-case version", h: headers(d.ID, d.Timestamp, "V1,"+sigVal), body: body, reason: ReasonNoMatchingSignature},
+		{name: "missing version", h: headers(d.ID, d.Timestamp, sigVal), body: body, reason: ReasonNoMatchingSignature},
+		{name: "last signature character changed", h: headers(d.ID, d.Timestamp, flipBeforePadding(d.Signature)), body: body, reason: ReasonNoMatchingSignature},
+		{name: "truncated signature", h: headers(d.ID, d.Timestamp, d.Signature[:len(d.Signature)-4]), body: body, reason: ReasonNoMatchingSignature},
+		{name: "unpadded signature", h: headers(d.ID, d.Timestamp, strings.TrimRight(d.Signature, "=")), body: body, reason: ReasonNoMatchingSignature},
+		{name: "hex signature", h: headers(d.ID, d.Timestamp, "v1,"+hex.EncodeToString(macWith(rawKey))), body: body, reason: ReasonNoMatchingSignature},
+		{name: "secret string used as key", h: headers(d.ID, d.Timestamp, "v1,"+base64.StdEncoding.EncodeToString(macWith([]byte(newSecret)))), body: body, reason: ReasonNoMatchingSignature},
+		{name: "spec vector replayed", h: headers(f.SpecVector.ID, f.SpecVector.Timestamp, f.SpecVector.Signature), body: []byte(f.SpecVector.Body), reason: ReasonTimestampTooOld,
 			cfg: func(c *Config) { c.Secrets = append(c.Secrets, f.SpecVector.Secret) }},
-		{name: "token inside a v1 entry", h: headers(d.ID, d.Timestamp, "v1,"+valid), body: body, status: u, reason: ReasonNoMatchingSignature},
-		{name: "bearer token", h: headers("", "", "Bearer "+valid), body: body, status: u, reason: ReasonMissingHeaders},
+		{name: "token inside a v1 entry", h: headers(d.ID, d.Timestamp, "v1,"+valid), body: body, reason: ReasonNoMatchingSignature},
+		{name: "bearer token", h: headers("", "", "Bearer "+valid), body: body, reason: ReasonMissingHeaders},
 
 		// Dynamic JWT deliveries.
-		{name: "alg none", h: tok("alg_none"), body: body, status: u, reason: ReasonBadToken},
-		{name: "HS256 keyed with the public key PEM", h: tok("hs256_public_pem"), body: body, status: u, reason: ReasonBadToken},
-		{name: "ES256", h: tok("es256"), body: body, status: u, reason: ReasonBadToken},
-		{name: "PS256", h: tok("ps256"), body: body, status: u, reason: ReasonBadToken},
-		{name: "expired", h: tok("expired"), body: body, status: u, reason: ReasonTokenExpired},
-		{name: "nbf in the future", h: tok("not_yet_valid"), body: body, status: u, reason: ReasonTokenNotYetValid},
-		{name: "wrong audience", h: tok("wrong_aud"), body: body, status: u, reason: ReasonWrongAudience},
-		{name: "no aud with audience configured", h: tok("no_aud"), body: body, status: u, reason: ReasonWrongAudience},
-		{name: "no exp", h: tok("no_exp"), body: body, status: u, reason: ReasonBadToken},
-		{name: "no kid", h: tok("no_kid"), body: body, status: u, reason: ReasonBadToken},
-		{name: "unknown kid", h: tok("unknown_kid"), body: body, status: u, reason: ReasonUnknownKID},
-		{name: "other key under a known kid", h: tok("wrong_key_known_kid"), body: body, status: u, reason: ReasonBadToken},
-		{name: "payload edited after signing", h: headers("", "", tampered), body: body, status: u, reason: ReasonBadToken},
-		{name: "signature segment dropped", h: headers("", "", parts[0]+"."+parts[1]+"."), body: body, status: u, reason: ReasonBadToken},
-		{name: "garbage segments", h: headers("", "", "aaaa.bbbb.cccc"), body: body, status: u, reason: ReasonBadToken},
-		{name: "deeply nested JWT header", h: headers("", "", base64.RawURLEncoding.EncodeToString([]byte(`{"alg":`+strings.Repeat("[", 50000)+strings.Repeat("]", 50000)+`}`))+".e30.c2ln"), body: body, status: u, reason: ReasonBadToken},
-		{name: "empty JSON header", h: headers("", "", "e30.e30.e30"), body: body, status: u, reason: ReasonBadToken},
-		{name: "token with stale webhook-timestamp", h: withTS(tok("valid"), ts(-6*time.Minute)), body: body, status: u, reason: ReasonTimestampTooOld},
-		{name: "token with future webhook-timestamp", h: withTS(tok("valid"), ts(6*time.Minute)), body: body, status: u, reason: ReasonTimestampTooNew},
-		{name: "token with garbage webhook-timestamp", h: withTS(tok("valid"), "soon"), body: body, status: u, reason: ReasonBadTimestamp},
-		{name: "no JWKS configured", h: tok("valid"), body: body, status: u, reason: ReasonNoJWKSConfigured,
+		{name: "alg none", h: tok("alg_none"), body: body, reason: ReasonBadToken},
+		{name: "HS256 keyed with the public key PEM", h: tok("hs256_public_pem"), body: body, reason: ReasonBadToken},
+		{name: "ES256", h: tok("es256"), body: body, reason: ReasonBadToken},
+		{name: "PS256", h: tok("ps256"), body: body, reason: ReasonBadToken},
+		{name: "expired", h: tok("expired"), body: body, reason: ReasonTokenExpired},
+		{name: "nbf in the future", h: tok("not_yet_valid"), body: body, reason: ReasonTokenNotYetValid},
+		{name: "wrong audience", h: tok("wrong_aud"), body: body, reason: ReasonWrongAudience},
+		{name: "no aud with audience configured", h: tok("no_aud"), body: body, reason: ReasonWrongAudience},
+		{name: "no exp", h: tok("no_exp"), body: body, reason: ReasonBadToken},
+		{name: "no kid", h: tok("no_kid"), body: body, reason: ReasonBadToken},
+		{name: "unknown kid", h: tok("unknown_kid"), body: body, reason: ReasonUnknownKID},
+		{name: "other key under a known kid", h: tok("wrong_key_known_kid"), body: body, reason: ReasonBadToken},
+		{name: "payload edited after signing", h: headers("", "", tampered), body: body, reason: ReasonBadToken},
+		{name: "signature segment dropped", h: headers("", "", parts[0]+"."+parts[1]+"."), body: body, reason: ReasonBadToken},
+		{name: "garbage segments", h: headers("", "", "aaaa.bbbb.cccc"), body: body, reason: ReasonBadToken},
+		{name: "deeply nested JWT header", h: headers("", "", base64.RawURLEncoding.EncodeToString([]byte(`{"alg":`+strings.Repeat("[", 50000)+strings.Repeat("]", 50000)+`}`))+".e30.c2ln"), body: body, reason: ReasonBadToken},
+		{name: "empty JSON header", h: headers("", "", "e30.e30.e30"), body: body, reason: ReasonBadToken},
+		{name: "token with stale webhook-timestamp", h: withTS(tok("valid"), ts(-6*time.Minute)), body: body, reason: ReasonTimestampTooOld},
+		{name: "token with future webhook-timestamp", h: withTS(tok("valid"), ts(6*time.Minute)), body: body, reason: ReasonTimestampTooNew},
+		{name: "token with garbage webhook-timestamp", h: withTS(tok("valid"), "soon"), body: body, reason: ReasonBadTimestamp},
+		{name: "no JWKS configured", h: tok("valid"), body: body, reason: ReasonNoJWKSConfigured,
 			cfg: func(c *Config) { c.JWKSURL, c.HTTPClient = "", nil }},
-		{name: "JWKS unreachable", h: tok("valid"), body: body, status: na, reason: ReasonJWKSUnavailable, cfg: jwks(e.closedURL)},
-		{name: "JWKS returns 500", h: tok("valid"), body: body, status: na, reason: ReasonJWKSUnavailable, cfg: jwks(e.failing.URL)},
-		{name: "JWKS is not JSON", h: tok("valid"), body: body, status: na, reason: ReasonJWKSUnavailable, cfg: jwks(e.garbage.URL)},
-		{name: "JWKS over 1 MiB", h: tok("valid"), body: body, status: na, reason: ReasonJWKSUnavailable, cfg: jwks(e.huge.URL)},
-		{name: "JWKS without RSA keys", h: tok("valid"), body: body, status: na, reason: ReasonJWKSUnavailable, cfg: jwks(e.noKeys.URL)},
+		{name: "JWKS unreachable", h: tok("valid"), body: body, reason: ReasonJWKSUnavailable, cfg: jwks(e.closedURL)},
+		{name: "JWKS returns 500", h: tok("valid"), body: body, reason: ReasonJWKSUnavailable, cfg: jwks(e.failing.URL)},
+		{name: "JWKS is not JSON", h: tok("valid"), body: body, reason: ReasonJWKSUnavailable, cfg: jwks(e.garbage.URL)},
+		{name: "JWKS over 1 MiB", h: tok("valid"), body: body, reason: ReasonJWKSUnavailable, cfg: jwks(e.huge.URL)},
+		{name: "JWKS without RSA keys", h: tok("valid"), body: body, reason: ReasonJWKSUnavailable, cfg: jwks(e.noKeys.URL)},
 	}
 }
 
@@ -200,7 +198,7 @@ func TestHostileInputs(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Verify accepted: %+v", got)
 			}
-			wantErr(t, err, c.status, c.reason)
+			wantErr(t, err, c.reason)
 			t.Log(err)
 		})
 	}
@@ -307,7 +305,7 @@ func TestTimestampTolerance(t *testing.T) {
 			}
 			continue
 		}
-		wantErr(t, err, http.StatusUnauthorized, c.reason)
+		wantErr(t, err, c.reason)
 	}
 }
 
@@ -376,7 +374,7 @@ func TestJWKSRefetchRateLimit(t *testing.T) {
 				t.Fatalf("Verify: %v", err)
 			}
 		} else {
-			wantErr(t, err, http.StatusUnauthorized, reason)
+			wantErr(t, err, reason)
 		}
 		if got := srv.Hits(); got != hits {
 			t.Fatalf("JWKS hits = %d, want %d", got, hits)
@@ -418,7 +416,7 @@ func TestJWKSFailures(t *testing.T) {
 
 	for i := range 3 {
 		_, err := v.Verify(t.Context(), valid, nil)
-		wantErr(t, err, http.StatusServiceUnavailable, ReasonJWKSUnavailable)
+		wantErr(t, err, ReasonJWKSUnavailable)
 		if got := srv.Hits(); got != 1 {
 			t.Fatalf("attempt %d: JWKS hits = %d, want 1", i, got)
 		}
@@ -454,7 +452,7 @@ func TestJWKSStaleSet(t *testing.T) {
 		t.Fatalf("JWKS hits = %d, want 2 (max age forces a refetch)", got)
 	}
 	_, err := v.Verify(t.Context(), headers("", "", f.token(t, "unknown_kid")), nil)
-	wantErr(t, err, http.StatusServiceUnavailable, ReasonJWKSUnavailable)
+	wantErr(t, err, ReasonJWKSUnavailable)
 	if got := srv.Hits(); got != 2 {
 		t.Fatalf("JWKS hits = %d, want 2", got)
 	}
@@ -471,7 +469,7 @@ func TestJWKSCanceledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := v.Verify(ctx, valid, nil)
-	wantErr(t, err, http.StatusServiceUnavailable, ReasonJWKSUnavailable)
+	wantErr(t, err, ReasonJWKSUnavailable)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v does not wrap context.Canceled", err)
 	}
