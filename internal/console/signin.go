@@ -3,12 +3,13 @@ package console
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/admintoken"
 )
 
 // sessionCookie carries a signed-in browser's session.
@@ -29,7 +30,7 @@ const maxSignInBody = 4 << 10
 // are open. The token is compared in constant time and never logged or
 // echoed; a refusal is logged with its reason only.
 func (c *Console) signIn(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(c.cfg.AdminToken))
+	want := admintoken.New(c.cfg.AdminToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == Prefix+"style.css":
@@ -43,7 +44,7 @@ func (c *Console) signIn(next http.Handler) http.Handler {
 			http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 			return
 		}
-		if tok, ok := bearer(r.Header.Get("Authorization")); ok && sameToken(tok, want) {
+		if tok, ok := admintoken.Bearer(r.Header.Get("Authorization")); ok && want.Matches(tok) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -67,9 +68,9 @@ func (c *Console) signIn(next http.Handler) http.Handler {
 
 type signInData struct{ Wrong bool }
 
-func (c *Console) postSignIn(w http.ResponseWriter, r *http.Request, want [32]byte) {
+func (c *Console) postSignIn(w http.ResponseWriter, r *http.Request, want admintoken.Token) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxSignInBody)
-	if err := r.ParseForm(); err != nil || !sameToken(r.PostForm.Get("token"), want) {
+	if err := r.ParseForm(); err != nil || !want.Matches(r.PostForm.Get("token")) {
 		c.cfg.Log.WarnContext(r.Context(), "console sign-in refused", "status", http.StatusUnauthorized, "reason", "invalid-token")
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lrosink"`)
 		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signInData{Wrong: true})
@@ -107,23 +108,6 @@ func (c *Console) validSession(v string) bool {
 		return false
 	}
 	return hmac.Equal([]byte(sig), []byte(c.mac(exp)))
-}
-
-// sameToken compares digests, so the time taken does not depend on the
-// length or the first differing byte of what was sent.
-func sameToken(got string, want [32]byte) bool {
-	sum := sha256.Sum256([]byte(got))
-	return got != "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
-}
-
-// bearer returns the token of an `Authorization: Bearer <token>` header.
-func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
 }
 
 func truncate(s string, n int) string {

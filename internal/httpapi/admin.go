@@ -1,11 +1,10 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
-	"strings"
+
+	"github.com/lrosink/lrosink/internal/admintoken"
 )
 
 // RequireBearer guards the administrative functions (/Register,
@@ -20,16 +19,15 @@ func RequireBearer(token string, log *slog.Logger, h http.Handler) http.Handler 
 	}
 	// Comparing digests takes the same time whatever the length or the
 	// first differing byte of what was sent.
-	want := sha256.Sum256([]byte(token))
+	want := admintoken.New(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := bearer(r.Header.Get("Authorization"))
+		got, ok := admintoken.Bearer(r.Header.Get("Authorization"))
 		k, challenge := kind(""), `Bearer realm="lrosink"`
 		switch {
 		case !ok:
 			k = kindMissingToken
 		default:
-			sum := sha256.Sum256([]byte(got))
-			if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
+			if want.Matches(got) {
 				h.ServeHTTP(w, r)
 				return
 			}
@@ -41,15 +39,4 @@ func RequireBearer(token string, log *slog.Logger, h http.Handler) http.Handler 
 		w.Header().Set("WWW-Authenticate", challenge)
 		reply(w, status, a)
 	})
-}
-
-// bearer returns the token of an `Authorization: Bearer <token>` header;
-// the scheme is case-insensitive (RFC 9110 §11.1).
-func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
 }
