@@ -127,10 +127,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if a.Deliveries.Recorder != nil {
 		rc.Observers = append(rc.Observers, flushLog{a.Deliveries.Recorder, log})
 	}
-	if c, ok := a.Ledger.(ledger.Counter); ok {
-		rc.Counter = c
-		a.Metrics.CountFrom(c, o.Now)
-	}
+	rc.Counter = a.Ledger
+	a.Metrics.CountFrom(a.Ledger, o.Now)
 	// SQLite and memory prune in the pass; Firestore (not a Pruner) has
 	// its TTL policy delete by the expire_at it writes.
 	if p, ok := a.Ledger.(reconcile.Pruner); ok && cfg.Retention > 0 {
@@ -277,16 +275,12 @@ func (a *App) Reconcile() http.Handler {
 // otherwise the health page says where passes run.
 func (a *App) Console(passesHere bool) (http.Handler, error) {
 	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
-		Settings: a.settings(), AdminToken: a.Config.AdminToken, Deliveries: a.DeliveryStore, DeliveryLogTTL: a.Config.DeliveryLogTTL}
-	if c, ok := a.Ledger.(ledger.Counter); ok {
-		cfg.Counter = c
-	}
+		Settings: a.settings(), AdminToken: a.Config.AdminToken, Deliveries: a.DeliveryStore, DeliveryLogTTL: a.Config.DeliveryLogTTL,
+		Counter: a.Ledger}
 	if passesHere {
-		// The process that serves Webhook counts its traffic.
-		cfg.Traffic = a.Deliveries.Traffic
-	}
-	if passesHere {
-		cfg.Passes = a.Passes
+		// Only here are the recent passes and the webhook traffic this
+		// process's own.
+		cfg.Passes, cfg.Traffic = a.Passes, a.Deliveries.Traffic
 	}
 	h, err := console.New(cfg)
 	if err != nil {

@@ -173,13 +173,9 @@ var _ Ledger = (*Bounded)(nil)
 // ErrUnsupported: the bounded store does not keep what was asked for.
 var ErrUnsupported = errors.New("not supported by this store")
 
-// CountPending implements Counter when the bounded ledger does.
+// CountPending implements Queries.
 func (b *Bounded) CountPending(ctx context.Context) (int64, error) {
-	c, ok := b.l.(Counter)
-	if !ok {
-		return 0, fmt.Errorf("%s: count pending: %w", b.where, ErrUnsupported)
-	}
-	return call(b, ctx, "a count", c.CountPending)
+	return call(b, ctx, "a count", b.l.CountPending)
 }
 
 // AppendDeliveries implements deliverylog.Store when the bounded ledger does.

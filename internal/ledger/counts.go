@@ -1,10 +1,6 @@
 package ledger
 
-import (
-	"context"
-	"sync/atomic"
-	"time"
-)
+import "sync/atomic"
 
 // Counts tallies what the Firestore billing would count: a read per document
 // read (a query costs at least one), a write per document written by a
@@ -24,15 +20,4 @@ type Counts struct {
 // Snapshot returns the current tallies.
 func (c *Counts) Snapshot() (reads, writes, commits int64) {
 	return c.Reads.Load(), c.Writes.Load(), c.Commits.Load()
-}
-
-// Counter counts the ledger's non-terminal operations and those due for a
-// reconcile check, each with one indexed count query (a Firestore count
-// aggregation: it reads no documents). Every adapter implements it.
-type Counter interface {
-	// CountPending counts the operations not in a terminal state.
-	CountPending(ctx context.Context) (int64, error)
-	// CountDue counts the pending operations whose next check is at or
-	// before now.
-	CountDue(ctx context.Context, now time.Time) (int64, error)
 }

@@ -359,6 +359,9 @@ type Queries interface {
 	// now: a count aggregation over the same index, which reads no
 	// documents. A pass counts what it left due (its backlog).
 	CountDue(ctx context.Context, now time.Time) (int64, error)
+	// CountPending returns how many operations are not in a terminal
+	// state: a count aggregation over the pending_since index.
+	CountPending(ctx context.Context) (int64, error)
 	// StuckOperations returns up to limit operations not in a terminal
 	// state whose StuckKey is at or before cutoff, in (StuckKey, ID) order:
 	// for a cutoff of now minus StuckAfter, those whose stuck alert is due,

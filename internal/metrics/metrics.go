@@ -54,7 +54,7 @@ type Metrics struct {
 }
 
 // Counter counts the ledger's non-terminal operations and those due for a
-// check (ledger.Counter): one count aggregation each.
+// check (ledger.Queries): one count aggregation each.
 type Counter interface {
 	CountPending(ctx context.Context) (int64, error)
 	CountDue(ctx context.Context, now time.Time) (int64, error)

@@ -101,7 +101,7 @@ type Config struct {
 	Deliveries DeliveryLog
 }
 
-// Counter counts the ledger's non-terminal operations (ledger.Counter).
+// Counter counts the ledger's non-terminal operations (ledger.Queries).
 type Counter interface {
 	CountPending(ctx context.Context) (int64, error)
 }

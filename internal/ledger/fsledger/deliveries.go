@@ -13,10 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 )
 
-var (
-	_ deliverylog.Store = (*Store)(nil)
-	_ ledger.Counter    = (*Store)(nil)
-)
+var _ deliverylog.Store = (*Store)(nil)
 
 // deliveriesDoc is an operation's delivery log: its newest entries as one
 // JSON string (exempt from indexing in terraform), and expire_at, the TTL

@@ -671,7 +671,7 @@ func (s *Store) CountOperations(ctx context.Context, f ledger.Filter) (int64, er
 	return v.GetIntegerValue(), nil
 }
 
-// CountPending implements ledger.Counter: a count aggregation over the
+// CountPending implements ledger.Queries: a count aggregation over the
 // single-field index on pending_since, which only non-terminal operations
 // carry (every submission time is after the epoch).
 func (s *Store) CountPending(ctx context.Context) (int64, error) {
@@ -679,7 +679,7 @@ func (s *Store) CountPending(ctx context.Context) (int64, error) {
 	return s.count(ctx, "count pending", q)
 }
 
-// CountDue implements ledger.Counter: a count aggregation over the
+// CountDue implements ledger.Queries: a count aggregation over the
 // single-field index on next_check_at (DueOperations' index).
 func (s *Store) CountDue(ctx context.Context, now time.Time) (int64, error) {
 	q := s.client.Collection(Operations).Where("next_check_at", "<=", now)

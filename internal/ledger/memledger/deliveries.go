@@ -6,13 +6,9 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
-	"github.com/lrosink/lrosink/internal/ledger"
 )
 
-var (
-	_ deliverylog.Store = (*Store)(nil)
-	_ ledger.Counter    = (*Store)(nil)
-)
+var _ deliverylog.Store = (*Store)(nil)
 
 // AppendDeliveries implements deliverylog.Store.
 func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []deliverylog.Entry, r deliverylog.Retention) error {
@@ -36,12 +32,12 @@ func (s *Store) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.
 	return slices.Clone(s.deliveries[opID]), nil
 }
 
-// CountPending implements ledger.Counter.
+// CountPending implements ledger.Queries.
 func (s *Store) CountPending(ctx context.Context) (int64, error) {
 	return s.count(ctx, "count pending", func(so storedOp) bool { return !so.op.State.Terminal() })
 }
 
-// CountDue implements ledger.Counter.
+// CountDue implements ledger.Queries.
 func (s *Store) CountDue(ctx context.Context, now time.Time) (int64, error) {
 	return s.count(ctx, "count due", func(so storedOp) bool {
 		return !so.op.NextCheckAt.IsZero() && !so.op.NextCheckAt.After(now)

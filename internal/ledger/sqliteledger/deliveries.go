@@ -7,13 +7,9 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
-	"github.com/lrosink/lrosink/internal/ledger"
 )
 
-var (
-	_ deliverylog.Store = (*Store)(nil)
-	_ ledger.Counter    = (*Store)(nil)
-)
+var _ deliverylog.Store = (*Store)(nil)
 
 // expireBatch bounds the expired logs one append deletes.
 const expireBatch = 100
@@ -80,13 +76,13 @@ func (s *Store) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.
 	return out, nil
 }
 
-// CountPending implements ledger.Counter (partial index on pending_since,
+// CountPending implements ledger.Queries (partial index on pending_since,
 // which only non-terminal operations have).
 func (s *Store) CountPending(ctx context.Context) (int64, error) {
 	return s.count(ctx, "count pending", sqlCountPending)
 }
 
-// CountDue implements ledger.Counter (partial index on next_check_at).
+// CountDue implements ledger.Queries (partial index on next_check_at).
 func (s *Store) CountDue(ctx context.Context, now time.Time) (int64, error) {
 	return s.count(ctx, "count due", sqlCountDue, micros(now))
 }
