@@ -64,9 +64,6 @@ type Config struct {
 	Passes *Passes
 	// Settings describe the configured store, sink and the like.
 	Settings []Setting
-	// Guard wraps every console route (nil: none); AdminToken is the usual
-	// guard and is checked inside it.
-	Guard func(http.Handler) http.Handler
 	// AdminToken is LROSINK_ADMIN_TOKEN: when set, every page needs it, as
 	// a Bearer header or the session cookie its sign-in form sets (a
 	// browser cannot send the header). Empty: the console is open.
@@ -88,7 +85,7 @@ type Deliveries interface {
 	ListDeliveries(ctx context.Context, opID string) ([]deliverylog.Entry, error)
 }
 
-// Counter counts pending and due operations (ledger.Counter).
+// Counter counts pending and due operations (ledger.Queries).
 type Counter interface {
 	CountPending(ctx context.Context) (int64, error)
 	CountDue(ctx context.Context, now time.Time) (int64, error)
@@ -162,11 +159,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.AdminToken != "" {
 		h = c.signIn(mux)
 	}
-	h = secure(h)
-	if cfg.Guard != nil {
-		h = cfg.Guard(h)
-	}
-	return h, nil
+	return secure(h), nil
 }
 
 // secure sets the headers every answer carries: no script may run, nothing

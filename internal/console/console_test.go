@@ -256,33 +256,6 @@ func TestHealthPage(t *testing.T) {
 	}
 }
 
-// The guard (the admin-token check) wraps every route, the stylesheet too.
-func TestGuardWrapsEveryRoute(t *testing.T) {
-	guard := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "Bearer t0k" {
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-	srv := newConsole(t, store(t), func(c *console.Config) { c.Guard = guard })
-	for _, p := range []string{"/ui/", "/ui/health", "/ui/stuck", "/ui/style.css", "/ui/operations/x"} {
-		get(t, srv.URL+p, http.StatusUnauthorized)
-	}
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/", nil)
-	req.Header.Set("Authorization", "Bearer t0k")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("with the token: %d", res.StatusCode)
-	}
-}
-
 func TestRootRedirects(t *testing.T) {
 	srv := newConsole(t, store(t), nil)
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
