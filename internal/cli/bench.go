@@ -3,9 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/webhook"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
 // Bounds of one bench run: it always stops by itself.
@@ -79,7 +77,7 @@ type benchConfig struct {
 	requests    int // 0: until duration
 	repeat      float64
 	rate        float64 // deliveries/s cap; 0: none
-	key         []byte  // the decoded whsec_ secret
+	secret      string  // the whsec_ signing secret, never printed
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -123,12 +121,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-	if err != nil { // CheckSecret accepted it; never printed
-		return command.Usagef("the signing secret is not base64")
-	}
 	cfg := benchConfig{event: strings.TrimSpace(*event), idPrefix: *idPrefix, concurrency: *concurrency,
-		duration: *duration, requests: *requests, repeat: *repeat, rate: *rate, key: key}
+		duration: *duration, requests: *requests, repeat: *repeat, rate: *rate, secret: secret}
 
 	rep, err := benchRounds(ctx, cfg, u.String(), secret, *bare, *rounds)
 	if err != nil {
@@ -407,7 +401,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 				// A body of its own: the transport may still read it after
 				// an early answer.
 				body := benchBody(make([]byte, 0, 192), eventJSON, prefix+strconv.FormatInt(k, 10), now)
-				snd.send(ctx, client, target, cfg.key, "msg_"+prefix+strconv.FormatInt(i, 10), body, now)
+				snd.send(ctx, client, target, cfg.secret, "msg_"+prefix+strconv.FormatInt(i, 10), body, now)
 			}
 		})
 	}
@@ -482,22 +476,14 @@ func benchBody(b, eventJSON []byte, id string, now time.Time) []byte {
 }
 
 // send posts one delivery signed with key and tallies the answer.
-func (s *benchSender) send(ctx context.Context, client *http.Client, target string, key []byte, msgID string, body []byte, now time.Time) {
-	ts := strconv.FormatInt(now.Unix(), 10)
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(msgID + "." + ts + "."))
-	mac.Write(body)
+func (s *benchSender) send(ctx context.Context, client *http.Client, target, secret, msgID string, body []byte, now time.Time) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		s.fail("error", err.Error())
 		return
 	}
-	req.Header = http.Header{
-		"Webhook-Id":        {msgID},
-		"Webhook-Timestamp": {ts},
-		"Webhook-Signature": {"v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))},
-		"Content-Type":      {"application/json"},
-	}
+	// Signed as `lrosink send` signs.
+	req.Header = webhooktest.Headers(msgID, now, body, secret)
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
