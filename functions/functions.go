@@ -23,13 +23,23 @@ import (
 // Names are the functions Handler serves (FUNCTION_TARGET values).
 func Names() []string { return []string{"Webhook", "Register", "Reconcile", "Console"} }
 
+// CheckTarget reports whether target ("" or one of Names) can be served,
+// naming FUNCTION_TARGET when it cannot: cmd/server checks it before it
+// opens anything.
+func CheckTarget(target string) error {
+	if target != "" && !slices.Contains(Names(), target) {
+		return fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", target, strings.Join(Names(), ", "))
+	}
+	return nil
+}
+
 // Handler serves the functions of a. target is FUNCTION_TARGET: one of
 // Names, served at "/" (and every path below it); "" serves each function
 // at /Name and the metrics at /metrics. A service that serves the Console
 // alone runs no reconcile passes, so its console does not wait for any.
 func Handler(a *app.App, target string) (http.Handler, error) {
-	if target != "" && !slices.Contains(Names(), target) {
-		return nil, fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", target, strings.Join(Names(), ", "))
+	if err := CheckTarget(target); err != nil {
+		return nil, err
 	}
 	console, err := a.Console(target != "Console")
 	if err != nil {

@@ -28,7 +28,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,8 +68,8 @@ func (e startupError) Unwrap() error { return e.error }
 
 func run(ctx context.Context) error {
 	target := os.Getenv("FUNCTION_TARGET")
-	if target != "" && !slices.Contains(functions.Names(), target) {
-		return startupError{fmt.Errorf("FUNCTION_TARGET: %q is not one of %s", target, strings.Join(functions.Names(), ", "))}
+	if err := functions.CheckTarget(target); err != nil {
+		return startupError{err}
 	}
 	// config.Container() can open firestore, pubsub:, file: and stdout:
 	// only; this binary does not link SQLite.
