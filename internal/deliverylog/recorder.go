@@ -37,7 +37,6 @@ type Recorder struct {
 	done    chan struct{}
 	stop    sync.Once
 	dropped atomic.Int64
-	failed  atomic.Int64
 }
 
 type item struct {
@@ -53,9 +52,6 @@ func NewRecorder(s Store, r Retention, log *slog.Logger) *Recorder {
 	go rec.run()
 	return rec
 }
-
-// Retention is the bounds the recorder writes with.
-func (r *Recorder) Retention() Retention { return r.ret }
 
 // Record queues e for operation opID; it never blocks.
 func (r *Recorder) Record(opID string, e Entry) {
@@ -76,11 +72,8 @@ func (r *Recorder) Record(opID string, e Entry) {
 }
 
 // Dropped counts entries not queued because the queue was full or the
-// recorder closed; Failed counts entries whose append failed.
+// recorder closed.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
-
-// Failed counts entries whose append to the store failed.
-func (r *Recorder) Failed() int64 { return r.failed.Load() }
 
 // ErrClosed: the recorder was closed.
 var ErrClosed = errors.New("delivery log recorder closed")
@@ -178,7 +171,6 @@ func (r *Recorder) batch(first item) {
 		err := r.store.AppendDeliveries(ctx, id, es, r.ret)
 		cancel()
 		if err != nil {
-			r.failed.Add(int64(len(es)))
 			r.log.Warn("delivery log: append failed; these entries are lost", "operation_id", id,
 				"entries", len(es), "error", err.Error())
 		}
