@@ -26,7 +26,8 @@ const (
 	DefaultKeep = 50
 	// DefaultTTL is LROSINK_DELIVERY_LOG_TTL's default: an entry older
 	// than this is not shown, and a log not appended to for this long is
-	// deleted (Firestore TTL policy; SQLite and memory on the next append).
+	// deleted (Firestore TTL policy; SQLite on a later append). The memory
+	// ledger keeps every log for the life of the process.
 	DefaultTTL = 7 * 24 * time.Hour
 )
 
