@@ -67,7 +67,9 @@ func bodyless(ev event.Event) applied {
 // stated terminal is never applied: the door asks Gemini and applies its
 // answer instead (which may not be terminal at all). Concurrent terminal
 // hints for one operation share one fetch: the answer does not depend on
-// what they stated.
+// what they stated (confirmKey). It runs as the confirm stage, inside
+// coalesce, drain and observe: the decision logged is about the event it
+// passes on.
 //
 // A non-terminal hint about an operation the ledger holds is applied as
 // stated, without its time (bodyless), and without asking Gemini: it can
@@ -80,72 +82,75 @@ func bodyless(ev event.Event) applied {
 // Veo operation's model path, which deliveries may omit); the delivered
 // name is used only for an operation the ledger does not know, or knows by
 // nothing more than its canonical name. The read serves the apply too.
-func (d *Door) confirm(ctx context.Context, id string, name opname.Name, hint applied) (Result, error) {
-	key := id + "|confirm"
-	if !hint.State.Terminal() {
-		key = id + "|hint|" + string(hint.State) // may be applied as stated: not shared with other states
+func (d *Door) confirm(ctx context.Context, j *job, next handler) (Result, error) {
+	id, name, hint := j.id, j.name, j.ev
+	if d.cfg.Confirmer == nil {
+		return d.unconfirmed(ctx, j, next)
 	}
-	return d.coalesce(ctx, key, func(ctx context.Context) (res Result, err error) {
-		start := d.cfg.Now()
-		logged := hint
-		defer func() { d.log(ctx, logged, res, err, start) }()
+	op, err := d.current(ctx, id, nil)
+	if err != nil {
+		return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
+	}
+	if !hint.State.Terminal() && op.Rev.Exists() {
+		j.read = &op
+		return next(ctx, j)
+	}
+	if op.Rev.Exists() {
+		if stored, serr := opname.Normalize(op.APIName, name.Kind); serr == nil && stored.Key() == name.Key() &&
+			!(stored.APIName == stored.Canonical && moreSpecific(name.APIName, stored.APIName)) {
+			name = stored
+		}
+	}
+	got, err := d.cfg.Confirmer.Fetch(ctx, name.Kind, name.APIName)
+	switch {
+	case fetcherr.KindOf(err) == fetcherr.NotFound && name.Kind == opname.KindVideo && name.APIName == name.Canonical:
+		return Result{Operation: name.Canonical}, fmt.Errorf("%w: %w: %s (register it as models/MODEL/%s): %w",
+			ErrNotConfirmed, ErrVideoModelUnknown, name.Canonical, name.Canonical, err)
+	case fetcherr.KindOf(err) == fetcherr.NotFound:
+		// Redelivering cannot help: answer 200 and store nothing. A
+		// registered operation keeps being checked by the reconciler.
+		return Result{Outcome: OutcomeDropped, Reason: ReasonNotConfirmed, Operation: name.Canonical}, nil
+	case err != nil:
+		return Result{Operation: name.Canonical}, fmt.Errorf("%w: %s: %w", ErrNotConfirmed, name.Canonical, err)
+	}
+	j.ev = applied{Event: event.Event{Name: got.Name, Kind: name.Kind, State: got.State, GeminiStatus: got.GeminiStatus, UpdateTime: got.UpdateTime,
+		Source: hint.Source, DeliveryID: hint.DeliveryID,
+		Output: got.Output, Error: got.Error, UserMetadata: got.UserMetadata},
+		delivered: hint.State, confirmedBy: confirmedByGemini}
+	// Gemini may name the operation more specifically (a video's model);
+	// anything that is not the same operation keeps the name we asked for.
+	if n, nerr := opname.Normalize(got.Name, name.Kind); nerr == nil && n.Key() == name.Key() && !moreSpecific(name.APIName, n.APIName) {
+		name = n
+	}
+	j.name, j.read = name, &op
+	return next(ctx, j)
+}
 
-		if d.cfg.Confirmer == nil {
-			return d.unconfirmed(ctx, id, name, hint, &logged)
-		}
-		op, err := d.current(ctx, id, nil)
-		if err != nil {
-			return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
-		}
-		if !hint.State.Terminal() && op.Rev.Exists() {
-			return d.retry(ctx, id, name, hint, &op)
-		}
-		if op.Rev.Exists() {
-			if stored, serr := opname.Normalize(op.APIName, name.Kind); serr == nil && stored.Key() == name.Key() &&
-				!(stored.APIName == stored.Canonical && moreSpecific(name.APIName, stored.APIName)) {
-				name = stored
-			}
-		}
-		got, err := d.cfg.Confirmer.Fetch(ctx, name.Kind, name.APIName)
-		switch {
-		case fetcherr.KindOf(err) == fetcherr.NotFound && name.Kind == opname.KindVideo && name.APIName == name.Canonical:
-			return Result{Operation: name.Canonical}, fmt.Errorf("%w: %w: %s (register it as models/MODEL/%s): %w",
-				ErrNotConfirmed, ErrVideoModelUnknown, name.Canonical, name.Canonical, err)
-		case fetcherr.KindOf(err) == fetcherr.NotFound:
-			// Redelivering cannot help: answer 200 and store nothing. A
-			// registered operation keeps being checked by the reconciler.
-			return Result{Outcome: OutcomeDropped, Reason: ReasonNotConfirmed, Operation: name.Canonical}, nil
-		case err != nil:
-			return Result{Operation: name.Canonical}, fmt.Errorf("%w: %s: %w", ErrNotConfirmed, name.Canonical, err)
-		}
-		ev := applied{Event: event.Event{Name: got.Name, Kind: name.Kind, State: got.State, GeminiStatus: got.GeminiStatus, UpdateTime: got.UpdateTime,
-			Source: hint.Source, DeliveryID: hint.DeliveryID,
-			Output: got.Output, Error: got.Error, UserMetadata: got.UserMetadata},
-			delivered: hint.State, confirmedBy: confirmedByGemini}
-		logged = ev
-		// Gemini may name the operation more specifically (a video's model);
-		// anything that is not the same operation keeps the name we asked for.
-		if n, nerr := opname.Normalize(got.Name, name.Kind); nerr == nil && n.Key() == name.Key() && !moreSpecific(name.APIName, n.APIName) {
-			name = n
-		}
-		return d.retry(ctx, id, name, ev, &op)
-	})
+// confirmKey groups concurrent hints for coalesce: terminal hints for one
+// operation share one fetch (the answer does not depend on what they
+// stated); a non-terminal one may be applied as stated, so it is shared only
+// with hints stating the same state.
+func confirmKey(id string, stated lifecycle.State) string {
+	if !stated.Terminal() {
+		return id + "|hint|" + string(stated)
+	}
+	return id + "|confirm"
 }
 
 // unconfirmed handles a terminal hint with no Confirmer: the terminal is not
 // applied, but a first sighting is recorded PENDING, so the reconciler
 // checks the operation once a key is configured. Whatever the operation
 // owes (a released claim) is still run by the door as for any event.
-func (d *Door) unconfirmed(ctx context.Context, id string, name opname.Name, hint applied, logged *applied) (Result, error) {
-	ev := applied{Event: event.Event{Name: hint.Name, Kind: hint.Kind, State: lifecycle.Pending, Source: hint.Source,
+func (d *Door) unconfirmed(ctx context.Context, j *job, next handler) (Result, error) {
+	hint := j.ev
+	j.ev = applied{Event: event.Event{Name: hint.Name, Kind: hint.Kind, State: lifecycle.Pending, Source: hint.Source,
 		DeliveryID: hint.DeliveryID}, delivered: hint.State}
-	*logged = ev
-	res, err := d.retry(ctx, id, name, ev, nil)
+	res, err := next(ctx, j)
 	if err != nil {
 		return res, err
 	}
 	d.cfg.Log.WarnContext(ctx, "dynamic-webhook terminal state not applied: set GEMINI_API_KEY so the Gemini API can confirm it",
-		"operation", name.Canonical, "delivered_state", string(hint.State), "delivery_id", hint.DeliveryID)
+		"operation", j.name.Canonical, "delivered_state", string(hint.State), "delivery_id", hint.DeliveryID)
 	if res.Outcome == OutcomeApplied || res.Outcome == OutcomeDropped {
 		res.Outcome, res.Reason = OutcomeUnconfirmed, ReasonNoGeminiAPIKey
 	}

@@ -12,6 +12,8 @@
 //  4. Publish the results message, then mark the claim DONE only if this
 //     holder still holds it. A failed publish releases the claim at once.
 //
+// Steps 2 to 4 are decide and the effect stage; the stages around them are
+// listed in order, each with why, in one place: Door.pipeline (stages.go).
 // Identical concurrent deliveries in one process are coalesced, so a burst
 // costs one read and at most one commit. Registrations are not coalesced:
 // each carries its submitter's metadata, which the door merges (missing keys
@@ -150,7 +152,7 @@ type Observer interface {
 	ObserveDecision(source event.Source, res Result, err error)
 }
 
-func (d *Door) observe(source event.Source, res Result, err error) {
+func (d *Door) notify(source event.Source, res Result, err error) {
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.ObserveDecision(source, res, err)
 	}
@@ -192,6 +194,7 @@ func (d *Door) fault(ctx context.Context, p FaultPoint, operation string) error 
 type Door struct {
 	cfg    Config
 	flight singleflight.Group
+	handle handler // the stages of pipeline around decide
 
 	mu       sync.Mutex
 	draining bool
@@ -229,7 +232,9 @@ func New(cfg Config) (*Door, error) {
 	if cfg.NewToken == nil {
 		cfg.NewToken = randomToken
 	}
-	return &Door{cfg: cfg}, nil
+	d := &Door{cfg: cfg}
+	d.handle = d.chain()
+	return d, nil
 }
 
 func randomToken() string {
@@ -254,89 +259,42 @@ func (d *Door) IngestRead(ctx context.Context, ev event.Event, read *ledger.Oper
 	if err != nil {
 		d.cfg.Log.WarnContext(ctx, "ingest decision", "outcome", "rejected", "reason", "invalid-name",
 			"source", string(ev.Source), "delivery_id", ev.DeliveryID, "error", err.Error())
-		d.observe(ev.Source, Result{Outcome: OutcomeRejected, Reason: "invalid-name"}, nil)
+		d.notify(ev.Source, Result{Outcome: OutcomeRejected, Reason: "invalid-name"}, nil)
 		return Result{}, invalidName(err)
 	}
 	id, err := opname.DocID(name.Key())
 	if err != nil {
 		return Result{}, invalidName(err)
 	}
-	in := applied{Event: ev}
+	j := &job{id: id, name: name, ev: applied{Event: ev}}
 	if ev.Hint {
-		in = bodyless(ev)
+		j.ev = bodyless(ev)
 		if ev.State.Terminal() || d.cfg.Confirmer != nil {
-			return d.confirm(ctx, id, name, in)
+			j.confirm, j.key = true, confirmKey(id, ev.State)
+			return d.handle(ctx, j)
 		}
 	}
-	if read != nil && read.ID != id {
-		read = nil // not this event's operation: read it
+	if read != nil && read.ID == id { // else not this event's operation: read it
+		j.read = read
 	}
-	f := func(ctx context.Context) (Result, error) { return d.ingest(ctx, id, name, in, read) }
-	if in.Source == event.SourceRegister {
-		// Not coalesced: registrations carry different metadata and do not
-		// come in bursts. Concurrent first registrations race on the create
-		// precondition; the loser re-reads and merges its metadata.
-		return d.detach(ctx, f)
+	if in := j.ev; in.Source != event.SourceRegister {
+		// Registrations are not coalesced (key ""): they carry different
+		// metadata and do not come in bursts. Concurrent first
+		// registrations race on the create precondition; the loser
+		// re-reads and merges its metadata.
+		j.key = id + "|" + string(in.State) + "|" + strconv.FormatInt(lifecycle.ServerTime(in.UpdateTime).UnixNano(), 10) + "|" + string(in.Source)
 	}
-	key := id + "|" + string(in.State) + "|" + strconv.FormatInt(lifecycle.ServerTime(in.UpdateTime).UnixNano(), 10) + "|" + string(in.Source)
-	return d.coalesce(ctx, key, f)
+	return d.handle(ctx, j)
 }
 
 // RetryClaim runs the side effect of a terminal operation whose claim was
 // released or whose lease ran out (the reconciler calls it for due claims).
 func (d *Door) RetryClaim(ctx context.Context, id string) (Result, error) {
-	return d.coalesce(ctx, id+"|retry", func(ctx context.Context) (Result, error) {
-		start := d.cfg.Now()
-		res, err := d.recoverClaim(ctx, id, nil, lifecycle.Decision{Reason: "claim-retry"})
-		d.log(ctx, applied{Event: event.Event{Source: event.SourceReconcile}}, res, err, start)
-		return res, err
-	})
+	return d.handle(ctx, &job{key: id + "|retry", id: id, recover: true,
+		ev: applied{Event: event.Event{Source: event.SourceReconcile}}})
 }
 
-type outcome struct {
-	res Result
-	err error
-}
-
-// coalesce runs f once for all concurrent callers with the same key.
-func (d *Door) coalesce(ctx context.Context, key string, f func(context.Context) (Result, error)) (Result, error) {
-	ch := d.flight.DoChan(key, func() (any, error) { return d.run(ctx, f), nil })
-	select {
-	case r := <-ch:
-		o := r.Val.(outcome)
-		return o.res, o.err
-	case <-ctx.Done():
-		return Result{}, fmt.Errorf("ingest: %w", ctx.Err())
-	}
-}
-
-// detach runs f for this caller alone, as coalesce does for a group.
-func (d *Door) detach(ctx context.Context, f func(context.Context) (Result, error)) (Result, error) {
-	ch := make(chan outcome, 1)
-	go func() { ch <- d.run(ctx, f) }()
-	select {
-	case o := <-ch:
-		return o.res, o.err
-	case <-ctx.Done():
-		return Result{}, fmt.Errorf("ingest: %w", ctx.Err())
-	}
-}
-
-// run is one piece of door work. It runs detached from the caller's
-// cancellation (an impatient caller must neither fail others waiting on the
-// same work nor cut a side effect short), bounded by Timeout, and tracked so
-// that Drain waits for it.
-func (d *Door) run(ctx context.Context, f func(context.Context) (Result, error)) outcome {
-	if !d.begin() {
-		return outcome{err: fmt.Errorf("%w: the ingest door is draining (shutting down)", ErrUnavailable)}
-	}
-	defer d.end()
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
-	defer cancel()
-	res, err := f(wctx)
-	return outcome{res, err}
-}
-
+// begin admits one piece of work unless the door is draining.
 func (d *Door) begin() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -382,43 +340,23 @@ func (d *Door) Drain(ctx context.Context) error {
 	}
 }
 
-func (d *Door) ingest(ctx context.Context, id string, name opname.Name, ev applied, read *ledger.Operation) (res Result, err error) {
-	start := d.cfg.Now()
-	defer func() { d.log(ctx, ev, res, err, start) }()
-	return d.retry(ctx, id, name, ev, read)
-}
-
-// retry runs attempts until one is not lost to a concurrent writer; the
-// first decides on read when the caller gave it, every later one re-reads.
-func (d *Door) retry(ctx context.Context, id string, name opname.Name, ev applied, read *ledger.Operation) (Result, error) {
-	var res Result
-	// Another writer got there first: back off a little, re-read, decide again.
-	n, err := d.conflictRetrier().Do(ctx, func(ctx context.Context) (err error) {
-		res, err = d.attempt(ctx, id, name, ev, read)
-		read = nil
-		return err
-	})
-	var we *retry.WaitError
-	switch {
-	case errors.As(err, &we):
-		return res, fmt.Errorf("%w: %w", ErrUnavailable, we.Err)
-	case errors.Is(err, ledger.ErrConflict):
-		return res, fmt.Errorf("%w: %d attempts lost to concurrent writers of %s: %w", ErrUnavailable, n, name.Canonical, err)
+// decide is one read-decide-commit round, the handler the stages wrap;
+// ErrConflict means "re-read". It decides on j.read when the caller gave it.
+// A claim it takes (created with the first terminal state, or seized) is
+// left in j.effect for the effect stage.
+func (d *Door) decide(ctx context.Context, j *job) (Result, error) {
+	if j.recover {
+		return d.recoverClaim(ctx, j, nil, lifecycle.Decision{Reason: "claim-retry"})
 	}
-	return res, err
-}
-
-// attempt is one read-decide-commit round; ErrConflict means "re-read".
-// read, when given, is the operation as its caller just read it.
-func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev applied, read *ledger.Operation) (Result, error) {
-	op, err := d.current(ctx, id, read)
+	id, name, ev := j.id, j.name, j.ev
+	op, err := d.current(ctx, id, j.read)
 	if err != nil {
 		return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
 	}
 	now := d.cfg.Now()
 	dec := lifecycle.Apply(op.Current(), lifecycle.Event{State: ev.State, UpdateTime: ev.UpdateTime})
 	if dec.Applied {
-		return d.apply(ctx, op, name, ev, dec, now)
+		return d.apply(ctx, j, op, dec, now)
 	}
 	res := Result{Outcome: OutcomeDropped, Reason: string(dec.Reason), Operation: name.Canonical, State: op.State, Version: op.Rev.Version}
 	if dec.Reason == lifecycle.ReasonDuplicate {
@@ -466,9 +404,9 @@ func (d *Door) attempt(ctx context.Context, id string, name opname.Name, ev appl
 			res.EffectOwed = true
 			return res, nil
 		}
-		rec, err := d.recoverClaim(ctx, id, &op, dec)
+		rec, err := d.recoverClaim(ctx, j, &op, dec)
 		rec.MetadataMerged = res.MetadataMerged
-		if err != nil || rec.Published || rec.Outcome == OutcomeInProgress {
+		if err != nil || j.effect != nil || rec.Outcome == OutcomeInProgress {
 			return rec, err
 		}
 	}
@@ -488,7 +426,8 @@ func (d *Door) current(ctx context.Context, id string, read *ledger.Operation) (
 	return op, err
 }
 
-func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name, ev applied, dec lifecycle.Decision, now time.Time) (Result, error) {
+func (d *Door) apply(ctx context.Context, j *job, op ledger.Operation, dec lifecycle.Decision, now time.Time) (Result, error) {
+	name, ev := j.name, j.ev
 	next := op
 	next.State, next.UpdateTime = dec.Next.State, dec.Next.UpdateTime
 	if ev.GeminiStatus != "" {
@@ -536,14 +475,16 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 		return res, nil
 	}
 	res.Outcome = OutcomeCompleted
-	return d.runEffect(ctx, *lease, leaseUntil, claim.Message, res)
+	j.effect = &effect{lease: *lease, leaseUntil: leaseUntil, message: claim.Message}
+	return res, nil
 }
 
-// recoverClaim takes over a released or expired claim and runs its side
-// effect; a claim that is DONE or live elsewhere needs nothing. op is the
-// operation as read when the caller has it (its mirror said the effect may
-// be owed); nil for a retry of a claim listed as due.
-func (d *Door) recoverClaim(ctx context.Context, id string, op *ledger.Operation, dec lifecycle.Decision) (Result, error) {
+// recoverClaim takes over a released or expired claim and leaves its side
+// effect in j.effect; a claim that is DONE or live elsewhere needs nothing.
+// op is the operation as read when the caller has it (its mirror said the
+// effect may be owed); nil for a retry of a claim listed as due.
+func (d *Door) recoverClaim(ctx context.Context, j *job, op *ledger.Operation, dec lifecycle.Decision) (Result, error) {
+	id := j.id
 	c, err := d.cfg.Store.GetClaim(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return d.claimMissing(ctx, id, op)
@@ -573,7 +514,8 @@ func (d *Door) recoverClaim(ctx context.Context, id string, op *ledger.Operation
 	if c.Status == ledger.ClaimHeld {
 		res.Reason = "lease-expired"
 	}
-	return d.runEffect(ctx, *lease, leaseUntil, c.Message, res)
+	j.effect = &effect{lease: *lease, leaseUntil: leaseUntil, message: c.Message}
+	return res, nil
 }
 
 // claimMissing decides about a claim that is gone while the operation's
@@ -627,7 +569,8 @@ const doneCommitAttempts = 3
 
 // runEffect publishes and then commits the claim DONE, fenced on the lease
 // that runs until leaseUntil.
-func (d *Door) runEffect(ctx context.Context, l ledger.Lease, leaseUntil time.Time, m results.Message, res Result) (Result, error) {
+func (d *Door) runEffect(ctx context.Context, e effect, res Result) (Result, error) {
+	l, leaseUntil, m := e.lease, e.leaseUntil, e.message
 	if err := d.fault(ctx, FaultAfterCommit, m.Operation); err != nil {
 		return res, err
 	}
@@ -692,7 +635,7 @@ func (d *Door) completeClaim(ctx context.Context, l ledger.Lease, leaseUntil tim
 }
 
 func (d *Door) log(ctx context.Context, ev applied, res Result, err error, start time.Time) {
-	d.observe(ev.Source, res, err)
+	d.notify(ev.Source, res, err)
 	attrs := []any{
 		"operation", res.Operation, "outcome", string(res.Outcome), "reason", res.Reason,
 		"state", string(res.State), "event_state", string(ev.State), "source", string(ev.Source),
