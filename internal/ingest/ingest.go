@@ -527,11 +527,12 @@ func (d *Door) apply(ctx context.Context, op ledger.Operation, name opname.Name,
 	leaseUntil := now.Add(d.cfg.Lease)
 	if dec.EntersTerminal {
 		next.SettledAt, next.SettledBy, next.NextCheckAt = now, string(ev.Source), time.Time{}
-		next.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil}
+		// The store's claim protocol makes it held, its first attempt, and
+		// mirrors it on the operation (claims.Ledger.CommitOperation).
 		claim = &ledger.Claim{
 			ID: op.ID, Key: name.Key(), Operation: name.Canonical,
-			Status: ledger.ClaimHeld, Holder: d.cfg.NewToken(), LeaseUntil: leaseUntil, Attempts: 1,
-			CreatedAt: now, UpdatedAt: now, ExpireAt: now.Add(d.cfg.ClaimTTL),
+			Holder: d.cfg.NewToken(), LeaseUntil: leaseUntil,
+			CreatedAt: now, ExpireAt: now.Add(d.cfg.ClaimTTL),
 			Message: message(next, name.Key()),
 		}
 	}

@@ -39,15 +39,21 @@ func (l *Ledger) Unwrap() ledger.Ledger { return l.Ledger }
 
 // CommitOperation writes op if the stored revision still equals op.Rev
 // (zero: it must not exist), with Version = op.Rev.Version+1. If claim is
-// non-nil it is created in the same atomic commit and must not exist.
-// Returns the new operation revision and, with a claim, its lease. A failed
-// precondition is ledger.ErrConflict.
+// non-nil it is created in the same atomic commit and must not exist: held
+// by claim.Holder until claim.LeaseUntil, its first attempt, and mirrored
+// on op (the protocol sets those; the caller gives the holder, the lease,
+// the times and the message). Returns the new operation revision and, with
+// a claim, its lease. A failed precondition is ledger.ErrConflict.
 func (l *Ledger) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
-	writes := []ledger.Write{ledger.PutOperation(op)}
 	var c ledger.Claim
 	if claim != nil {
 		c = *claim
 		c.Rev = ledger.Revision{} // created: must not exist
+		c.Status, c.Attempts, c.UpdatedAt = ledger.ClaimHeld, 1, c.CreatedAt
+		op.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: c.LeaseUntil}
+	}
+	writes := []ledger.Write{ledger.PutOperation(op)}
+	if claim != nil {
 		writes = append(writes, ledger.PutClaim(c))
 	}
 	revs, err := l.Apply(ctx, writes...)
@@ -137,6 +143,11 @@ func (l *Ledger) put(ctx context.Context, op ledger.Operation) (ledger.Revision,
 	}
 	return revs[0], nil
 }
+
+// MarkDone records on op's effect mirror that its side effect is done, for
+// a commit of op without its claim: a replay that republished a message
+// rebuilt from the operation, its claim being gone.
+func MarkDone(op *ledger.Operation) { op.Effect = ledger.EffectMirror{Status: ledger.ClaimDone} }
 
 // lease is the lease on c, just written at rev.
 func lease(c ledger.Claim, opID string, rev ledger.Revision) *ledger.Lease {
