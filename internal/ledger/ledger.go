@@ -48,8 +48,8 @@ const (
 // webhook senders, Gemini). Together with the list limits above they keep an
 // operation document and its claim (which carries the results message, so
 // metadata, output and error again) far below Firestore's 1 MiB: the
-// conformance suite commits an operation at every bound (MaximalOperation in
-// ledgertest), about a third of the limit. The map bounds are measured on
+// protocol suite commits an operation at every bound (claimstest, with
+// ledgertest.MaximalOperation), about a third of the limit. The map bounds are measured on
 // EncodeJSON, the form both adapters store.
 const (
 	// MaxMetadataBytes bounds user metadata. /Register refuses more; the
@@ -149,7 +149,7 @@ func Truncate(s string, n int) string {
 }
 
 // Revision identifies the stored version of a document; it means the same
-// in every adapter (ledgertest pins it).
+// in every adapter (ledgertest and claimstest pin it).
 //
 // Version counts the writes to the document: 1 when it is created, and every
 // later write, whichever Write makes it, sets it to one more. An operation

@@ -479,9 +479,8 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 	return revs, nil
 }
 
-// putOp is the write of the whole of op at version: an update fenced on the
-// update time read, or a create. A settled operation gets its expire_at
-// (WithRetention).
+// putOp is the write of the whole of op at version. A settled operation
+// gets its expire_at (WithRetention).
 func (s *Store) putOp(op ledger.Operation, version int64) (func(*firestore.Transaction) error, error) {
 	doc, err := toOpDoc(op, version)
 	if err != nil {
@@ -491,28 +490,27 @@ func (s *Store) putOp(op ledger.Operation, version int64) (func(*firestore.Trans
 		at := op.SettledAt.Add(s.retention)
 		doc.ExpireAt = &at
 	}
-	ref := s.op(op.ID)
-	if !op.Rev.Exists() {
-		return func(tx *firestore.Transaction) error { return tx.Create(ref, doc) }, nil
-	}
-	return func(tx *firestore.Transaction) error {
-		return tx.Update(ref, doc.updates(), firestore.LastUpdateTime(op.Rev.Stamp))
-	}, nil
+	return put(s.op(op.ID), op.Rev, doc, doc.updates()), nil
 }
 
-// putClaim is putOp for a claim.
+// putClaim is the write of the whole of c at version.
 func (s *Store) putClaim(c ledger.Claim, version int64) (func(*firestore.Transaction) error, error) {
 	doc, err := toClaimDoc(c, version)
 	if err != nil {
 		return nil, err
 	}
-	ref := s.claim(c.ID)
-	if !c.Rev.Exists() {
-		return func(tx *firestore.Transaction) error { return tx.Create(ref, doc) }, nil
+	return put(s.claim(c.ID), c.Rev, doc, doc.updates()), nil
+}
+
+// put writes a whole document read at rev: a create if rev is zero, else an
+// update of every field (updates) fenced on the update time read.
+func put(ref *firestore.DocumentRef, rev ledger.Revision, doc any, updates []firestore.Update) func(*firestore.Transaction) error {
+	if !rev.Exists() {
+		return func(tx *firestore.Transaction) error { return tx.Create(ref, doc) }
 	}
 	return func(tx *firestore.Transaction) error {
-		return tx.Update(ref, doc.updates(), firestore.LastUpdateTime(c.Rev.Stamp))
-	}, nil
+		return tx.Update(ref, updates, firestore.LastUpdateTime(rev.Stamp))
+	}
 }
 
 // mapErr turns a failed precondition (or a create that found the document,

@@ -150,12 +150,12 @@ func TestReadsClaimsWrittenBefore(t *testing.T) {
 	op := ledgertest.Op("oldc")
 	op.State, op.NextCheckAt = "SUCCEEDED", time.Time{}
 	claim := ledgertest.Claim("oldc", "h1", time.Unix(0, 0))
-	claim.Attempts = 2
 	if _, _, err := claims.New(s).CommitOperation(ctx, op, claim); err != nil {
 		t.Fatal(err)
 	}
-	// The old shape: no version field.
-	if _, err := s.claim("oldc").Update(ctx, []firestore.Update{{Path: "version", Value: firestore.Delete}}); err != nil {
+	// The old shape: no version field, after a second attempt (the
+	// protocol creates claims at their first).
+	if _, err := s.claim("oldc").Update(ctx, []firestore.Update{{Path: "version", Value: firestore.Delete}, {Path: "attempts", Value: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	read, err := s.GetClaim(ctx, "oldc")

@@ -184,7 +184,7 @@ func (s *Store) lock(ctx context.Context, what string) error {
 	return nil
 }
 
-// GetOperation implements ledger.Store.
+// GetOperation implements ledger.Reads.
 func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
 	s.counts.Reads.Add(1)
 	if err := s.lock(ctx, "get operation "+id); err != nil {
@@ -198,7 +198,7 @@ func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, 
 	return so.operation()
 }
 
-// GetClaim implements ledger.Store.
+// GetClaim implements ledger.Reads.
 func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 	s.counts.Reads.Add(1)
 	if err := s.lock(ctx, "get claim "+id); err != nil {
