@@ -22,6 +22,7 @@ import (
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -349,7 +350,7 @@ func (s *faultySink) set(fail bool) {
 // lossyStore is the memory ledger with two faults: claims that are gone
 // (deleted out of band) and DONE commits that fail.
 type lossyStore struct {
-	*memledger.Store
+	*claims.Ledger
 	mu           sync.Mutex
 	lost         map[string]bool
 	failComplete bool
@@ -362,7 +363,7 @@ func (s *lossyStore) GetClaim(ctx context.Context, id string) (ledger.Claim, err
 	if lost {
 		return ledger.Claim{}, ledger.ErrNotFound
 	}
-	return s.Store.GetClaim(ctx, id)
+	return s.Ledger.GetClaim(ctx, id)
 }
 
 func (s *lossyStore) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
@@ -372,7 +373,7 @@ func (s *lossyStore) CompleteClaim(ctx context.Context, l ledger.Lease, now time
 	if fail {
 		return errors.New("rpc error: code = Unavailable desc = firestore unreachable")
 	}
-	return s.Store.CompleteClaim(ctx, l, now)
+	return s.Ledger.CompleteClaim(ctx, l, now)
 }
 
 // disabledHooks is the project webhook list as Gemini reports it with one
@@ -390,7 +391,7 @@ func generateLines(t *testing.T, prefix string) map[string][]logEntry {
 	sw := &switchWriter{w: io.Discard}
 	log := logging.New(sw, slog.LevelInfo, "p")
 	clock := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-	store := &lossyStore{Store: memledger.New(), lost: map[string]bool{}}
+	store := &lossyStore{Ledger: claims.New(memledger.New()), lost: map[string]bool{}}
 	sink := &faultySink{}
 	door, err := ingest.New(ingest.Config{Store: store, Sink: sink, Log: log, Now: clock.Now,
 		Lease: 10 * time.Minute, ClaimTTL: 30 * 24 * time.Hour})

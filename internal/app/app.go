@@ -21,6 +21,7 @@ import (
 	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/metrics"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -31,9 +32,12 @@ import (
 
 // App is a running lrosink.
 type App struct {
-	Config   config.Config
-	Log      *slog.Logger
+	Config config.Config
+	Log    *slog.Logger
+	// Ledger is the store; Claims the claim protocol over it, which the
+	// door and the reconciler write through.
 	Ledger   ledger.Ledger
+	Claims   *claims.Ledger
 	Results  sink.Sink
 	Door     *ingest.Door
 	Verifier *webhook.Verifier
@@ -106,7 +110,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if err != nil {
 		return nil, err
 	}
-	a.Ledger, a.closers = l, append(a.closers, closeLedger)
+	a.Ledger, a.Claims, a.closers = l, claims.New(l), append(a.closers, closeLedger)
 	s, closeSink, err := cfg.Openers.Results.Open(ctx, cfg.Results, env)
 	if err != nil {
 		return nil, err
@@ -120,9 +124,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	// One Gemini fetcher serves the reconciler and the door, which confirms
 	// dynamic-webhook (v1a, JWT) terminals with it; without a key neither
 	// polls.
-	dc := ingest.Config{Store: a.Ledger, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
+	dc := ingest.Config{Store: a.Claims, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
-	rc := reconcile.Config{Ledger: a.Ledger, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
+	rc := reconcile.Config{Ledger: a.Claims, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
 		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}, Deliveries: a.Deliveries}
 	if a.Deliveries.Recorder != nil {
 		rc.Observers = append(rc.Observers, flushLog{a.Deliveries.Recorder, log})

@@ -14,6 +14,7 @@ import (
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
@@ -141,7 +142,7 @@ func TestServeDrainIsBounded(t *testing.T) {
 		}
 		rec := &recorder{}
 		afterLease := func() time.Time { return time.Now().Add(11 * time.Minute) }
-		d, err := ingest.New(ingest.Config{Store: l, Sink: rec, Log: logging.Discard(), Now: afterLease})
+		d, err := ingest.New(ingest.Config{Store: claims.New(l), Sink: rec, Log: logging.Discard(), Now: afterLease})
 		if err != nil {
 			t.Fatal(err)
 		}

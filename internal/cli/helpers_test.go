@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"net/http"
 	"path/filepath"
@@ -55,7 +56,7 @@ func settle(t *testing.T, store, name string, state lifecycle.State, pub ingest.
 		t.Fatal(err)
 	}
 	defer s.Close()
-	d, err := ingest.New(ingest.Config{Store: s, Sink: pub, Log: logging.Discard(), Now: time.Now})
+	d, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: pub, Log: logging.Discard(), Now: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

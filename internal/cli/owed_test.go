@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -35,7 +36,7 @@ func TestRegisterLeavesAnOwedMessageWithoutASink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := ingest.New(ingest.Config{Store: s, Sink: failingSink{}, Log: logging.Discard(), Now: time.Now})
+	d, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: failingSink{}, Log: logging.Discard(), Now: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

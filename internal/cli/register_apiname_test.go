@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -36,7 +37,7 @@ func TestRegisterCLIAndHTTPStoreTheSameAPIName(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openTestLedger(t, env)
-	door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: time.Now, Grace: cfg.Grace})
+	door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: time.Now, Grace: cfg.Grace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestRegisterCLIAndHTTPStoreTheSameAPIName(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	rec, err := reconcile.New(reconcile.Config{Ledger: s, Door: door, Gemini: f, Log: logging.Discard(), Now: later, StuckAfter: 6 * time.Hour})
+	rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: f, Log: logging.Discard(), Now: later, StuckAfter: 6 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

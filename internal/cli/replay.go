@@ -67,7 +67,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 }
 
 // notSettled says why there is nothing to replay.
-func notSettled(ctx context.Context, l ledger.Store, name opname.Name) error {
+func notSettled(ctx context.Context, l ledger.Reads, name opname.Name) error {
 	id, err := opname.DocID(name.Key())
 	if err != nil {
 		return fmt.Errorf("%s: %w", name.Canonical, err)

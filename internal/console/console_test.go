@@ -15,6 +15,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/console"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -35,9 +36,9 @@ func store(t *testing.T) *sqliteledger.Store {
 	return s
 }
 
-func commit(t *testing.T, s ledger.Store, op ledger.Operation, c *ledger.Claim) {
+func commit(t *testing.T, s ledger.Ledger, op ledger.Operation, c *ledger.Claim) {
 	t.Helper()
-	if _, _, err := s.CommitOperation(t.Context(), op, c); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), op, c); err != nil {
 		t.Fatalf("commit %s: %v", op.ID, err)
 	}
 }
@@ -276,11 +277,11 @@ func TestOperationPageShowsLeaseOnlyWhileHeld(t *testing.T) {
 	held, c := settled("held", now.Add(-time.Hour))
 	commit(t, s, held, c)
 	done, dc := settled("done", now.Add(-time.Hour))
-	_, lease, err := s.CommitOperation(t.Context(), done, dc)
+	_, lease, err := claims.New(s).CommitOperation(t.Context(), done, dc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CompleteClaim(t.Context(), *lease, now.Add(-50*time.Minute)); err != nil {
+	if err := claims.New(s).CompleteClaim(t.Context(), *lease, now.Add(-50*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	srv := newConsole(t, s, nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/console"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -116,12 +117,12 @@ func TestListPageReadsNoClaims(t *testing.T) {
 	s := memledger.New()
 	for i := range 30 {
 		op, c := settled(fmt.Sprintf("op%02d", i), now.Add(-time.Duration(i)*time.Minute))
-		_, lease, err := s.CommitOperation(t.Context(), op, c)
+		_, lease, err := claims.New(s).CommitOperation(t.Context(), op, c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i%2 == 0 {
-			if err := s.CompleteClaim(t.Context(), *lease, now); err != nil {
+			if err := claims.New(s).CompleteClaim(t.Context(), *lease, now); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook"
@@ -24,7 +25,7 @@ import (
 // emulator did: reads and commits wait until thawed (or their context
 // ends). Fault injection: the real stores cannot hang on demand.
 type frozenStore struct {
-	ledger.Ledger
+	*claims.Ledger
 	thaw     chan struct{}
 	thawOnce sync.Once
 	blocked  atomic.Int32 // calls waiting now
@@ -32,7 +33,7 @@ type frozenStore struct {
 }
 
 func newFrozenStore(l ledger.Ledger) *frozenStore {
-	return &frozenStore{Ledger: l, thaw: make(chan struct{}), entered: make(chan struct{}, 1)}
+	return &frozenStore{Ledger: claims.New(l), thaw: make(chan struct{}), entered: make(chan struct{}, 1)}
 }
 
 func (f *frozenStore) unfreeze() { f.thawOnce.Do(func() { close(f.thaw) }) }

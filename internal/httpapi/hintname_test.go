@@ -9,6 +9,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -28,7 +29,7 @@ func newPeers(t *testing.T, h *hintRig) *peers {
 	t.Helper()
 	p := &peers{}
 	var err error
-	if p.door, err = ingest.New(ingest.Config{Store: h.store, Sink: h.rec, Log: logging.Discard(),
+	if p.door, err = ingest.New(ingest.Config{Store: claims.New(h.store), Sink: h.rec, Log: logging.Discard(),
 		Now: func() time.Time { return now }}); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func newPeers(t *testing.T, h *hintRig) *peers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.rec, err = reconcile.New(reconcile.Config{Ledger: h.store, Door: p.door, Gemini: f, Log: logging.Discard(),
+	if p.rec, err = reconcile.New(reconcile.Config{Ledger: claims.New(h.store), Door: p.door, Gemini: f, Log: logging.Discard(),
 		Now: func() time.Time { return now.Add(time.Hour) }, StuckAfter: 6 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
@@ -42,7 +43,7 @@ func (c *countingSink) Publish(context.Context, results.Message) error { c.n.Add
 // server closes when the test ends.
 func registerServer(t *testing.T, store ledger.Ledger) (*ingest.Door, *httptest.Server) {
 	t.Helper()
-	door, err := ingest.New(ingest.Config{Store: store, Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
+	door, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: &countingSink{}, Log: logging.Discard(), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func newRigWith(t *testing.T, verifierCfg func(*webhook.Config), doorCfg func(*i
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc := ingest.Config{Store: r.store, Sink: r.sink, Log: log, Now: func() time.Time { return now }}
+	dc := ingest.Config{Store: claims.New(r.store), Sink: r.sink, Log: log, Now: func() time.Time { return now }}
 	if doorCfg != nil {
 		doorCfg(&dc)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -37,7 +38,7 @@ func newReconcileRig(t *testing.T, log *slog.Logger) *reconcileRig {
 	store := testutil.MemLedger(t)
 	r := &reconcileRig{fake: fakegemini.New()}
 	var err error
-	if r.door, err = ingest.New(ingest.Config{Store: store, Sink: &testutil.Recorder{}, Log: log,
+	if r.door, err = ingest.New(ingest.Config{Store: claims.New(store), Sink: &testutil.Recorder{}, Log: log,
 		Now: func() time.Time { return now }, Grace: 90 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func newReconcileRig(t *testing.T, log *slog.Logger) *reconcileRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: r.door, Gemini: f, Log: log,
+	rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(store), Door: r.door, Gemini: f, Log: log,
 		Now: func() time.Time { return now.Add(afterGrace) }, StuckAfter: 6 * time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -67,7 +68,7 @@ func TestEveryJSONAnswer(t *testing.T) {
 	deadJWKS := newVerifier(webhook.Config{Secrets: []string{secret}, JWKSURL: dead.URL, Audience: aud})
 	noSecrets := newVerifier(webhook.Config{JWKSURL: jr.jwksURL, Audience: aud})
 	newDoor := func(store ledger.Ledger) *ingest.Door {
-		d, err := ingest.New(ingest.Config{Store: store, Sink: &testutil.Recorder{}, Log: log, Now: clock})
+		d, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: &testutil.Recorder{}, Log: log, Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestEveryJSONAnswer(t *testing.T) {
 	if err := drained.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: door, Log: log, Now: clock, StuckAfter: time.Hour})
+	rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(store), Door: door, Log: log, Now: clock, StuckAfter: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

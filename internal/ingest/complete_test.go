@@ -11,6 +11,7 @@ import (
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 )
@@ -20,7 +21,7 @@ import (
 // decides per call (1-based) what the call returns; nil lets it through to
 // the ledger. onCall runs before each call (a test moves its clock there).
 type doneFailingStore struct {
-	ledger.Store
+	ingest.Store
 	fail   func(call int) error
 	onCall func(call int)
 
@@ -50,7 +51,7 @@ func (s *doneFailingStore) Calls() int {
 
 var errStoreDown = errors.New("injected: store unreachable")
 
-func (e *env) doorOn(s ledger.Store) *ingest.Door {
+func (e *env) doorOn(s ingest.Store) *ingest.Door {
 	e.t.Helper()
 	d, err := ingest.New(ingest.Config{Store: s, Sink: e.results, Log: logging.Discard(), Now: e.clock.Now,
 		Lease: 10 * time.Minute, Grace: 90 * time.Second})
@@ -66,7 +67,7 @@ func (e *env) doorOn(s ledger.Store) *ingest.Door {
 func TestDoneCommitFailingOnceIsRetriedNotRepublished(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := &doneFailingStore{Store: e.store, fail: func(call int) error {
+	s := &doneFailingStore{Store: claims.New(e.store), fail: func(call int) error {
 		if call == 1 {
 			return errStoreDown
 		}
@@ -101,7 +102,7 @@ func TestDoneCommitFailingOnceIsRetriedNotRepublished(t *testing.T) {
 func TestDoneCommitAlwaysFailingIsBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := &doneFailingStore{Store: e.store, fail: func(int) error { return errStoreDown }}
+	s := &doneFailingStore{Store: claims.New(e.store), fail: func(int) error { return errStoreDown }}
 	d := e.doorOn(s)
 	r, err := d.Ingest(t.Context(), ev("batches/done-never", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if !errors.Is(err, ingest.ErrUnavailable) || !errors.Is(err, errStoreDown) || !r.Published {
@@ -133,7 +134,7 @@ func TestDoneCommitAlwaysFailingIsBounded(t *testing.T) {
 func TestDoneCommitIsNotRetriedPastTheLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := &doneFailingStore{Store: e.store, fail: func(int) error { return errStoreDown },
+	s := &doneFailingStore{Store: claims.New(e.store), fail: func(int) error { return errStoreDown },
 		onCall: func(int) { e.clock.Advance(6 * time.Minute) }}
 	d := e.doorOn(s)
 	_, err := d.Ingest(t.Context(), ev("batches/done-slow", lifecycle.Succeeded, tDone, event.SourceWebhook))
@@ -151,7 +152,7 @@ func TestDoneCommitIsNotRetriedPastTheLease(t *testing.T) {
 func TestDoneCommitFencedIsNotRetried(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := &doneFailingStore{Store: e.store, fail: func(int) error {
+	s := &doneFailingStore{Store: claims.New(e.store), fail: func(int) error {
 		return fmt.Errorf("complete claim: %w", ledger.ErrFenced)
 	}}
 	d := e.doorOn(s)

@@ -17,6 +17,7 @@ import (
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -38,7 +39,7 @@ func measure(t testing.TB, s *fsledger.Store, f func()) cost {
 func costDoor(t testing.TB) (*ingest.Door, *fsledger.Store, *clock) {
 	s := testutil.FirestoreLedger(t)
 	c := newClock()
-	d, err := ingest.New(ingest.Config{Store: s, Sink: &countingSink{}, Log: logging.Discard(), Now: c.Now})
+	d, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &countingSink{}, Log: logging.Discard(), Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestReplayCost(t *testing.T) {
 	t.Parallel()
 	c := testutil.Firestore(t)
 	s := fsledger.New(c, nil)
-	d, err := ingest.New(ingest.Config{Store: s, Sink: &countingSink{}, Log: logging.Discard(), Now: newClock().Now})
+	d, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &countingSink{}, Log: logging.Discard(), Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}

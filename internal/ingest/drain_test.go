@@ -8,6 +8,7 @@ import (
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
@@ -23,7 +24,7 @@ func TestDrainWaitsForDetachedWork(t *testing.T) {
 		t.Parallel()
 		rec := &testutil.Recorder{}
 		stuck := &stuckSink{inner: rec, entered: make(chan struct{}), release: make(chan struct{})}
-		d := storeDoor(t, s, stuck, newClock())
+		d := storeDoor(t, claims.New(s), stuck, newClock())
 		const id = "gemini:batches%2Fdrain"
 
 		ctx, hangUp := context.WithCancel(t.Context())

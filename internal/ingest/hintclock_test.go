@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -41,7 +42,7 @@ func TestHintsNeverBlockGeminisAnswer(t *testing.T) {
 	const sequences = 150
 	for seq := range sequences {
 		e := newEnv(t)
-		cfg := ingest.Config{Store: e.store, Sink: e.results, Log: logging.Discard(), Now: e.clock.Now}
+		cfg := ingest.Config{Store: claims.New(e.store), Sink: e.results, Log: logging.Discard(), Now: e.clock.Now}
 		if seq%2 == 0 {
 			cfg.Confirmer = f
 		}

@@ -113,9 +113,20 @@ func invalidName(err error) error {
 // message is not late by much.
 const DefaultLease = 10 * time.Minute
 
+// Store is what the door needs from the ledger: the two document reads and
+// the claim protocol's steps (claims.Ledger over any ledger adapter).
+type Store interface {
+	GetOperation(ctx context.Context, id string) (ledger.Operation, error)
+	GetClaim(ctx context.Context, id string) (ledger.Claim, error)
+	CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error)
+	SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error)
+	ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error
+	CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error
+}
+
 // Config holds the door's dependencies.
 type Config struct {
-	Store ledger.Store
+	Store Store
 	Sink  Sink
 	Log   *slog.Logger
 	Now   func() time.Time
@@ -455,11 +466,12 @@ func (d *Door) apply(ctx context.Context, j *job, op ledger.Operation, dec lifec
 	leaseUntil := now.Add(d.cfg.Lease)
 	if dec.EntersTerminal {
 		next.SettledAt, next.SettledBy, next.NextCheckAt = now, string(ev.Source), time.Time{}
-		next.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil}
+		// The store's claim protocol makes it held, its first attempt, and
+		// mirrors it on the operation (claims.Ledger.CommitOperation).
 		claim = &ledger.Claim{
 			ID: op.ID, Key: name.Key(), Operation: name.Canonical,
-			Status: ledger.ClaimHeld, Holder: d.cfg.NewToken(), LeaseUntil: leaseUntil, Attempts: 1,
-			CreatedAt: now, UpdatedAt: now, ExpireAt: now.Add(d.cfg.ClaimTTL),
+			Holder: d.cfg.NewToken(), LeaseUntil: leaseUntil,
+			CreatedAt: now, ExpireAt: now.Add(d.cfg.ClaimTTL),
 			Message: message(next, name.Key()),
 		}
 	}

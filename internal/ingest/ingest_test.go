@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"log/slog"
 	"strings"
@@ -53,7 +54,7 @@ func (e *env) door(s ingest.Sink) *ingest.Door {
 	if s == nil {
 		s = e.results
 	}
-	d, err := ingest.New(ingest.Config{Store: e.store, Sink: s, Log: logging.Discard(), Now: e.clock.Now,
+	d, err := ingest.New(ingest.Config{Store: claims.New(e.store), Sink: s, Log: logging.Discard(), Now: e.clock.Now,
 		Lease: 10 * time.Minute, Grace: 90 * time.Second})
 	if err != nil {
 		e.t.Fatal(err)
@@ -93,7 +94,7 @@ func mustIngest(t *testing.T, d *ingest.Door, e event.Event) ingest.Result {
 	return r
 }
 
-func mustOp(t *testing.T, s ledger.Store, id string) ledger.Operation {
+func mustOp(t *testing.T, s ledger.Reads, id string) ledger.Operation {
 	t.Helper()
 	op, err := s.GetOperation(t.Context(), id)
 	if err != nil {
@@ -102,7 +103,7 @@ func mustOp(t *testing.T, s ledger.Store, id string) ledger.Operation {
 	return op
 }
 
-func mustClaim(t *testing.T, s ledger.Store, id string) ledger.Claim {
+func mustClaim(t *testing.T, s ledger.Reads, id string) ledger.Claim {
 	t.Helper()
 	c, err := s.GetClaim(t.Context(), id)
 	if err != nil {
@@ -386,7 +387,7 @@ func TestLedgerUnavailableIsAnError(t *testing.T) {
 	}
 	defer fs.Close()
 	published := &countingSink{}
-	d, err := ingest.New(ingest.Config{Store: fsledger.New(fs, nil), Sink: published, Log: logging.Discard(), Now: newClock().Now})
+	d, err := ingest.New(ingest.Config{Store: claims.New(fsledger.New(fs, nil)), Sink: published, Log: logging.Discard(), Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +462,7 @@ func TestBurstIsCoalesced(t *testing.T) {
 func TestEveryDecisionLogsOneLine(t *testing.T) {
 	t.Parallel()
 	var buf syncBuffer
-	d, err := ingest.New(ingest.Config{Store: testutil.MemLedger(t), Sink: &countingSink{}, Log: logging.New(&buf, slog.LevelInfo, "p"), Now: newClock().Now})
+	d, err := ingest.New(ingest.Config{Store: claims.New(testutil.MemLedger(t)), Sink: &countingSink{}, Log: logging.New(&buf, slog.LevelInfo, "p"), Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
@@ -48,7 +49,7 @@ func (s *lateSink) Publish(ctx context.Context, m results.Message) error {
 func TestPublishEndsWithinTheLease(t *testing.T) {
 	t.Parallel()
 	rec := &testutil.Recorder{}
-	d, err := ingest.New(ingest.Config{Store: testutil.MemLedger(t), Sink: &lateSink{rec: rec}, Log: logging.Discard(),
+	d, err := ingest.New(ingest.Config{Store: claims.New(testutil.MemLedger(t)), Sink: &lateSink{rec: rec}, Log: logging.Discard(),
 		Now: time.Now, Lease: 300 * time.Millisecond, Grace: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)

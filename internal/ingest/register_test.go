@@ -10,13 +10,14 @@ import (
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 // storeDoor is a door on any ledger, with a test clock.
-func storeDoor(t *testing.T, s ledger.Store, sink ingest.Sink, c *clock) *ingest.Door {
+func storeDoor(t *testing.T, s ingest.Store, sink ingest.Sink, c *clock) *ingest.Door {
 	t.Helper()
 	d, err := ingest.New(ingest.Config{Store: s, Sink: sink, Log: logging.Discard(), Now: c.Now,
 		Lease: 10 * time.Minute, Grace: 90 * time.Second})
@@ -43,7 +44,7 @@ func TestConcurrentRegistrationsKeepEveryCallersMetadata(t *testing.T) {
 	t.Parallel()
 	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
 		t.Parallel()
-		d := storeDoor(t, s, &testutil.Recorder{}, newClock())
+		d := storeDoor(t, claims.New(s), &testutil.Recorder{}, newClock())
 		const n = 8
 		res, errs := make([]ingest.Result, n), make([]error, n)
 		start := make(chan struct{})
@@ -98,7 +99,7 @@ func TestRegisterMergesMetadataWhateverTheState(t *testing.T) {
 	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
 		t.Parallel()
 		rec := &testutil.Recorder{}
-		d := storeDoor(t, s, rec, newClock())
+		d := storeDoor(t, claims.New(s), rec, newClock())
 		const name, id = "batches/reg-late", "gemini:batches%2Freg-late"
 		mustIngest(t, d, event.Event{Name: name, State: lifecycle.Running, UpdateTime: tRun, Source: event.SourceWebhook,
 			UserMetadata: map[string]any{"job": "from-webhook"}})

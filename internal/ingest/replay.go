@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/opname"
 )
 
@@ -69,7 +70,7 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 			op.Replays = op.Replays[len(op.Replays)-ledger.MaxHistory:]
 		}
 		if rebuilt {
-			op.Effect = ledger.EffectMirror{Status: ledger.ClaimDone}
+			claims.MarkDone(&op)
 		}
 		_, _, err := d.cfg.Store.CommitOperation(ctx, op, nil)
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"sync"
 	"testing"
@@ -34,7 +35,7 @@ func (c *crashOnce) At(_ context.Context, p ingest.FaultPoint, _ string) error {
 func recordingDoor(t *testing.T, faults ingest.Faults) (*ingest.Door, *memledger.Store, *testutil.Recorder, *clock) {
 	t.Helper()
 	s, rec, c := testutil.MemLedger(t), &testutil.Recorder{}, newClock()
-	d, err := ingest.New(ingest.Config{Store: s, Sink: rec, Log: logging.Discard(), Now: c.Now, Lease: 10 * time.Minute, Faults: faults})
+	d, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: rec, Log: logging.Discard(), Now: c.Now, Lease: 10 * time.Minute, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}

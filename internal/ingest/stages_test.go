@@ -13,6 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -48,7 +49,7 @@ func (o *decisions) all() []string {
 
 // observedDoor is a door on s whose decisions are logged to the returned
 // buffer and counted by the returned Observer.
-func observedDoor(t *testing.T, s ledger.Store) (*ingest.Door, *testutil.Recorder, *testutil.SyncBuffer, *decisions) {
+func observedDoor(t *testing.T, s ingest.Store) (*ingest.Door, *testutil.Recorder, *testutil.SyncBuffer, *decisions) {
 	t.Helper()
 	rec, buf, obs := &testutil.Recorder{}, &testutil.SyncBuffer{}, &decisions{}
 	d, err := ingest.New(ingest.Config{Store: s, Sink: rec, Log: logging.New(buf, slog.LevelInfo, "p"),
@@ -65,7 +66,7 @@ func observedDoor(t *testing.T, s ledger.Store) (*ingest.Door, *testutil.Recorde
 func TestDrainComesBeforeObserve(t *testing.T) {
 	t.Parallel()
 	s := testutil.MemLedger(t)
-	d, rec, logs, obs := observedDoor(t, s)
+	d, rec, logs, obs := observedDoor(t, claims.New(s))
 	if err := d.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestDrainComesBeforeObserve(t *testing.T) {
 // conflictingStore loses the first n operation commits to a "concurrent
 // writer" (ErrConflict, nothing written).
 type conflictingStore struct {
-	ledger.Store
+	ingest.Store
 	mu   sync.Mutex
 	left int
 }
@@ -112,7 +113,7 @@ func (s *conflictingStore) CommitOperation(ctx context.Context, op ledger.Operat
 // message (the effect runs once, for the attempt that took the claim).
 func TestObserveComesBeforeConflictRetry(t *testing.T) {
 	t.Parallel()
-	s := &conflictingStore{Store: testutil.MemLedger(t), left: 3}
+	s := &conflictingStore{Store: claims.New(testutil.MemLedger(t)), left: 3}
 	d, rec, logs, obs := observedDoor(t, s)
 	res := mustIngest(t, d, ev("batches/contended", lifecycle.Succeeded, tDone, event.SourceWebhook))
 	if res.Outcome != ingest.OutcomeCompleted || !res.Published {

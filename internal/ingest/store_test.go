@@ -13,6 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -23,7 +24,7 @@ import (
 // testStore is a fresh ledger with a way to lose a claim (as the TTL
 // policy or an operator would delete one).
 type testStore struct {
-	ledger.Store
+	ingest.Store
 	deleteClaim func(t *testing.T, id string)
 }
 
@@ -34,7 +35,7 @@ func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 	t.Run("firestore", func(t *testing.T) {
 		t.Parallel()
 		c := testutil.Firestore(t)
-		f(t, testStore{Store: fsledger.New(c, nil), deleteClaim: func(t *testing.T, id string) {
+		f(t, testStore{Store: claims.New(fsledger.New(c, nil)), deleteClaim: func(t *testing.T, id string) {
 			if _, err := c.Collection(fsledger.Claims).Doc(id).Delete(t.Context()); err != nil {
 				t.Fatalf("delete claim: %v", err)
 			}
@@ -48,7 +49,7 @@ func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		f(t, testStore{Store: s, deleteClaim: func(t *testing.T, id string) {
+		f(t, testStore{Store: claims.New(s), deleteClaim: func(t *testing.T, id string) {
 			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 			if err != nil {
 				t.Fatal(err)
@@ -65,7 +66,7 @@ func onBothStores(t *testing.T, f func(t *testing.T, s testStore)) {
 
 // loggingDoor is a door on s that publishes to a recorder and logs JSON
 // lines (INFO and up) to a buffer.
-func loggingDoor(t *testing.T, s ledger.Store, c *clock) (*ingest.Door, *testutil.Recorder, *testutil.SyncBuffer) {
+func loggingDoor(t *testing.T, s ingest.Store, c *clock) (*ingest.Door, *testutil.Recorder, *testutil.SyncBuffer) {
 	t.Helper()
 	rec, buf := &testutil.Recorder{}, &testutil.SyncBuffer{}
 	d, err := ingest.New(ingest.Config{Store: s, Sink: rec, Log: logging.New(buf, slog.LevelInfo, "p"), Now: c.Now,

@@ -59,51 +59,19 @@ func call[T any](b *Bounded, ctx context.Context, what string, f func(context.Co
 	return v, err
 }
 
-// GetOperation implements Store.
+// GetOperation implements Reads.
 func (b *Bounded) GetOperation(ctx context.Context, id string) (Operation, error) {
 	return call(b, ctx, "a read", func(ctx context.Context) (Operation, error) { return b.l.GetOperation(ctx, id) })
 }
 
-type commitResult struct {
-	rev   Revision
-	lease *Lease
+// Apply implements Writes.
+func (b *Bounded) Apply(ctx context.Context, writes ...Write) ([]Revision, error) {
+	return call(b, ctx, "a commit", func(ctx context.Context) ([]Revision, error) { return b.l.Apply(ctx, writes...) })
 }
 
-// CommitOperation implements Store.
-func (b *Bounded) CommitOperation(ctx context.Context, op Operation, claim *Claim) (Revision, *Lease, error) {
-	r, err := call(b, ctx, "a commit", func(ctx context.Context) (commitResult, error) {
-		rev, lease, err := b.l.CommitOperation(ctx, op, claim)
-		return commitResult{rev, lease}, err
-	})
-	return r.rev, r.lease, err
-}
-
-// GetClaim implements Store.
+// GetClaim implements Reads.
 func (b *Bounded) GetClaim(ctx context.Context, id string) (Claim, error) {
 	return call(b, ctx, "a read", func(ctx context.Context) (Claim, error) { return b.l.GetClaim(ctx, id) })
-}
-
-// SeizeClaim implements Store.
-func (b *Bounded) SeizeClaim(ctx context.Context, c Claim, holder string, leaseUntil, expireAt, now time.Time) (*Lease, error) {
-	return call(b, ctx, "a commit", func(ctx context.Context) (*Lease, error) {
-		return b.l.SeizeClaim(ctx, c, holder, leaseUntil, expireAt, now)
-	})
-}
-
-// ReleaseClaim implements Store.
-func (b *Bounded) ReleaseClaim(ctx context.Context, l Lease, expireAt, now time.Time) error {
-	_, err := call(b, ctx, "a commit", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.l.ReleaseClaim(ctx, l, expireAt, now)
-	})
-	return err
-}
-
-// CompleteClaim implements Store.
-func (b *Bounded) CompleteClaim(ctx context.Context, l Lease, now time.Time) error {
-	_, err := call(b, ctx, "a commit", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.l.CompleteClaim(ctx, l, now)
-	})
-	return err
 }
 
 // DueOperations implements Queries.
@@ -123,18 +91,6 @@ func (b *Bounded) StuckOperations(ctx context.Context, cutoff time.Time, limit i
 // DueClaims implements Queries.
 func (b *Bounded) DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error) {
 	return call(b, ctx, "a query", func(ctx context.Context) ([]Claim, error) { return b.l.DueClaims(ctx, now, limit) })
-}
-
-// ScheduleCheck implements Queries.
-func (b *Bounded) ScheduleCheck(ctx context.Context, op Operation, next time.Time, note string, now time.Time) (Revision, error) {
-	return call(b, ctx, "a commit", func(ctx context.Context) (Revision, error) {
-		return b.l.ScheduleCheck(ctx, op, next, note, now)
-	})
-}
-
-// RecordStuckAlert implements Queries.
-func (b *Bounded) RecordStuckAlert(ctx context.Context, op Operation, at, from time.Time) (Revision, error) {
-	return call(b, ctx, "a commit", func(ctx context.Context) (Revision, error) { return b.l.RecordStuckAlert(ctx, op, at, from) })
 }
 
 // ListOperations implements Queries.

@@ -1,11 +1,14 @@
-// Package ledger is the port between the ingest door and the stores that keep
-// operation state and completion claims. Adapters (Firestore, SQLite) live in
-// sub-packages and must all pass the conformance suite in ledgertest.
+// Package ledger is the port between lrosink and the stores that keep
+// operation state and completion claims: storage only. Adapters (memory,
+// SQLite, Firestore) live in sub-packages and must all pass the
+// storage-semantics suite in ledgertest; the claim protocol written on top
+// of the port lives in package claims.
 //
-// Every write is fenced: an operation is written only if it is still at the
-// revision the writer read, a claim only if it is still the one the holder
-// created or seized. A fenced-out writer gets ErrConflict (operations) or
-// ErrFenced (claims) and must re-read; it never overwrites newer data.
+// Every write is fenced: a document is written only if it is still at the
+// revision the writer read (or, to create it, only if absent). A fenced-out
+// write fails with ErrConflict and must be decided again from a new read; it
+// never overwrites newer data. The claim protocol reports a fenced claim
+// write as ErrFenced.
 package ledger
 
 import (
@@ -45,8 +48,8 @@ const (
 // webhook senders, Gemini). Together with the list limits above they keep an
 // operation document and its claim (which carries the results message, so
 // metadata, output and error again) far below Firestore's 1 MiB: the
-// conformance suite commits an operation at every bound (MaximalOperation in
-// ledgertest), about a third of the limit. The map bounds are measured on
+// protocol suite commits an operation at every bound (claimstest, with
+// ledgertest.MaximalOperation), about a third of the limit. The map bounds are measured on
 // EncodeJSON, the form both adapters store.
 const (
 	// MaxMetadataBytes bounds user metadata. /Register refuses more; the
@@ -146,13 +149,14 @@ func Truncate(s string, n int) string {
 }
 
 // Revision identifies the stored version of a document; it means the same
-// in every adapter (ledgertest pins it).
+// in every adapter (ledgertest and claimstest pin it).
 //
 // Version counts the writes to the document: 1 when it is created, and every
-// later write, whichever method makes it, sets it to one more. An operation
-// is written by CommitOperation, ScheduleCheck, RecordStuckAlert, and by the
-// effect mirror of SeizeClaim, ReleaseClaim and CompleteClaim; a claim is created by CommitOperation and written by SeizeClaim,
-// ReleaseClaim and CompleteClaim.
+// later write, whichever Write makes it, sets it to one more. An operation
+// is written by a put (the protocol's CommitOperation), the schedule patch
+// (ScheduleCheck, RecordStuckAlert) and the effect-mirror patch (of
+// SeizeClaim, ReleaseClaim and CompleteClaim); a claim is put by
+// CommitOperation, SeizeClaim, ReleaseClaim and CompleteClaim.
 //
 // Why every write: each of them can race a fenced write made from an earlier
 // read (a seize's mirror against the door's commit of the mirror it read, a
@@ -317,35 +321,109 @@ func (c Claim) Live(now time.Time) bool {
 	return c.Status == ClaimHeld && now.Before(c.LeaseUntil)
 }
 
-// Lease is what a holder keeps to commit or release its claim.
+// Lease is what a holder keeps to commit or release its claim: the claim
+// as it last wrote it (Claim, whose Rev is the fence), so the protocol
+// (package claims) can write the whole document again without a read.
 type Lease struct {
 	ID     string
 	OpID   string
 	Holder string
 	Rev    Revision
+	// Claim is the claim as the holder last wrote it; the store still holds
+	// exactly this while Rev is current.
+	Claim Claim
 }
 
-// Store is what the ingest door needs from a ledger.
-type Store interface {
+// Write is one conditional write of Apply. Exactly one of its fields is set:
+//
+//   - Op puts a whole operation document, on the precondition that the
+//     stored revision still equals Op.Rev (zero: that it does not exist);
+//     its new Version is Op.Rev.Version+1.
+//   - Claim puts a whole claim document on the same precondition on
+//     Claim.Rev.
+//   - Mirror patches the effect mirror of an existing operation and bumps
+//     its Version in place: no precondition on the operation's revision
+//     (the claim write in the same call fences it), only that it exists.
+//   - Schedule writes only the reconciler's fields of an existing operation
+//     (NextCheckAt, Checks, LastCheck, LastCheckAt, StuckAlertedAt and the
+//     StuckKey of Schedule), on the same precondition as Op, keeping every
+//     other field as stored: the reconciler schedules against the revision
+//     the door just wrote without having read what the door wrote.
+type Write struct {
+	Op       *Operation
+	Claim    *Claim
+	Mirror   *Mirror
+	Schedule *Operation
+}
+
+// Mirror is the effect-mirror patch of one operation (Write.Mirror).
+type Mirror struct {
+	OpID   string
+	Effect EffectMirror
+}
+
+// PutOperation is a Write of the whole of op, fenced on op.Rev.
+func PutOperation(op Operation) Write { return Write{Op: &op} }
+
+// PutClaim is a Write of the whole of c, fenced on c.Rev.
+func PutClaim(c Claim) Write { return Write{Claim: &c} }
+
+// PatchSchedule is a Write of the reconciler's fields of op, fenced on
+// op.Rev.
+func PatchSchedule(op Operation) Write { return Write{Schedule: &op} }
+
+// PatchMirror is a Write of the effect mirror of operation opID.
+func PatchMirror(opID string, m EffectMirror) Write {
+	return Write{Mirror: &Mirror{OpID: opID, Effect: m}}
+}
+
+// Describe names the write in errors: "operation ID", "claim ID" or
+// "mirror of operation ID".
+func (w Write) Describe() string {
+	switch {
+	case w.Op != nil:
+		return "operation " + w.Op.ID
+	case w.Claim != nil:
+		return "claim " + w.Claim.ID
+	case w.Mirror != nil:
+		return "mirror of operation " + w.Mirror.OpID
+	case w.Schedule != nil:
+		return "schedule of operation " + w.Schedule.ID
+	}
+	return "empty write"
+}
+
+// Validate reports a write that sets none or more than one of its fields.
+func (w Write) Validate() error {
+	n := 0
+	for _, set := range []bool{w.Op != nil, w.Claim != nil, w.Mirror != nil, w.Schedule != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("ledger: a write sets exactly one of Op, Claim, Mirror, Schedule (this one sets %d)", n)
+	}
+	return nil
+}
+
+// Reads are the document reads of the port.
+type Reads interface {
 	// GetOperation reads one operation; ErrNotFound if absent.
 	GetOperation(ctx context.Context, id string) (Operation, error)
-	// CommitOperation writes op if the stored revision still equals op.Rev
-	// (zero: must not exist), with Version = op.Rev.Version+1. If claim is
-	// non-nil it is created in the same atomic commit and must not exist.
-	// Returns the new operation revision and, with a claim, its lease.
-	CommitOperation(ctx context.Context, op Operation, claim *Claim) (Revision, *Lease, error)
 	// GetClaim reads one claim; ErrNotFound if absent.
 	GetClaim(ctx context.Context, id string) (Claim, error)
-	// SeizeClaim gives claim c (as read, at c.Rev) to a new holder with a new
-	// lease and one more attempt, sets its ExpireAt to expireAt, and mirrors
-	// that on the operation. ErrFenced if the claim changed since it was
-	// read.
-	SeizeClaim(ctx context.Context, c Claim, holder string, leaseUntil, expireAt, now time.Time) (*Lease, error)
-	// ReleaseClaim gives up a held claim at once so the next attempt
-	// retries, and sets its ExpireAt to expireAt.
-	ReleaseClaim(ctx context.Context, l Lease, expireAt, now time.Time) error
-	// CompleteClaim marks the claim DONE if l still holds it; ErrFenced if not.
-	CompleteClaim(ctx context.Context, l Lease, now time.Time) error
+}
+
+// Writes is the one write entry point of the port.
+type Writes interface {
+	// Apply commits writes atomically: all of them or none. Each has its
+	// own precondition (see Write); one that fails fails the call with
+	// ErrConflict, wrapped with which write (where the store can tell),
+	// and nothing is written. It returns each write's new revision, in
+	// order; a Mirror's is the zero Revision (knowing it would cost a read
+	// on Firestore).
+	Apply(ctx context.Context, writes ...Write) ([]Revision, error)
 }
 
 // Queries is what the reconciler and the operator CLI need. Every query is
@@ -370,16 +448,6 @@ type Queries interface {
 	// DueClaims returns up to limit claims that are not DONE and whose lease
 	// ended (or that were released) at or before now, earliest first.
 	DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error)
-	// ScheduleCheck records a reconcile check without touching state: the
-	// next check time, one more check, and a note (e.g. "not-found"). A zero
-	// next means no check is scheduled: it reads back as zero and the
-	// operation is not due. It is fenced on op.Rev like any write
-	// (ErrConflict) and bumps the version.
-	ScheduleCheck(ctx context.Context, op Operation, next time.Time, note string, now time.Time) (Revision, error)
-	// RecordStuckAlert sets op's StuckAlertedAt to at and its StuckFrom to
-	// from without touching anything else; fenced on op.Rev (ErrConflict)
-	// and bumps the version.
-	RecordStuckAlert(ctx context.Context, op Operation, at, from time.Time) (Revision, error)
 	// ListOperations returns up to limit operations, newest submission first,
 	// optionally only those in state (empty: any).
 	ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]Operation, error)
@@ -456,8 +524,46 @@ type DueCursor struct {
 // After returns the cursor just past op.
 func After(op Operation) DueCursor { return DueCursor{NextCheckAt: op.NextCheckAt, ID: op.ID} }
 
-// Ledger is a complete store: what ingest, reconcile and the CLI use.
+// Ledger is the port: a store of operation and claim documents. It reads
+// them, writes them under preconditions (Apply) and answers the indexed
+// queries; it knows nothing of leases, holders or tokens. The rules that
+// decide what to write (seize, release, complete, the effect mirror, the
+// reconciler's schedule and stuck-alert updates) live once, in package
+// claims, over any Ledger.
 type Ledger interface {
-	Store
+	Reads
+	Writes
 	Queries
+}
+
+// CheckWrites reports a call to Apply that no store accepts: no writes, a
+// malformed write, or two writes of one document (Firestore refuses them in
+// one commit, and their order would be a rule, which the port does not
+// keep).
+func CheckWrites(writes []Write) error {
+	if len(writes) == 0 {
+		return errors.New("apply: no writes")
+	}
+	seen := make(map[string]bool, len(writes))
+	for i, w := range writes {
+		if err := w.Validate(); err != nil {
+			return fmt.Errorf("apply: write %d: %w", i, err)
+		}
+		doc := "claims/"
+		switch {
+		case w.Claim != nil:
+			doc += w.Claim.ID
+		case w.Op != nil:
+			doc = "operations/" + w.Op.ID
+		case w.Schedule != nil:
+			doc = "operations/" + w.Schedule.ID
+		default:
+			doc = "operations/" + w.Mirror.OpID
+		}
+		if seen[doc] {
+			return fmt.Errorf("apply: write %d: a second write of %s in one call", i, doc)
+		}
+		seen[doc] = true
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -48,7 +49,7 @@ func newBudgetWorld(t *testing.T, qps float64, shards, concurrency int, sleep fu
 	})
 	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
 	s := testutil.MemLedger(t)
-	door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: w.clk.Now, Grace: 90 * time.Second})
+	door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &testutil.Recorder{}, Log: log, Now: w.clk.Now, Grace: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func newBudgetWorld(t *testing.T, qps float64, shards, concurrency int, sleep fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.rec, err = reconcile.New(reconcile.Config{Ledger: s, Door: door, Gemini: f, Log: log, Now: w.clk.Now,
+	if w.rec, err = reconcile.New(reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: f, Log: log, Now: w.clk.Now,
 		StuckAfter: 6 * time.Hour, Concurrency: concurrency, MaxOperations: 10_000}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"fmt"
 	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"path/filepath"
 	"sync"
@@ -101,7 +102,7 @@ func seed(b *testing.B, w *world, n int) {
 			id := fmt.Sprintf("settled-%06d", i)
 			op := ledger.Operation{ID: "gemini:batches%2F" + id, Name: "batches/" + id, APIName: "batches/" + id, Kind: "batch",
 				State: lifecycle.Succeeded, UpdateTime: tDone, SubmittedAt: tDone, SettledAt: tDone, SettledBy: "webhook"}
-			if _, _, err := w.store.CommitOperation(ctx, op, nil); err != nil {
+			if _, _, err := claims.New(w.store).CommitOperation(ctx, op, nil); err != nil {
 				b.Error(err)
 			}
 		}()
@@ -121,7 +122,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 			}
 			defer store.Close()
 			c := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-			door, err := ingest.New(ingest.Config{Store: store, Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: c.Now, Grace: 90 * time.Second})
+			door, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: c.Now, Grace: 90 * time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -131,7 +132,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: door, Gemini: f, Log: logging.Discard(), Now: c.Now, StuckAfter: 6 * time.Hour})
+			rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(store), Door: door, Gemini: f, Log: logging.Discard(), Now: c.Now, StuckAfter: 6 * time.Hour})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -139,7 +140,7 @@ func BenchmarkPassLedgerSizeSQLite(b *testing.B) {
 				id := fmt.Sprintf("settled-%06d", i)
 				op := ledger.Operation{ID: "gemini:batches%2F" + id, Name: "batches/" + id, APIName: "batches/" + id, Kind: "batch",
 					State: lifecycle.Succeeded, UpdateTime: tDone, SubmittedAt: tDone, SettledAt: tDone, SettledBy: "webhook"}
-				if _, _, err := store.CommitOperation(ctx, op, nil); err != nil {
+				if _, _, err := claims.New(store).CommitOperation(ctx, op, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -10,13 +10,14 @@ import (
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 // failingCommits refuses the next n commits of one operation, as a store
 // that is briefly unreachable does (the simulator's injected ledger errors).
 type failingCommits struct {
-	ledger.Ledger
+	*claims.Ledger
 	mu   sync.Mutex
 	id   string
 	left int
@@ -47,7 +48,7 @@ func (l *failingCommits) CommitOperation(ctx context.Context, op ledger.Operatio
 func TestDegradedPollingKeepsItsIntervalAfterFailedChecks(t *testing.T) {
 	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
 		const fails = 6
-		fl := &failingCommits{Ledger: s, id: "gemini:batches%2Funlucky"}
+		fl := &failingCommits{Ledger: claims.New(s), id: "gemini:batches%2Funlucky"}
 		w := newStoreWorld(t, fl, nil)
 		hook := w.fake.AddWebhook("lrosink", "https://example.com/Webhook")
 		w.fake.SetBatch("unlucky", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})

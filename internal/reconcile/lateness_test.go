@@ -11,6 +11,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -27,11 +28,11 @@ func TestFallingBehindIsVisible(t *testing.T) {
 		clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 		logs := &testutil.SyncBuffer{}
 		log := logging.New(logs, slog.LevelInfo, "")
-		door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+		door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := reconcile.New(reconcile.Config{Ledger: s, Door: door, Gemini: fakeFetcher(t, srv, log), Log: log,
+		rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log,
 			Now: clk.Now, StuckAfter: 6 * time.Hour, MaxOperations: 4, PageSize: 2})
 		if err != nil {
 			t.Fatal(err)

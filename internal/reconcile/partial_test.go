@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -35,11 +36,11 @@ func TestPartialPassLeavesTheRestDue(t *testing.T) {
 		t.Cleanup(slow.Close)
 		clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 		log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
-		door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+		door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := reconcile.New(reconcile.Config{Ledger: s, Door: door, Gemini: fakeFetcher(t, slow, log), Log: log,
+		rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, slow, log), Log: log,
 			Now: clk.Now, StuckAfter: 6 * time.Hour, Concurrency: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -89,11 +90,11 @@ func TestStuckAlertingCutByTheDeadlineIsPartial(t *testing.T) {
 	clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	logs := &testutil.SyncBuffer{}
 	log := logging.New(logs, slog.LevelInfo, "")
-	door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+	door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := reconcile.New(reconcile.Config{Ledger: s, Door: door, Log: log, Now: clk.Now, StuckAfter: 6 * time.Hour})
+	rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(s), Door: door, Log: log, Now: clk.Now, StuckAfter: 6 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

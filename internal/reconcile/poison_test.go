@@ -13,6 +13,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -26,7 +27,7 @@ import (
 // the reconciler's schedule write too, so they cannot even be moved out of
 // the due set.
 type poisonLedger struct {
-	ledger.Ledger
+	*claims.Ledger
 	poison        map[string]bool
 	unschedulable bool
 }
@@ -74,7 +75,7 @@ func newPoisonWorld(t *testing.T, store ledger.Ledger, unschedulable bool) (*poi
 	t.Helper()
 	w := &poisonWorld{store: store, sink: &testutil.Recorder{}, fake: fakegemini.New(),
 		clock: testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))}
-	pl := &poisonLedger{Ledger: store, poison: map[string]bool{}, unschedulable: unschedulable}
+	pl := &poisonLedger{Ledger: claims.New(store), poison: map[string]bool{}, unschedulable: unschedulable}
 	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
 	var err error
 	if w.door, err = ingest.New(ingest.Config{Store: pl, Sink: w.sink, Log: log, Now: w.clock.Now, Grace: 90 * time.Second}); err != nil {

@@ -40,8 +40,14 @@ type Door interface {
 	RetryClaim(ctx context.Context, id string) (ingest.Result, error)
 }
 
-// Ledger is what a pass reads and schedules: indexed queries only.
-type Ledger = ledger.Queries
+// Ledger is what a pass reads and schedules: indexed queries, and the two
+// updates of an operation the claim protocol makes (claims.Ledger).
+type Ledger interface {
+	ledger.Queries
+	// ScheduleCheck and RecordStuckAlert: see claims.Ledger.
+	ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error)
+	RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error)
+}
 
 // DefaultStuckAfter is LROSINK_STUCK_AFTER's default: a pending operation
 // older than this is stuck. Gemini keeps batch jobs up to 24 h, but most

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"log/slog"
 	"net/http"
@@ -53,7 +54,7 @@ func newWorldOn(t testing.TB, adopt int, store ledger.Ledger, reads func() int64
 		clock: testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)), fake: fakegemini.New()}
 	log := logging.New(w.logs, slog.LevelInfo, "")
 	var err error
-	if w.door, err = ingest.New(ingest.Config{Store: w.store, Sink: w.sink, Log: log, Now: w.clock.Now, Grace: 90 * time.Second}); err != nil {
+	if w.door, err = ingest.New(ingest.Config{Store: claims.New(w.store), Sink: w.sink, Log: log, Now: w.clock.Now, Grace: 90 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	srv := w.fake.Start(t)
@@ -63,7 +64,7 @@ func newWorldOn(t testing.TB, adopt int, store ledger.Ledger, reads func() int64
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.rec, err = reconcile.New(reconcile.Config{Ledger: w.store, Door: w.door, Gemini: f, Log: log, Now: w.clock.Now,
+	if w.rec, err = reconcile.New(reconcile.Config{Ledger: claims.New(w.store), Door: w.door, Gemini: f, Log: log, Now: w.clock.Now,
 		StuckAfter: 6 * time.Hour, AdoptPageSize: adopt}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestWebhookAndReconcileRacingOnHundredOperations(t *testing.T) {
 	}
 	w.clock.Advance(2 * time.Minute)
 	// A second door, as the webhook runs in another process.
-	hook, err := ingest.New(ingest.Config{Store: w.store, Sink: w.sink, Log: logging.Discard(), Now: w.clock.Now})
+	hook, err := ingest.New(ingest.Config{Store: claims.New(w.store), Sink: w.sink, Log: logging.Discard(), Now: w.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,7 @@ func TestOrphanIsAdoptedAndSettled(t *testing.T) {
 
 // TestBackoffSchedule: 2 min doubling to a 1 h cap.
 func TestBackoffSchedule(t *testing.T) {
-	r, err := reconcile.New(reconcile.Config{Ledger: fsledger.New(nil, nil), Door: &ingest.Door{}, Log: logging.Discard(), Now: time.Now, StuckAfter: time.Hour})
+	r, err := reconcile.New(reconcile.Config{Ledger: claims.New(fsledger.New(nil, nil)), Door: &ingest.Door{}, Log: logging.Discard(), Now: time.Now, StuckAfter: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -30,11 +31,11 @@ func TestRetention(t *testing.T) {
 		srv := fake.Start(t)
 		clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 		log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
-		door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+		door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := reconcile.Config{Ledger: s, Door: door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: clk.Now,
+		cfg := reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: clk.Now,
 			StuckAfter: 30 * 24 * time.Hour, BackoffMax: time.Hour, Retention: retention}
 		if p, ok := s.(reconcile.Pruner); ok {
 			cfg.Pruner = p

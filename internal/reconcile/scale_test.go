@@ -18,6 +18,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -219,12 +220,12 @@ func runScale(tb testing.TB, c scaleConfig) scaleResult {
 		tb.Fatal(err)
 	}
 	store := testutil.MemLedger(tb)
-	inner, err := ingest.New(ingest.Config{Store: store, Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+	inner, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	door := &lateDoor{Door: inner, clk: clk}
-	rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: door, Gemini: fetchOnly{f}, Log: log, Now: clk.Now,
+	rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(store), Door: door, Gemini: fetchOnly{f}, Log: log, Now: clk.Now,
 		StuckAfter: 24 * time.Hour, Concurrency: c.Concurrency, MaxOperations: c.MaxOperations})
 	if err != nil {
 		tb.Fatal(err)

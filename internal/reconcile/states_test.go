@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -38,12 +39,12 @@ func newStack(t *testing.T, s ledger.Ledger) *stack {
 		sink: &testutil.Recorder{}, fake: fakegemini.New()}
 	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
 	var err error
-	if k.door, err = ingest.New(ingest.Config{Store: s, Sink: k.sink, Log: log, Now: k.clk.Now, Grace: 90 * time.Second}); err != nil {
+	if k.door, err = ingest.New(ingest.Config{Store: claims.New(s), Sink: k.sink, Log: log, Now: k.clk.Now, Grace: 90 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	srv := k.fake.Start(t)
 	k.f = fakeFetcher(t, srv, log)
-	if k.rec, err = reconcile.New(reconcile.Config{Ledger: s, Door: k.door, Gemini: k.f, Log: log, Now: k.clk.Now, StuckAfter: 6 * time.Hour}); err != nil {
+	if k.rec, err = reconcile.New(reconcile.Config{Ledger: claims.New(s), Door: k.door, Gemini: k.f, Log: log, Now: k.clk.Now, StuckAfter: 6 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	return k

@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -34,12 +35,23 @@ func newStoreWorld(t *testing.T, s ledger.Ledger, tune func(*reconcile.Config)) 
 	w := &storeWorld{t: t, fake: fakegemini.New(), logs: &testutil.SyncBuffer{},
 		clock: testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))}
 	log := logging.New(w.logs, slog.LevelInfo, "")
+	// A fault-injecting wrapper already has the protocol: keep its steps.
+	var p interface {
+		ingest.Store
+		reconcile.Ledger
+	} = claims.New(s)
+	if wrapped, ok := s.(interface {
+		ingest.Store
+		reconcile.Ledger
+	}); ok {
+		p = wrapped
+	}
 	var err error
-	if w.door, err = ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: w.clock.Now, Grace: 90 * time.Second}); err != nil {
+	if w.door, err = ingest.New(ingest.Config{Store: p, Sink: &testutil.Recorder{}, Log: log, Now: w.clock.Now, Grace: 90 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	srv := w.fake.Start(t)
-	cfg := reconcile.Config{Ledger: s, Door: w.door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: w.clock.Now, StuckAfter: 6 * time.Hour}
+	cfg := reconcile.Config{Ledger: p, Door: w.door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: w.clock.Now, StuckAfter: 6 * time.Hour}
 	if tune != nil {
 		tune(&cfg)
 	}

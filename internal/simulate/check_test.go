@@ -8,6 +8,7 @@ import (
 	"github.com/lrosink/lrosink/internal/clock"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -32,7 +33,7 @@ func newCheckWorld(t *testing.T) *checkWorld {
 	store := memledger.New()
 	r := &runner{o: o, b: Backend{Name: "memory", Ledger: store}, clock: clock.NewManual(t0.Add(o.Horizon)), t0: t0,
 		fake: fakegemini.New(), sink: &recorder{slow: map[string]bool{}}, faults: &faults{afterPublish: map[string]int{}},
-		stats: newDecisionStats(nil), ledger: store, last: map[string]lifecycle.Current{}}
+		stats: newDecisionStats(nil), ledger: claims.New(store), last: map[string]lifecycle.Current{}}
 	return &checkWorld{t: t, r: r, store: store, t0: t0}
 }
 
@@ -63,19 +64,19 @@ func (w *checkWorld) record(p plan, st lifecycle.State, done bool) {
 	}
 	op := ledger.Operation{ID: id, Name: p.name, APIName: p.name, Kind: p.kind, State: st, SubmittedAt: p.submit, UpdateTime: w.t0.Add(time.Hour)}
 	if !st.Terminal() {
-		if _, _, err := w.store.CommitOperation(ctx, op, nil); err != nil {
+		if _, _, err := claims.New(w.store).CommitOperation(ctx, op, nil); err != nil {
 			w.t.Fatal(err)
 		}
 		return
 	}
 	op.SettledAt, op.SettledBy = w.t0.Add(time.Hour+5*time.Minute), "webhook"
 	c := &ledger.Claim{ID: id, Key: key, Operation: p.name, Status: ledger.ClaimHeld, Holder: "h1", LeaseUntil: op.SettledAt.Add(time.Minute)}
-	_, lease, err := w.store.CommitOperation(ctx, op, c)
+	_, lease, err := claims.New(w.store).CommitOperation(ctx, op, c)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	if done {
-		if err := w.store.CompleteClaim(ctx, *lease, op.SettledAt); err != nil {
+		if err := claims.New(w.store).CompleteClaim(ctx, *lease, op.SettledAt); err != nil {
 			w.t.Fatal(err)
 		}
 	}

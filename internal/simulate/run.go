@@ -20,6 +20,7 @@ import (
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
@@ -206,7 +207,7 @@ type runner struct {
 	counts  faultCounts
 	quiet   atomic.Bool // faults off: the final drain
 	stats   *decisionStats
-	ledger  ledger.Ledger
+	ledger  Ledger
 	mu      sync.Mutex
 	queue   []delivery
 	rep     Report
@@ -262,8 +263,8 @@ func (r *runner) setup() error {
 	r.fake = fakegemini.New(fakegemini.WithClock(r.clock.Now))
 	r.gemini = httptest.NewServer(r.fake.Handler())
 	r.faults = &faults{rate: r.o.Crash, dice: d, counts: &r.counts, disabled: &r.quiet, afterPublish: map[string]int{}}
-	r.poison = &poisonLedger{Ledger: r.b.Ledger, ops: map[string]bool{}}
-	var l ledger.Ledger = &flakyLedger{Ledger: r.poison, rate: r.o.LedgerErrors, dice: d, counts: &r.counts, disabled: &r.quiet}
+	r.poison = &poisonLedger{Ledger: claims.New(r.b.Ledger), ops: map[string]bool{}}
+	var l Ledger = &flakyLedger{Ledger: r.poison, rate: r.o.LedgerErrors, dice: d, counts: &r.counts, disabled: &r.quiet}
 	if r.o.PlantedBug == "unfenced-ledger" {
 		l = unfencedLedger{Ledger: l}
 	} else if r.o.PlantedBug != "" {

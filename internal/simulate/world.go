@@ -19,6 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/results"
 )
 
@@ -126,10 +127,19 @@ func (f *faults) explained(op string) int {
 	return f.afterPublish[op]
 }
 
+// Ledger is what the simulated processes write through: the backend's store
+// with the claim protocol on top (claims.Ledger), which the fault injectors
+// below wrap step by step.
+type Ledger interface {
+	ledger.Ledger
+	ingest.Store
+	reconcile.Ledger
+}
+
 // flakyLedger fails a fraction of ledger calls, as a store that is briefly
 // unreachable does. Fencing errors are never injected: they would be lies.
 type flakyLedger struct {
-	ledger.Ledger
+	Ledger
 	rate     float64
 	dice     *dice
 	counts   *faultCounts
@@ -236,7 +246,7 @@ func (l *flakyLedger) CompleteClaim(ctx context.Context, lease ledger.Lease, now
 // true the reconciler's schedule write as well. ops is filled before the
 // run starts and only read after.
 type poisonLedger struct {
-	ledger.Ledger
+	Ledger
 	ops map[string]bool // doc id → schedule write refused too
 }
 
@@ -259,7 +269,7 @@ func (l *poisonLedger) ScheduleCheck(ctx context.Context, op ledger.Operation, n
 // unfencedLedger is the planted bug of the suite's self-test: a store that
 // ignores fencing (last writer wins, and a claim that already exists is
 // quietly taken over). The simulator must catch it.
-type unfencedLedger struct{ ledger.Ledger }
+type unfencedLedger struct{ Ledger }
 
 func (l unfencedLedger) CommitOperation(ctx context.Context, op ledger.Operation, c *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
 	rev, lease, err := l.Ledger.CommitOperation(ctx, op, c)

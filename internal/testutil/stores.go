@@ -22,7 +22,7 @@ const RequireEmulators = "LROSINK_REQUIRE_EMULATORS"
 
 // MemLedger returns a fresh, empty in-memory ledger: the store of tests
 // about logic (the door, the reconciler, the handlers), which then need no
-// emulator. It passes the same conformance suite as the real adapters and
+// emulator. It passes the same storage suite as the real adapters and
 // tallies reads and writes as the Firestore adapter does.
 func MemLedger(t testing.TB) *memledger.Store {
 	t.Helper()

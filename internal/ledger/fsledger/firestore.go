@@ -9,7 +9,7 @@
 // costs the one read the ingest door already made, plus the writes, and
 // concurrent writers never wait on each other's locks; the loser gets
 // ErrConflict and re-reads. Claims are fenced the same way on their own
-// update time, which every seize, release and completion moves. Both kinds
+// update time, which every write of a claim moves. Both kinds
 // of document also keep the write count ledger.Revision defines in a
 // "version" field, which no precondition reads.
 package fsledger
@@ -320,7 +320,7 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 	return o, nil
 }
 
-func toClaimDoc(c ledger.Claim) (claimDoc, error) {
+func toClaimDoc(c ledger.Claim, version int64) (claimDoc, error) {
 	msg, err := ledger.EncodeJSON(c.Message)
 	if err != nil {
 		return claimDoc{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
@@ -328,8 +328,29 @@ func toClaimDoc(c ledger.Claim) (claimDoc, error) {
 	return claimDoc{
 		Key: c.Key, Operation: c.Operation, Status: string(c.Status), Holder: c.Holder,
 		LeaseUntil: c.LeaseUntil, Attempts: c.Attempts, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
-		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: ptr(c.LeaseUntil), Version: ledger.FirstVersion, Message: string(msg),
+		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: dueAt(c), Version: version, Message: string(msg),
 	}, nil
+}
+
+// dueAt is when the claim's side effect is owed: at its lease's end (or
+// release time); never once DONE.
+func dueAt(c ledger.Claim) *time.Time {
+	if c.Status == ledger.ClaimDone {
+		return nil
+	}
+	return ptr(c.LeaseUntil)
+}
+
+// updates lists every field of d, so an Update (which, unlike Set, takes a
+// precondition) replaces the whole claim; a DONE claim loses due_at.
+func (d claimDoc) updates() []firestore.Update {
+	return []firestore.Update{
+		{Path: "key", Value: d.Key}, {Path: "operation", Value: d.Operation}, {Path: "status", Value: d.Status},
+		{Path: "holder", Value: d.Holder}, {Path: "lease_until", Value: d.LeaseUntil}, {Path: "attempts", Value: d.Attempts},
+		{Path: "created_at", Value: d.CreatedAt}, {Path: "updated_at", Value: d.UpdatedAt}, {Path: "done_at", Value: d.DoneAt},
+		{Path: "expire_at", Value: d.ExpireAt}, {Path: "due_at", Value: orDelete(d.DueAt)}, {Path: "version", Value: d.Version},
+		{Path: "message", Value: d.Message},
+	}
 }
 
 func fromClaimDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Claim, error) {
@@ -352,7 +373,7 @@ func fromClaimDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Claim, er
 	}, nil
 }
 
-// GetOperation implements ledger.Store.
+// GetOperation implements ledger.Reads.
 func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
 	s.counts.Reads.Add(1)
 	snap, err := s.op(id).Get(ctx)
@@ -365,7 +386,7 @@ func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, 
 	return fromOpDoc(id, snap)
 }
 
-// GetClaim implements ledger.Store.
+// GetClaim implements ledger.Reads.
 func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 	s.counts.Reads.Add(1)
 	snap, err := s.claim(id).Get(ctx)
@@ -378,114 +399,118 @@ func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 	return fromClaimDoc(id, snap)
 }
 
-// CommitOperation implements ledger.Store.
-func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
-	doc, err := toOpDoc(op, op.Rev.Version+1)
+// Apply implements ledger.Writes: one commit of every write, each with its
+// precondition (an update fenced on the update time read, or a create; the
+// mirror patch an update that only needs the operation to exist). No
+// document is read: a failed precondition fails the commit, and Firestore
+// then writes nothing. The mirror bumps the operation's version with an
+// increment transform, part of the same write.
+func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Revision, error) {
+	if err := ledger.CheckWrites(writes); err != nil {
+		return nil, fmt.Errorf("firestore: %w", err)
+	}
+	what := "apply"
+	steps := make([]func(*firestore.Transaction) error, len(writes))
+	versions := make([]int64, len(writes))
+	for i, w := range writes {
+		what += " " + w.Describe()
+		var err error
+		switch {
+		case w.Op != nil:
+			versions[i] = w.Op.Rev.Version + 1
+			steps[i], err = s.putOp(*w.Op, versions[i])
+		case w.Claim != nil:
+			versions[i] = w.Claim.Rev.Version + 1
+			steps[i], err = s.putClaim(*w.Claim, versions[i])
+		case w.Schedule != nil:
+			v := *w.Schedule
+			versions[i] = v.Rev.Version + 1
+			ref, ups := s.op(v.ID), []firestore.Update{
+				// Zero times remove the field, as a put stores them: a
+				// zero next check leaves the due query.
+				{Path: "next_check_at", Value: orDelete(ptr(v.NextCheckAt))}, {Path: "checks", Value: v.Checks},
+				{Path: "last_check", Value: v.LastCheck}, {Path: "last_check_at", Value: ptr(v.LastCheckAt)},
+				{Path: "stuck_alerted_at", Value: orDelete(ptr(v.StuckAlertedAt))},
+				// Also moves a document written before stuck_from existed
+				// into the stuck scan.
+				{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(v)))},
+				{Path: "version", Value: versions[i]},
+			}
+			steps[i] = func(tx *firestore.Transaction) error {
+				return tx.Update(ref, ups, firestore.LastUpdateTime(v.Rev.Stamp))
+			}
+		case w.Mirror != nil:
+			ref, m := s.op(w.Mirror.OpID), w.Mirror.Effect
+			steps[i] = func(tx *firestore.Transaction) error {
+				return tx.Update(ref, []firestore.Update{
+					{Path: "effect", Value: effectDoc{Status: string(m.Status), LeaseUntil: ptr(m.LeaseUntil)}},
+					{Path: "version", Value: firestore.Increment(1)},
+				})
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("firestore: apply %s: %w", w.Describe(), err)
+		}
+	}
+	var resp firestore.CommitResponse
+	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+		for _, step := range steps {
+			if err := step(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, firestore.WithCommitResponseTo(&resp))
+	s.counts.Commits.Add(1)
 	if err != nil {
-		return ledger.Revision{}, nil, fmt.Errorf("firestore: commit operation %s: %w", op.ID, err)
+		return nil, mapErr(err, ledger.ErrConflict, what)
+	}
+	results, err := resp.WriteResults()
+	if err != nil || len(results) != len(writes) {
+		return nil, fmt.Errorf("firestore: %s: %d write results for %d writes: %w", what, len(results), len(writes), err)
+	}
+	s.counts.Writes.Add(int64(len(results)))
+	revs := make([]ledger.Revision, len(writes))
+	for i, w := range writes {
+		if w.Mirror == nil {
+			revs[i] = ledger.Revision{Version: versions[i], Stamp: results[i].UpdateTime}
+		}
+	}
+	return revs, nil
+}
+
+// putOp is the write of the whole of op at version. A settled operation
+// gets its expire_at (WithRetention).
+func (s *Store) putOp(op ledger.Operation, version int64) (func(*firestore.Transaction) error, error) {
+	doc, err := toOpDoc(op, version)
+	if err != nil {
+		return nil, err
 	}
 	if s.retention > 0 && op.State.Terminal() && !op.SettledAt.IsZero() {
 		at := op.SettledAt.Add(s.retention)
 		doc.ExpireAt = &at
 	}
-	var cdoc claimDoc
-	if claim != nil {
-		if cdoc, err = toClaimDoc(*claim); err != nil {
-			return ledger.Revision{}, nil, err
-		}
-	}
-	var resp firestore.CommitResponse
-	err = s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
-		var err error
-		if op.Rev.Exists() {
-			err = tx.Update(s.op(op.ID), doc.updates(), firestore.LastUpdateTime(op.Rev.Stamp))
-		} else {
-			err = tx.Create(s.op(op.ID), doc)
-		}
-		if err == nil && claim != nil {
-			err = tx.Create(s.claim(claim.ID), cdoc)
-		}
-		return err
-	}, firestore.WithCommitResponseTo(&resp))
-	s.counts.Commits.Add(1)
-	if err != nil {
-		return ledger.Revision{}, nil, mapErr(err, ledger.ErrConflict, "commit operation "+op.ID)
-	}
-	writes, err := resp.WriteResults()
-	if err != nil || len(writes) == 0 {
-		return ledger.Revision{}, nil, fmt.Errorf("firestore: commit operation %s: no write results: %w", op.ID, err)
-	}
-	s.counts.Writes.Add(int64(len(writes)))
-	rev := ledger.Revision{Version: doc.Version, Stamp: writes[0].UpdateTime}
-	if claim == nil {
-		return rev, nil, nil
-	}
-	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder,
-		Rev: ledger.Revision{Version: cdoc.Version, Stamp: writes[1].UpdateTime}}, nil
+	return put(s.op(op.ID), op.Rev, doc, doc.updates()), nil
 }
 
-// SeizeClaim implements ledger.Store; it also extends expire_at.
-func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
-	version := c.Rev.Version + 1
-	stamp, err := s.updateClaim(ctx, c.ID, c.Rev.Stamp, []firestore.Update{
-		{Path: "status", Value: string(ledger.ClaimHeld)}, {Path: "holder", Value: holder},
-		{Path: "lease_until", Value: leaseUntil}, {Path: "due_at", Value: leaseUntil},
-		{Path: "attempts", Value: c.Attempts + 1}, {Path: "updated_at", Value: now}, {Path: "expire_at", Value: expireAt},
-		{Path: "version", Value: version},
-	}, effectDoc{Status: string(ledger.ClaimHeld), LeaseUntil: &leaseUntil})
+// putClaim is the write of the whole of c at version.
+func (s *Store) putClaim(c ledger.Claim, version int64) (func(*firestore.Transaction) error, error) {
+	doc, err := toClaimDoc(c, version)
 	if err != nil {
 		return nil, err
 	}
-	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: ledger.Revision{Version: version, Stamp: stamp}}, nil
+	return put(s.claim(c.ID), c.Rev, doc, doc.updates()), nil
 }
 
-// ReleaseClaim implements ledger.Store; it also extends expire_at.
-func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error {
-	_, err := s.updateClaim(ctx, l.ID, l.Rev.Stamp, []firestore.Update{
-		{Path: "status", Value: string(ledger.ClaimReleased)}, {Path: "holder", Value: ""},
-		{Path: "lease_until", Value: now}, {Path: "due_at", Value: now}, {Path: "updated_at", Value: now},
-		{Path: "expire_at", Value: expireAt}, {Path: "version", Value: l.Rev.Version + 1},
-	}, effectDoc{Status: string(ledger.ClaimReleased), LeaseUntil: &now})
-	return err
-}
-
-// updateClaim changes a claim fenced on its update time and mirrors its
-// status on the operation, atomically. The mirror is not fenced on the
-// operation (the claim's fence orders it), so it bumps the operation's
-// version with an increment transform: part of the same write, no read.
-func (s *Store) updateClaim(ctx context.Context, id string, stamp time.Time, ups []firestore.Update, mirror effectDoc) (time.Time, error) {
-	var resp firestore.CommitResponse
-	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
-		if err := tx.Update(s.claim(id), ups, firestore.LastUpdateTime(stamp)); err != nil {
-			return err
-		}
-		return tx.Update(s.op(id), []firestore.Update{{Path: "effect", Value: mirror}, {Path: "version", Value: firestore.Increment(1)}})
-	}, firestore.WithCommitResponseTo(&resp))
-	s.counts.Commits.Add(1)
-	if err != nil {
-		return time.Time{}, mapErr(err, ledger.ErrFenced, "update claim "+id)
+// put writes a whole document read at rev: a create if rev is zero, else an
+// update of every field (updates) fenced on the update time read.
+func put(ref *firestore.DocumentRef, rev ledger.Revision, doc any, updates []firestore.Update) func(*firestore.Transaction) error {
+	if !rev.Exists() {
+		return func(tx *firestore.Transaction) error { return tx.Create(ref, doc) }
 	}
-	writes, err := resp.WriteResults()
-	if err != nil || len(writes) == 0 {
-		return time.Time{}, fmt.Errorf("firestore: update claim %s: no write results: %w", id, err)
+	return func(tx *firestore.Transaction) error {
+		return tx.Update(ref, updates, firestore.LastUpdateTime(rev.Stamp))
 	}
-	s.counts.Writes.Add(int64(len(writes)))
-	return writes[0].UpdateTime, nil
-}
-
-// CompleteClaim implements ledger.Store: fenced on the claim's update time,
-// so a holder whose lease was seized can never mark it DONE; the operation's
-// mirror says DONE in the same commit (a list page then needs no claim read
-// per row, and a duplicate none after the lease).
-func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
-	_, err := s.updateClaim(ctx, l.ID, l.Rev.Stamp, []firestore.Update{
-		{Path: "status", Value: string(ledger.ClaimDone)}, {Path: "done_at", Value: now},
-		{Path: "updated_at", Value: now}, {Path: "due_at", Value: firestore.Delete}, {Path: "version", Value: l.Rev.Version + 1},
-	}, effectDoc{Status: string(ledger.ClaimDone)})
-	if err != nil {
-		return fmt.Errorf("complete claim: %w", err)
-	}
-	return nil
 }
 
 // mapErr turns a failed precondition (or a create that found the document,
@@ -552,40 +577,6 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 		q = q.Where("state", "==", string(state))
 	}
 	return query(ctx, s, q.OrderBy("submitted_at", firestore.Desc).Limit(limit), "list operations", fromOpDoc)
-}
-
-// RecordStuckAlert implements ledger.Queries.
-func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error) {
-	op.StuckFrom = from
-	return s.updateOp(ctx, "record stuck alert", op, []firestore.Update{{Path: "stuck_alerted_at", Value: orDelete(ptr(at))},
-		{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(op)))}})
-}
-
-// ScheduleCheck implements ledger.Queries. Times are stored as a full
-// commit stores them: a zero next removes next_check_at (no check is
-// scheduled, so the due query cannot see it), as a settled operation has none.
-func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
-	return s.updateOp(ctx, "schedule check", op, []firestore.Update{
-		{Path: "next_check_at", Value: orDelete(ptr(next))}, {Path: "checks", Value: op.Checks + 1},
-		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)},
-		// Moves a document written before stuck_from existed into the
-		// stuck scan; otherwise rewrites the value read.
-		{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(op)))},
-	})
-}
-
-// updateOp writes some fields of op, fenced on its update time, and bumps
-// its version: one write, no read.
-func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, ups []firestore.Update) (ledger.Revision, error) {
-	version := op.Rev.Version + 1
-	wr, err := s.op(op.ID).Update(ctx, append(ups, firestore.Update{Path: "version", Value: version}),
-		firestore.LastUpdateTime(op.Rev.Stamp))
-	s.counts.Commits.Add(1)
-	if err != nil {
-		return ledger.Revision{}, mapErr(err, ledger.ErrConflict, verb+" "+op.ID)
-	}
-	s.counts.Writes.Add(1)
-	return ledger.Revision{Version: version, Stamp: wr.UpdateTime}, nil
 }
 
 // listQuery is PageOperations' and CountOperations' query without a stuck

@@ -11,11 +11,22 @@ import (
 
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
+	"github.com/lrosink/lrosink/internal/ledger/claims/claimstest"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 )
 
 func TestConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledger.Ledger {
+		c, _ := emutest.Firestore(t)
+		return New(c, nil)
+	})
+}
+
+// TestProtocol runs the claim protocol's suite on the emulator: an
+// integration test of the protocol on the store whose fence is Stamp.
+func TestProtocol(t *testing.T) {
+	claimstest.Run(t, func(t *testing.T) ledger.Ledger {
 		c, _ := emutest.Firestore(t)
 		return New(c, nil)
 	})
@@ -68,7 +79,7 @@ func TestMaximalDocumentsFitWithRoom(t *testing.T) {
 	s := New(c, nil)
 	ctx := t.Context()
 	op, claim := ledgertest.MaximalOperation("h1", time.Now().Add(time.Minute))
-	if _, _, err := s.CommitOperation(ctx, op, claim); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, op, claim); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 	for _, ref := range []*firestore.DocumentRef{s.op(op.ID), s.claim(op.ID)} {
@@ -113,7 +124,7 @@ func TestReadsDocumentsWrittenBefore(t *testing.T) {
 		t.Fatalf("old document read as metadata %#v output %#v", got.UserMetadata, got.Output)
 	}
 	got.Checks++
-	if _, _, err := s.CommitOperation(ctx, got, nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, got, nil); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := s.op("old").Get(ctx)
@@ -139,12 +150,12 @@ func TestReadsClaimsWrittenBefore(t *testing.T) {
 	op := ledgertest.Op("oldc")
 	op.State, op.NextCheckAt = "SUCCEEDED", time.Time{}
 	claim := ledgertest.Claim("oldc", "h1", time.Unix(0, 0))
-	claim.Attempts = 2
-	if _, _, err := s.CommitOperation(ctx, op, claim); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, op, claim); err != nil {
 		t.Fatal(err)
 	}
-	// The old shape: no version field.
-	if _, err := s.claim("oldc").Update(ctx, []firestore.Update{{Path: "version", Value: firestore.Delete}}); err != nil {
+	// The old shape: no version field, after a second attempt (the
+	// protocol creates claims at their first).
+	if _, err := s.claim("oldc").Update(ctx, []firestore.Update{{Path: "version", Value: firestore.Delete}, {Path: "attempts", Value: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	read, err := s.GetClaim(ctx, "oldc")
@@ -155,7 +166,7 @@ func TestReadsClaimsWrittenBefore(t *testing.T) {
 		t.Fatalf("old claim read at version %d, want its attempts (2)", read.Rev.Version)
 	}
 	now := time.Now()
-	lease, err := s.SeizeClaim(ctx, read, "h2", now.Add(time.Minute), now.Add(time.Hour), now)
+	lease, err := claims.New(s).SeizeClaim(ctx, read, "h2", now.Add(time.Minute), now.Add(time.Hour), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +200,7 @@ func TestStuckScanAdoptsDocumentsWrittenBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ScheduleCheck(ctx, read, cutoff, "ok", cutoff); err != nil {
+	if _, err := claims.New(s).ScheduleCheck(ctx, read, cutoff, "ok", cutoff); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.StuckOperations(ctx, cutoff, 10)

@@ -1,9 +1,13 @@
-// Package ledgertest is the conformance suite every ledger adapter must pass:
-// the fencing and atomicity the ingest door relies on, including under
-// concurrency.
+// Package ledgertest is the storage-semantics suite every ledger adapter
+// must pass: documents round-trip, every write's precondition
+// (create-if-absent, update-if-revision), the mirror patch, atomic Apply
+// calls (one failed precondition writes nothing), the indexed queries, and
+// fencing under concurrency. It knows no lease: the claim protocol has its
+// own suite (package claims/claimstest).
 package ledgertest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,41 +30,31 @@ type NewStore func(t *testing.T) ledger.Ledger
 // Run runs the suite.
 func Run(t *testing.T, newStore NewStore) {
 	tests := map[string]func(*testing.T, ledger.Ledger){
-		"GetMissing":                    testGetMissing,
-		"CreateAndRead":                 testCreateAndRead,
-		"CreateTwiceConflicts":          testCreateTwice,
-		"StaleRevisionConflicts":        testStaleRevision,
-		"ClaimCreatedAtomically":        testClaimAtomic,
-		"ExistingClaimBlocksCommit":     testExistingClaim,
-		"CompleteFencedOnLease":         testCompleteFenced,
-		"SeizeFencesOldHolder":          testSeize,
-		"ReleaseThenSeize":              testRelease,
-		"ConcurrentCommitsOneWins":      testConcurrentCommits,
-		"ConcurrentSeizesOneWins":       testConcurrentSeizes,
-		"TimesKeepMicroseconds":         testTimePrecision,
-		"MessageRoundTripsVerbatim":     testMessage,
-		"MissingClaimCannotComplete":    testMissingClaim,
-		"DueOperations":                 testDueOperations,
-		"CountDue":                      testCountDue,
-		"StuckOperations":               testStuckOperations,
-		"DueClaims":                     testDueClaims,
-		"ScheduleCheck":                 testScheduleCheck,
-		"RecordStuckAlert":              testRecordStuckAlert,
-		"ListOperations":                testListOperations,
-		"PageOperations":                testPageOperations,
-		"SearchOperations":              testSearchOperations,
-		"FreeFormValuesRoundTrip":       testFreeForm,
-		"MaximalOperationCommits":       testMaximal,
-		"SeizeAndReleaseExtendExpiry":   testExpiry,
-		"GeminiStatusRoundTrips":        testGeminiStatus,
-		"RevisionCountsOperationWrites": testOperationRevision,
-		"RevisionCountsClaimWrites":     testClaimRevision,
-		"MirrorWriteFencesStaleWrites":  testMirrorFences,
-		"ScheduleCheckWithoutNext":      testScheduleNoNext,
-		"EmptyListsReadAsNil":           testEmptyLists,
-		"NumbersRoundTripExactly":       testNumbersExact,
-		"DeliveryLogBoundedApart":       testDeliveryLog,
-		"CountPendingAndDue":            testCounts,
+		"GetMissing":                 testGetMissing,
+		"CreateAndRead":              testCreateAndRead,
+		"CreateTwiceConflicts":       testCreateTwice,
+		"StaleRevisionConflicts":     testStaleRevision,
+		"ClaimCreatedAtomically":     testClaimAtomic,
+		"ExistingClaimBlocksCommit":  testExistingClaim,
+		"ConcurrentCommitsOneWins":   testConcurrentCommits,
+		"TimesKeepMicroseconds":      testTimePrecision,
+		"DueOperations":              testDueOperations,
+		"CountDue":                   testCountDue,
+		"StuckOperations":            testStuckOperations,
+		"DueClaims":                  testDueClaims,
+		"ListOperations":             testListOperations,
+		"PageOperations":             testPageOperations,
+		"SearchOperations":           testSearchOperations,
+		"FreeFormValuesRoundTrip":    testFreeForm,
+		"EmptyListsReadAsNil":        testEmptyLists,
+		"NumbersRoundTripExactly":    testNumbersExact,
+		"DeliveryLogBoundedApart":    testDeliveryLog,
+		"CountPendingAndDue":         testCounts,
+		"ClaimPreconditions":         testClaimPreconditions,
+		"MirrorPatch":                testMirrorPatch,
+		"AtomicApply":                testAtomicApply,
+		"RefusedCalls":               testRefusedCalls,
+		"ConcurrentClaimPutsOneWins": testConcurrentClaimPuts,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -71,6 +65,13 @@ func Run(t *testing.T, newStore NewStore) {
 }
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
+
+// T0 is the suites' clock: every fixture's times are near it.
+var T0 = t0
+
+// Far is the expiry the tests that are not about it give seized and
+// released claims.
+var Far = far
 
 // far is the expiry the tests that are not about it give seized and
 // released claims.
@@ -96,22 +97,48 @@ func Claim(id, holder string, leaseUntil time.Time) *ledger.Claim {
 	}
 }
 
-func mustCommit(t *testing.T, s ledger.Store, op ledger.Operation, c *ledger.Claim) (ledger.Revision, *ledger.Lease) {
+// commit puts op and creates c (if not nil) in one Apply: the writes of a
+// state change that settles an operation.
+func commit(ctx context.Context, s ledger.Writes, op ledger.Operation, c *ledger.Claim) ([]ledger.Revision, error) {
+	writes := []ledger.Write{ledger.PutOperation(op)}
+	if c != nil {
+		writes = append(writes, ledger.PutClaim(*c))
+	}
+	return s.Apply(ctx, writes...)
+}
+
+// mustCommit is commit that must succeed; it returns the operation's new
+// revision and, with a claim, the claim's.
+func mustCommit(t *testing.T, s ledger.Writes, op ledger.Operation, c *ledger.Claim) (ledger.Revision, *ledger.Revision) {
 	t.Helper()
-	rev, lease, err := s.CommitOperation(t.Context(), op, c)
+	revs, err := commit(t.Context(), s, op, c)
 	if err != nil {
 		t.Fatalf("commit %s: %v", op.ID, err)
 	}
-	return rev, lease
+	if c == nil {
+		return revs[0], nil
+	}
+	return revs[0], &revs[1]
 }
 
-func mustGet(t *testing.T, s ledger.Store, id string) ledger.Operation {
+// MustGet reads operation id, which must exist.
+func MustGet(t *testing.T, s ledger.Reads, id string) ledger.Operation {
+	t.Helper()
+	return mustGet(t, s, id)
+}
+
+func mustGet(t *testing.T, s ledger.Reads, id string) ledger.Operation {
 	t.Helper()
 	op, err := s.GetOperation(t.Context(), id)
 	if err != nil {
 		t.Fatalf("get %s: %v", id, err)
 	}
 	return op
+}
+
+// Terminal returns op moved to SUCCEEDED with its effect mirror held.
+func Terminal(op ledger.Operation, leaseUntil time.Time) ledger.Operation {
+	return terminal(op, leaseUntil)
 }
 
 // terminal returns op moved to SUCCEEDED with its effect mirror held.
@@ -155,7 +182,7 @@ func testCreateAndRead(t *testing.T, s ledger.Ledger) {
 
 func testCreateTwice(t *testing.T, s ledger.Ledger) {
 	mustCommit(t, s, Op("a2"), nil)
-	if _, _, err := s.CommitOperation(t.Context(), Op("a2"), nil); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := commit(t.Context(), s, Op("a2"), nil); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("second create = %v, want ErrConflict", err)
 	}
 }
@@ -168,7 +195,7 @@ func testStaleRevision(t *testing.T, s ledger.Ledger) {
 	mustCommit(t, s, first, nil)
 	second := read // still at the old revision
 	second.State = lifecycle.RequiresAction
-	if _, _, err := s.CommitOperation(t.Context(), second, nil); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := commit(t.Context(), s, second, nil); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit at stale revision = %v, want ErrConflict", err)
 	}
 	if got := mustGet(t, s, "a3"); got.State != lifecycle.Running || got.Rev.Version != 2 {
@@ -179,9 +206,9 @@ func testStaleRevision(t *testing.T, s ledger.Ledger) {
 func testClaimAtomic(t *testing.T, s ledger.Ledger) {
 	mustCommit(t, s, Op("a4"), nil)
 	op := terminal(mustGet(t, s, "a4"), t0.Add(time.Minute))
-	_, lease := mustCommit(t, s, op, Claim("a4", "h1", t0.Add(time.Minute)))
-	if lease == nil || lease.Holder != "h1" || lease.ID != "a4" {
-		t.Fatalf("lease %+v", lease)
+	_, crev := mustCommit(t, s, op, Claim("a4", "h1", t0.Add(time.Minute)))
+	if crev == nil || crev.Version != ledger.FirstVersion {
+		t.Fatalf("claim revision %+v, want version 1", crev)
 	}
 	c, err := s.GetClaim(t.Context(), "a4")
 	if err != nil {
@@ -201,7 +228,7 @@ func testExistingClaim(t *testing.T, s ledger.Ledger) {
 	// may change.
 	other := terminal(mustGet(t, s, "a5"), t0)
 	other.SettledBy = "reconcile"
-	if _, _, err := s.CommitOperation(t.Context(), other, Claim("a5", "h2", t0)); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := commit(t.Context(), s, other, Claim("a5", "h2", t0)); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit with an existing claim = %v, want ErrConflict", err)
 	}
 	if got := mustGet(t, s, "a5"); got.SettledBy != "webhook" || got.Rev.Version != 2 {
@@ -212,87 +239,15 @@ func testExistingClaim(t *testing.T, s ledger.Ledger) {
 	}
 }
 
-func settled(t *testing.T, s ledger.Store, id, holder string, leaseUntil time.Time) *ledger.Lease {
-	t.Helper()
-	mustCommit(t, s, Op(id), nil)
-	_, lease := mustCommit(t, s, terminal(mustGet(t, s, id), leaseUntil), Claim(id, holder, leaseUntil))
-	return lease
-}
-
-func testCompleteFenced(t *testing.T, s ledger.Ledger) {
-	lease := settled(t, s, "a6", "h1", t0.Add(time.Minute))
-	forged := *lease
-	forged.Holder, forged.Rev = "someone-else", ledger.Revision{Version: 7, Stamp: t0}
-	if err := s.CompleteClaim(t.Context(), forged, t0); !errors.Is(err, ledger.ErrFenced) {
-		t.Fatalf("complete with a foreign lease = %v, want ErrFenced", err)
-	}
-	if err := s.CompleteClaim(t.Context(), *lease, t0.Add(time.Second)); err != nil {
-		t.Fatalf("complete: %v", err)
-	}
-	c, _ := s.GetClaim(t.Context(), "a6")
-	if c.Status != ledger.ClaimDone || !c.DoneAt.Equal(t0.Add(time.Second)) {
-		t.Fatalf("claim after complete %+v", c)
-	}
-	if err := s.CompleteClaim(t.Context(), *lease, t0.Add(2*time.Second)); !errors.Is(err, ledger.ErrFenced) {
-		t.Fatalf("second complete = %v, want ErrFenced", err)
-	}
-}
-
-func testSeize(t *testing.T, s ledger.Ledger) {
-	old := settled(t, s, "a7", "h1", t0.Add(time.Minute))
-	c, _ := s.GetClaim(t.Context(), "a7")
-	now := t0.Add(2 * time.Minute) // the lease ran out
-	lease, err := s.SeizeClaim(t.Context(), c, "h2", now.Add(time.Minute), far, now)
-	if err != nil {
-		t.Fatalf("seize: %v", err)
-	}
-	if lease.Holder != "h2" {
-		t.Fatalf("lease %+v", lease)
-	}
-	if err := s.CompleteClaim(t.Context(), *old, now); !errors.Is(err, ledger.ErrFenced) {
-		t.Fatalf("late DONE by the old holder = %v, want ErrFenced", err)
-	}
-	if _, err := s.SeizeClaim(t.Context(), c, "h3", now.Add(time.Minute), far, now); !errors.Is(err, ledger.ErrFenced) {
-		t.Fatalf("seize from a stale read = %v, want ErrFenced", err)
-	}
-	got, _ := s.GetClaim(t.Context(), "a7")
-	if got.Holder != "h2" || got.Attempts != 2 || got.Status != ledger.ClaimHeld {
-		t.Fatalf("claim after seize %+v", got)
-	}
-	if op := mustGet(t, s, "a7"); op.Effect.Status != ledger.ClaimHeld || !op.Effect.LeaseUntil.Equal(now.Add(time.Minute)) {
-		t.Fatalf("mirror after seize %+v", op.Effect)
-	}
-	if err := s.CompleteClaim(t.Context(), *lease, now); err != nil {
-		t.Fatalf("new holder completes: %v", err)
-	}
-}
-
-func testRelease(t *testing.T, s ledger.Ledger) {
-	lease := settled(t, s, "a8", "h1", t0.Add(time.Hour))
-	if err := s.ReleaseClaim(t.Context(), *lease, far, t0); err != nil {
-		t.Fatalf("release: %v", err)
-	}
-	if op := mustGet(t, s, "a8"); op.Effect.Status != ledger.ClaimReleased || !op.Effect.Owed(t0) {
-		t.Fatalf("mirror after release %+v", op.Effect)
-	}
-	if err := s.CompleteClaim(t.Context(), *lease, t0); !errors.Is(err, ledger.ErrFenced) {
-		t.Fatalf("complete after release = %v, want ErrFenced", err)
-	}
-	c, _ := s.GetClaim(t.Context(), "a8")
-	if c.Status != ledger.ClaimReleased || c.Live(t0) {
-		t.Fatalf("claim after release %+v", c)
-	}
-	l2, err := s.SeizeClaim(t.Context(), c, "h2", t0.Add(time.Minute), far, t0)
-	if err != nil {
-		t.Fatalf("seize released claim: %v", err)
-	}
-	if err := s.CompleteClaim(t.Context(), *l2, t0); err != nil {
-		t.Fatalf("complete: %v", err)
-	}
-}
-
 // exactlyOneWins runs write n times at once and requires exactly one
 // success; every other attempt must fail with the fencing error lost.
+// ExactlyOneWins runs write(i) for 8 racing writers and fails t unless
+// exactly one succeeds and every other fails with lost.
+func ExactlyOneWins(t *testing.T, what string, lost error, write func(i int) error) {
+	t.Helper()
+	exactlyOneWins(t, what, lost, write)
+}
+
 func exactlyOneWins(t *testing.T, what string, lost error, write func(i int) error) {
 	t.Helper()
 	const n = 8
@@ -325,21 +280,12 @@ func testConcurrentCommits(t *testing.T, s ledger.Ledger) {
 	read := mustGet(t, s, "a9")
 	exactlyOneWins(t, "commits from one read", ledger.ErrConflict, func(i int) error {
 		op := terminal(read, t0.Add(time.Minute))
-		_, _, err := s.CommitOperation(t.Context(), op, Claim("a9", fmt.Sprint("h", i), t0.Add(time.Minute)))
+		_, err := commit(t.Context(), s, op, Claim("a9", fmt.Sprint("h", i), t0.Add(time.Minute)))
 		return err
 	})
 	if got := mustGet(t, s, "a9"); got.Rev.Version != 2 {
 		t.Fatalf("version %d, want 2", got.Rev.Version)
 	}
-}
-
-func testConcurrentSeizes(t *testing.T, s ledger.Ledger) {
-	settled(t, s, "a10", "h0", t0)
-	c, _ := s.GetClaim(t.Context(), "a10")
-	exactlyOneWins(t, "seizes", ledger.ErrFenced, func(i int) error {
-		_, err := s.SeizeClaim(t.Context(), c, fmt.Sprint("h", i+1), t0.Add(time.Hour), far, t0.Add(time.Minute))
-		return err
-	})
 }
 
 func testTimePrecision(t *testing.T, s ledger.Ledger) {
@@ -355,26 +301,11 @@ func testTimePrecision(t *testing.T, s ledger.Ledger) {
 	}
 }
 
-func testMessage(t *testing.T, s ledger.Ledger) {
-	settled(t, s, "a12", "h1", t0)
-	c, err := s.GetClaim(t.Context(), "a12")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _ := Claim("a12", "h1", t0).Message.Data()
-	got, _ := c.Message.Data()
-	if string(got) != string(want) {
-		t.Fatalf("message changed in the store:\n got %s\nwant %s", got, want)
-	}
-}
+// IDs returns the operations' ids, in order.
+func IDs(ops []ledger.Operation) []string { return ids(ops) }
 
-func testMissingClaim(t *testing.T, s ledger.Ledger) {
-	mustCommit(t, s, Op("a13"), nil)
-	l := ledger.Lease{ID: "a13", OpID: "a13", Holder: "h", Rev: ledger.Revision{Version: 1, Stamp: t0}}
-	if err := s.CompleteClaim(t.Context(), l, t0); !errors.Is(err, ledger.ErrFenced) {
-		t.Fatalf("complete missing claim = %v, want ErrFenced", err)
-	}
-}
+// Same reports whether two id lists are equal.
+func Same(a, b []string) bool { return same(a, b) }
 
 func ids(ops []ledger.Operation) []string {
 	out := make([]string, len(ops))
@@ -479,9 +410,8 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 	if !s1.StuckFrom.Equal(s1.SubmittedAt) {
 		t.Fatalf("before any alert StuckFrom = %v, want the submission time %v", s1.StuckFrom, s1.SubmittedAt)
 	}
-	if _, err := s.RecordStuckAlert(t.Context(), s1, t0, t0.Add(-5*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	s1.StuckAlertedAt, s1.StuckFrom = t0, t0.Add(-5*time.Hour) // an alert
+	mustCommit(t, s, s1, nil)
 	s1 = mustGet(t, s, "s1")
 	s1.State = lifecycle.Running
 	mustCommit(t, s, s1, nil)
@@ -502,15 +432,13 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 }
 
 func testDueClaims(t *testing.T, s ledger.Ledger) {
-	settled(t, s, "c1", "h1", t0.Add(time.Minute))     // lease ends at +1m
-	l2 := settled(t, s, "c2", "h2", t0.Add(time.Hour)) // released at +30s
-	if err := s.ReleaseClaim(t.Context(), *l2, far, t0.Add(30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	l3 := settled(t, s, "c3", "h3", t0) // DONE: never due
-	if err := s.CompleteClaim(t.Context(), *l3, t0); err != nil {
-		t.Fatal(err)
-	}
+	settled(t, s, "c1", "h1", t0.Add(time.Minute)) // lease ends at +1m
+	c2 := settled(t, s, "c2", "h2", t0.Add(time.Hour))
+	c2.Status, c2.Holder, c2.LeaseUntil = ledger.ClaimReleased, "", t0.Add(30*time.Second) // released at +30s
+	mustApply(t, s, ledger.PutClaim(c2))
+	c3 := settled(t, s, "c3", "h3", t0)
+	c3.Status, c3.DoneAt = ledger.ClaimDone, t0 // DONE: never due
+	mustApply(t, s, ledger.PutClaim(c3))
 	settled(t, s, "c4", "h4", t0.Add(time.Hour)) // live
 	got, err := s.DueClaims(t.Context(), t0.Add(2*time.Minute), 10)
 	if err != nil {
@@ -522,61 +450,6 @@ func testDueClaims(t *testing.T, s ledger.Ledger) {
 	}
 	if !same(gotIDs, []string{"c2", "c1"}) {
 		t.Fatalf("due claims = %v, want [c2 c1]", gotIDs)
-	}
-}
-
-func testScheduleCheck(t *testing.T, s ledger.Ledger) {
-	mustCommit(t, s, Op("k1"), nil)
-	op := mustGet(t, s, "k1")
-	rev, err := s.ScheduleCheck(t.Context(), op, t0.Add(4*time.Minute), "not-found", t0.Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := mustGet(t, s, "k1")
-	if got.Rev.Version != 2 || rev.Version != 2 || got.Checks != 1 || got.LastCheck != "not-found" ||
-		!got.NextCheckAt.Equal(t0.Add(4*time.Minute)) || !got.LastCheckAt.Equal(t0.Add(time.Minute)) || got.State != lifecycle.Pending {
-		t.Fatalf("after schedule %+v", got)
-	}
-	if _, err := s.ScheduleCheck(t.Context(), op, t0, "x", t0); !errors.Is(err, ledger.ErrConflict) {
-		t.Fatalf("schedule at a stale revision = %v, want ErrConflict", err)
-	}
-	// A commit from before the schedule must not overwrite it either.
-	stale := op
-	stale.State = lifecycle.Running
-	if _, _, err := s.CommitOperation(t.Context(), stale, nil); !errors.Is(err, ledger.ErrConflict) {
-		t.Fatalf("commit at a revision older than the schedule = %v, want ErrConflict", err)
-	}
-}
-
-func testRecordStuckAlert(t *testing.T, s ledger.Ledger) {
-	mustCommit(t, s, Op("sa1"), nil)
-	op := mustGet(t, s, "sa1")
-	if !op.StuckAlertedAt.IsZero() {
-		t.Fatalf("a new operation has StuckAlertedAt %v", op.StuckAlertedAt)
-	}
-	at := t0.Add(6 * time.Hour)
-	rev, err := s.RecordStuckAlert(t.Context(), op, at, at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := mustGet(t, s, "sa1")
-	if got.Rev.Version != 2 || rev.Version != 2 || !got.StuckAlertedAt.Equal(at) || got.State != lifecycle.Pending ||
-		got.Checks != op.Checks || !got.NextCheckAt.Equal(op.NextCheckAt) || got.UserMetadata["job"] != "j1" {
-		t.Fatalf("after recording the alert %+v", got)
-	}
-	if _, err := s.RecordStuckAlert(t.Context(), op, at.Add(time.Hour), at); !errors.Is(err, ledger.ErrConflict) {
-		t.Fatalf("record at a stale revision = %v, want ErrConflict", err)
-	}
-	// Every later write keeps it: a check, and a commit of what was read.
-	got.Rev = rev
-	if rev, err = s.ScheduleCheck(t.Context(), got, t0.Add(7*time.Hour), "ok", at); err != nil {
-		t.Fatal(err)
-	}
-	got = mustGet(t, s, "sa1")
-	got.State = lifecycle.Running
-	mustCommit(t, s, got, nil)
-	if got = mustGet(t, s, "sa1"); !got.StuckAlertedAt.Equal(at) || got.Rev.Version != 4 {
-		t.Fatalf("after a check and a commit %+v, want StuckAlertedAt %v kept", got, at)
 	}
 }
 
@@ -634,6 +507,12 @@ func Normalized(m map[string]any) map[string]any {
 		panic(err)
 	}
 	return out
+}
+
+// CheckFree fails t unless got is want as the store keeps it (Normalized).
+func CheckFree(t *testing.T, what string, got, want map[string]any) {
+	t.Helper()
+	checkFree(t, what, got, want)
 }
 
 func checkFree(t *testing.T, what string, got, want map[string]any) {
@@ -729,142 +608,6 @@ func MaximalOperation(holder string, leaseUntil time.Time) (ledger.Operation, *l
 		LeaseUntil: leaseUntil, Attempts: 1, CreatedAt: t0, UpdatedAt: t0, ExpireAt: t0.Add(30 * 24 * time.Hour),
 		Message: results.Message{Operation: op.Name, Kind: "video", State: string(op.State), GeminiStatus: results.RawStatus(op.GeminiStatus), UpdateTime: t0,
 			SettledBy: op.SettledBy, SettledAt: t0, IdempotencyKey: key, Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata},
-	}
-}
-
-// testMaximal: an operation at every bound commits with its claim, takes a
-// seizure and a release, is rewritten, and reads back whole (Firestore: the
-// operation and the claim stay under 1 MiB).
-func testMaximal(t *testing.T, s ledger.Ledger) {
-	op, c := MaximalOperation("h1", t0.Add(time.Minute))
-	_, lease := mustCommit(t, s, op, c)
-	got, err := s.GetClaim(t.Context(), op.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := t0.Add(2 * time.Minute)
-	l2, err := s.SeizeClaim(t.Context(), got, "h2", now.Add(time.Minute), far, now)
-	if err != nil {
-		t.Fatalf("seize: %v", err)
-	}
-	if err := s.CompleteClaim(t.Context(), *lease, now); !errors.Is(err, ledger.ErrFenced) {
-		t.Fatalf("complete by the seized holder = %v, want ErrFenced", err)
-	}
-	if err := s.ReleaseClaim(t.Context(), *l2, far, now); err != nil {
-		t.Fatalf("release: %v", err)
-	}
-	read := mustGet(t, s, op.ID)
-	read.Checks++
-	mustCommit(t, s, read, nil)
-	read = mustGet(t, s, op.ID)
-	if read.Name != op.Name || read.APIName != op.APIName || read.GeminiStatus != op.GeminiStatus || read.Checks != op.Checks+1 || read.Error == nil || *read.Error != *op.Error ||
-		!reflect.DeepEqual(read.History, op.History) || !reflect.DeepEqual(read.Conflicts, op.Conflicts) ||
-		!reflect.DeepEqual(read.Replays, op.Replays) || read.Effect.Status != ledger.ClaimReleased {
-		t.Errorf("maximal operation changed in the store")
-	}
-	checkFree(t, "maximal metadata", read.UserMetadata, op.UserMetadata)
-	checkFree(t, "maximal output", read.Output, op.Output)
-	claim, err := s.GetClaim(t.Context(), op.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _ := c.Message.Data()
-	if data, _ := claim.Message.Data(); string(data) != string(want) || claim.Status != ledger.ClaimReleased {
-		t.Errorf("maximal claim changed in the store (status %s)", claim.Status)
-	}
-}
-
-// testExpiry: a claim's ExpireAt (which drives the TTL policy) is moved to
-// the given time by every seize and every release, so a claim whose side
-// effect keeps failing is never deleted while it is still being retried.
-// Completing it leaves ExpireAt as the last seize set it.
-func testExpiry(t *testing.T, s ledger.Ledger) {
-	settled(t, s, "e1", "h1", t0.Add(time.Minute))
-	c, _ := s.GetClaim(t.Context(), "e1")
-	if !c.ExpireAt.Equal(t0.Add(30 * 24 * time.Hour)) {
-		t.Fatalf("new claim expires %v", c.ExpireAt)
-	}
-	now := t0.Add(20 * 24 * time.Hour)
-	lease, err := s.SeizeClaim(t.Context(), c, "h2", now.Add(time.Minute), now.Add(30*24*time.Hour), now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c, _ = s.GetClaim(t.Context(), "e1"); !c.ExpireAt.Equal(now.Add(30 * 24 * time.Hour)) {
-		t.Fatalf("after a seize the claim expires %v, want %v", c.ExpireAt, now.Add(30*24*time.Hour))
-	}
-	later := now.Add(45 * 24 * time.Hour)
-	if err := s.ReleaseClaim(t.Context(), *lease, later.Add(30*24*time.Hour), later); err != nil {
-		t.Fatal(err)
-	}
-	if c, _ = s.GetClaim(t.Context(), "e1"); !c.ExpireAt.Equal(later.Add(30 * 24 * time.Hour)) {
-		t.Fatalf("after a release the claim expires %v, want %v", c.ExpireAt, later.Add(30*24*time.Hour))
-	}
-	lease, err = s.SeizeClaim(t.Context(), c, "h3", later.Add(time.Minute), later.Add(31*24*time.Hour), later)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CompleteClaim(t.Context(), *lease, later); err != nil {
-		t.Fatal(err)
-	}
-	if c, _ = s.GetClaim(t.Context(), "e1"); c.Status != ledger.ClaimDone || !c.ExpireAt.Equal(later.Add(31*24*time.Hour)) {
-		t.Fatalf("after DONE: %s, expires %v", c.Status, c.ExpireAt)
-	}
-}
-
-// testGeminiStatus: the raw Gemini status is kept on the operation through
-// every write (a commit, a schedule check, a mirror change), and a claim's
-// message keeps it verbatim, as it keeps a null one (a message settled
-// before the status was recorded).
-func testGeminiStatus(t *testing.T, s ledger.Ledger) {
-	op := Op("g1")
-	op.State, op.GeminiStatus = lifecycle.Running, "requires_continuation"
-	mustCommit(t, s, op, nil)
-	got := mustGet(t, s, "g1")
-	if got.GeminiStatus != "requires_continuation" {
-		t.Fatalf("after create: gemini status %q", got.GeminiStatus)
-	}
-	if _, err := s.ScheduleCheck(t.Context(), got, t0.Add(time.Hour), "not-found", t0); err != nil {
-		t.Fatal(err)
-	}
-	got = mustGet(t, s, "g1")
-	if got.GeminiStatus != "requires_continuation" {
-		t.Fatalf("after schedule check: gemini status %q", got.GeminiStatus)
-	}
-	next := terminal(got, t0.Add(time.Minute))
-	next.State, next.GeminiStatus = lifecycle.Incomplete, "budget_exceeded"
-	c := Claim("g1", "h1", t0.Add(time.Minute))
-	c.Message.State, c.Message.GeminiStatus = string(lifecycle.Incomplete), "budget_exceeded"
-	_, lease := mustCommit(t, s, next, c)
-	if err := s.ReleaseClaim(t.Context(), *lease, far, t0); err != nil {
-		t.Fatal(err)
-	}
-	got = mustGet(t, s, "g1")
-	if got.GeminiStatus != "budget_exceeded" || got.State != lifecycle.Incomplete || got.Effect.Status != ledger.ClaimReleased {
-		t.Fatalf("after settle and release: state %s gemini status %q effect %s", got.State, got.GeminiStatus, got.Effect.Status)
-	}
-	claim, err := s.GetClaim(t.Context(), "g1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if claim.Message.GeminiStatus != "budget_exceeded" || claim.Message.State != "INCOMPLETE" {
-		t.Fatalf("claim message gemini status %q state %s", claim.Message.GeminiStatus, claim.Message.State)
-	}
-
-	// A claim written without a status reads back without one: data null.
-	mustCommit(t, s, Op("g2"), nil)
-	legacy := Claim("g2", "h1", t0.Add(time.Minute))
-	legacy.Message.GeminiStatus = ""
-	mustCommit(t, s, terminal(mustGet(t, s, "g2"), t0.Add(time.Minute)), legacy)
-	claim, err = s.GetClaim(t.Context(), "g2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := claim.Message.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(data), `"gemini_status":null`) {
-		t.Fatalf("legacy claim message data %s, want gemini_status null", data)
 	}
 }
 
@@ -985,194 +728,6 @@ func testPageOperations(t *testing.T, s ledger.Ledger) {
 	}
 }
 
-// sameRev reports whether two revisions are the same stored version.
-func sameRev(a, b ledger.Revision) bool { return a.Version == b.Version && a.Stamp.Equal(b.Stamp) }
-
-// testOperationRevision pins ledger.Revision for an operation: every write
-// to it, whichever method makes it (the effect mirror of a seize or release
-// too), sets Version to one more, so Version counts its writes; a write
-// that returns a revision returns the one a read then gives; completing the
-// claim does not write the operation.
-func testOperationRevision(t *testing.T, s ledger.Ledger) {
-	const id = "r1"
-	expect := func(step string, version int64, returned *ledger.Revision) ledger.Operation {
-		t.Helper()
-		got := mustGet(t, s, id)
-		if got.Rev.Version != version {
-			t.Fatalf("after %s: operation version %d, want %d", step, got.Rev.Version, version)
-		}
-		if returned != nil && !sameRev(*returned, got.Rev) {
-			t.Fatalf("after %s: the write returned %+v, a read gives %+v", step, *returned, got.Rev)
-		}
-		return got
-	}
-	rev, _ := mustCommit(t, s, Op(id), nil)
-	op := expect("create", 1, &rev)
-	rev, err := s.ScheduleCheck(t.Context(), op, t0.Add(time.Hour), "ok", t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	op = expect("schedule check", 2, &rev)
-	if rev, err = s.RecordStuckAlert(t.Context(), op, t0, t0); err != nil {
-		t.Fatal(err)
-	}
-	op = expect("stuck alert", 3, &rev)
-	rev, _ = mustCommit(t, s, terminal(op, t0.Add(time.Minute)), Claim(id, "h1", t0.Add(time.Minute)))
-	expect("settle", 4, &rev)
-	now := t0.Add(2 * time.Minute)
-	c, err := s.GetClaim(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l2, err := s.SeizeClaim(t.Context(), c, "h2", now.Add(time.Minute), far, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect("seize (effect mirror)", 5, nil)
-	if err := s.ReleaseClaim(t.Context(), *l2, far, now); err != nil {
-		t.Fatal(err)
-	}
-	expect("release (effect mirror)", 6, nil)
-	if c, err = s.GetClaim(t.Context(), id); err != nil {
-		t.Fatal(err)
-	}
-	l3, err := s.SeizeClaim(t.Context(), c, "h3", now.Add(time.Minute), far, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect("second seize", 7, nil)
-	if err := s.CompleteClaim(t.Context(), *l3, now); err != nil {
-		t.Fatal(err)
-	}
-	// DONE is mirrored on the operation in the same commit, so a list page
-	// tells a done claim from a held one without reading the claim.
-	op = expect("complete (mirrors DONE)", 8, nil)
-	if op.Effect.Status != ledger.ClaimDone || !op.Effect.LeaseUntil.IsZero() {
-		t.Fatalf("mirror after complete: %+v, want DONE without a lease", op.Effect)
-	}
-	op.Checks++
-	rev, _ = mustCommit(t, s, op, nil)
-	expect("commit after the claim's writes", 9, &rev)
-}
-
-// testClaimRevision pins ledger.Revision for a claim: 1 when created with
-// its operation, one more with every seize, release and completion; a
-// lease carries the claim's revision as a read then gives it.
-func testClaimRevision(t *testing.T, s ledger.Ledger) {
-	const id = "r2"
-	expect := func(step string, version int64, lease *ledger.Lease) ledger.Claim {
-		t.Helper()
-		c, err := s.GetClaim(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Rev.Version != version {
-			t.Fatalf("after %s: claim version %d, want %d", step, c.Rev.Version, version)
-		}
-		if lease != nil && !sameRev(lease.Rev, c.Rev) {
-			t.Fatalf("after %s: the lease holds %+v, a read gives %+v", step, lease.Rev, c.Rev)
-		}
-		return c
-	}
-	lease := settled(t, s, id, "h1", t0.Add(time.Minute))
-	c := expect("create", 1, lease)
-	now := t0.Add(2 * time.Minute)
-	l2, err := s.SeizeClaim(t.Context(), c, "h2", now.Add(time.Minute), far, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect("seize", 2, l2)
-	if err := s.ReleaseClaim(t.Context(), *l2, far, now); err != nil {
-		t.Fatal(err)
-	}
-	c = expect("release", 3, nil)
-	l3, err := s.SeizeClaim(t.Context(), c, "h3", now.Add(time.Minute), far, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect("second seize", 4, l3)
-	if err := s.CompleteClaim(t.Context(), *l3, now); err != nil {
-		t.Fatal(err)
-	}
-	if c = expect("complete", 5, nil); c.Attempts != 3 {
-		t.Fatalf("attempts %d after three holders, want 3", c.Attempts)
-	}
-}
-
-// testMirrorFences: a seize or release rewrites the operation's effect
-// mirror, so every fenced write from a read taken before it (a commit, a
-// schedule check, a stuck alert) must fail rather than put the old mirror
-// back or write next to it.
-func testMirrorFences(t *testing.T, s ledger.Ledger) {
-	const id = "m1"
-	lease := settled(t, s, id, "h1", t0.Add(time.Minute))
-	before := mustGet(t, s, id)
-	if err := s.ReleaseClaim(t.Context(), *lease, far, t0); err != nil {
-		t.Fatal(err)
-	}
-	after := mustGet(t, s, id)
-	if after.Rev.Version != before.Rev.Version+1 || after.Effect.Status != ledger.ClaimReleased || !after.Effect.LeaseUntil.Equal(t0) {
-		t.Fatalf("after release: version %d (before %d), mirror %+v", after.Rev.Version, before.Rev.Version, after.Effect)
-	}
-	staleWrites := func(step string, stale ledger.Operation) {
-		t.Helper()
-		conflicted := stale
-		conflicted.Conflicts = []ledger.HistoryEntry{{At: t0, Source: "webhook", State: lifecycle.Failed, Reason: "terminal-conflict"}}
-		if _, _, err := s.CommitOperation(t.Context(), conflicted, nil); !errors.Is(err, ledger.ErrConflict) {
-			t.Fatalf("commit from a read older than the %s = %v, want ErrConflict", step, err)
-		}
-		if _, err := s.ScheduleCheck(t.Context(), stale, t0.Add(time.Hour), "ok", t0); !errors.Is(err, ledger.ErrConflict) {
-			t.Fatalf("schedule check from a read older than the %s = %v, want ErrConflict", step, err)
-		}
-		if _, err := s.RecordStuckAlert(t.Context(), stale, t0, t0); !errors.Is(err, ledger.ErrConflict) {
-			t.Fatalf("stuck alert from a read older than the %s = %v, want ErrConflict", step, err)
-		}
-	}
-	staleWrites("release", before)
-	c, err := s.GetClaim(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SeizeClaim(t.Context(), c, "h2", t0.Add(time.Hour), far, t0); err != nil {
-		t.Fatal(err)
-	}
-	staleWrites("seize", after)
-	got := mustGet(t, s, id)
-	if got.Effect.Status != ledger.ClaimHeld || !got.Effect.LeaseUntil.Equal(t0.Add(time.Hour)) || len(got.Conflicts) != 0 ||
-		got.Checks != 0 || !got.StuckAlertedAt.IsZero() || got.Rev.Version != after.Rev.Version+1 {
-		t.Fatalf("after the seize and the refused stale writes %+v", got)
-	}
-}
-
-// testScheduleNoNext: a zero next time means no scheduled check, on every
-// store: it reads back as zero and the operation leaves DueOperations until
-// a later schedule gives it a time again.
-func testScheduleNoNext(t *testing.T, s ledger.Ledger) {
-	const id = "z1"
-	mustCommit(t, s, Op(id), nil)
-	rev, err := s.ScheduleCheck(t.Context(), mustGet(t, s, id), time.Time{}, "gave-up", t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := mustGet(t, s, id)
-	if !got.NextCheckAt.IsZero() || got.Checks != 1 || got.LastCheck != "gave-up" || !sameRev(got.Rev, rev) {
-		t.Fatalf("after scheduling no check %+v", got)
-	}
-	due, err := s.DueOperations(t.Context(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(due) != 0 {
-		t.Fatalf("due with no check scheduled = %v, want none", ids(due))
-	}
-	if _, err := s.ScheduleCheck(t.Context(), got, t0.Add(time.Minute), "ok", t0); err != nil {
-		t.Fatal(err)
-	}
-	if due, err = s.DueOperations(t.Context(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !same(ids(due), []string{id}) {
-		t.Fatalf("due after scheduling again = %v, %v; want [%s]", ids(due), err, id)
-	}
-}
-
 // testEmptyLists: an operation's lists (history, conflicts, replays) carry
 // no difference between absent and empty: an empty or nil one reads back
 // as nil, on the create and the update path, on every store.
@@ -1236,3 +791,214 @@ func testSearchOperations(t *testing.T, s ledger.Ledger) {
 		}
 	}
 }
+
+// settled commits operation id settled with a claim held by holder, and
+// returns the claim as read.
+func settled(t *testing.T, s ledger.Ledger, id, holder string, leaseUntil time.Time) ledger.Claim {
+	t.Helper()
+	mustCommit(t, s, Op(id), nil)
+	mustCommit(t, s, terminal(mustGet(t, s, id), leaseUntil), Claim(id, holder, leaseUntil))
+	c, err := s.GetClaim(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustApply(t *testing.T, s ledger.Writes, writes ...ledger.Write) []ledger.Revision {
+	t.Helper()
+	revs, err := s.Apply(t.Context(), writes...)
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	return revs
+}
+
+// testClaimPreconditions: a claim is created only if absent and updated
+// only at the revision read; a failed write changes nothing; each put sets
+// Version to one more.
+func testClaimPreconditions(t *testing.T, s ledger.Ledger) {
+	c := settled(t, s, "p1", "h1", t0.Add(time.Minute))
+	if c.Rev.Version != ledger.FirstVersion {
+		t.Fatalf("created claim at version %d, want 1", c.Rev.Version)
+	}
+	again := *Claim("p1", "h2", t0)
+	if _, err := s.Apply(t.Context(), ledger.PutClaim(again)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second create of a claim = %v, want ErrConflict", err)
+	}
+	next := c
+	next.Holder, next.Attempts = "h2", 2
+	revs := mustApply(t, s, ledger.PutClaim(next))
+	got, err := s.GetClaim(t.Context(), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Holder != "h2" || got.Attempts != 2 || got.Rev.Version != 2 || revs[0].Version != 2 || !revs[0].Stamp.Equal(got.Rev.Stamp) {
+		t.Fatalf("after a put at the revision read: %+v (returned %+v)", got, revs[0])
+	}
+	stale := c // still at version 1
+	stale.Holder = "h3"
+	if _, err := s.Apply(t.Context(), ledger.PutClaim(stale)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("put of a claim at a stale revision = %v, want ErrConflict", err)
+	}
+	gone := *Claim("p-none", "h", t0)
+	gone.Rev = got.Rev
+	if _, err := s.Apply(t.Context(), ledger.PutClaim(gone)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("update of a missing claim = %v, want ErrConflict", err)
+	}
+	if got, _ := s.GetClaim(t.Context(), "p1"); got.Holder != "h2" || got.Rev.Version != 2 {
+		t.Fatalf("a failed put changed the claim: %+v", got)
+	}
+}
+
+// testMirrorPatch: the mirror patch sets the operation's effect mirror and
+// bumps its version in place, whatever revision the writer read, and
+// changes nothing else; on a missing operation it is a failed
+// precondition.
+func testMirrorPatch(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("m1"), nil)
+	before := mustGet(t, s, "m1")
+	revs := mustApply(t, s, ledger.PatchMirror("m1", ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: t0}))
+	if revs[0].Exists() {
+		t.Fatalf("a mirror returned revision %+v, want the zero revision", revs[0])
+	}
+	got := mustGet(t, s, "m1")
+	if got.Rev.Version != before.Rev.Version+1 || got.Effect.Status != ledger.ClaimReleased || !got.Effect.LeaseUntil.Equal(t0) {
+		t.Fatalf("after the mirror patch: version %d effect %+v; want version %d, RELEASED until %v", got.Rev.Version, got.Effect, before.Rev.Version+1, t0)
+	}
+	got.Rev, got.Effect = before.Rev, before.Effect
+	if !reflect.DeepEqual(got, before) {
+		t.Fatalf("the mirror patch changed more than the mirror:\n got %+v\nwant %+v", got, before)
+	}
+	// The patch moved the fence: a put from the read before it fails.
+	if _, err := commit(t.Context(), s, before, nil); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("put from a read before the mirror patch = %v, want ErrConflict", err)
+	}
+	if _, err := s.Apply(t.Context(), ledger.PatchMirror("m-none", ledger.EffectMirror{Status: ledger.ClaimDone})); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("mirror patch of a missing operation = %v, want ErrConflict", err)
+	}
+	if _, err := s.GetOperation(t.Context(), "m-none"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("a mirror patch created operation m-none: %v", err)
+	}
+}
+
+// testAtomicApply: the writes of one call commit all or none. A call whose
+// last write is fenced out writes none of the others, whichever kind
+// they are.
+func testAtomicApply(t *testing.T, s ledger.Ledger) {
+	c := settled(t, s, "x1", "h1", t0.Add(time.Minute))
+	op := mustGet(t, s, "x1")
+	mustCommit(t, s, Op("x2"), nil)
+	x2 := mustGet(t, s, "x2")
+	x2.State = lifecycle.Running
+	stale := c
+	stale.Rev = ledger.Revision{Version: 9, Stamp: t0}
+	moved := c
+	moved.Holder = "h2"
+	for name, writes := range map[string][]ledger.Write{
+		"stale claim last": {ledger.PutOperation(x2), ledger.PatchMirror("x1", ledger.EffectMirror{Status: ledger.ClaimDone}), ledger.PutClaim(stale)},
+		"missing mirror":   {ledger.PutClaim(moved), ledger.PatchMirror("x-none", ledger.EffectMirror{Status: ledger.ClaimDone})},
+		"created exists":   {ledger.PutOperation(x2), ledger.PutClaim(*Claim("x1", "h3", t0))},
+	} {
+		if _, err := s.Apply(t.Context(), writes...); !errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("%s: Apply = %v, want ErrConflict", name, err)
+		}
+		if got := mustGet(t, s, "x2"); got.State != lifecycle.Pending || got.Rev.Version != x2.Rev.Version {
+			t.Fatalf("%s: a failed call wrote operation x2: %+v", name, got)
+		}
+		if got := mustGet(t, s, "x1"); got.Rev.Version != op.Rev.Version || got.Effect != op.Effect {
+			t.Fatalf("%s: a failed call wrote operation x1: %+v", name, got)
+		}
+		if got, _ := s.GetClaim(t.Context(), "x1"); got.Holder != "h1" || got.Rev.Version != c.Rev.Version {
+			t.Fatalf("%s: a failed call wrote claim x1: %+v", name, got)
+		}
+	}
+	// And one whose preconditions all hold writes every document.
+	moved.Status = ledger.ClaimDone
+	revs := mustApply(t, s, ledger.PutOperation(x2), ledger.PutClaim(moved), ledger.PatchMirror("x1", ledger.EffectMirror{Status: ledger.ClaimDone}))
+	if revs[0].Version != x2.Rev.Version+1 || revs[1].Version != c.Rev.Version+1 {
+		t.Fatalf("revisions %+v", revs)
+	}
+	if got := mustGet(t, s, "x1"); got.Effect.Status != ledger.ClaimDone || got.Rev.Version != op.Rev.Version+1 {
+		t.Fatalf("operation x1 after the call: %+v", got)
+	}
+}
+
+// testRefusedCalls: a call no store accepts (no write, an empty write, two
+// writes of one document) fails before anything is written.
+func testRefusedCalls(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("w1"), nil)
+	op := mustGet(t, s, "w1")
+	for name, writes := range map[string][]ledger.Write{
+		"none":      nil,
+		"empty":     {{}},
+		"two kinds": {{Op: &op, Claim: Claim("w1", "h", t0)}},
+		"twice":     {ledger.PutOperation(op), ledger.PatchMirror("w1", ledger.EffectMirror{Status: ledger.ClaimDone})},
+	} {
+		if _, err := s.Apply(t.Context(), writes...); err == nil || errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("%s: Apply = %v, want a refusal (not a conflict)", name, err)
+		}
+	}
+	if got := mustGet(t, s, "w1"); got.Rev.Version != op.Rev.Version {
+		t.Fatalf("a refused call wrote: %+v", got)
+	}
+}
+
+// testConcurrentClaimPuts: racing puts of one claim from one read: exactly
+// one wins, the others are fenced out.
+func testConcurrentClaimPuts(t *testing.T, s ledger.Ledger) {
+	c := settled(t, s, "q1", "h0", t0)
+	exactlyOneWins(t, "claim puts from one read", ledger.ErrConflict, func(i int) error {
+		next := c
+		next.Holder = fmt.Sprint("h", i+1)
+		_, err := s.Apply(t.Context(), ledger.PutClaim(next), ledger.PatchMirror("q1", ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: t0}))
+		return err
+	})
+	if got, _ := s.GetClaim(t.Context(), "q1"); got.Rev.Version != 2 {
+		t.Fatalf("claim version %d after the race, want 2", got.Rev.Version)
+	}
+}
+
+// testSchedulePatch: the schedule patch writes the reconciler's fields
+// only, at the revision read (from a write it did not read, too), and keeps
+// every other field as stored; at a stale revision it is a conflict.
+func testSchedulePatch(t *testing.T, s ledger.Ledger) {
+	mustCommit(t, s, Op("sp1"), nil)
+	read := mustGet(t, s, "sp1")
+	moved := read
+	moved.State, moved.GeminiStatus = lifecycle.Running, "JOB_STATE_RUNNING"
+	rev, _ := mustCommit(t, s, moved, nil)
+	sched := read // the fields as first read, at the revision written since
+	sched.Rev = rev
+	sched.NextCheckAt, sched.Checks, sched.LastCheck, sched.LastCheckAt = t0.Add(time.Hour), 3, "not-found", t0
+	sched.StuckAlertedAt, sched.StuckFrom = t0, t0.Add(-time.Hour)
+	revs := mustApply(t, s, ledger.PatchSchedule(sched))
+	got := mustGet(t, s, "sp1")
+	if !sameRevision(revs[0], got.Rev) || got.Rev.Version != rev.Version+1 {
+		t.Fatalf("returned %+v, read %+v; want version %d", revs[0], got.Rev, rev.Version+1)
+	}
+	if got.State != lifecycle.Running || got.GeminiStatus != "JOB_STATE_RUNNING" {
+		t.Fatalf("the schedule patch wrote more than its fields: state %s, gemini status %q", got.State, got.GeminiStatus)
+	}
+	if !got.NextCheckAt.Equal(t0.Add(time.Hour)) || got.Checks != 3 || got.LastCheck != "not-found" || !got.LastCheckAt.Equal(t0) ||
+		!got.StuckAlertedAt.Equal(t0) || !got.StuckFrom.Equal(t0.Add(-time.Hour)) {
+		t.Fatalf("after the schedule patch: %+v", got)
+	}
+	// No next check: the field reads back zero and the operation is not due.
+	unscheduled := got
+	unscheduled.NextCheckAt = time.Time{}
+	mustApply(t, s, ledger.PatchSchedule(unscheduled))
+	if due, err := s.DueOperations(t.Context(), t0.Add(48*time.Hour), ledger.DueCursor{}, 10); err != nil || len(due) != 0 {
+		t.Fatalf("due after a schedule without a next check = %v, %v", ids(due), err)
+	}
+	if _, err := s.Apply(t.Context(), ledger.PatchSchedule(sched)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("schedule patch at a stale revision = %v, want ErrConflict", err)
+	}
+	missing := Op("sp-none")
+	missing.Rev = got.Rev
+	if _, err := s.Apply(t.Context(), ledger.PatchSchedule(missing)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("schedule patch of a missing operation = %v, want ErrConflict", err)
+	}
+}
+
+func sameRevision(a, b ledger.Revision) bool { return a.Version == b.Version && a.Stamp.Equal(b.Stamp) }

@@ -31,11 +31,11 @@ func RunPrune(t *testing.T, newStore func(*testing.T) Pruner) {
 		if id == "recent" {
 			op.SettledAt = t0.Add(2 * time.Hour)
 		}
-		_, lease := mustCommit(t, s, op, Claim(id, "h", t0.Add(time.Minute)))
-		if id != "owed" {
-			if err := s.CompleteClaim(ctx, *lease, t0); err != nil {
-				t.Fatal(err)
-			}
+		c := Claim(id, "h", t0.Add(time.Minute))
+		_, crev := mustCommit(t, s, op, c)
+		if id != "owed" { // published: the claim and its mirror DONE
+			c.Rev, c.Status, c.DoneAt = *crev, ledger.ClaimDone, t0
+			mustApply(t, s, ledger.PutClaim(*c), ledger.PatchMirror(id, ledger.EffectMirror{Status: ledger.ClaimDone}))
 		}
 	}
 	cutoff := t0.Add(time.Hour)

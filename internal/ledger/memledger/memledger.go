@@ -1,14 +1,13 @@
 // Package memledger is an in-memory adapter of the ledger port, for tests
 // about logic (the door, the reconciler, the HTTP layer) that should not
-// need the Firestore emulator. It passes the same conformance suite
+// need the Firestore emulator. It passes the same storage-semantics suite
 // (ledgertest) as the Firestore and SQLite adapters and keeps their
 // semantics:
 //
-//   - every operation write is fenced on the revision read (ErrConflict),
-//     a create only succeeds if the operation is absent, and a claim is
-//     created in the same atomic commit, only if absent;
-//   - every claim write is fenced on the claim's own revision (ErrFenced),
-//     and a seize or release mirrors the claim on its operation, atomically;
+//   - every document write is fenced on the revision read (ErrConflict),
+//     and a create only succeeds if the document is absent;
+//   - the writes of one Apply are checked before any is made, so a call
+//     writes all of them or none;
 //   - queries answer in the adapters' orders, bounded by their limit.
 //
 // Revision.Version counts every write to a document, as ledger.Revision
@@ -147,13 +146,13 @@ func (s storedOp) operation() (ledger.Operation, error) {
 	return o, nil
 }
 
-// keepClaim returns c as kept at ledger.FirstVersion: copied and normalized.
-func keepClaim(c ledger.Claim) (storedClaim, error) {
+// keepClaim returns c as kept at version: copied and normalized.
+func keepClaim(c ledger.Claim, version int64) (storedClaim, error) {
 	msg, err := ledger.EncodeJSON(c.Message)
 	if err != nil {
 		return storedClaim{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
-	c.Rev = ledger.Revision{Version: ledger.FirstVersion}
+	c.Rev = ledger.Revision{Version: version}
 	c.LeaseUntil, c.CreatedAt, c.UpdatedAt = ledger.StoredTime(c.LeaseUntil), ledger.StoredTime(c.CreatedAt), ledger.StoredTime(c.UpdatedAt)
 	c.DoneAt, c.ExpireAt = ledger.StoredTime(c.DoneAt), ledger.StoredTime(c.ExpireAt)
 	c.Message = results.Message{}
@@ -185,7 +184,7 @@ func (s *Store) lock(ctx context.Context, what string) error {
 	return nil
 }
 
-// GetOperation implements ledger.Store.
+// GetOperation implements ledger.Reads.
 func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
 	s.counts.Reads.Add(1)
 	if err := s.lock(ctx, "get operation "+id); err != nil {
@@ -199,7 +198,7 @@ func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, 
 	return so.operation()
 }
 
-// GetClaim implements ledger.Store.
+// GetClaim implements ledger.Reads.
 func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 	s.counts.Reads.Add(1)
 	if err := s.lock(ctx, "get claim "+id); err != nil {
@@ -213,178 +212,101 @@ func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 	return sc.claim()
 }
 
-// CommitOperation implements ledger.Store: everything is checked before
-// anything is written, so a failed commit changes nothing.
-func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
-	what := "commit operation " + op.ID
-	version := op.Rev.Version + 1
-	so, err := keepOp(op, version)
-	if err != nil {
-		return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w", what, err)
+// Apply implements ledger.Writes: every precondition is checked before
+// anything is written, so a failed call changes nothing.
+func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Revision, error) {
+	if err := ledger.CheckWrites(writes); err != nil {
+		return nil, fmt.Errorf("memledger: %w", err)
 	}
-	var sc storedClaim
-	if claim != nil {
-		if sc, err = keepClaim(*claim); err != nil {
-			return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w", what, err)
+	// Encode outside the lock: a value that cannot be kept fails the call
+	// before it is counted as a commit.
+	ops := make([]storedOp, len(writes))
+	claims := make([]storedClaim, len(writes))
+	for i, w := range writes {
+		var err error
+		switch {
+		case w.Op != nil:
+			ops[i], err = keepOp(*w.Op, w.Op.Rev.Version+1)
+		case w.Claim != nil:
+			claims[i], err = keepClaim(*w.Claim, w.Claim.Rev.Version+1)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memledger: apply %s: %w", w.Describe(), err)
 		}
 	}
 	s.counts.Commits.Add(1)
-	if err := s.lock(ctx, what); err != nil {
-		return ledger.Revision{}, nil, err
-	}
-	defer s.mu.Unlock()
-	cur, exists := s.ops[op.ID]
-	switch {
-	case op.Rev.Exists() && !exists:
-		return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w (operation is gone)", what, ledger.ErrConflict)
-	case op.Rev.Exists() && cur.op.Rev.Version != op.Rev.Version:
-		return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w (version %d, read %d)", what, ledger.ErrConflict, cur.op.Rev.Version, op.Rev.Version)
-	case !op.Rev.Exists() && exists:
-		return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w (operation exists)", what, ledger.ErrConflict)
-	}
-	if claim != nil {
-		if _, taken := s.claims[claim.ID]; taken {
-			return ledger.Revision{}, nil, fmt.Errorf("memledger: %s: %w (claim %s exists)", what, ledger.ErrConflict, claim.ID)
-		}
-	}
-	s.ops[op.ID] = so
-	s.counts.Writes.Add(1)
-	rev := ledger.Revision{Version: version}
-	if claim == nil {
-		return rev, nil, nil
-	}
-	s.claims[claim.ID] = sc
-	s.counts.Writes.Add(1)
-	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: sc.c.Rev}, nil
-}
-
-// SeizeClaim implements ledger.Store: fenced on the claim's version read with
-// c, and mirrored on the operation.
-func (s *Store) SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error) {
-	var rev ledger.Revision
-	err := s.updateClaim(ctx, "seize claim "+c.ID, c.ID, c.Rev, ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil},
-		func(k *ledger.Claim) {
-			k.Status, k.Holder, k.LeaseUntil, k.Attempts = ledger.ClaimHeld, holder, ledger.StoredTime(leaseUntil), c.Attempts+1
-			k.UpdatedAt, k.ExpireAt = ledger.StoredTime(now), ledger.StoredTime(expireAt)
-			rev = k.Rev
-		})
-	if err != nil {
+	if err := s.lock(ctx, "apply "+writes[0].Describe()); err != nil {
 		return nil, err
 	}
-	return &ledger.Lease{ID: c.ID, OpID: c.ID, Holder: holder, Rev: rev}, nil
-}
-
-// ReleaseClaim implements ledger.Store: the claim is due at once (its lease
-// ends now) and its expiry is extended.
-func (s *Store) ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error {
-	return s.updateClaim(ctx, "release claim "+l.ID, l.ID, l.Rev, ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: now},
-		func(k *ledger.Claim) {
-			k.Status, k.Holder, k.LeaseUntil = ledger.ClaimReleased, "", ledger.StoredTime(now)
-			k.UpdatedAt, k.ExpireAt = ledger.StoredTime(now), ledger.StoredTime(expireAt)
-		})
-}
-
-// updateClaim applies change to the claim id if it is still at rev, and
-// mirrors it on the operation of the same id, atomically, bumping both
-// versions. A claim that changed or is missing, or whose operation is
-// missing, is ErrFenced (as both other adapters answer).
-func (s *Store) updateClaim(ctx context.Context, what, id string, rev ledger.Revision, mirror ledger.EffectMirror, change func(*ledger.Claim)) error {
-	s.counts.Commits.Add(1)
-	if err := s.lock(ctx, what); err != nil {
-		return err
-	}
 	defer s.mu.Unlock()
-	sc, err := s.fencedClaim(what, id, rev)
-	if err != nil {
-		return err
+	for _, w := range writes {
+		if err := s.precondition(w); err != nil {
+			return nil, fmt.Errorf("memledger: apply %s: %w", w.Describe(), err)
+		}
 	}
-	so, ok := s.ops[id]
-	if !ok {
-		return fmt.Errorf("memledger: %s: %w (operation is gone)", what, ledger.ErrFenced)
+	revs := make([]ledger.Revision, len(writes))
+	for i, w := range writes {
+		switch {
+		case w.Op != nil:
+			s.ops[w.Op.ID] = ops[i]
+			revs[i] = ops[i].op.Rev
+		case w.Claim != nil:
+			s.claims[w.Claim.ID] = claims[i]
+			revs[i] = claims[i].c.Rev
+		case w.Mirror != nil:
+			so := s.ops[w.Mirror.OpID]
+			so.op.Rev.Version++
+			so.op.Effect = ledger.EffectMirror{Status: w.Mirror.Effect.Status, LeaseUntil: ledger.StoredTime(w.Mirror.Effect.LeaseUntil)}
+			s.ops[w.Mirror.OpID] = so
+		case w.Schedule != nil:
+			v, so := w.Schedule, s.ops[w.Schedule.ID]
+			so.op.Rev.Version++
+			so.op.NextCheckAt, so.op.Checks, so.op.LastCheck = ledger.StoredTime(v.NextCheckAt), v.Checks, v.LastCheck
+			so.op.LastCheckAt, so.op.StuckAlertedAt, so.op.StuckFrom = ledger.StoredTime(v.LastCheckAt), ledger.StoredTime(v.StuckAlertedAt), ledger.StuckKey(*v)
+			s.ops[v.ID] = so
+			revs[i] = so.op.Rev
+		}
 	}
-	sc.c.Rev.Version++
-	change(&sc.c)
-	so.op.Rev.Version++
-	so.op.Effect = ledger.EffectMirror{Status: mirror.Status, LeaseUntil: ledger.StoredTime(mirror.LeaseUntil)}
-	s.claims[id], s.ops[id] = sc, so
-	s.counts.Writes.Add(2)
-	return nil
+	s.counts.Writes.Add(int64(len(writes)))
+	return revs, nil
 }
 
-// fencedClaim returns the kept claim id if it is still at rev; the caller
-// holds the lock.
-func (s *Store) fencedClaim(what, id string, rev ledger.Revision) (storedClaim, error) {
-	sc, ok := s.claims[id]
-	if !ok {
-		return storedClaim{}, fmt.Errorf("memledger: %s: %w (no claim)", what, ledger.ErrFenced)
+// precondition returns ledger.ErrConflict (wrapped) unless w may be
+// written now; the caller holds the lock.
+func (s *Store) precondition(w ledger.Write) error {
+	var stored, expect ledger.Revision
+	var exists bool
+	switch {
+	case w.Op != nil:
+		var so storedOp
+		so, exists = s.ops[w.Op.ID]
+		stored, expect = so.op.Rev, w.Op.Rev
+	case w.Schedule != nil:
+		var so storedOp
+		so, exists = s.ops[w.Schedule.ID]
+		stored, expect = so.op.Rev, w.Schedule.Rev
+		if !expect.Exists() {
+			return fmt.Errorf("%w (a schedule needs the revision read)", ledger.ErrConflict)
+		}
+	case w.Claim != nil:
+		var sc storedClaim
+		sc, exists = s.claims[w.Claim.ID]
+		stored, expect = sc.c.Rev, w.Claim.Rev
+	case w.Mirror != nil:
+		if _, ok := s.ops[w.Mirror.OpID]; !ok {
+			return fmt.Errorf("%w (operation is gone)", ledger.ErrConflict)
+		}
+		return nil
 	}
-	if sc.c.Rev.Version != rev.Version {
-		return storedClaim{}, fmt.Errorf("memledger: %s: %w (version %d, held %d)", what, ledger.ErrFenced, sc.c.Rev.Version, rev.Version)
-	}
-	return sc, nil
-}
-
-// CompleteClaim implements ledger.Store: fenced on the lease's version, so
-// a holder whose lease was seized or released can never mark the claim
-// DONE. The operation's mirror says DONE in the same commit.
-func (s *Store) CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error {
-	what := "complete claim " + l.ID
-	s.counts.Commits.Add(1)
-	if err := s.lock(ctx, what); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	sc, err := s.fencedClaim(what, l.ID, l.Rev)
-	if err != nil {
-		return err
-	}
-	sc.c.Rev.Version++
-	sc.c.Status, sc.c.DoneAt, sc.c.UpdatedAt = ledger.ClaimDone, ledger.StoredTime(now), ledger.StoredTime(now)
-	s.claims[l.ID] = sc
-	s.counts.Writes.Add(1)
-	if so, ok := s.ops[l.OpID]; ok {
-		so.op.Rev.Version++
-		so.op.Effect = ledger.EffectMirror{Status: ledger.ClaimDone}
-		s.ops[l.OpID] = so
-		s.counts.Writes.Add(1)
+	switch {
+	case expect.Exists() && !exists:
+		return fmt.Errorf("%w (document is gone)", ledger.ErrConflict)
+	case !expect.Exists() && exists:
+		return fmt.Errorf("%w (document exists)", ledger.ErrConflict)
+	case exists && stored.Version != expect.Version:
+		return fmt.Errorf("%w (version %d, read %d)", ledger.ErrConflict, stored.Version, expect.Version)
 	}
 	return nil
-}
-
-// ScheduleCheck implements ledger.Queries.
-func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
-	return s.updateOp(ctx, "schedule check", op, func(o *ledger.Operation) {
-		o.NextCheckAt, o.Checks = ledger.StoredTime(next), op.Checks+1
-		o.LastCheck, o.LastCheckAt = note, ledger.StoredTime(now)
-	})
-}
-
-// RecordStuckAlert implements ledger.Queries.
-func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error) {
-	return s.updateOp(ctx, "record stuck alert", op, func(o *ledger.Operation) {
-		o.StuckAlertedAt, o.StuckFrom = ledger.StoredTime(at), from
-		o.StuckFrom = ledger.StuckKey(*o)
-	})
-}
-
-// updateOp changes some fields of the stored operation, fenced on op's
-// version like every write, and bumps the version.
-func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, change func(*ledger.Operation)) (ledger.Revision, error) {
-	what := verb + " " + op.ID
-	s.counts.Commits.Add(1)
-	if err := s.lock(ctx, what); err != nil {
-		return ledger.Revision{}, err
-	}
-	defer s.mu.Unlock()
-	so, ok := s.ops[op.ID]
-	if !ok || so.op.Rev.Version != op.Rev.Version {
-		return ledger.Revision{}, fmt.Errorf("memledger: %s: %w", what, ledger.ErrConflict)
-	}
-	so.op.Rev.Version++
-	change(&so.op)
-	s.ops[op.ID] = so
-	s.counts.Writes.Add(1)
-	return so.op.Rev, nil
 }
 
 // selectOps returns copies of up to limit kept operations that match keep,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/results"
@@ -23,7 +24,7 @@ func TestConformance(t *testing.T) {
 // settle commits op id as PENDING, then SUCCEEDED with a claim held by holder.
 func settle(t *testing.T, s *Store, id, holder string, leaseUntil time.Time) (ledger.Operation, *ledger.Lease) {
 	t.Helper()
-	if _, _, err := s.CommitOperation(t.Context(), ledgertest.Op(id), nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), ledgertest.Op(id), nil); err != nil {
 		t.Fatal(err)
 	}
 	op, err := s.GetOperation(t.Context(), id)
@@ -32,7 +33,7 @@ func settle(t *testing.T, s *Store, id, holder string, leaseUntil time.Time) (le
 	}
 	op.State, op.UpdateTime, op.SettledAt, op.SettledBy, op.NextCheckAt = lifecycle.Succeeded, t0, t0, "webhook", time.Time{}
 	op.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil}
-	_, lease, err := s.CommitOperation(t.Context(), op, ledgertest.Claim(id, holder, leaseUntil))
+	_, lease, err := claims.New(s).CommitOperation(t.Context(), op, ledgertest.Claim(id, holder, leaseUntil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestValuesCopiedIn(t *testing.T) {
 	op.Output = map[string]any{"uris": []any{"gs://x"}}
 	op.History = []ledger.HistoryEntry{{At: t0, Source: "register", State: lifecycle.Pending, Reason: "first-sighting"}}
 	op.Error = &results.ErrorInfo{Code: 3, Message: "bad"}
-	if _, _, err := s.CommitOperation(t.Context(), op, nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), op, nil); err != nil {
 		t.Fatal(err)
 	}
 	op.UserMetadata["job"] = "changed"
@@ -76,7 +77,7 @@ func TestValuesCopiedIn(t *testing.T) {
 	c.Message.Error = &results.ErrorInfo{Code: 5, Message: "gone"}
 	op2 := ledgertest.Op("in2")
 	op2.State, op2.NextCheckAt = lifecycle.Succeeded, time.Time{}
-	if _, _, err := s.CommitOperation(t.Context(), op2, c); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), op2, c); err != nil {
 		t.Fatal(err)
 	}
 	c.Message.Output["uris"].([]any)[0] = "changed"
@@ -101,7 +102,7 @@ func TestValuesCopiedOut(t *testing.T) {
 	op.Conflicts = []ledger.HistoryEntry{{At: t0, Source: "webhook", State: lifecycle.Failed, Reason: "terminal-conflict"}}
 	op.Replays = []ledger.Replay{{ID: "r1", At: t0}}
 	op.Error = &results.ErrorInfo{Code: 3, Message: "bad"}
-	if _, _, err := s.CommitOperation(t.Context(), op, nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), op, nil); err != nil {
 		t.Fatal(err)
 	}
 	mutate := func(o ledger.Operation) {
@@ -176,7 +177,7 @@ func TestClaimWritesNeedTheirOperation(t *testing.T) {
 	c := ledgertest.Claim("orphan", "h1", t0)
 	op := ledgertest.Op("orphan")
 	op.State, op.NextCheckAt = lifecycle.Succeeded, time.Time{}
-	if _, _, err := s.CommitOperation(t.Context(), op, c); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), op, c); err != nil {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
@@ -186,18 +187,18 @@ func TestClaimWritesNeedTheirOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SeizeClaim(t.Context(), read, "h2", t0.Add(time.Hour), far, t0); !errors.Is(err, ledger.ErrFenced) {
+	if _, err := claims.New(s).SeizeClaim(t.Context(), read, "h2", t0.Add(time.Hour), far, t0); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("seize without the operation = %v, want ErrFenced", err)
 	}
 	if got, _ := s.GetClaim(t.Context(), "orphan"); got.Holder != "h1" {
 		t.Fatalf("a failed seize changed the claim: %+v", got)
 	}
 	missing := ledger.Lease{ID: "none", Rev: ledger.Revision{Version: 1}}
-	_, seizeErr := s.SeizeClaim(t.Context(), ledger.Claim{ID: missing.ID, Rev: missing.Rev}, "h", t0, far, t0)
+	_, seizeErr := claims.New(s).SeizeClaim(t.Context(), ledger.Claim{ID: missing.ID, Rev: missing.Rev}, "h", t0, far, t0)
 	for name, err := range map[string]error{
 		"seize":    seizeErr,
-		"release":  s.ReleaseClaim(t.Context(), missing, far, t0),
-		"complete": s.CompleteClaim(t.Context(), missing, t0),
+		"release":  claims.New(s).ReleaseClaim(t.Context(), missing, far, t0),
+		"complete": claims.New(s).CompleteClaim(t.Context(), missing, t0),
 	} {
 		if !errors.Is(err, ledger.ErrFenced) {
 			t.Errorf("%s a missing claim = %v, want ErrFenced", name, err)
@@ -211,7 +212,7 @@ func TestUnstorableValueRefused(t *testing.T) {
 	s := New()
 	op := ledgertest.Op("u1")
 	op.UserMetadata = map[string]any{"f": func() {}}
-	if _, _, err := s.CommitOperation(t.Context(), op, nil); err == nil || errors.Is(err, ledger.ErrConflict) {
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), op, nil); err == nil || errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit of unencodable metadata = %v, want an encoding error", err)
 	}
 	if _, err := s.GetOperation(t.Context(), "u1"); !errors.Is(err, ledger.ErrNotFound) {
@@ -225,7 +226,7 @@ func TestCancelledContext(t *testing.T) {
 	s := New()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("c1"), nil); !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrConflict) {
+	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("c1"), nil); !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit with a cancelled context = %v", err)
 	}
 	if _, err := s.GetOperation(ctx, "c1"); !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrNotFound) {
@@ -255,18 +256,18 @@ func TestCountsFollowFirestoreBilling(t *testing.T) {
 	step("empty query", [3]int64{1, 0, 0}, func() { _, _ = s.DueOperations(t.Context(), t0, ledger.DueCursor{}, 10) })
 	var lease *ledger.Lease
 	step("settle (create, read, commit with claim, read)", [3]int64{2, 3, 2}, func() { _, lease = settle(t, s, "n1", "h1", t0) })
-	step("stale commit", [3]int64{0, 0, 1}, func() { _, _, _ = s.CommitOperation(t.Context(), ledgertest.Op("n1"), nil) })
-	step("release", [3]int64{0, 2, 1}, func() { _ = s.ReleaseClaim(t.Context(), *lease, far, t0) })
-	step("complete fenced out", [3]int64{0, 0, 1}, func() { _ = s.CompleteClaim(t.Context(), *lease, t0) })
+	step("stale commit", [3]int64{0, 0, 1}, func() { _, _, _ = claims.New(s).CommitOperation(t.Context(), ledgertest.Op("n1"), nil) })
+	step("release", [3]int64{0, 2, 1}, func() { _ = claims.New(s).ReleaseClaim(t.Context(), *lease, far, t0) })
+	step("complete fenced out", [3]int64{0, 0, 1}, func() { _ = claims.New(s).CompleteClaim(t.Context(), *lease, t0) })
 	step("one due claim read", [3]int64{1, 0, 0}, func() { _, _ = s.DueClaims(t.Context(), t0.Add(time.Hour), 10) })
-	step("create", [3]int64{0, 1, 1}, func() { _, _, _ = s.CommitOperation(t.Context(), ledgertest.Op("n2"), nil) })
+	step("create", [3]int64{0, 1, 1}, func() { _, _, _ = claims.New(s).CommitOperation(t.Context(), ledgertest.Op("n2"), nil) })
 	step("list two", [3]int64{2, 0, 0}, func() { _, _ = s.ListOperations(t.Context(), "", 10) })
 	n2, err := s.GetOperation(t.Context(), "n2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	step("schedule a check", [3]int64{0, 1, 1}, func() {
-		if _, err := s.ScheduleCheck(t.Context(), n2, t0, "x", t0); err != nil {
+		if _, err := claims.New(s).ScheduleCheck(t.Context(), n2, t0, "x", t0); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -41,11 +41,10 @@ ON CONFLICT (id) DO NOTHING`
 	stuck_from = :stuck_from
 WHERE id = :id AND version = :expected`
 
-	sqlScheduleCheck = `UPDATE operations SET next_check_at = ?, checks = ?, last_check = ?, last_check_at = ?,
-	version = version + 1
-WHERE id = ? AND version = ?`
-
-	sqlRecordStuckAlert = `UPDATE operations SET stuck_alerted_at = ?, stuck_from = ?, version = version + 1
+	// sqlPatchSchedule writes the reconciler's fields, fenced on the version
+	// read (ledger.Write.Schedule).
+	sqlPatchSchedule = `UPDATE operations SET next_check_at = ?, checks = ?, last_check = ?, last_check_at = ?,
+	stuck_alerted_at = ?, stuck_from = ?, version = ?
 WHERE id = ? AND version = ?`
 
 	// The row value is a range on the index (next_check_at, id).
@@ -63,7 +62,8 @@ WHERE state = ? ORDER BY submitted_at DESC, id DESC LIMIT ?`
 )
 
 // opArgs returns the named arguments shared by sqlInsertOperation and
-// sqlUpdateOperation; the update also takes :expected, the version read.
+// sqlUpdateOperation (the operation at version); the update also takes
+// :expected, the version read.
 func opArgs(o ledger.Operation, version int64) ([]any, error) {
 	var pending sql.NullInt64
 	if !o.State.Terminal() {
@@ -138,7 +138,7 @@ func scanOperation(sc scanner) (ledger.Operation, error) {
 	return o, nil
 }
 
-// GetOperation implements ledger.Store.
+// GetOperation implements ledger.Reads.
 func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
 	o, err := scanOperation(s.reader.QueryRowContext(ctx, sqlGetOperation, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -150,77 +150,74 @@ func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, 
 	return o, nil
 }
 
-// CommitOperation implements ledger.Store. The operation and the claim are
-// written in one transaction: if either is fenced out, neither is written.
-func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
-	version := op.Rev.Version + 1
-	args, err := opArgs(op, version)
-	if err != nil {
-		return ledger.Revision{}, nil, fmt.Errorf("sqlite: commit operation %s: %w", op.ID, err)
+// Apply implements ledger.Writes: every write in one transaction, each a
+// statement that changes exactly one row when its precondition holds; if
+// one does not, the transaction is rolled back whole.
+func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Revision, error) {
+	if err := ledger.CheckWrites(writes); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	var cargs []any
-	if claim != nil {
-		if cargs, err = claimArgs(*claim); err != nil {
-			return ledger.Revision{}, nil, fmt.Errorf("sqlite: commit operation %s: %w", op.ID, err)
-		}
+	type stmt struct {
+		query string
+		args  []any
 	}
-	err = s.write(ctx, "commit operation "+op.ID, func(tx *sql.Tx) error {
-		var res sql.Result
-		var err error
-		if op.Rev.Exists() {
-			res, err = tx.ExecContext(ctx, sqlUpdateOperation, append(args, sql.Named("expected", op.Rev.Version))...)
-		} else {
-			res, err = tx.ExecContext(ctx, sqlInsertOperation, args...)
+	stmts := make([]stmt, len(writes))
+	revs := make([]ledger.Revision, len(writes))
+	what := "apply"
+	for i, w := range writes {
+		what += " " + w.Describe()
+		var (
+			st  stmt
+			err error
+		)
+		switch {
+		case w.Op != nil:
+			st.args, err = opArgs(*w.Op, w.Op.Rev.Version+1)
+			st.query, st.args = fenced(sqlInsertOperation, sqlUpdateOperation, w.Op.Rev, st.args)
+			revs[i] = ledger.Revision{Version: w.Op.Rev.Version + 1}
+		case w.Claim != nil:
+			st.args, err = claimArgs(*w.Claim, w.Claim.Rev.Version+1)
+			st.query, st.args = fenced(sqlInsertClaim, sqlUpdateClaim, w.Claim.Rev, st.args)
+			revs[i] = ledger.Revision{Version: w.Claim.Rev.Version + 1}
+		case w.Mirror != nil:
+			st = stmt{sqlMirrorEffect, []any{string(w.Mirror.Effect.Status), nullMicros(w.Mirror.Effect.LeaseUntil), w.Mirror.OpID}}
+		case w.Schedule != nil:
+			v := w.Schedule
+			st = stmt{sqlPatchSchedule, []any{nullMicros(v.NextCheckAt), v.Checks, v.LastCheck, nullMicros(v.LastCheckAt),
+				nullMicros(v.StuckAlertedAt), nullMicros(ledger.StuckKey(*v)), v.Rev.Version + 1, v.ID, v.Rev.Version}}
+			revs[i] = ledger.Revision{Version: v.Rev.Version + 1}
 		}
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("sqlite: apply %s: %w", w.Describe(), err)
 		}
-		if err := affected(res, ledger.ErrConflict); err != nil {
-			return err
+		stmts[i] = st
+	}
+	err := s.write(ctx, what, func(tx *sql.Tx) error {
+		for i, st := range stmts {
+			res, err := tx.ExecContext(ctx, st.query, st.args...)
+			if err != nil {
+				return err
+			}
+			if err := affected(res, ledger.ErrConflict); err != nil {
+				return fmt.Errorf("%s: %w", writes[i].Describe(), err)
+			}
 		}
-		if claim == nil {
-			return nil
-		}
-		if res, err = tx.ExecContext(ctx, sqlInsertClaim, cargs...); err != nil {
-			return err
-		}
-		return affected(res, ledger.ErrConflict)
+		return nil
 	})
 	if err != nil {
-		return ledger.Revision{}, nil, err
+		return nil, err
 	}
-	rev := ledger.Revision{Version: version}
-	if claim == nil {
-		return rev, nil, nil
-	}
-	return rev, &ledger.Lease{ID: claim.ID, OpID: op.ID, Holder: claim.Holder, Rev: ledger.Revision{Version: ledger.FirstVersion}}, nil
+	return revs, nil
 }
 
-// ScheduleCheck implements ledger.Queries.
-func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
-	return s.updateOp(ctx, "schedule check", op, sqlScheduleCheck, nullMicros(next), op.Checks+1, note, nullMicros(now))
-}
-
-// RecordStuckAlert implements ledger.Queries.
-func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error) {
-	op.StuckFrom = from
-	return s.updateOp(ctx, "record stuck alert", op, sqlRecordStuckAlert, nullMicros(at), nullMicros(ledger.StuckKey(op)))
-}
-
-// updateOp runs query, an UPDATE of some fields of op whose last two
-// parameters are op's id and the version read (the fence), after args.
-func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, query string, args ...any) (ledger.Revision, error) {
-	err := s.write(ctx, verb+" "+op.ID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, query, append(args, op.ID, op.Rev.Version)...)
-		if err != nil {
-			return err
-		}
-		return affected(res, ledger.ErrConflict)
-	})
-	if err != nil {
-		return ledger.Revision{}, err
+// fenced picks the statement of a put at rev: the insert (which does
+// nothing if the row exists) to create, else the update fenced on the
+// version read, which takes it as :expected.
+func fenced(insert, update string, rev ledger.Revision, args []any) (string, []any) {
+	if !rev.Exists() {
+		return insert, args
 	}
-	return ledger.Revision{Version: op.Rev.Version + 1}, nil
+	return update, append(args, sql.Named("expected", rev.Version))
 }
 
 // queryOps runs a bounded operation query on the reader pool.

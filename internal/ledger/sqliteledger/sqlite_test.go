@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
+	"github.com/lrosink/lrosink/internal/ledger/claims/claimstest"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -49,11 +51,17 @@ func TestConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledger.Ledger { return openTemp(t) })
 }
 
+// TestProtocol runs the claim protocol's suite on SQLite: an integration
+// test of the protocol on a real store.
+func TestProtocol(t *testing.T) {
+	claimstest.Run(t, func(t *testing.T) ledger.Ledger { return openTemp(t) })
+}
+
 // settle commits op id as PENDING, then SUCCEEDED with a claim held by holder.
 func settle(t *testing.T, s *Store, id, holder string, leaseUntil time.Time) (ledger.Operation, *ledger.Lease) {
 	t.Helper()
 	ctx := t.Context()
-	if _, _, err := s.CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
 		t.Fatal(err)
 	}
 	op, err := s.GetOperation(ctx, id)
@@ -62,7 +70,7 @@ func settle(t *testing.T, s *Store, id, holder string, leaseUntil time.Time) (le
 	}
 	op.State, op.UpdateTime, op.SettledAt, op.SettledBy, op.NextCheckAt = lifecycle.Succeeded, t0, t0, "webhook", time.Time{}
 	op.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: leaseUntil}
-	rev, lease, err := s.CommitOperation(ctx, op, ledgertest.Claim(id, holder, leaseUntil))
+	rev, lease, err := claims.New(s).CommitOperation(ctx, op, ledgertest.Claim(id, holder, leaseUntil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +97,7 @@ func TestRoundTrip(t *testing.T) {
 		Effect:       ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: at},
 		Replays:      []ledger.Replay{{ID: "rp1", At: at}},
 	}
-	if _, _, err := s.CommitOperation(ctx, op, nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, op, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.GetOperation(ctx, "r1")
@@ -109,7 +117,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	c := *ledgertest.Claim("r2", "h1", at)
-	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("r2"), &c); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("r2"), &c); err != nil {
 		t.Fatal(err)
 	}
 	gotc, err := s.GetClaim(ctx, "r2")
@@ -141,35 +149,35 @@ func TestClaimRevAndDueAt(t *testing.T) {
 	if lease.Rev.Version != 1 || dueAt() != nullMicros(t0.Add(time.Minute)) {
 		t.Fatalf("new claim: lease rev %d, due_at %v", lease.Rev.Version, dueAt())
 	}
-	if err := s.ReleaseClaim(ctx, *lease, far, t0.Add(time.Second)); err != nil {
+	if err := claims.New(s).ReleaseClaim(ctx, *lease, far, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseClaim(ctx, *lease, far, t0.Add(time.Second)); !errors.Is(err, ledger.ErrFenced) {
+	if err := claims.New(s).ReleaseClaim(ctx, *lease, far, t0.Add(time.Second)); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("second release with the same lease = %v, want ErrFenced", err)
 	}
 	c, _ := s.GetClaim(ctx, "v1")
 	if c.Rev.Version != 2 || c.Holder != "" || dueAt() != nullMicros(t0.Add(time.Second)) {
 		t.Fatalf("released claim %+v, due_at %v", c, dueAt())
 	}
-	l2, err := s.SeizeClaim(ctx, c, "h2", t0.Add(time.Hour), far, t0.Add(time.Second))
+	l2, err := claims.New(s).SeizeClaim(ctx, c, "h2", t0.Add(time.Hour), far, t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l2.Rev.Version != 3 || dueAt() != nullMicros(t0.Add(time.Hour)) {
 		t.Fatalf("seized: lease %+v, due_at %v", l2, dueAt())
 	}
-	if err := s.CompleteClaim(ctx, *l2, t0.Add(2*time.Second)); err != nil {
+	if err := claims.New(s).CompleteClaim(ctx, *l2, t0.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if c, _ := s.GetClaim(ctx, "v1"); c.Rev.Version != 4 || c.Status != ledger.ClaimDone || dueAt().Valid {
 		t.Fatalf("done claim %+v, due_at %v", c, dueAt())
 	}
 	missing := ledger.Lease{ID: "none", Rev: ledger.Revision{Version: 1}}
-	_, seizeErr := s.SeizeClaim(ctx, ledger.Claim{ID: missing.ID, Rev: missing.Rev}, "h", t0, far, t0)
+	_, seizeErr := claims.New(s).SeizeClaim(ctx, ledger.Claim{ID: missing.ID, Rev: missing.Rev}, "h", t0, far, t0)
 	for name, err := range map[string]error{
 		"seize":    seizeErr,
-		"release":  s.ReleaseClaim(ctx, missing, far, t0),
-		"complete": s.CompleteClaim(ctx, missing, t0),
+		"release":  claims.New(s).ReleaseClaim(ctx, missing, far, t0),
+		"complete": claims.New(s).CompleteClaim(ctx, missing, t0),
 	} {
 		if !errors.Is(err, ledger.ErrFenced) {
 			t.Errorf("%s a missing claim = %v, want ErrFenced", name, err)
@@ -228,6 +236,10 @@ func TestQueryPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	claimArgs, err := claimArgs(*ledgertest.Claim("x", "h", t0), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := micros(t0)
 	for name, q := range map[string]struct {
 		sql   string
@@ -236,17 +248,14 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		"GetOperation":        {sqlGetOperation, "sqlite_autoindex_operations_1", []any{"x"}},
 		"UpdateOperation":     {sqlUpdateOperation, "sqlite_autoindex_operations_1", append(opArgs, sql.Named("expected", 1))},
-		"ScheduleCheck":       {sqlScheduleCheck, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, "x", 1}},
-		"RecordStuckAlert":    {sqlRecordStuckAlert, "sqlite_autoindex_operations_1", []any{now, now, "x", 1}},
+		"PatchSchedule":       {sqlPatchSchedule, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, now, now, 2, "x", 1}},
 		"MirrorEffect":        {sqlMirrorEffect, "sqlite_autoindex_operations_1", []any{"CLAIMED", now, "x"}},
 		"DueOperations":       {sqlDueOperations, "operations_next_check_at", []any{now, now, "x", 10}},
 		"StuckOperations":     {sqlStuckOperations, "operations_stuck_from", []any{now, 10}},
 		"ListOperations":      {sqlListOperations, "operations_submitted_at", []any{10}},
 		"ListOperationsState": {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
 		"GetClaim":            {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
-		"SeizeClaim":          {sqlSeizeClaim, "sqlite_autoindex_claims_1", []any{"CLAIMED", "h", now, now, 2, now, now, "x", 1}},
-		"ReleaseClaim":        {sqlReleaseClaim, "sqlite_autoindex_claims_1", []any{"RELEASED", now, now, now, now, "x", 1}},
-		"CompleteClaim":       {sqlCompleteClaim, "sqlite_autoindex_claims_1", []any{"DONE", now, now, "x", 1}},
+		"UpdateClaim":         {sqlUpdateClaim, "sqlite_autoindex_claims_1", append(claimArgs, sql.Named("expected", 1))},
 		"DueClaims":           {sqlDueClaims, "claims_due_at", []any{now, 10}},
 		"SearchOperations":    {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:c", 10}},
 		"CountPending":        {sqlCountPending, "operations_pending_since", nil},
@@ -329,7 +338,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 	ctx := t.Context()
 	for round := range 16 {
 		id := fmt.Sprint("two", round)
-		if _, _, err := stores[0].CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
+		if _, _, err := claims.New(stores[0]).CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
 			t.Fatal(err)
 		}
 		read, err := stores[1].GetOperation(ctx, id) // the other store sees the first's commit
@@ -344,7 +353,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 				op := read
 				op.State, op.UpdateTime, op.SettledAt, op.SettledBy, op.NextCheckAt = lifecycle.Succeeded, t0, t0, fmt.Sprint("store", i), time.Time{}
 				<-start
-				_, _, errs[i] = s.CommitOperation(ctx, op, ledgertest.Claim(id, fmt.Sprint("h", i), t0.Add(time.Minute)))
+				_, _, errs[i] = claims.New(s).CommitOperation(ctx, op, ledgertest.Claim(id, fmt.Sprint("h", i), t0.Add(time.Minute)))
 			})
 		}
 		close(start)
@@ -387,7 +396,7 @@ func TestWriteTakesLockAtBegin(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock.db")
 	a, b := openAt(t, path), openAt(t, path)
 	ctx := t.Context()
-	if _, _, err := a.CommitOperation(ctx, ledgertest.Op("w1"), nil); err != nil {
+	if _, _, err := claims.New(a).CommitOperation(ctx, ledgertest.Op("w1"), nil); err != nil {
 		t.Fatal(err)
 	}
 	op, err := b.GetOperation(ctx, "w1")
@@ -399,7 +408,7 @@ func TestWriteTakesLockAtBegin(t *testing.T) {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err = b.ScheduleCheck(short, op, t0, "x", t0)
+	_, err = claims.New(b).ScheduleCheck(short, op, t0, "x", t0)
 	cancel()
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("write while another store holds BEGIN IMMEDIATE = %v, want the context's deadline", err)
@@ -407,7 +416,7 @@ func TestWriteTakesLockAtBegin(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ScheduleCheck(ctx, op, t0, "x", t0); err != nil {
+	if _, err := claims.New(b).ScheduleCheck(ctx, op, t0, "x", t0); err != nil {
 		t.Fatalf("write after the lock was released: %v", err)
 	}
 }
@@ -421,10 +430,10 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, lease := settle(t, s, "p1", "h1", t0.Add(time.Minute))
-	if err := s.CompleteClaim(ctx, *lease, t0); err != nil {
+	if err := claims.New(s).CompleteClaim(ctx, *lease, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("p2"), nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("p2"), nil); err != nil {
 		t.Fatal(err)
 	}
 	wantOp, _ := s.GetOperation(ctx, "p1")
@@ -491,7 +500,7 @@ func TestMigratesStuckAlertedAt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
 	ctx := t.Context()
 	s := openAt(t, path)
-	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("m1"), nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("m1"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.writer.ExecContext(ctx, `DROP INDEX operations_stuck_from; ALTER TABLE operations DROP COLUMN stuck_from;
@@ -509,7 +518,7 @@ ALTER TABLE operations DROP COLUMN stuck_alerted_at; ALTER TABLE operations DROP
 	if stuck, err := s.StuckOperations(ctx, op.SubmittedAt, 10); err != nil || len(stuck) != 1 {
 		t.Fatalf("stuck scan after migration: %v, %v; want m1", stuck, err)
 	}
-	if _, err := s.RecordStuckAlert(ctx, op, t0, t0); err != nil {
+	if _, err := claims.New(s).RecordStuckAlert(ctx, op, t0, t0); err != nil {
 		t.Fatal(err)
 	}
 	if op, err = s.GetOperation(ctx, "m1"); err != nil || !op.StuckAlertedAt.Equal(t0) {
@@ -546,7 +555,7 @@ func TestOpenNeedsAFile(t *testing.T) {
 	// A path with URI metacharacters is a file name, not parameters.
 	odd := filepath.Join(t.TempDir(), "a?b#c%d.db")
 	s := openAt(t, odd)
-	if _, _, err := s.CommitOperation(t.Context(), ledgertest.Op("o1"), nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), ledgertest.Op("o1"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(odd); err != nil {
@@ -560,7 +569,7 @@ func TestCancelledContext(t *testing.T) {
 	s := openTemp(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, _, err := s.CommitOperation(ctx, ledgertest.Op("c1"), nil)
+	_, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("c1"), nil)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("commit with a cancelled context = %v", err)
 	}
@@ -580,21 +589,21 @@ func BenchmarkCommit(b *testing.B) {
 	commits := 0
 	for i := 0; b.Loop(); i++ {
 		op := ledgertest.Op(fmt.Sprint("b", i))
-		rev, _, err := s.CommitOperation(ctx, op, nil)
+		rev, _, err := claims.New(s).CommitOperation(ctx, op, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		op.Rev, op.State, op.UpdateTime = rev, lifecycle.Running, t0
-		if rev, _, err = s.CommitOperation(ctx, op, nil); err != nil {
+		if rev, _, err = claims.New(s).CommitOperation(ctx, op, nil); err != nil {
 			b.Fatal(err)
 		}
 		op.Rev, op.State, op.SettledAt, op.SettledBy, op.NextCheckAt = rev, lifecycle.Succeeded, t0, "webhook", time.Time{}
 		op.Effect = ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: t0.Add(time.Minute)}
-		_, lease, err := s.CommitOperation(ctx, op, ledgertest.Claim(op.ID, "h", t0.Add(time.Minute)))
+		_, lease, err := claims.New(s).CommitOperation(ctx, op, ledgertest.Claim(op.ID, "h", t0.Add(time.Minute)))
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.CompleteClaim(ctx, *lease, t0); err != nil {
+		if err := claims.New(s).CompleteClaim(ctx, *lease, t0); err != nil {
 			b.Fatal(err)
 		}
 		commits += 4
@@ -637,7 +646,7 @@ func TestMigratesVersion1(t *testing.T) {
 		t.Fatalf("migrated operation: state %s gemini status %q", op.State, op.GeminiStatus)
 	}
 	op.GeminiStatus = "requires_continuation"
-	if _, _, err := s.CommitOperation(ctx, op, nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, op, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.GetOperation(ctx, "old"); err != nil || got.GeminiStatus != "requires_continuation" {
@@ -663,7 +672,7 @@ func TestSchemaVersionCountsTheMigrations(t *testing.T) {
 func TestEmptyListsWrittenBeforeReadAsNil(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
-	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("old"), nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("old"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.writer.ExecContext(ctx, `UPDATE operations SET history = '[]', conflicts = '[]', replays = '[]' WHERE id = 'old'`); err != nil {
