@@ -28,8 +28,6 @@ import (
 	"runtime"
 	"strings"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
 	"github.com/lrosink/lrosink/internal/ledger"
 )
 
@@ -220,11 +218,14 @@ func dsn(abs string, readOnly bool) string {
 	return "file:" + r.Replace(filepath.ToSlash(abs)) + "?" + q.Encode()
 }
 
+// openPool opens a pool of conns connections whose statements are kept
+// prepared (stmtcache.go).
 func openPool(ctx context.Context, dsn string, conns int) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn)
+	c, err := newConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
+	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	if err := db.PingContext(ctx); err != nil {
