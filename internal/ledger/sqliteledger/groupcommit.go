@@ -293,7 +293,7 @@ func (g *group) runOne(tx *sql.Tx, r *writeReq) (ferr, lost error) {
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 		return nil, err
 	}
-	if err := r.fn(tx); err != nil {
+	if err := callFn(r.fn, tx); err != nil {
 		if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrFenced) {
 			ferr = fmt.Errorf("sqlite: %s: %w", r.what, err)
 		} else {
@@ -307,6 +307,19 @@ func (g *group) runOne(tx *sql.Tx, r *writeReq) (ferr, lost error) {
 		return ferr, err
 	}
 	return ferr, nil
+}
+
+// callFn runs fn, turning a panic into its error: fn runs on the writer
+// goroutine, where a panic would end the process rather than the one
+// request (net/http recovers a handler's panic); its savepoint is rolled
+// back like any failure's.
+func callFn(fn func(*sql.Tx) error, tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in write: %v", p)
+		}
+	}()
+	return fn(tx)
 }
 
 func (r *writeReq) finish(err error) {

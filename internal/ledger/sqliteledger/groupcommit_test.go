@@ -239,3 +239,30 @@ func TestCloseDrainsTheQueue(t *testing.T) {
 		t.Fatalf("the write queued before Close is not in the file: %v", err)
 	}
 }
+
+// TestGroupPanicFailsAlone: a write that panics on the writer goroutine
+// fails with an error, what it wrote is rolled back, and the writer goes
+// on serving writes.
+func TestGroupPanicFailsAlone(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	err := s.write(ctx, "panicking write", func(tx *sql.Tx) error {
+		args, err := opArgs(ledgertest.Op("half"), ledger.FirstVersion)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sqlInsertOperation, args...); err != nil {
+			return err
+		}
+		panic("injected")
+	})
+	if err == nil {
+		t.Fatal("a panicking write succeeded")
+	}
+	if _, err := s.GetOperation(ctx, "half"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the panicking write's insert was kept: %v", err)
+	}
+	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("after"), nil); err != nil {
+		t.Fatalf("write after the panic: %v", err)
+	}
+}
