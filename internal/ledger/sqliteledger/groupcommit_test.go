@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -264,5 +265,34 @@ func TestGroupPanicFailsAlone(t *testing.T) {
 	}
 	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("after"), nil); err != nil {
 		t.Fatalf("write after the panic: %v", err)
+	}
+}
+
+// BenchmarkCommitParallel: distinct operations created by concurrent
+// callers (b.SetParallelism × GOMAXPROCS goroutines), the shape of a burst
+// of first deliveries; reports writes per second and the mean group size.
+func BenchmarkCommitParallel(b *testing.B) {
+	for _, par := range []int{1, 16, 128} {
+		b.Run(fmt.Sprint("callers=", par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+			s := openTemp(b)
+			ctx := b.Context()
+			var next atomic.Int64
+			before := s.Stats()
+			b.SetParallelism(par)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, _, err := s.CommitOperation(ctx, ledgertest.Op(fmt.Sprint("p", next.Add(1))), nil); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			st := s.Stats()
+			w, tx := st.Writes-before.Writes, st.Transactions-before.Transactions
+			b.ReportMetric(float64(w)/b.Elapsed().Seconds(), "writes/s")
+			if tx > 0 {
+				b.ReportMetric(float64(w)/float64(tx), "writes/tx")
+			}
+		})
 	}
 }
