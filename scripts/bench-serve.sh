@@ -99,6 +99,16 @@ if [ "$lines" != "$distinct" ] || [ "$ops" != "$distinct" ]; then
 	echo "bench-serve: FAIL: want exactly one results line per distinct id"
 	fails=1
 fi
+# The goal of issue #28 (docs/BENCHMARKS.md), checked on this run's figures.
+rsskb="${rss%% kB}"
+jq -rn --slurpfile hi "$out/bench-$HIGH.json" --slurpfile lo "$out/bench-$LOW.json" --argjson rss "${rsskb:-0}" \
+	--argjson hiN "$HIGH" --argjson loN "$LOW" --argjson once "$([ "$lines" = "$distinct" ] && [ "$ops" = "$distinct" ] && echo true || echo false)" '
+  def ok(c): if c then "ok" else "MISSED" end;
+  ($hi[0]) as $h | ($lo[0]) as $l |
+  ([$h.target.status, $l.target.status] | map(to_entries[] | select(.key | startswith("2") | not) | .value) | add // 0) as $bad |
+  "goal: \($hiN) senders: ratio \($h.ratio*1000|round/10) % (>= 30 %) \(ok($h.ratio >= 0.30)); p99 \($h.target.p99_ms) ms (<= 100) \(ok($h.target.p99_ms <= 100))",
+  "goal: \($loN) senders: p99 \($l.target.p99_ms) ms (<= 20) \(ok($l.target.p99_ms <= 20))",
+  "goal: peak RSS \($rss/1024*10|round/10) MiB (<= 96) \(ok($rss <= 98304)); one results line per distinct id \(ok($once)); non-2xx \($bad) \(ok($bad == 0))"'
 if [ -s "$out/cpu.pprof" ]; then
 	"$GO" tool pprof -top -nodecount=25 "$bin" "$out/cpu.pprof" >"$out/cpu-top.txt" 2>/dev/null || true
 	"$GO" tool pprof -top -sample_index=alloc_space -nodecount=25 "$bin" "$out/allocs.pprof" >"$out/allocs-top.txt" 2>/dev/null || true

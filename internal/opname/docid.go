@@ -31,7 +31,7 @@ func DocID(key string) (string, error) {
 	if !utf8.ValidString(key) {
 		return "", fmt.Errorf("%w %q: not valid UTF-8", ErrInvalidKey, shorten(key))
 	}
-	id := strings.NewReplacer("%", "%25", "/", "%2F").Replace(key)
+	id := escapeDocID(key)
 	switch {
 	case id == ".":
 		id = "%2E"
@@ -44,6 +44,30 @@ func DocID(key string) (string, error) {
 		return "", fmt.Errorf("%w %q: document id would be %d bytes, over Firestore's %d", ErrInvalidKey, shorten(key), len(id), MaxDocIDLen)
 	}
 	return id, nil
+}
+
+// escapeDocID is the plain escape of DocID ("%" → "%25", "/" → "%2F"),
+// written out: it is on every webhook's path, and a strings.Replacer built
+// per call was a fifth of serve's allocated bytes. A key needing no escape
+// is returned as is, without allocating.
+func escapeDocID(key string) string {
+	n := strings.Count(key, "%") + strings.Count(key, "/")
+	if n == 0 {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 2*n)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // KeyFromDocID is the inverse of DocID. It accepts only ids DocID can

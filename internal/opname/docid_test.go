@@ -125,3 +125,27 @@ func TestDocIDOfLongestName(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEscapeDocIDMatchesReplacer pins the hand-written escape to the
+// strings.Replacer it replaced, byte for byte, on the pinned cases and on
+// keys mixing the escaped characters with multi-byte UTF-8.
+func TestEscapeDocIDMatchesReplacer(t *testing.T) {
+	ref := strings.NewReplacer("%", "%25", "/", "%2F")
+	keys := []string{"", "plain", "%", "/", "%%//", "a/b%c/", "gemini:batches/abc", "é/%ü/"}
+	for _, tc := range docIDCases() {
+		keys = append(keys, tc.key)
+	}
+	for _, k := range keys {
+		if got, want := escapeDocID(k), ref.Replace(k); got != want {
+			t.Errorf("escapeDocID(%q) = %q, want %q", k, got, want)
+		}
+	}
+}
+
+// TestDocIDOfPlainKeyDoesNotAllocate: the webhook path's common key (no
+// "%" or "/") costs no allocation.
+func TestDocIDOfPlainKeyDoesNotAllocate(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _, _ = DocID("gemini:batches-abc") }); n != 0 {
+		t.Errorf("DocID of a plain key: %v allocations, want 0", n)
+	}
+}

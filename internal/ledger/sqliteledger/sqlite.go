@@ -28,8 +28,6 @@ import (
 	"runtime"
 	"strings"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
 	"github.com/lrosink/lrosink/internal/ledger"
 )
 
@@ -46,9 +44,13 @@ import (
 // connections: in WAL mode readers see the last committed snapshot without
 // blocking or being blocked by the writer, so the ingest door's hot read
 // never queues behind commits.
+//
+// Every write goes through the Store's one writer goroutine (group), which
+// gathers concurrent writes into one transaction: see groupcommit.go.
 type Store struct {
 	writer *sql.DB
 	reader *sql.DB
+	group  *group
 }
 
 var _ ledger.Ledger = (*Store)(nil)
@@ -182,12 +184,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), writer.Close())
 	}
-	return &Store{writer: writer, reader: reader}, nil
+	return &Store{writer: writer, reader: reader, group: startGroup(writer)}, nil
 }
 
-// Close closes both pools. The last connection to close checkpoints the WAL
-// into the database file.
+// Close finishes the writes already queued, stops the writer goroutine and
+// closes both pools; a write after Close fails. The last connection to
+// close checkpoints the WAL into the database file.
 func (s *Store) Close() error {
+	s.group.close()
 	rerr := s.reader.Close()
 	werr := s.writer.Close()
 	if err := errors.Join(rerr, werr); err != nil {
@@ -214,11 +218,14 @@ func dsn(abs string, readOnly bool) string {
 	return "file:" + r.Replace(filepath.ToSlash(abs)) + "?" + q.Encode()
 }
 
+// openPool opens a pool of conns connections whose statements are kept
+// prepared (stmtcache.go).
 func openPool(ctx context.Context, dsn string, conns int) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn)
+	c, err := newConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
+	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	if err := db.PingContext(ctx); err != nil {
@@ -266,25 +273,15 @@ func migrate(ctx context.Context, db *sql.DB) error {
 }
 
 // write runs fn in a write transaction (BEGIN IMMEDIATE on the single writer
-// connection) and commits it. fn returns ledger.ErrConflict or
-// ledger.ErrFenced unwrapped when it is fenced out; the transaction is then
-// rolled back whole.
+// connection), which it may share with other writes queued at the same time,
+// each in its own savepoint (groupcommit.go), and returns once that
+// transaction committed. fn returns ledger.ErrConflict or ledger.ErrFenced
+// unwrapped when it is fenced out; what fn wrote is then rolled back, and
+// only this write fails. fn may run more than once (again in a new
+// transaction when another write's failure lost the one it ran in), so it
+// must only read and write through tx.
 func (s *Store) write(ctx context.Context, what string, fn func(*sql.Tx) error) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return fail(ctx, what, err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := fn(tx); err != nil {
-		if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrFenced) {
-			return fmt.Errorf("sqlite: %s: %w", what, err)
-		}
-		return fail(ctx, what, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fail(ctx, what, err)
-	}
-	return nil
+	return s.group.write(ctx, what, fn)
 }
 
 // fail wraps an error of the store being unavailable. When ctx ended, the

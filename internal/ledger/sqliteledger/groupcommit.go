@@ -1,0 +1,328 @@
+package sqliteledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
+)
+
+// Group commit. SQLite admits one writer, and each write transaction pays
+// its BEGIN IMMEDIATE … COMMIT (a WAL append of every page it touched). So
+// the Store's one writer goroutine gathers the writes queued while it was
+// busy into one transaction, each in its own SAVEPOINT: a write whose fn
+// fails (a fence, or any error) is rolled back to its savepoint and fails
+// alone; the others commit together. A lone write never waits: the writer
+// begins as soon as it is free and takes whatever is queued.
+const (
+	// maxGroup bounds the writes of one transaction: a few hundred
+	// savepoints keep the transaction's dirty pages (and the WAL frames
+	// one COMMIT appends) in the page cache, and the callers' latency
+	// bounded at the cost of a few hundred small writes (≈ 50–150 µs each).
+	maxGroup = 256
+	// groupWindow bounds how long one transaction keeps taking writes that
+	// arrive while it runs, so that a steady stream cannot hold the first
+	// callers' results back: ~1 ms is a few times one write's cost, small
+	// beside the latency a caller sees from the HTTP path.
+	groupWindow = time.Millisecond
+)
+
+// errClosed is the answer to a write after Close.
+var errClosed = errors.New("store closed")
+
+// Stats counts the Store's write transactions since Open.
+type Stats struct {
+	// Transactions is the number of write transactions committed.
+	Transactions int64
+	// Writes is the number of writes (calls of the Store's write methods)
+	// those transactions committed; Writes / Transactions is the mean
+	// group size.
+	Writes int64
+}
+
+// Stats returns the Store's write counters.
+func (s *Store) Stats() Stats {
+	return Stats{Transactions: s.group.txs.Load(), Writes: s.group.writes.Load()}
+}
+
+// The states of a queued write: the writer takes it, or its caller gives up
+// on it first (its context ended); whoever changes the state first decides.
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqCancelled
+)
+
+type writeReq struct {
+	ctx   context.Context
+	what  string
+	fn    func(*sql.Tx) error
+	state atomic.Int32
+	// retried is set when the request was run once in a transaction that
+	// was lost to another write (see batch): it is retried only once.
+	retried bool
+	err     error
+	done    chan struct{}
+}
+
+// group is the Store's writer: a queue and the one goroutine draining it.
+type group struct {
+	db *sql.DB
+
+	mu     sync.Mutex
+	queue  []*writeReq
+	closed bool
+
+	wake   chan struct{} // capacity 1: "the queue may be non-empty"
+	stop   chan struct{} // closed by Close
+	exited chan struct{} // closed when the writer goroutine returns
+
+	txs, writes atomic.Int64
+}
+
+func startGroup(db *sql.DB) *group {
+	g := &group{db: db, wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+	go g.loop()
+	return g
+}
+
+// close stops accepting writes, lets the writer finish what is queued and
+// waits for it to return.
+func (g *group) close() {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		close(g.stop)
+	}
+	g.mu.Unlock()
+	<-g.exited
+}
+
+// write queues fn and waits for its result, delivered after its
+// transaction committed (or failed). A context that ends while the write is
+// queued takes it out: it is never written and the context's error is
+// returned at once. Once taken, the caller waits for the transaction, which
+// is bounded by maxGroup and groupWindow.
+func (g *group) write(ctx context.Context, what string, fn func(*sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fail(ctx, what, err)
+	}
+	r := &writeReq{ctx: ctx, what: what, fn: fn, done: make(chan struct{})}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return fmt.Errorf("sqlite: %s: %w", what, errClosed)
+	}
+	g.queue = append(g.queue, r)
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(reqQueued, reqCancelled) {
+			return fail(ctx, what, ctx.Err())
+		}
+		<-r.done
+		return r.err
+	}
+}
+
+// queued counts the writes waiting to be taken (tests use it to know a
+// group has formed).
+func (g *group) queued() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, r := range g.queue {
+		if r.state.Load() == reqQueued {
+			n++
+		}
+	}
+	return n
+}
+
+// take takes up to n queued writes, oldest first, dropping the cancelled.
+func (g *group) take(n int) []*writeReq {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*writeReq
+	i := 0
+	for ; i < len(g.queue) && len(out) < n; i++ {
+		if r := g.queue[i]; r.state.CompareAndSwap(reqQueued, reqTaken) {
+			out = append(out, r)
+		}
+	}
+	clear(g.queue[:i]) // let the taken and the cancelled be collected
+	g.queue = g.queue[i:]
+	if len(g.queue) == 0 {
+		g.queue = nil
+	}
+	return out
+}
+
+func (g *group) pending() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queue) > 0
+}
+
+func (g *group) loop() {
+	defer close(g.exited)
+	var carry []*writeReq
+	for {
+		for len(carry) > 0 || g.pending() {
+			carry = g.batch(carry)
+		}
+		select {
+		case <-g.stop:
+			// No write is queued after closed is set; drain what was.
+			if !g.pending() {
+				return
+			}
+		case <-g.wake:
+		}
+	}
+}
+
+// batch runs one transaction: first carry (writes whose transaction was
+// lost, see below), then the queued writes, taking more as they arrive
+// until maxGroup or groupWindow. It returns the writes to run again.
+//
+// BEGIN comes before taking, so that the writes stay cancellable while
+// BEGIN IMMEDIATE waits for another process's write lock.
+func (g *group) batch(carry []*writeReq) []*writeReq {
+	start := time.Now()
+	// Not a caller's context: database/sql rolls a transaction back when
+	// its BeginTx context ends, and this one serves many callers.
+	tx, err := g.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		for _, r := range append(carry, g.take(maxGroup-len(carry))...) {
+			r.finish(fail(r.ctx, r.what, err))
+		}
+		return nil
+	}
+	var (
+		ran    []*writeReq // fn succeeded: their result is the COMMIT's
+		failed []*writeReq // their own error, delivered after COMMIT too
+	)
+	next := carry
+	n := len(carry)
+	for len(next) > 0 || n < maxGroup {
+		if len(next) == 0 {
+			if n > 0 && time.Since(start) >= groupWindow {
+				break
+			}
+			if next = g.take(maxGroup - n); len(next) == 0 {
+				break
+			}
+			n += len(next)
+		}
+		r := next[0]
+		next = next[1:]
+		if err := r.ctx.Err(); err != nil {
+			r.err = fail(r.ctx, r.what, err) // not written
+			failed = append(failed, r)
+			continue
+		}
+		ferr, lost := g.runOne(tx, r)
+		if ferr != nil {
+			r.err = ferr
+			failed = append(failed, r)
+		} else {
+			ran = append(ran, r)
+		}
+		if lost != nil {
+			// The transaction is gone (SQLite rolls the whole
+			// transaction back when a statement is interrupted by its
+			// context, or on some I/O errors): the writes already run
+			// in it were not written. They, and those not run yet, go
+			// to the next transaction; one already retried fails.
+			_ = tx.Rollback() // the connection may still hold the transaction
+			var again []*writeReq
+			for _, q := range append(ran, next...) {
+				if q.retried {
+					q.finish(fail(q.ctx, q.what, fmt.Errorf("transaction lost: %w", lost)))
+					continue
+				}
+				q.retried = true
+				again = append(again, q)
+			}
+			for _, q := range failed {
+				q.finish(q.err)
+			}
+			return again
+		}
+	}
+	if len(ran) == 0 {
+		err = tx.Rollback()
+	} else if err = tx.Commit(); err == nil {
+		g.txs.Add(1)
+		g.writes.Add(int64(len(ran)))
+	} else {
+		// A failed COMMIT may leave the transaction open on the writer's
+		// connection; end it so the next BEGIN does not fail.
+		_, _ = g.db.ExecContext(context.Background(), "ROLLBACK")
+	}
+	for _, r := range ran {
+		if err != nil {
+			r.finish(fail(r.ctx, r.what, err))
+			continue
+		}
+		r.finish(nil)
+	}
+	for _, r := range failed {
+		r.finish(r.err)
+	}
+	return nil
+}
+
+// runOne runs r's fn inside a savepoint of tx. It returns fn's error,
+// wrapped, and, when the savepoint could not be opened, rolled back or
+// released, the error that says the transaction was lost.
+func (g *group) runOne(tx *sql.Tx, r *writeReq) (ferr, lost error) {
+	ctx := context.Background() // the savepoint statements serve the group
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+		return nil, err
+	}
+	if err := callFn(r.fn, tx); err != nil {
+		if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrFenced) {
+			ferr = fmt.Errorf("sqlite: %s: %w", r.what, err)
+		} else {
+			ferr = fail(r.ctx, r.what, err)
+		}
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+			return ferr, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
+		return ferr, err
+	}
+	return ferr, nil
+}
+
+// callFn runs fn, turning a panic into its error: fn runs on the writer
+// goroutine, where a panic would end the process rather than the one
+// request (net/http recovers a handler's panic); its savepoint is rolled
+// back like any failure's.
+func callFn(fn func(*sql.Tx) error, tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in write: %v", p)
+		}
+	}()
+	return fn(tx)
+}
+
+func (r *writeReq) finish(err error) {
+	r.err = err
+	close(r.done)
+}

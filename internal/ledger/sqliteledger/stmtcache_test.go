@@ -1,0 +1,94 @@
+package sqliteledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+
+	"github.com/lrosink/lrosink/internal/ledger/claims"
+	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
+)
+
+// cached returns the statement texts the connection of db keeps prepared.
+func cached(t *testing.T, db *sql.DB) map[string]bool {
+	t.Helper()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close() //nolint:errcheck // test
+	out := map[string]bool{}
+	if err := conn.Raw(func(dc any) error {
+		for q := range dc.(*cachingConn).stmts {
+			out[q] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestStatementsStayPrepared: a write's statements and the group's
+// savepoint statements stay prepared on the writer's connection after use.
+func TestStatementsStayPrepared(t *testing.T) {
+	s := openTemp(t)
+	if _, _, err := claims.New(s).CommitOperation(t.Context(), ledgertest.Op("s1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	got := cached(t, s.writer)
+	for _, q := range []string{sqlInsertOperation, "SAVEPOINT w", "RELEASE w"} {
+		if !got[q] {
+			t.Errorf("statement not kept prepared after use: %.40q", q)
+		}
+	}
+}
+
+// TestStatementRunTwiceAtOnce: inside one transaction a query whose rows
+// are still open can run again (the second use prepares its own).
+func TestStatementRunTwiceAtOnce(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	for _, id := range []string{"t1", "t2"} {
+		if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.write(ctx, "twice", func(tx *sql.Tx) error {
+		const q = `SELECT id FROM operations ORDER BY id`
+		outer, err := tx.QueryContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer outer.Close() //nolint:errcheck // test
+		n := 0
+		for outer.Next() {
+			inner, err := tx.QueryContext(ctx, q)
+			if err != nil {
+				return err
+			}
+			for inner.Next() {
+				// Bounded: a statement shared by both loops would
+				// restart the outer one forever.
+				if n++; n > 100 {
+					return errors.New("the nested read never ends")
+				}
+			}
+			if err := inner.Close(); err != nil {
+				return err
+			}
+		}
+		if n != 4 {
+			t.Errorf("nested reads saw %d rows, want 4", n)
+		}
+		return outer.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And the cached statement still works afterwards.
+	if _, err := s.GetOperation(context.WithoutCancel(ctx), "t1"); err != nil {
+		t.Fatal(err)
+	}
+}
