@@ -22,6 +22,7 @@ import (
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/shard"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
 
@@ -298,7 +299,7 @@ func runScale(tb testing.TB, c scaleConfig) scaleResult {
 	if len(late) > 0 {
 		res.P50, res.P99, res.Max = late[len(late)/2], late[int(math.Ceil(0.99*float64(len(late))))-1], late[len(late)-1]
 	}
-	n, err := store.CountDue(ctx, clk.Now())
+	n, err := store.CountDue(ctx, shard.All(), clk.Now())
 	if err != nil {
 		tb.Fatal(err)
 	}
