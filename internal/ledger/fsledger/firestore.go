@@ -17,6 +17,7 @@ package fsledger
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -789,4 +790,61 @@ func (s *Store) count(ctx context.Context, what string, q firestore.Query) (int6
 		return 0, fmt.Errorf("firestore: %s: unexpected result %T", what, res["n"])
 	}
 	return v.GetIntegerValue(), nil
+}
+
+// BackfillResult is what one BackfillBuckets run did.
+type BackfillResult struct {
+	// Scanned counts the pending operations read; Written those that lacked
+	// their bucket and got it; Changed those a concurrent write moved
+	// first (it wrote the bucket itself: every write does).
+	Scanned, Written, Changed int
+}
+
+// BackfillBuckets writes the bucket field on every pending operation that
+// lacks it (written by a version before shards), so that a pass over a
+// range of buckets sees it: a sharded deployment runs it once after the
+// upgrade (lrosink ops backfill-shards). It pages through the pending
+// operations by (pending_since, id) on the single-field index, pageSize at
+// a time; settled operations are in no ranged query and are skipped. Each
+// write is fenced on the document's update time and bumps its version,
+// like every write; running it again writes nothing. It costs one read per
+// pending operation and one write per one lacking the field.
+func (s *Store) BackfillBuckets(ctx context.Context, pageSize int) (BackfillResult, error) {
+	var res BackfillResult
+	var after *firestore.DocumentSnapshot
+	for {
+		q := s.client.Collection(Operations).Where("pending_since", ">=", time.Unix(0, 0).UTC()).
+			OrderBy("pending_since", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(pageSize)
+		if after != nil {
+			q = q.StartAfter(after)
+		}
+		snaps, err := q.Documents(ctx).GetAll()
+		s.counts.Reads.Add(int64(max(1, len(snaps))))
+		if err != nil {
+			return res, fmt.Errorf("firestore: backfill buckets: %w", err)
+		}
+		for _, snap := range snaps {
+			res.Scanned++
+			if _, err := snap.DataAt("bucket"); err == nil {
+				continue
+			}
+			op, err := fromOpDoc(snap.Ref.ID, snap)
+			if err != nil {
+				return res, err
+			}
+			_, err = s.updateOp(ctx, "backfill bucket", op, []firestore.Update{{Path: "bucket", Value: bucketOf(op.ID)}})
+			switch {
+			case err == nil:
+				res.Written++
+			case errors.Is(err, ledger.ErrConflict):
+				res.Changed++
+			default:
+				return res, err
+			}
+		}
+		if len(snaps) < pageSize {
+			return res, nil
+		}
+		after = snaps[len(snaps)-1]
+	}
 }
