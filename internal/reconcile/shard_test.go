@@ -1,14 +1,21 @@
 package reconcile_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/shard"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
@@ -96,5 +103,56 @@ func TestPassRangeRefusesABadRange(t *testing.T) {
 		if _, err := w.rec.PassRange(t.Context(), rg); !errors.Is(err, shard.ErrBadRange) {
 			t.Errorf("PassRange(%v) = %v, want ErrBadRange", rg, err)
 		}
+	}
+}
+
+// TestPassRangeIsTimeBoxed: a range pass whose deadline comes while Gemini
+// is slow stops early and says so, as Pass does; the next range pass checks
+// exactly what it left, and nothing outside the range is checked.
+func TestPassRangeIsTimeBoxed(t *testing.T) {
+	fake := fakegemini.New()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(100 * time.Millisecond):
+			fake.Handler().ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	s := testutil.MemLedger(t)
+	clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
+	door, err := ingest.New(ingest.Config{Store: s, Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reconcile.New(reconcile.Config{Ledger: s, Door: door, Gemini: fakeFetcher(t, slow, log), Log: log,
+		Now: clk.Now, StuckAfter: 6 * time.Hour, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := shard.Range{Lo: 0, Hi: 32}
+	in := 0
+	for i := range 24 {
+		id := fmt.Sprintf("tb%02d", i)
+		fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+		mustRegister(t, door, "batches/"+id)
+		if half.Contains(shard.Of("gemini:batches%2F" + id)) {
+			in++
+		}
+	}
+	if in < 6 {
+		t.Fatalf("only %d of 24 operations in %v: the test proves little", in, half)
+	}
+	clk.Advance(2 * time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	first, err := rec.PassRange(ctx, half)
+	cancel()
+	if err != nil || !first.Partial || first.Checked >= in {
+		t.Fatalf("first range pass %+v, %v: want partial, fewer than %d checked", first, err, in)
+	}
+	second, err := rec.PassRange(t.Context(), half)
+	if err != nil || second.Partial || first.Checked+second.Checked != in {
+		t.Fatalf("range passes checked %d + %d (second %+v, %v), want the %d of the range", first.Checked, second.Checked, second, err, in)
 	}
 }
