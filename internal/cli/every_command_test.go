@@ -15,7 +15,7 @@ func leafCommands() []struct{ path, arg string } {
 	return []struct{ path, arg string }{
 		{"serve", ""}, {"reconcile", ""}, {"register", "batches/x"}, {"replay", "batches/x"},
 		{"send", "batch.succeeded"}, {"bench", ""}, {"simulate", ""}, {"version", ""},
-		{"ops list", ""}, {"ops show", "batches/x"},
+		{"ops list", ""}, {"ops show", "batches/x"}, {"ops backfill-shards", ""},
 		{"webhooks create", ""}, {"webhooks list", ""}, {"webhooks rotate", "wh_1"},
 		{"webhooks ping", "wh_1"}, {"webhooks delete", "wh_1"},
 	}

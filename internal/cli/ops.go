@@ -40,6 +40,8 @@ func runOps(ctx context.Context, e *env, args []string) error {
 	g := &command.Group{Doc: opsDoc(), Stdout: e.stdout, Stderr: e.stderr, Commands: map[string]command.Command{
 		"list": command.Func("operations, newest submission first, as a table or JSON", e, runOpsList),
 		"show": command.Func("one operation: state, timestamps, claim, event history, replays, output", e, runOpsShow),
+		"backfill-shards": command.Func("write the shard bucket on pending operations stored before it (Firestore, once, before sharding)",
+			e, runOpsBackfillShards),
 	}}
 	return command.Status(g.Run(ctx, args))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/shard"
 	"github.com/lrosink/lrosink/internal/urlopen"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
@@ -124,7 +125,8 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	}
 	c.DeliveryLogTTL = e.duration("LROSINK_DELIVERY_LOG_TTL", deliverylog.DefaultTTL)
 	c.GeminiQPS = e.number("LROSINK_GEMINI_QPS", 0, 0, 1e6)
-	shards := e.number("LROSINK_RECONCILE_SHARDS", 1, 1, 4096)
+	// A shard is a range of the fixed buckets: there are no more shards.
+	shards := e.number("LROSINK_RECONCILE_SHARDS", 1, 1, shard.Buckets)
 	if shards != math.Trunc(shards) {
 		e.fail(fmt.Errorf("LROSINK_RECONCILE_SHARDS: %v is not a whole number", shards))
 		shards = 1

@@ -83,6 +83,10 @@ func TestInvalidNamesTheVariable(t *testing.T) {
 	if _, err := Load(env(map[string]string{"LROSINK_RESULTS": "pubsub:projects/p/subscriptions/s"}), Serve(local())); err == nil {
 		t.Error("a subscription name accepted as a topic")
 	}
+	// More shards than buckets (package shard): a shard is a bucket range.
+	if _, err := Load(env(map[string]string{"LROSINK_RECONCILE_SHARDS": "65"}), Serve(local())); err == nil || !strings.HasPrefix(err.Error(), "LROSINK_RECONCILE_SHARDS:") {
+		t.Errorf("LROSINK_RECONCILE_SHARDS=65: error %v, want one naming it", err)
+	}
 }
 
 // TestEachBinaryOpensItsOwnSchemes: the container refuses sqlite: with one

@@ -14,6 +14,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/claims/claimstest"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 func TestConformance(t *testing.T) {
@@ -193,7 +194,7 @@ func TestStuckScanAdoptsDocumentsWrittenBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	cutoff := op.SubmittedAt.Add(time.Hour)
-	if got, err := s.StuckOperations(ctx, cutoff, 10); err != nil || len(got) != 0 {
+	if got, err := s.StuckOperations(ctx, shard.All(), cutoff, 10); err != nil || len(got) != 0 {
 		t.Fatalf("stuck scan before any write: %v, %v; the test did not write the old shape", got, err)
 	}
 	read, err := s.GetOperation(ctx, op.ID)
@@ -203,8 +204,79 @@ func TestStuckScanAdoptsDocumentsWrittenBefore(t *testing.T) {
 	if _, err := claims.New(s).ScheduleCheck(ctx, read, cutoff, "ok", cutoff); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.StuckOperations(ctx, cutoff, 10)
+	got, err := s.StuckOperations(ctx, shard.All(), cutoff, 10)
 	if err != nil || len(got) != 1 || got[0].ID != op.ID || !got[0].StuckFrom.Equal(op.SubmittedAt) {
 		t.Fatalf("stuck scan after its next check: %v, %v; want it, keyed at its submission", got, err)
+	}
+}
+
+// TestBackfillBuckets: pending documents written before the bucket field
+// are invisible to a pass over a range of buckets until BackfillBuckets
+// writes the field (fenced, version bumped); a second run writes nothing,
+// and settled documents are not touched.
+func TestBackfillBuckets(t *testing.T) {
+	c, _ := emutest.Firestore(t)
+	s := New(c, nil)
+	ctx := t.Context()
+	var ids []string
+	for i := range 5 {
+		op := ledgertest.Op(fmt.Sprintf("before-bucket-%d", i))
+		op.NextCheckAt = op.SubmittedAt
+		d, err := toOpDoc(op, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Bucket = nil // the shape written before the field
+		if _, err := s.op(op.ID).Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, op.ID)
+	}
+	settled := ledgertest.Op("settled-before-bucket")
+	settled.State, settled.NextCheckAt = "SUCCEEDED", time.Time{}
+	d, err := toOpDoc(settled, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Bucket, d.PendingSince = nil, nil
+	if _, err := s.op(settled.ID).Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	due := func() int {
+		n := 0
+		for _, id := range ids {
+			b := shard.Of(id)
+			got, err := s.DueOperations(ctx, shard.Range{Lo: b, Hi: b + 1}, time.Now(), ledger.DueCursor{}, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range got {
+				if o.ID == id {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := due(); n != 0 {
+		t.Fatalf("%d documents without a bucket found by a ranged query: the test did not write the old shape", n)
+	}
+	res, err := s.BackfillBuckets(ctx, 2) // pages of 2: the cursor is exercised
+	if err != nil || res.Scanned != 5 || res.Written != 5 {
+		t.Fatalf("BackfillBuckets = %+v, %v; want 5 scanned, 5 written", res, err)
+	}
+	if n := due(); n != 5 {
+		t.Fatalf("after the backfill %d of 5 found by their bucket's range", n)
+	}
+	if op, err := s.GetOperation(ctx, ids[0]); err != nil || op.Rev.Version != 2 {
+		t.Fatalf("after the backfill version %d, %v; want 2 (a write like any other)", op.Rev.Version, err)
+	}
+	if res, err := s.BackfillBuckets(ctx, 2); err != nil || res.Written != 0 || res.Scanned != 5 {
+		t.Fatalf("second BackfillBuckets = %+v, %v; want nothing written", res, err)
+	}
+	if snap, err := s.op(settled.ID).Get(ctx); err != nil {
+		t.Fatal(err)
+	} else if _, err := snap.DataAt("bucket"); err == nil {
+		t.Fatal("the settled document got a bucket: the backfill is for pending ones")
 	}
 }

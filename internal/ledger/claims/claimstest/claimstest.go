@@ -19,6 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // Run runs the suite, each test on a fresh store from newStore with the
@@ -545,7 +546,7 @@ func testScheduleNoNext(t *testing.T, s *claims.Ledger) {
 	if !got.NextCheckAt.IsZero() || got.Checks != 1 || got.LastCheck != "gave-up" || !sameRev(got.Rev, rev) {
 		t.Fatalf("after scheduling no check %+v", got)
 	}
-	due, err := s.DueOperations(t.Context(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
+	due, err := s.DueOperations(t.Context(), shard.All(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +556,7 @@ func testScheduleNoNext(t *testing.T, s *claims.Ledger) {
 	if _, err := s.ScheduleCheck(t.Context(), got, t0.Add(time.Minute), "ok", t0); err != nil {
 		t.Fatal(err)
 	}
-	if due, err = s.DueOperations(t.Context(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !ledgertest.Same(ledgertest.IDs(due), []string{id}) {
+	if due, err = s.DueOperations(t.Context(), shard.All(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !ledgertest.Same(ledgertest.IDs(due), []string{id}) {
 		t.Fatalf("due after scheduling again = %v, %v; want [%s]", ledgertest.IDs(due), err, id)
 	}
 }

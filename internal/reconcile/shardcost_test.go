@@ -1,0 +1,97 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/shard"
+	"github.com/lrosink/lrosink/internal/testutil"
+)
+
+// shardPassReads seeds n pending operations, all due, on the Firestore
+// emulator, runs the 4 shard passes of a 4-way split and checks, for each,
+// that it read no more than one document per operation it checked plus one
+// per page of its due query and two fixed reads (the backlog count and the
+// stuck query, each billed one read when empty): the `in` filter on bucket
+// reads only the pass's own operations (P2 per shard). It returns the reads
+// and checks of every pass.
+func shardPassReads(tb testing.TB, n int) (reads, checked []int64) {
+	tb.Helper()
+	fs := testutil.FirestoreLedger(tb)
+	w := newWorldOn(tb, 0, fs, func() int64 { r, _, _ := fs.Counts().Snapshot(); return r })
+	ctx := tb.Context()
+	now := w.clock.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	var inBucket [shard.Buckets]int
+	for i := range n {
+		id := fmt.Sprintf("sp-%06d", i)
+		inBucket[shard.Of("gemini:batches%2F"+id)]++
+		w.fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: tDone})
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			op := ledger.Operation{ID: "gemini:batches%2F" + id, Name: "batches/" + id, APIName: "batches/" + id, Kind: "batch",
+				State: lifecycle.Pending, UpdateTime: now, SubmittedAt: now, NextCheckAt: now.Add(time.Duration(i%100) * time.Second)}
+			if _, err := w.store.Apply(ctx, ledger.PutOperation(op)); err != nil {
+				tb.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	w.clock.Advance(5 * time.Minute)
+	ranges, err := shard.Split(4)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const pageSize = 100 // reconcile's default
+	var total int64
+	for _, rg := range ranges {
+		r0 := w.reads()
+		s, err := w.rec.PassRange(ctx, rg)
+		if err != nil || s.Partial || s.DueBacklog != 0 {
+			tb.Fatalf("PassRange(%v) = %+v, %v; want every due operation checked", rg, s, err)
+		}
+		got := w.reads() - r0
+		want := 0
+		for b := rg.Lo; b < rg.Hi; b++ {
+			want += inBucket[b]
+		}
+		if s.Checked != want {
+			tb.Errorf("PassRange(%v) checked %d, want the %d operations of its buckets", rg, s.Checked, want)
+		}
+		pages := int64(s.Checked/pageSize + 1)
+		if got > int64(s.Checked)+pages+2 {
+			tb.Errorf("PassRange(%v) read %d documents for %d checks (%d pages): want at most checks + pages + 2", rg, got, s.Checked, pages)
+		}
+		reads, checked = append(reads, got), append(checked, int64(s.Checked))
+		total += int64(s.Checked)
+	}
+	if total != int64(n) {
+		tb.Errorf("the 4 shard passes checked %d operations in all, want each of %d once", total, n)
+	}
+	return reads, checked
+}
+
+// TestShardPassReadsOnlyItsOwn: P2 per shard on the Firestore emulator,
+// with 1,000 pending operations (make test); BenchmarkShardPassReads runs
+// 20,000 (docs/BENCHMARKS.md).
+func TestShardPassReadsOnlyItsOwn(t *testing.T) {
+	reads, checked := shardPassReads(t, 1_000)
+	t.Logf("reads per shard pass %v for checks %v", reads, checked)
+}
+
+// BenchmarkShardPassReads is the 20,000-operation run of the acceptance:
+// run with -benchtime 1x under scripts/with-emulators.sh.
+func BenchmarkShardPassReads(b *testing.B) {
+	for b.Loop() {
+		reads, checked := shardPassReads(b, 20_000)
+		b.Logf("reads per shard pass %v for checks %v", reads, checked)
+	}
+}
