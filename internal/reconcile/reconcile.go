@@ -22,6 +22,7 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/retry"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // Fetcher asks Gemini for an operation's current state. Its errors have a
@@ -162,6 +163,9 @@ type Reconciler struct {
 	cfg      Config
 	schedule retry.Backoff // of the next check: BackoffMin doubling to BackoffMax
 	hooks    webhookHealth
+	// rangeHooks is what range passes (PassRange) read of the webhooks'
+	// health, quietly: hooks is the shared pass's, which alerts.
+	rangeHooks webhookHealth
 	// noPolling says once per instance that nothing is polled (no key),
 	// as the webhook health check does: a warning every pass is noise.
 	noPolling sync.Once
@@ -232,14 +236,53 @@ func (t *tally) add(f func(*Summary)) {
 	f(&t.s)
 }
 
-// Pass runs one bounded pass. It returns an error only when the ledger
-// cannot be queried at all; per-operation failures are counted in Errors.
+// Pass runs one bounded pass over the whole ledger: the shared duties of
+// PassShared and the due checks and stuck alerts of PassRange(shard.All())
+// in one pass, as an unsharded deployment (and serve) runs it. It returns
+// an error only when the ledger cannot be queried at all; per-operation
+// failures are counted in Errors.
 //
 // With a deadline on ctx the pass stops early, with what it did so far
 // (Summary.Partial): claim retries, Gemini checks and adoption end
 // stuckReserve before the deadline, so stuck alerting, the last step,
 // always gets its time, even when Gemini is slow.
-func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
+func (r *Reconciler) Pass(ctx context.Context) (Summary, error) {
+	return r.pass(ctx, shard.All(), duties{shared: true, ranged: true})
+}
+
+// PassRange runs one bounded pass over the operations whose bucket
+// (shard.Of of their id) is in rg: their due checks and their stuck
+// alerts, nothing else. Several PassRange over disjoint ranges, plus one
+// PassShared, do what one Pass does, in parallel; they may overlap one
+// another safely, since every write is fenced. Its Summary counts only the
+// range (DueBacklog and OldestOverdueSeconds too); Stuck, StillPending's
+// ledger count, ClaimsRetried, Adopted and Pruned are PassShared's, and are
+// 0 here (StillPending counts the range's checks that left an operation
+// pending). It is time-boxed as Pass is.
+func (r *Reconciler) PassRange(ctx context.Context, rg shard.Range) (Summary, error) {
+	if err := rg.Validate(); err != nil {
+		return Summary{}, fmt.Errorf("reconcile: %w", err)
+	}
+	return r.pass(ctx, rg, duties{ranged: true})
+}
+
+// PassShared runs the duties of a pass that concern the whole ledger and
+// not one bucket: retry due claims, read the project webhooks' health (and
+// alert), adopt unregistered batch jobs, prune past the retention, count
+// the stuck and pending operations, and measure the whole ledger's due
+// backlog. A sharded deployment's coordinator runs it once per round, beside
+// the PassRange of each shard; it checks no due operation and raises no
+// stuck alert.
+func (r *Reconciler) PassShared(ctx context.Context) (Summary, error) {
+	return r.pass(ctx, shard.All(), duties{shared: true})
+}
+
+// duties says which parts of a pass run: shared (the whole ledger's:
+// claims, webhooks, adoption, pruning, counts) and ranged (the due checks
+// and stuck alerts of the pass's bucket range).
+type duties struct{ shared, ranged bool }
+
+func (r *Reconciler) pass(ctx context.Context, rg shard.Range, d duties) (s Summary, err error) {
 	var t tally
 	now := r.cfg.Now()
 	defer func() {
@@ -249,26 +292,41 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	}()
 	work, cancel := workContext(ctx)
 	defer cancel()
-	if err := r.retryClaims(work, now, &t); err != nil {
-		return t.s, err
+	if d.shared {
+		if err := r.retryClaims(work, now, &t); err != nil {
+			return t.s, err
+		}
 	}
-	degraded := r.checkWebhooks(work, now, &t)
+	// A range pass reads the webhooks' health quietly into its own
+	// record: it needs to know whether to poll faster, but the alert lines
+	// are the shared pass's, which must still see the change itself.
+	hooks, quiet := &r.hooks, false
+	if !d.shared {
+		hooks, quiet = &r.rangeHooks, true
+	}
+	degraded := r.checkWebhooks(work, now, &t, hooks, quiet)
 	if r.cfg.Gemini == nil {
 		r.noPolling.Do(func() {
 			r.cfg.Log.WarnContext(ctx, "reconcile: GEMINI_API_KEY is not set; pending operations are not polled")
 		})
 	} else {
-		if err := r.checkDue(work, ctx, now, degraded, &t); err != nil {
-			return t.s, err
+		if d.ranged {
+			if err := r.checkDue(work, ctx, rg, now, degraded, &t); err != nil {
+				return t.s, err
+			}
 		}
-		r.adopt(work, &t)
-		r.measureBacklog(ctx, now, &t)
+		if d.shared {
+			r.adopt(work, &t)
+		}
+		r.measureBacklog(ctx, rg, now, &t)
 	}
-	r.prune(work, now, &t)
+	if d.shared {
+		r.prune(work, now, &t)
+	}
 	if cut(work) {
 		t.add(func(s *Summary) { s.Partial = true })
 	}
-	if err := r.alertStuck(ctx, now, &t); err != nil {
+	if err := r.stuck(ctx, rg, d, now, &t); err != nil {
 		if !deadlineCame(ctx) {
 			return t.s, err
 		}
@@ -278,7 +336,7 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 		t.add(func(s *Summary) { s.Partial = true })
 		r.cfg.Log.WarnContext(ctx, "reconcile: stuck alerting cut short by the pass's deadline", "error", err.Error())
 	}
-	if r.cfg.Counter != nil {
+	if d.shared && r.cfg.Counter != nil {
 		n, err := r.cfg.Counter.CountPending(ctx)
 		switch {
 		case err == nil:
@@ -293,7 +351,8 @@ func (r *Reconciler) Pass(ctx context.Context) (s Summary, err error) {
 	if t.s.Partial {
 		log = r.cfg.Log.WarnContext
 	}
-	log(ctx, "reconcile pass", "checked", t.s.Checked, "settled", t.s.Settled,
+	log(ctx, "reconcile pass", "range", rg.String(), "shared", d.shared, "ranged", d.ranged,
+		"checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
 		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial,
@@ -370,7 +429,7 @@ func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) e
 // then reaches BackoffMax-BackoffMin ahead, which covers every operation
 // last checked BackoffMin ago or earlier (none is scheduled further than
 // BackoffMax after its last check), and skips those checked more recently.
-func (r *Reconciler) checkDue(work, write context.Context, now time.Time, degraded bool, t *tally) error {
+func (r *Reconciler) checkDue(work, write context.Context, rg shard.Range, now time.Time, degraded bool, t *tally) error {
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -391,6 +450,9 @@ func (r *Reconciler) checkDue(work, write context.Context, now time.Time, degrad
 		}
 		scanned += len(ops)
 		for _, op := range ops {
+			if !rg.Contains(shard.Of(op.ID)) {
+				continue // another shard's
+			}
 			if op.NextCheckAt.After(now) && (op.LastCheckAt.IsZero() || now.Sub(op.LastCheckAt) < r.cfg.BackoffMin) {
 				continue // degraded only: checked less than BackoffMin ago, or still in its grace
 			}
@@ -503,7 +565,10 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 // backlog. It runs under the whole pass's context, after the checks were
 // rescheduled, so what it sees is what the next pass inherits. A failure
 // is an error of the pass, not of the ledger: the figures are then 0.
-func (r *Reconciler) measureBacklog(ctx context.Context, now time.Time, t *tally) {
+func (r *Reconciler) measureBacklog(ctx context.Context, rg shard.Range, now time.Time, t *tally) {
+	if !rg.IsAll() {
+		return // the count of a range needs the ranged queries (next)
+	}
 	n, err := r.cfg.Ledger.CountDue(ctx, now)
 	if err == nil && n > 0 {
 		var first []ledger.Operation
@@ -640,8 +705,25 @@ func nextStuckAlert(since, last time.Time) time.Time {
 	return since.Add((last.Sub(since)/stuckRepeatEvery + 1) * stuckRepeatEvery)
 }
 
-// alertStuck counts the operations pending longer than StuckAfter and
-// raises one ERROR line for each whose alert is due (nextStuckAlert),
+// stuck counts the operations pending longer than StuckAfter (the shared
+// duty: a count of the whole ledger) and raises the stuck alerts of range
+// rg that are due (the ranged duty).
+func (r *Reconciler) stuck(ctx context.Context, rg shard.Range, d duties, now time.Time, t *tally) error {
+	if d.shared {
+		// Counted, not read: the scan reads only the due ones.
+		n, err := r.cfg.Ledger.CountOperations(ctx, ledger.Filter{StuckAt: now.Add(-r.cfg.StuckAfter)})
+		if err != nil {
+			return fmt.Errorf("reconcile: count stuck operations: %w", err)
+		}
+		t.add(func(s *Summary) { s.Stuck = int(n) })
+	}
+	if !d.ranged {
+		return nil
+	}
+	return r.alertStuck(ctx, rg, now, t)
+}
+
+// alertStuck raises one ERROR line for each whose alert is due (nextStuckAlert),
 // recording when on the operation. Nothing is closed: only a person (or
 // Gemini) settles it.
 //
@@ -650,20 +732,17 @@ func nextStuckAlert(since, last time.Time) time.Time {
 // next alert is due, less StuckAfter, so an old stuck operation goes to the
 // back and never hides one that became stuck after it, however many there
 // are (MaxOperations bounds one pass; the rest are next in line).
-func (r *Reconciler) alertStuck(ctx context.Context, now time.Time, t *tally) error {
+func (r *Reconciler) alertStuck(ctx context.Context, rg shard.Range, now time.Time, t *tally) error {
 	cutoff := now.Add(-r.cfg.StuckAfter)
-	// Counted, not read: the scan below reads only the due ones.
-	stuck, err := r.cfg.Ledger.CountOperations(ctx, ledger.Filter{StuckAt: cutoff})
-	if err != nil {
-		return fmt.Errorf("reconcile: count stuck operations: %w", err)
-	}
-	t.add(func(s *Summary) { s.Stuck = int(stuck) })
 	ops, err := r.cfg.Ledger.StuckOperations(ctx, cutoff, r.cfg.MaxOperations)
 	if err != nil {
 		return fmt.Errorf("reconcile: stuck operations: %w", err)
 	}
 	alerted := 0
 	for _, op := range ops {
+		if !rg.Contains(shard.Of(op.ID)) {
+			continue // another shard's
+		}
 		if cut(ctx) {
 			t.add(func(s *Summary) { s.Partial = true })
 			break

@@ -37,8 +37,10 @@ type webhookHealth struct {
 // each webhook that became disabled and one INFO line for each that
 // recovered, and reports whether any is disabled now: the pass then polls
 // pending operations at BackoffMin, as no webhook is coming for them.
-func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally) bool {
-	h := &r.hooks
+//
+// quiet (a range pass) raises neither line: it learns only whether to poll
+// faster, into its own record h, and leaves the alerts to the shared pass.
+func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally, h *webhookHealth, quiet bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	defer func() { n := len(h.disabled); t.add(func(s *Summary) { s.WebhooksDisabled = n }) }()
@@ -67,6 +69,10 @@ func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally)
 		if w.Disabled {
 			current[w.ID] = w
 		}
+	}
+	if quiet {
+		h.disabled = current
+		return len(h.disabled) > 0
 	}
 	for _, id := range slices.Sorted(maps.Keys(current)) {
 		if _, known := h.disabled[id]; !known {
