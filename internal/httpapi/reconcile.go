@@ -122,6 +122,7 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping contex
 		}
 		var a ReconcileAnswer
 		var err error
+		plog := log // this request's: log is every request's
 		switch {
 		case push != nil:
 			req, d, perr := fanout.ParsePush(push)
@@ -134,9 +135,9 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping contex
 				return
 			}
 			a.Range = req.Range.String()
-			log = log.With("range", a.Range, "message_id", d.MessageID, "delivery_attempt", d.Attempt)
+			plog = log.With("range", a.Range, "message_id", d.MessageID, "delivery_attempt", d.Attempt)
 			if !req.Tick.IsZero() {
-				log = log.With("tick", req.Tick.UTC().Format(time.RFC3339Nano))
+				plog = plog.With("tick", req.Tick.UTC().Format(time.RFC3339Nano))
 			}
 			a.Summary, err = o.ranges.PassRange(ctx, req.Range)
 		case o.coord != nil:
@@ -148,7 +149,7 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping contex
 		}
 		status := http.StatusOK
 		if err != nil {
-			log.ErrorContext(ctx, "reconcile pass failed", "error", err.Error())
+			plog.ErrorContext(ctx, "reconcile pass failed", "error", err.Error())
 			status = http.StatusServiceUnavailable
 		}
 		reply(w, status, a)
