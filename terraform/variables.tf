@@ -359,6 +359,17 @@ variable "gemini_qps" {
   }
 }
 
+variable "reconcile_shards" {
+  description = "LROSINK_RECONCILE_SHARDS: how many shard passes one reconcile tick runs in parallel (1 to 64). Above 1 the Scheduler's call publishes one shard request per bucket range to the fan-out topic and a push subscription runs each on its own Reconcile instance (fanout.tf); gemini_qps is shared out among them. Size it from the due checks a tick must do (docs/DEPLOY.md, \"Sizing shards\")."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.reconcile_shards >= 1 && var.reconcile_shards <= 64 && floor(var.reconcile_shards) == var.reconcile_shards
+    error_message = "reconcile_shards must be a whole number from 1 to 64 (the virtual buckets)."
+  }
+}
+
 variable "reconcile_late_after" {
   description = "Alert when a reconcile pass leaves an operation due for longer than this (its oldest_overdue_seconds), in seconds: a few pass intervals (default: five passes of the default */2 schedule; scale it with reconcile_schedule)."
   type        = string

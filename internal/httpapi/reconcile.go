@@ -139,6 +139,9 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping contex
 			if !req.Tick.IsZero() {
 				plog = plog.With("tick", req.Tick.UTC().Format(time.RFC3339Nano))
 			}
+			// The pass's own line says what it did; this one ties it to
+			// its tick and delivery.
+			plog.InfoContext(ctx, "reconcile shard request")
 			a.Summary, err = o.ranges.PassRange(ctx, req.Range)
 		case o.coord != nil:
 			var res fanout.Result
