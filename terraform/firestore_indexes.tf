@@ -130,3 +130,48 @@ resource "google_firestore_index" "operations_kind_state_pending_since" {
     order      = "DESCENDING"
   }
 }
+
+
+# A shard pass (reconcile.PassRange over a range of the 64 virtual buckets,
+# package shard) adds `bucket in [...]` to the due and stuck queries and the
+# due count; Firestore serves an `in` on one field with an order on another
+# from a composite index (equality field first) and merges the buckets in
+# order, billing only the documents returned. An `in` takes at most 30
+# values: a range of more (2 shards) runs as two queries merged in the code.
+# A whole-ledger pass (1 shard) keeps the single-field queries above, so
+# documents written before the bucket field existed need no backfill until
+# a deployment runs more than one shard (docs/OPERATIONS.md).
+#   DueOperations    operations  next_check_at <= now, bucket in B  ORDER BY next_check_at ASC, __name__ ASC
+#   CountDue         operations  next_check_at <= now, bucket in B  count() aggregation
+#   StuckOperations  operations  stuck_from <= cutoff, bucket in B  ORDER BY stuck_from ASC, __name__ ASC
+resource "google_firestore_index" "operations_bucket_next_check_at" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
+
+  fields {
+    field_path = "bucket"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "next_check_at"
+    order      = "ASCENDING"
+  }
+}
+
+resource "google_firestore_index" "operations_bucket_stuck_from" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "operations"
+
+  fields {
+    field_path = "bucket"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "stuck_from"
+    order      = "ASCENDING"
+  }
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // Prefix is where the console is mounted.
@@ -88,7 +89,7 @@ type Deliveries interface {
 // Counter counts pending and due operations (ledger.Queries).
 type Counter interface {
 	CountPending(ctx context.Context) (int64, error)
-	CountDue(ctx context.Context, now time.Time) (int64, error)
+	CountDue(ctx context.Context, rg shard.Range, now time.Time) (int64, error)
 }
 
 //go:embed assets
@@ -534,7 +535,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		d.Counted = true
 		var err1, err2 error
 		d.Pending, err1 = c.cfg.Counter.CountPending(r.Context())
-		d.Due, err2 = c.cfg.Counter.CountDue(r.Context(), c.cfg.Now())
+		d.Due, err2 = c.cfg.Counter.CountDue(r.Context(), shard.All(), c.cfg.Now())
 		if err := errors.Join(err1, err2); err != nil {
 			d.CountError = true
 			c.cfg.Log.WarnContext(r.Context(), "console: ledger counts failed", "error", err.Error())

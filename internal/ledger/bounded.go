@@ -8,6 +8,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // DefaultCallTimeout bounds one store call when LROSINK_STORE_TIMEOUT is
@@ -107,16 +108,16 @@ func (b *Bounded) CompleteClaim(ctx context.Context, l Lease, now time.Time) err
 }
 
 // DueOperations implements Queries.
-func (b *Bounded) DueOperations(ctx context.Context, now time.Time, after DueCursor, limit int) ([]Operation, error) {
+func (b *Bounded) DueOperations(ctx context.Context, rg shard.Range, now time.Time, after DueCursor, limit int) ([]Operation, error) {
 	return call(b, ctx, "a query", func(ctx context.Context) ([]Operation, error) {
-		return b.l.DueOperations(ctx, now, after, limit)
+		return b.l.DueOperations(ctx, rg, now, after, limit)
 	})
 }
 
 // StuckOperations implements Queries.
-func (b *Bounded) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]Operation, error) {
+func (b *Bounded) StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]Operation, error) {
 	return call(b, ctx, "a query", func(ctx context.Context) ([]Operation, error) {
-		return b.l.StuckOperations(ctx, cutoff, limit)
+		return b.l.StuckOperations(ctx, rg, cutoff, limit)
 	})
 }
 
@@ -164,8 +165,8 @@ func (b *Bounded) SearchOperations(ctx context.Context, prefix string, limit int
 }
 
 // CountDue implements Queries.
-func (b *Bounded) CountDue(ctx context.Context, now time.Time) (int64, error) {
-	return call(b, ctx, "a query", func(ctx context.Context) (int64, error) { return b.l.CountDue(ctx, now) })
+func (b *Bounded) CountDue(ctx context.Context, rg shard.Range, now time.Time) (int64, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) (int64, error) { return b.l.CountDue(ctx, rg, now) })
 }
 
 var _ Ledger = (*Bounded)(nil)

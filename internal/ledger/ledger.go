@@ -21,6 +21,7 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // Errors adapters return (wrapped); callers test them with errors.Is.
@@ -351,22 +352,23 @@ type Store interface {
 // Queries is what the reconciler and the operator CLI need. Every query is
 // served by an index and bounded by limit: never a scan of the ledger.
 type Queries interface {
-	// DueOperations returns up to limit pending operations whose NextCheckAt
-	// is at or before now, in (NextCheckAt, ID) order, starting strictly
-	// after the cursor (the zero cursor starts at the beginning).
-	DueOperations(ctx context.Context, now time.Time, after DueCursor, limit int) ([]Operation, error)
-	// CountDue returns how many operations DueOperations would list for
-	// now: a count aggregation over the same index, which reads no
+	// DueOperations returns up to limit pending operations of the buckets
+	// of rg (shard.Of of their ID) whose NextCheckAt is at or before now, in
+	// (NextCheckAt, ID) order, starting strictly after the cursor (the zero
+	// cursor starts at the beginning). shard.All() is every operation.
+	DueOperations(ctx context.Context, rg shard.Range, now time.Time, after DueCursor, limit int) ([]Operation, error)
+	// CountDue returns how many operations DueOperations would list for rg
+	// and now: a count aggregation over the same index, which reads no
 	// documents. A pass counts what it left due (its backlog).
-	CountDue(ctx context.Context, now time.Time) (int64, error)
+	CountDue(ctx context.Context, rg shard.Range, now time.Time) (int64, error)
 	// CountPending returns how many operations are not in a terminal
 	// state: a count aggregation over the pending_since index.
 	CountPending(ctx context.Context) (int64, error)
-	// StuckOperations returns up to limit operations not in a terminal
-	// state whose StuckKey is at or before cutoff, in (StuckKey, ID) order:
-	// for a cutoff of now minus StuckAfter, those whose stuck alert is due,
-	// earliest due first.
-	StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]Operation, error)
+	// StuckOperations returns up to limit operations of the buckets of rg
+	// not in a terminal state whose StuckKey is at or before cutoff, in
+	// (StuckKey, ID) order: for a cutoff of now minus StuckAfter, those
+	// whose stuck alert is due, earliest due first.
+	StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]Operation, error)
 	// DueClaims returns up to limit claims that are not DONE and whose lease
 	// ended (or that were released) at or before now, earliest first.
 	DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error)

@@ -26,6 +26,7 @@ import (
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // Metrics holds one App's collectors and their registry.
@@ -57,7 +58,7 @@ type Metrics struct {
 // check (ledger.Queries): one count aggregation each.
 type Counter interface {
 	CountPending(ctx context.Context) (int64, error)
-	CountDue(ctx context.Context, now time.Time) (int64, error)
+	CountDue(ctx context.Context, rg shard.Range, now time.Time) (int64, error)
 }
 
 // scrapeCountTimeout bounds the two counts a scrape makes.
@@ -163,7 +164,7 @@ func (m *Metrics) refreshCounts(ctx context.Context) {
 	} else {
 		m.pending.Set(float64(n))
 	}
-	if n, err := m.counter.CountDue(ctx, m.now()); err != nil {
+	if n, err := m.counter.CountDue(ctx, shard.All(), m.now()); err != nil {
 		m.countErrors.Inc()
 	} else {
 		m.due.Set(float64(n))

@@ -441,7 +441,7 @@ func (r *Reconciler) checkDue(work, write context.Context, rg shard.Range, now t
 	// scanned bounds the rows a degraded pass reads past without checking.
 	for n, scanned := 0, 0; n < r.cfg.MaxOperations && scanned < 4*r.cfg.MaxOperations && !cut(work); {
 		limit := min(r.cfg.PageSize, r.cfg.MaxOperations-n)
-		ops, err := r.cfg.Ledger.DueOperations(work, horizon, after, limit)
+		ops, err := r.cfg.Ledger.DueOperations(work, rg, horizon, after, limit)
 		if err != nil {
 			if cut(work) {
 				return nil
@@ -450,9 +450,6 @@ func (r *Reconciler) checkDue(work, write context.Context, rg shard.Range, now t
 		}
 		scanned += len(ops)
 		for _, op := range ops {
-			if !rg.Contains(shard.Of(op.ID)) {
-				continue // another shard's
-			}
 			if op.NextCheckAt.After(now) && (op.LastCheckAt.IsZero() || now.Sub(op.LastCheckAt) < r.cfg.BackoffMin) {
 				continue // degraded only: checked less than BackoffMin ago, or still in its grace
 			}
@@ -566,13 +563,10 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 // rescheduled, so what it sees is what the next pass inherits. A failure
 // is an error of the pass, not of the ledger: the figures are then 0.
 func (r *Reconciler) measureBacklog(ctx context.Context, rg shard.Range, now time.Time, t *tally) {
-	if !rg.IsAll() {
-		return // the count of a range needs the ranged queries (next)
-	}
-	n, err := r.cfg.Ledger.CountDue(ctx, now)
+	n, err := r.cfg.Ledger.CountDue(ctx, rg, now)
 	if err == nil && n > 0 {
 		var first []ledger.Operation
-		if first, err = r.cfg.Ledger.DueOperations(ctx, now, ledger.DueCursor{}, 1); err == nil && len(first) == 1 {
+		if first, err = r.cfg.Ledger.DueOperations(ctx, rg, now, ledger.DueCursor{}, 1); err == nil && len(first) == 1 {
 			late := int64(now.Sub(first[0].NextCheckAt) / time.Second)
 			t.add(func(s *Summary) { s.OldestOverdueSeconds = late })
 		}
@@ -734,15 +728,12 @@ func (r *Reconciler) stuck(ctx context.Context, rg shard.Range, d duties, now ti
 // are (MaxOperations bounds one pass; the rest are next in line).
 func (r *Reconciler) alertStuck(ctx context.Context, rg shard.Range, now time.Time, t *tally) error {
 	cutoff := now.Add(-r.cfg.StuckAfter)
-	ops, err := r.cfg.Ledger.StuckOperations(ctx, cutoff, r.cfg.MaxOperations)
+	ops, err := r.cfg.Ledger.StuckOperations(ctx, rg, cutoff, r.cfg.MaxOperations)
 	if err != nil {
 		return fmt.Errorf("reconcile: stuck operations: %w", err)
 	}
 	alerted := 0
 	for _, op := range ops {
-		if !rg.Contains(shard.Of(op.ID)) {
-			continue // another shard's
-		}
 		if cut(ctx) {
 			t.add(func(s *Summary) { s.Partial = true })
 			break

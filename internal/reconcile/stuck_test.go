@@ -15,6 +15,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/shard"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
 
@@ -177,7 +178,7 @@ func TestStuckKeyLeftByAnEarlierVersionIsCleared(t *testing.T) {
 	if sum := w.pass(); sum.StuckAlerts != 0 || sum.Stuck != 0 || w.logs.CountLines(`"alert":"stuck"`) != 0 {
 		t.Fatalf("a settled operation was alerted as stuck: %+v\n%s", sum, w.logs.String())
 	}
-	if left, err := s.StuckOperations(t.Context(), w.clock.Now(), 10); err != nil || len(left) != 0 {
+	if left, err := s.StuckOperations(t.Context(), shard.All(), w.clock.Now(), 10); err != nil || len(left) != 0 {
 		t.Fatalf("still in the stuck scan: %v, %v", left, err)
 	}
 }

@@ -15,8 +15,10 @@
 package fsledger
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -28,6 +30,7 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // Collection names.
@@ -103,6 +106,12 @@ type opDoc struct {
 	// a single-field range on it. Documents written before it existed get
 	// it at their next write; every pending operation's next check is one.
 	StuckFrom *time.Time `firestore:"stuck_from,omitempty"`
+	// Bucket is shard.Of of the document id, written with every write (it
+	// never changes): the ranged due and stuck queries filter on it.
+	// Documents written before it existed lack it until their next write
+	// (a check rewrites it) or BackfillBuckets; a whole-ledger pass does
+	// not use it.
+	Bucket *int `firestore:"bucket,omitempty"`
 	// ExpireAt is when the TTL policy deletes a settled operation (absent
 	// without LROSINK_RETENTION, and while pending).
 	ExpireAt  *time.Time   `firestore:"expire_at,omitempty"`
@@ -265,6 +274,7 @@ func toOpDoc(o ledger.Operation, version int64) (opDoc, error) {
 		UserMetadata: meta, Output: out, Error: o.Error,
 		Effect:         effectDoc{Status: string(o.Effect.Status), LeaseUntil: ptr(o.Effect.LeaseUntil)},
 		StuckAlertedAt: ptr(o.StuckAlertedAt), StuckFrom: ptr(ledger.StuckKey(o)),
+		Bucket: bucketOf(o.ID),
 	}
 	for _, r := range o.Replays {
 		d.Replays = append(d.Replays, replayDoc{ID: r.ID, At: r.At})
@@ -287,8 +297,14 @@ func (d opDoc) updates() []firestore.Update {
 		{Path: "user_metadata", Value: d.UserMetadata}, {Path: "output", Value: d.Output}, {Path: "error", Value: d.Error},
 		{Path: "effect", Value: d.Effect}, {Path: "replays", Value: d.Replays},
 		{Path: "stuck_alerted_at", Value: orDelete(d.StuckAlertedAt)}, {Path: "stuck_from", Value: orDelete(d.StuckFrom)},
-		{Path: "expire_at", Value: orDelete(d.ExpireAt)},
+		{Path: "expire_at", Value: orDelete(d.ExpireAt)}, {Path: "bucket", Value: d.Bucket},
 	}
+}
+
+// bucketOf is the stored bucket of the operation with document id id.
+func bucketOf(id string) *int {
+	b := shard.Of(id)
+	return &b
 }
 
 func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, error) {
@@ -518,24 +534,88 @@ func query[T any](ctx context.Context, s *Store, q firestore.Query, what string,
 	return out, nil
 }
 
-// DueOperations implements ledger.Queries (single-field index on
-// next_check_at: its entries are ordered by document id within a value, so
-// the explicit __name__ order, which the cursor needs, costs no index).
-func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
-	q := s.client.Collection(Operations).Where("next_check_at", "<=", now).
-		OrderBy("next_check_at", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
-	if !after.NextCheckAt.IsZero() {
-		q = q.StartAfter(after.NextCheckAt, after.ID)
-	}
-	return query(ctx, s, q, "due operations", fromOpDoc)
+// DueOperations implements ledger.Queries. The whole ledger is served by
+// the single-field index on next_check_at: its entries are ordered by
+// document id within a value, so the explicit __name__ order, which the
+// cursor needs, costs no index. A range of buckets adds an `in` filter on
+// bucket, served by the composite index (bucket, next_check_at); Firestore
+// merges the buckets in order, and bills only the documents returned.
+func (s *Store) DueOperations(ctx context.Context, rg shard.Range, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
+	return inBuckets(rg, limit, byDue, func(buckets []any) ([]ledger.Operation, error) {
+		q := s.client.Collection(Operations).Where("next_check_at", "<=", now).
+			OrderBy("next_check_at", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
+		if buckets != nil {
+			q = q.Where("bucket", "in", buckets)
+		}
+		if !after.NextCheckAt.IsZero() {
+			q = q.StartAfter(after.NextCheckAt, after.ID)
+		}
+		return query(ctx, s, q, "due operations", fromOpDoc)
+	})
 }
 
-// StuckOperations implements ledger.Queries (single-field index on
-// stuck_from; its entries are ordered by document id within a value).
-func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
-	q := s.client.Collection(Operations).Where("stuck_from", "<=", cutoff).
-		OrderBy("stuck_from", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
-	return query(ctx, s, q, "stuck operations", fromOpDoc)
+// StuckOperations implements ledger.Queries: the single-field index on
+// stuck_from (its entries are ordered by document id within a value); a
+// range of buckets, the composite index (bucket, stuck_from).
+func (s *Store) StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]ledger.Operation, error) {
+	return inBuckets(rg, limit, byStuck, func(buckets []any) ([]ledger.Operation, error) {
+		q := s.client.Collection(Operations).Where("stuck_from", "<=", cutoff).
+			OrderBy("stuck_from", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
+		if buckets != nil {
+			q = q.Where("bucket", "in", buckets)
+		}
+		return query(ctx, s, q, "stuck operations", fromOpDoc)
+	})
+}
+
+// maxIn is the most values Firestore takes in one `in` filter.
+const maxIn = 30
+
+// bucketGroups splits rg into the bucket lists of `in` filters: nil (no
+// filter) for the whole ledger, one list for a range of up to maxIn
+// buckets (3 shards or more), two for a larger one.
+func bucketGroups(rg shard.Range) [][]any {
+	if rg.IsAll() {
+		return [][]any{nil}
+	}
+	var groups [][]any
+	for lo := rg.Lo; lo < rg.Hi; lo += maxIn {
+		var g []any
+		for b := lo; b < min(lo+maxIn, rg.Hi); b++ {
+			g = append(g, b)
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// inBuckets runs query once per bucket group of rg and merges the answers
+// in order, keeping the first limit. One group (the whole ledger, or a
+// range of up to maxIn buckets) reads exactly what it returns; a range of
+// more (2 shards) reads up to limit per group.
+func inBuckets(rg shard.Range, limit int, order func(a, b ledger.Operation) int, query func(buckets []any) ([]ledger.Operation, error)) ([]ledger.Operation, error) {
+	groups := bucketGroups(rg)
+	if len(groups) == 1 {
+		return query(groups[0])
+	}
+	var out []ledger.Operation
+	for _, g := range groups {
+		ops, err := query(g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ops...)
+	}
+	slices.SortFunc(out, order)
+	return out[:min(limit, len(out))], nil
+}
+
+func byDue(a, b ledger.Operation) int {
+	return cmp.Or(a.NextCheckAt.Compare(b.NextCheckAt), cmp.Compare(a.ID, b.ID))
+}
+
+func byStuck(a, b ledger.Operation) int {
+	return cmp.Or(a.StuckFrom.Compare(b.StuckFrom), cmp.Compare(a.ID, b.ID))
 }
 
 // DueClaims implements ledger.Queries (single-field index on due_at).
@@ -558,7 +638,7 @@ func (s *Store) ListOperations(ctx context.Context, state lifecycle.State, limit
 func (s *Store) RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error) {
 	op.StuckFrom = from
 	return s.updateOp(ctx, "record stuck alert", op, []firestore.Update{{Path: "stuck_alerted_at", Value: orDelete(ptr(at))},
-		{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(op)))}})
+		{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(op)))}, {Path: "bucket", Value: bucketOf(op.ID)}})
 }
 
 // ScheduleCheck implements ledger.Queries. Times are stored as a full
@@ -569,8 +649,9 @@ func (s *Store) ScheduleCheck(ctx context.Context, op ledger.Operation, next tim
 		{Path: "next_check_at", Value: orDelete(ptr(next))}, {Path: "checks", Value: op.Checks + 1},
 		{Path: "last_check", Value: note}, {Path: "last_check_at", Value: ptr(now)},
 		// Moves a document written before stuck_from existed into the
-		// stuck scan; otherwise rewrites the value read.
-		{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(op)))},
+		// stuck scan; otherwise rewrites the value read. The same for
+		// bucket, into the ranged queries.
+		{Path: "stuck_from", Value: orDelete(ptr(ledger.StuckKey(op)))}, {Path: "bucket", Value: bucketOf(op.ID)},
 	})
 }
 
@@ -679,11 +760,22 @@ func (s *Store) CountPending(ctx context.Context) (int64, error) {
 	return s.count(ctx, "count pending", q)
 }
 
-// CountDue implements ledger.Queries: a count aggregation over the
-// single-field index on next_check_at (DueOperations' index).
-func (s *Store) CountDue(ctx context.Context, now time.Time) (int64, error) {
-	q := s.client.Collection(Operations).Where("next_check_at", "<=", now)
-	return s.count(ctx, "count due", q)
+// CountDue implements ledger.Queries: a count aggregation over
+// DueOperations' index, per bucket group of rg.
+func (s *Store) CountDue(ctx context.Context, rg shard.Range, now time.Time) (int64, error) {
+	var total int64
+	for _, buckets := range bucketGroups(rg) {
+		q := s.client.Collection(Operations).Where("next_check_at", "<=", now)
+		if buckets != nil {
+			q = q.Where("bucket", "in", buckets)
+		}
+		n, err := s.count(ctx, "count due", q)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 func (s *Store) count(ctx context.Context, what string, q firestore.Query) (int64, error) {

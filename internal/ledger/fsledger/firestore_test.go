@@ -12,6 +12,7 @@ import (
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 func TestConformance(t *testing.T) {
@@ -182,7 +183,7 @@ func TestStuckScanAdoptsDocumentsWrittenBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	cutoff := op.SubmittedAt.Add(time.Hour)
-	if got, err := s.StuckOperations(ctx, cutoff, 10); err != nil || len(got) != 0 {
+	if got, err := s.StuckOperations(ctx, shard.All(), cutoff, 10); err != nil || len(got) != 0 {
 		t.Fatalf("stuck scan before any write: %v, %v; the test did not write the old shape", got, err)
 	}
 	read, err := s.GetOperation(ctx, op.ID)
@@ -192,7 +193,7 @@ func TestStuckScanAdoptsDocumentsWrittenBefore(t *testing.T) {
 	if _, err := s.ScheduleCheck(ctx, read, cutoff, "ok", cutoff); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.StuckOperations(ctx, cutoff, 10)
+	got, err := s.StuckOperations(ctx, shard.All(), cutoff, 10)
 	if err != nil || len(got) != 1 || got[0].ID != op.ID || !got[0].StuckFrom.Equal(op.SubmittedAt) {
 		t.Fatalf("stuck scan after its next check: %v, %v; want it, keyed at its submission", got, err)
 	}

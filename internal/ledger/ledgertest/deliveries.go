@@ -8,6 +8,7 @@ import (
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // testDeliveryLog: an operation's log keeps the newest Keep entries, newest
@@ -85,7 +86,7 @@ func testCounts(t *testing.T, l ledger.Ledger) {
 	if n, err := c.CountPending(ctx); err != nil || n != 5 {
 		t.Errorf("CountPending = %d, %v; want 5", n, err)
 	}
-	if n, err := c.CountDue(ctx, t0.Add(2*time.Minute)); err != nil || n != 3 {
+	if n, err := c.CountDue(ctx, shard.All(), t0.Add(2*time.Minute)); err != nil || n != 3 {
 		t.Errorf("CountDue(t0+2m) = %d, %v; want 3", n, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // NewStore returns a fresh, empty ledger for one test.
@@ -61,6 +62,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"NumbersRoundTripExactly":       testNumbersExact,
 		"DeliveryLogBoundedApart":       testDeliveryLog,
 		"CountPendingAndDue":            testCounts,
+		"RangedQueries":                 testRangedQueries,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -398,19 +400,19 @@ func testDueOperations(t *testing.T, s ledger.Ledger) {
 	settledOp := Op("d0")
 	mustCommit(t, s, settledOp, nil)
 	mustCommit(t, s, terminal(mustGet(t, s, "d0"), t0), nil)
-	got, err := s.DueOperations(t.Context(), t0.Add(2*time.Minute), ledger.DueCursor{}, 10)
+	got, err := s.DueOperations(t.Context(), shard.All(), t0.Add(2*time.Minute), ledger.DueCursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !same(ids(got), []string{"d1", "c2", "d2", "e2"}) {
 		t.Fatalf("due = %v, want [d1 c2 d2 e2] (earliest first, ties by id, settled excluded)", ids(got))
 	}
-	if got, _ := s.DueOperations(t.Context(), t0.Add(time.Hour), ledger.DueCursor{}, 1); !same(ids(got), []string{"d1"}) {
+	if got, _ := s.DueOperations(t.Context(), shard.All(), t0.Add(time.Hour), ledger.DueCursor{}, 1); !same(ids(got), []string{"d1"}) {
 		t.Fatalf("due with limit 1 = %v", ids(got))
 	}
 	// The cursor starts strictly after (next check time, id), inside a tie too.
 	for after, want := range map[string][]string{"d1": {"c2", "d2", "e2", "d3"}, "c2": {"d2", "e2", "d3"}, "e2": {"d3"}, "d3": {}} {
-		got, err := s.DueOperations(t.Context(), t0.Add(time.Hour), ledger.After(mustGet(t, s, after)), 10)
+		got, err := s.DueOperations(t.Context(), shard.All(), t0.Add(time.Hour), ledger.After(mustGet(t, s, after)), 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +424,7 @@ func testDueOperations(t *testing.T, s ledger.Ledger) {
 	var paged []string
 	var cur ledger.DueCursor
 	for range 10 {
-		page, err := s.DueOperations(t.Context(), t0.Add(time.Hour), cur, 2)
+		page, err := s.DueOperations(t.Context(), shard.All(), t0.Add(time.Hour), cur, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,7 +450,7 @@ func testCountDue(t *testing.T, s ledger.Ledger) {
 	mustCommit(t, s, Op("n0"), nil)
 	mustCommit(t, s, terminal(mustGet(t, s, "n0"), t0), nil)
 	for at, want := range map[time.Duration]int64{-time.Minute: 0, 0: 1, time.Minute: 2, time.Hour: 3} {
-		n, err := s.CountDue(t.Context(), t0.Add(at))
+		n, err := s.CountDue(t.Context(), shard.All(), t0.Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,7 +467,7 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 		mustCommit(t, s, op, nil)
 	}
 	mustCommit(t, s, terminal(mustGet(t, s, "s4"), t0), nil) // settled: never stuck
-	got, err := s.StuckOperations(t.Context(), t0.Add(-6*time.Hour), 10)
+	got, err := s.StuckOperations(t.Context(), shard.All(), t0.Add(-6*time.Hour), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,15 +490,15 @@ func testStuckOperations(t *testing.T, s ledger.Ledger) {
 	if s1 = mustGet(t, s, "s1"); !s1.StuckFrom.Equal(t0.Add(-5*time.Hour)) || !s1.StuckAlertedAt.Equal(t0) {
 		t.Fatalf("after an alert and a commit StuckFrom %v, StuckAlertedAt %v; want %v, %v", s1.StuckFrom, s1.StuckAlertedAt, t0.Add(-5*time.Hour), t0)
 	}
-	if got, err = s.StuckOperations(t.Context(), t0.Add(-6*time.Hour), 10); err != nil || !same(ids(got), []string{"s2"}) {
+	if got, err = s.StuckOperations(t.Context(), shard.All(), t0.Add(-6*time.Hour), 10); err != nil || !same(ids(got), []string{"s2"}) {
 		t.Fatalf("stuck after s1's alert = %v, %v; want [s2]", ids(got), err)
 	}
-	if got, err = s.StuckOperations(t.Context(), t0.Add(-5*time.Hour), 10); err != nil || !same(ids(got), []string{"s2", "s1"}) {
+	if got, err = s.StuckOperations(t.Context(), shard.All(), t0.Add(-5*time.Hour), 10); err != nil || !same(ids(got), []string{"s2", "s1"}) {
 		t.Fatalf("stuck once s1's next alert is due = %v, %v; want [s2 s1]", ids(got), err)
 	}
 	// Settled: out of the scan, whatever its key was.
 	mustCommit(t, s, terminal(s1, t0), nil)
-	if got, err = s.StuckOperations(t.Context(), t0, 10); err != nil || !same(ids(got), []string{"s2", "s3"}) {
+	if got, err = s.StuckOperations(t.Context(), shard.All(), t0, 10); err != nil || !same(ids(got), []string{"s2", "s3"}) {
 		t.Fatalf("stuck after s1 settled = %v, %v; want [s2 s3]", ids(got), err)
 	}
 }
@@ -1158,7 +1160,7 @@ func testScheduleNoNext(t *testing.T, s ledger.Ledger) {
 	if !got.NextCheckAt.IsZero() || got.Checks != 1 || got.LastCheck != "gave-up" || !sameRev(got.Rev, rev) {
 		t.Fatalf("after scheduling no check %+v", got)
 	}
-	due, err := s.DueOperations(t.Context(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
+	due, err := s.DueOperations(t.Context(), shard.All(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1168,7 +1170,7 @@ func testScheduleNoNext(t *testing.T, s ledger.Ledger) {
 	if _, err := s.ScheduleCheck(t.Context(), got, t0.Add(time.Minute), "ok", t0); err != nil {
 		t.Fatal(err)
 	}
-	if due, err = s.DueOperations(t.Context(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !same(ids(due), []string{id}) {
+	if due, err = s.DueOperations(t.Context(), shard.All(), t0.Add(24*time.Hour), ledger.DueCursor{}, 10); err != nil || !same(ids(due), []string{id}) {
 		t.Fatalf("due after scheduling again = %v, %v; want [%s]", ids(due), err, id)
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // Store is the in-memory ledger. It is safe for concurrent use.
@@ -51,6 +52,8 @@ type Store struct {
 	// the other adapters keep it in a collection or table of its own.
 	deliveries map[string][]deliverylog.Entry
 	counts     Counts
+	// due and stuck index the due and stuck orders per bucket (index.go).
+	due, stuck orderIndex
 }
 
 var _ ledger.Ledger = (*Store)(nil)
@@ -248,6 +251,7 @@ func (s *Store) CommitOperation(ctx context.Context, op ledger.Operation, claim 
 		}
 	}
 	s.ops[op.ID] = so
+	s.reindex(opOrNil(cur, exists), so.op)
 	s.counts.Writes.Add(1)
 	rev := ledger.Revision{Version: version}
 	if claim == nil {
@@ -380,11 +384,21 @@ func (s *Store) updateOp(ctx context.Context, verb string, op ledger.Operation, 
 	if !ok || so.op.Rev.Version != op.Rev.Version {
 		return ledger.Revision{}, fmt.Errorf("memledger: %s: %w", what, ledger.ErrConflict)
 	}
+	old := so.op
 	so.op.Rev.Version++
 	change(&so.op)
 	s.ops[op.ID] = so
+	s.reindex(&old, so.op)
 	s.counts.Writes.Add(1)
 	return so.op.Rev, nil
+}
+
+// opOrNil is &so.op if the operation was kept, else nil.
+func opOrNil(so storedOp, kept bool) *ledger.Operation {
+	if !kept {
+		return nil
+	}
+	return &so.op
 }
 
 // selectOps returns copies of up to limit kept operations that match keep,
@@ -418,27 +432,31 @@ func (s *Store) selectOps(ctx context.Context, what string, limit int, keep func
 }
 
 // DueOperations implements ledger.Queries: pending operations (settled ones
-// have no next check) due by now, strictly after the cursor in
-// (NextCheckAt, ID) order.
-func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
-	byDue := func(a, b ledger.Operation) int {
-		return cmp.Or(a.NextCheckAt.Compare(b.NextCheckAt), cmp.Compare(a.ID, b.ID))
+// have no next check) of the buckets of rg due by now, strictly after the
+// cursor in (NextCheckAt, ID) order, read from the due index.
+func (s *Store) DueOperations(ctx context.Context, rg shard.Range, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
+	if limit <= 0 {
+		return nil, nil
 	}
-	cursor := ledger.Operation{NextCheckAt: after.NextCheckAt, ID: after.ID}
-	return s.selectOps(ctx, "due operations", limit, func(o ledger.Operation) bool {
-		return !o.NextCheckAt.IsZero() && !o.NextCheckAt.After(now) && byDue(o, cursor) > 0
-	}, byDue)
+	if err := s.lock(ctx, "due operations"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	return s.indexed(s.due.front(rg, orderKey{at: after.NextCheckAt, id: after.ID}, now, limit), limit)
 }
 
-// StuckOperations implements ledger.Queries: operations not yet terminal
-// whose stuck key (kept in StuckFrom) is at or before cutoff, earliest
-// first (ties by id).
-func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
-	return s.selectOps(ctx, "stuck operations", limit, func(o ledger.Operation) bool {
-		return !o.State.Terminal() && !o.StuckFrom.IsZero() && !o.StuckFrom.After(cutoff)
-	}, func(a, b ledger.Operation) int {
-		return cmp.Or(a.StuckFrom.Compare(b.StuckFrom), cmp.Compare(a.ID, b.ID))
-	})
+// StuckOperations implements ledger.Queries: operations of the buckets of
+// rg not yet terminal whose stuck key (kept in StuckFrom) is at or before
+// cutoff, earliest first (ties by id), read from the stuck index.
+func (s *Store) StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]ledger.Operation, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	if err := s.lock(ctx, "stuck operations"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	return s.indexed(s.stuck.front(rg, orderKey{}, cutoff, limit), limit)
 }
 
 // ListOperations implements ledger.Queries: newest submission first (ties

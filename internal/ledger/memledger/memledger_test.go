@@ -10,6 +10,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
@@ -118,9 +119,9 @@ func TestValuesCopiedOut(t *testing.T) {
 			return []ledger.Operation{o}, err
 		},
 		"DueOperations": func() ([]ledger.Operation, error) {
-			return s.DueOperations(t.Context(), t0.Add(time.Hour), ledger.DueCursor{}, 10)
+			return s.DueOperations(t.Context(), shard.All(), t0.Add(time.Hour), ledger.DueCursor{}, 10)
 		},
-		"StuckOperations": func() ([]ledger.Operation, error) { return s.StuckOperations(t.Context(), t0, 10) },
+		"StuckOperations": func() ([]ledger.Operation, error) { return s.StuckOperations(t.Context(), shard.All(), t0, 10) },
 		"ListOperations":  func() ([]ledger.Operation, error) { return s.ListOperations(t.Context(), "", 10) },
 	}
 	for name, read := range reads {
@@ -252,7 +253,7 @@ func TestCountsFollowFirestoreBilling(t *testing.T) {
 		}
 	}
 	step("get a missing operation", [3]int64{1, 0, 0}, func() { _, _ = s.GetOperation(t.Context(), "n1") })
-	step("empty query", [3]int64{1, 0, 0}, func() { _, _ = s.DueOperations(t.Context(), t0, ledger.DueCursor{}, 10) })
+	step("empty query", [3]int64{1, 0, 0}, func() { _, _ = s.DueOperations(t.Context(), shard.All(), t0, ledger.DueCursor{}, 10) })
 	var lease *ledger.Lease
 	step("settle (create, read, commit with claim, read)", [3]int64{2, 3, 2}, func() { _, lease = settle(t, s, "n1", "h1", t0) })
 	step("stale commit", [3]int64{0, 0, 1}, func() { _, _, _ = s.CommitOperation(t.Context(), ledgertest.Op("n1"), nil) })

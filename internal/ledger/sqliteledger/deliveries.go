@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 var _ deliverylog.Store = (*Store)(nil)
@@ -22,8 +23,9 @@ const (
 	ON CONFLICT (op_id) DO UPDATE SET expire_at = excluded.expire_at, entries = excluded.entries`
 	sqlExpireDeliveries = `DELETE FROM deliveries WHERE op_id IN
 	(SELECT op_id FROM deliveries WHERE expire_at <= ? ORDER BY expire_at LIMIT ?)`
-	sqlCountPending = `SELECT count(*) FROM operations WHERE pending_since IS NOT NULL`
-	sqlCountDue     = `SELECT count(*) FROM operations WHERE next_check_at IS NOT NULL AND next_check_at <= ?`
+	sqlCountPending     = `SELECT count(*) FROM operations WHERE pending_since IS NOT NULL`
+	sqlCountDue         = `SELECT count(*) FROM operations WHERE next_check_at IS NOT NULL AND next_check_at <= ?`
+	sqlCountDueInBucket = `SELECT count(*) FROM operations WHERE bucket = ? AND next_check_at IS NOT NULL AND next_check_at <= ?`
 )
 
 // AppendDeliveries implements deliverylog.Store: one write transaction that
@@ -82,9 +84,22 @@ func (s *Store) CountPending(ctx context.Context) (int64, error) {
 	return s.count(ctx, "count pending", sqlCountPending)
 }
 
-// CountDue implements ledger.Queries (partial index on next_check_at).
-func (s *Store) CountDue(ctx context.Context, now time.Time) (int64, error) {
-	return s.count(ctx, "count due", sqlCountDue, micros(now))
+// CountDue implements ledger.Queries (partial index on next_check_at; for
+// a range of buckets, on (bucket, next_check_at, id)).
+func (s *Store) CountDue(ctx context.Context, rg shard.Range, now time.Time) (int64, error) {
+	if rg.IsAll() {
+		return s.count(ctx, "count due", sqlCountDue, micros(now))
+	}
+	// Bucket by bucket: each count is a range of the index.
+	var total int64
+	for b := rg.Lo; b < rg.Hi; b++ {
+		n, err := s.count(ctx, "count due", sqlCountDueInBucket, b, micros(now))
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 func (s *Store) count(ctx context.Context, what, q string, args ...any) (int64, error) {

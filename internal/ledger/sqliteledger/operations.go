@@ -1,15 +1,18 @@
 package sqliteledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // opColumns are the columns an operation is read from, in scanOperation's
@@ -26,10 +29,11 @@ const (
 	// which is ErrConflict, without parsing driver error codes.
 	sqlInsertOperation = `INSERT INTO operations (id, name, api_name, kind, state, gemini_status, update_time, version,
 	submitted_at, settled_at, settled_by, next_check_at, pending_since, checks, last_check, last_check_at,
-	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from)
+	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from, bucket)
 VALUES (:id, :name, :api_name, :kind, :state, :gemini_status, :update_time, :version,
 	:submitted_at, :settled_at, :settled_by, :next_check_at, :pending_since, :checks, :last_check, :last_check_at,
-	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays, :stuck_alerted_at, :stuck_from)
+	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays, :stuck_alerted_at, :stuck_from,
+	:bucket)
 ON CONFLICT (id) DO NOTHING`
 
 	sqlUpdateOperation = `UPDATE operations SET name = :name, api_name = :api_name, kind = :kind, state = :state,
@@ -38,7 +42,7 @@ ON CONFLICT (id) DO NOTHING`
 	last_check = :last_check, last_check_at = :last_check_at, history = :history, conflicts = :conflicts,
 	user_metadata = :user_metadata, output = :output, error = :error, effect_status = :effect_status,
 	effect_lease_until = :effect_lease_until, replays = :replays, stuck_alerted_at = :stuck_alerted_at,
-	stuck_from = :stuck_from
+	stuck_from = :stuck_from, bucket = :bucket
 WHERE id = :id AND version = :expected`
 
 	sqlScheduleCheck = `UPDATE operations SET next_check_at = ?, checks = ?, last_check = ?, last_check_at = ?,
@@ -54,6 +58,15 @@ WHERE next_check_at <= ? AND (next_check_at, id) > (?, ?) ORDER BY next_check_at
 
 	sqlStuckOperations = `SELECT ` + opColumns + ` FROM operations
 WHERE stuck_from <= ? ORDER BY stuck_from, id LIMIT ?`
+
+	// One bucket of a range, read in order on the index (bucket, time, id);
+	// inBuckets merges the buckets of the range. For the whole ledger the
+	// queries above read the order directly.
+	sqlDueOperationsInBucket = `SELECT ` + opColumns + ` FROM operations
+WHERE bucket = ? AND next_check_at <= ? AND (next_check_at, id) > (?, ?) ORDER BY next_check_at, id LIMIT ?`
+
+	sqlStuckOperationsInBucket = `SELECT ` + opColumns + ` FROM operations
+WHERE bucket = ? AND stuck_from <= ? ORDER BY stuck_from, id LIMIT ?`
 
 	sqlListOperations = `SELECT ` + opColumns + ` FROM operations
 ORDER BY submitted_at DESC, id DESC LIMIT ?`
@@ -81,6 +94,7 @@ func opArgs(o ledger.Operation, version int64) ([]any, error) {
 		sql.Named("effect_lease_until", nullMicros(o.Effect.LeaseUntil)),
 		sql.Named("stuck_alerted_at", nullMicros(o.StuckAlertedAt)),
 		sql.Named("stuck_from", nullMicros(ledger.StuckKey(o))),
+		sql.Named("bucket", shard.Of(o.ID)),
 	}
 	for _, j := range []struct {
 		name string
@@ -256,13 +270,51 @@ func queryAll[T any](ctx context.Context, db *sql.DB, what, query string, scan f
 
 // DueOperations implements ledger.Queries (partial index on
 // (next_check_at, id)). The zero cursor's time is far before any stored one.
-func (s *Store) DueOperations(ctx context.Context, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
-	return s.queryOps(ctx, "due operations", sqlDueOperations, limit, micros(now), micros(after.NextCheckAt), after.ID)
+// A range of buckets uses the partial index on (bucket, next_check_at, id).
+func (s *Store) DueOperations(ctx context.Context, rg shard.Range, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
+	if rg.IsAll() {
+		return s.queryOps(ctx, "due operations", sqlDueOperations, limit, micros(now), micros(after.NextCheckAt), after.ID)
+	}
+	return inBuckets(rg, limit, byDue, func(b int) ([]ledger.Operation, error) {
+		return s.queryOps(ctx, "due operations", sqlDueOperationsInBucket, limit, b, micros(now), micros(after.NextCheckAt), after.ID)
+	})
 }
 
-// StuckOperations implements ledger.Queries (partial index on stuck_from).
-func (s *Store) StuckOperations(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Operation, error) {
-	return s.queryOps(ctx, "stuck operations", sqlStuckOperations, limit, micros(cutoff))
+func byDue(a, b ledger.Operation) int {
+	return cmp.Or(a.NextCheckAt.Compare(b.NextCheckAt), cmp.Compare(a.ID, b.ID))
+}
+
+func byStuck(a, b ledger.Operation) int {
+	return cmp.Or(a.StuckFrom.Compare(b.StuckFrom), cmp.Compare(a.ID, b.ID))
+}
+
+// inBuckets merges the first limit operations of each bucket of rg, each
+// read in order by query, into the first limit of the range in order: a
+// page reads up to limit rows per bucket, all from the index, none by a
+// sort in SQLite. (A query over the range would sort every due row of it,
+// or walk the whole ledger's due order filtering on bucket.)
+func inBuckets(rg shard.Range, limit int, order func(a, b ledger.Operation) int, query func(bucket int) ([]ledger.Operation, error)) ([]ledger.Operation, error) {
+	var out []ledger.Operation
+	for b := rg.Lo; b < rg.Hi; b++ {
+		ops, err := query(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ops...)
+	}
+	slices.SortFunc(out, order)
+	return out[:min(limit, len(out))], nil
+}
+
+// StuckOperations implements ledger.Queries (partial index on stuck_from;
+// for a range of buckets, on (bucket, stuck_from, id)).
+func (s *Store) StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]ledger.Operation, error) {
+	if rg.IsAll() {
+		return s.queryOps(ctx, "stuck operations", sqlStuckOperations, limit, micros(cutoff))
+	}
+	return inBuckets(rg, limit, byStuck, func(b int) ([]ledger.Operation, error) {
+		return s.queryOps(ctx, "stuck operations", sqlStuckOperationsInBucket, limit, b, micros(cutoff))
+	})
 }
 
 // ListOperations implements ledger.Queries (index on (state, submitted_at)

@@ -31,6 +31,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 // Store is the SQLite ledger. It is safe for concurrent use, and several
@@ -54,7 +55,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 7
+const schemaVersion = 8
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -155,7 +156,51 @@ CREATE INDEX IF NOT EXISTS deliveries_expire_at ON deliveries (expire_at);
 -- Firestore's TTL policies delete there).
 CREATE INDEX IF NOT EXISTS operations_settled_at ON operations (settled_at, id) WHERE settled_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS claims_done_expire_at ON claims (expire_at, id) WHERE status = 'DONE';
+`, `
+-- Virtual shards (package shard): an operation's bucket, a pure function of
+-- its id written with the row, and the due and stuck orders per bucket for
+-- a pass over a range of buckets. backfillBuckets fills existing rows in
+-- the same transaction.
+ALTER TABLE operations ADD COLUMN bucket INTEGER;
+CREATE INDEX IF NOT EXISTS operations_bucket_next_check_at ON operations (bucket, next_check_at, id) WHERE next_check_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS operations_bucket_stuck_from ON operations (bucket, stuck_from, id) WHERE stuck_from IS NOT NULL;
 `}
+}
+
+// afterMigration is the Go code the migration to version runs after its
+// statements, in the same transaction, or nil.
+func afterMigration(version int) func(context.Context, *sql.Tx) error {
+	if version == 8 {
+		return backfillBuckets
+	}
+	return nil
+}
+
+// backfillBuckets writes the bucket of every row written before the column
+// existed: SQL cannot compute shard.Of. The bucket never changes, so it
+// does not count as a write of the operation (no version bump).
+func backfillBuckets(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM operations WHERE bucket IS NULL`)
+	if err != nil {
+		return fmt.Errorf("backfill buckets: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return errors.Join(fmt.Errorf("backfill buckets: %w", err), rows.Close())
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("backfill buckets: %w", err)
+	}
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET bucket = ? WHERE id = ?`, shard.Of(id), id); err != nil {
+			return fmt.Errorf("backfill buckets: %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // Open opens (creating if needed) the ledger database at path, a file path,
@@ -256,6 +301,11 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	for ; v < schemaVersion; v++ {
 		if _, err := tx.ExecContext(ctx, steps[v]); err != nil {
 			return fmt.Errorf("to version %d: %w", v+1, err)
+		}
+		if after := afterMigration(v + 1); after != nil {
+			if err := after(ctx, tx); err != nil {
+				return fmt.Errorf("to version %d: %w", v+1, err)
+			}
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (id, version) VALUES (1, ?)

@@ -19,6 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
@@ -234,25 +235,28 @@ func TestQueryPlans(t *testing.T) {
 		index string
 		args  []any
 	}{
-		"GetOperation":        {sqlGetOperation, "sqlite_autoindex_operations_1", []any{"x"}},
-		"UpdateOperation":     {sqlUpdateOperation, "sqlite_autoindex_operations_1", append(opArgs, sql.Named("expected", 1))},
-		"ScheduleCheck":       {sqlScheduleCheck, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, "x", 1}},
-		"RecordStuckAlert":    {sqlRecordStuckAlert, "sqlite_autoindex_operations_1", []any{now, now, "x", 1}},
-		"MirrorEffect":        {sqlMirrorEffect, "sqlite_autoindex_operations_1", []any{"CLAIMED", now, "x"}},
-		"DueOperations":       {sqlDueOperations, "operations_next_check_at", []any{now, now, "x", 10}},
-		"StuckOperations":     {sqlStuckOperations, "operations_stuck_from", []any{now, 10}},
-		"ListOperations":      {sqlListOperations, "operations_submitted_at", []any{10}},
-		"ListOperationsState": {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
-		"GetClaim":            {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
-		"SeizeClaim":          {sqlSeizeClaim, "sqlite_autoindex_claims_1", []any{"CLAIMED", "h", now, now, 2, now, now, "x", 1}},
-		"ReleaseClaim":        {sqlReleaseClaim, "sqlite_autoindex_claims_1", []any{"RELEASED", now, now, now, now, "x", 1}},
-		"CompleteClaim":       {sqlCompleteClaim, "sqlite_autoindex_claims_1", []any{"DONE", now, now, "x", 1}},
-		"DueClaims":           {sqlDueClaims, "claims_due_at", []any{now, 10}},
-		"SearchOperations":    {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:c", 10}},
-		"CountPending":        {sqlCountPending, "operations_pending_since", nil},
-		"CountDue":            {sqlCountDue, "operations_next_check_at", []any{now}},
-		"GetDeliveries":       {sqlGetDeliveries, "sqlite_autoindex_deliveries_1", []any{"x"}},
-		"ExpireDeliveries":    {sqlExpireDeliveries, "deliveries_expire_at", []any{now, 10}},
+		"GetOperation":            {sqlGetOperation, "sqlite_autoindex_operations_1", []any{"x"}},
+		"UpdateOperation":         {sqlUpdateOperation, "sqlite_autoindex_operations_1", append(opArgs, sql.Named("expected", 1))},
+		"ScheduleCheck":           {sqlScheduleCheck, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, "x", 1}},
+		"RecordStuckAlert":        {sqlRecordStuckAlert, "sqlite_autoindex_operations_1", []any{now, now, "x", 1}},
+		"MirrorEffect":            {sqlMirrorEffect, "sqlite_autoindex_operations_1", []any{"CLAIMED", now, "x"}},
+		"DueOperations":           {sqlDueOperations, "operations_next_check_at", []any{now, now, "x", 10}},
+		"StuckOperations":         {sqlStuckOperations, "operations_stuck_from", []any{now, 10}},
+		"ListOperations":          {sqlListOperations, "operations_submitted_at", []any{10}},
+		"ListOperationsState":     {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
+		"GetClaim":                {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
+		"SeizeClaim":              {sqlSeizeClaim, "sqlite_autoindex_claims_1", []any{"CLAIMED", "h", now, now, 2, now, now, "x", 1}},
+		"ReleaseClaim":            {sqlReleaseClaim, "sqlite_autoindex_claims_1", []any{"RELEASED", now, now, now, now, "x", 1}},
+		"CompleteClaim":           {sqlCompleteClaim, "sqlite_autoindex_claims_1", []any{"DONE", now, now, "x", 1}},
+		"DueClaims":               {sqlDueClaims, "claims_due_at", []any{now, 10}},
+		"SearchOperations":        {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:c", 10}},
+		"CountPending":            {sqlCountPending, "operations_pending_since", nil},
+		"CountDue":                {sqlCountDue, "operations_next_check_at", []any{now}},
+		"DueOperationsInBucket":   {sqlDueOperationsInBucket, "operations_bucket_next_check_at", []any{3, now, now, "x", 10}},
+		"StuckOperationsInBucket": {sqlStuckOperationsInBucket, "operations_bucket_stuck_from", []any{3, now, 10}},
+		"CountDueInBucket":        {sqlCountDueInBucket, "operations_bucket_next_check_at", []any{3, now}},
+		"GetDeliveries":           {sqlGetDeliveries, "sqlite_autoindex_deliveries_1", []any{"x"}},
+		"ExpireDeliveries":        {sqlExpireDeliveries, "deliveries_expire_at", []any{now, 10}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			plan := explain(t, s.writer, q.sql, q.args...)
@@ -445,7 +449,7 @@ func TestReopen(t *testing.T) {
 	if !reflect.DeepEqual(gotOp, wantOp) || !reflect.DeepEqual(gotClaim, wantClaim) {
 		t.Fatalf("after reopen:\n op %+v\nwant %+v\n claim %+v\nwant %+v", gotOp, wantOp, gotClaim, wantClaim)
 	}
-	if due, err := s.DueOperations(ctx, t0.Add(time.Hour), ledger.DueCursor{}, 10); err != nil || len(due) != 1 || due[0].ID != "p2" {
+	if due, err := s.DueOperations(ctx, shard.All(), t0.Add(time.Hour), ledger.DueCursor{}, 10); err != nil || len(due) != 1 || due[0].ID != "p2" {
 		t.Fatalf("due after reopen = %v, %v", due, err)
 	}
 	var v int
@@ -494,7 +498,8 @@ func TestMigratesStuckAlertedAt(t *testing.T) {
 	if _, _, err := s.CommitOperation(ctx, ledgertest.Op("m1"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.writer.ExecContext(ctx, `DROP INDEX operations_stuck_from; ALTER TABLE operations DROP COLUMN stuck_from;
+	if _, err := s.writer.ExecContext(ctx, `DROP INDEX operations_bucket_next_check_at; DROP INDEX operations_bucket_stuck_from;
+ALTER TABLE operations DROP COLUMN bucket; DROP INDEX operations_stuck_from; ALTER TABLE operations DROP COLUMN stuck_from;
 ALTER TABLE operations DROP COLUMN stuck_alerted_at; ALTER TABLE operations DROP COLUMN gemini_status; UPDATE schema_version SET version = 1`); err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +511,7 @@ ALTER TABLE operations DROP COLUMN stuck_alerted_at; ALTER TABLE operations DROP
 	if err != nil || !op.StuckAlertedAt.IsZero() {
 		t.Fatalf("after migration: %+v, %v", op, err)
 	}
-	if stuck, err := s.StuckOperations(ctx, op.SubmittedAt, 10); err != nil || len(stuck) != 1 {
+	if stuck, err := s.StuckOperations(ctx, shard.All(), op.SubmittedAt, 10); err != nil || len(stuck) != 1 {
 		t.Fatalf("stuck scan after migration: %v, %v; want m1", stuck, err)
 	}
 	if _, err := s.RecordStuckAlert(ctx, op, t0, t0); err != nil {
@@ -675,5 +680,35 @@ func TestEmptyListsWrittenBeforeReadAsNil(t *testing.T) {
 	}
 	if got.History != nil || got.Conflicts != nil || got.Replays != nil {
 		t.Fatalf("history %#v, conflicts %#v, replays %#v; want all nil", got.History, got.Conflicts, got.Replays)
+	}
+}
+
+// TestMigratesBuckets: a database written before the bucket column (schema
+// version 7) opens with every row's bucket backfilled, so a pass over a
+// range of buckets finds its operations.
+func TestMigratesBuckets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v7.db")
+	ctx := t.Context()
+	s := openAt(t, path)
+	op := ledgertest.Op("b1")
+	op.NextCheckAt = t0
+	if _, _, err := s.CommitOperation(ctx, op, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(ctx, `DROP INDEX operations_bucket_next_check_at; DROP INDEX operations_bucket_stuck_from;
+ALTER TABLE operations DROP COLUMN bucket; UPDATE schema_version SET version = 7`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	b := shard.Of("b1")
+	rg := shard.Range{Lo: b, Hi: b + 1}
+	if due, err := s.DueOperations(ctx, rg, t0, ledger.DueCursor{}, 10); err != nil || len(due) != 1 {
+		t.Fatalf("due in %v after migration = %v, %v; want b1", rg, due, err)
+	}
+	if stuck, err := s.StuckOperations(ctx, rg, t0, 10); err != nil || len(stuck) != 1 {
+		t.Fatalf("stuck in %v after migration = %v, %v; want b1", rg, stuck, err)
 	}
 }
