@@ -13,6 +13,11 @@ output "reconcile_url" {
   value       = google_cloud_run_v2_service.service["reconcile"].uri
 }
 
+output "reconcile_fanout_topic" {
+  description = "Full name of the topic the reconcile coordinator publishes shard requests to (LROSINK_RECONCILE_FANOUT_TOPIC); publish {\"range\":\"LO-HI\"} there to re-run one range by hand."
+  value       = google_pubsub_topic.reconcile_fanout.id
+}
+
 output "results_topic" {
   description = "Full name of the results topic (LROSINK_RESULTS=pubsub:<this>)."
   value       = google_pubsub_topic.results.id

@@ -92,15 +92,26 @@ locals {
     reconcile = {
       target      = "Reconcile"
       description = "lrosink Reconcile: one bounded pass over overdue operations and owed publishes (called by Cloud Scheduler)"
-      # Only the Cloud Scheduler account (scheduler.tf).
-      invokers = { scheduler = google_service_account.scheduler.member }
+      # The Cloud Scheduler account (scheduler.tf) and the fan-out push
+      # subscription's (fanout.tf).
+      invokers = {
+        scheduler = google_service_account.scheduler.member
+        fanout    = google_service_account.reconcile_fanout.member
+      }
       # One pass per instance at a time; passes are bounded and fenced, so
       # an overlap (a slow pass meeting the next tick) is safe, just wasteful.
+      # Sharded, a tick runs the coordinator and reconcile_shards shard
+      # passes at once, each on its own instance: never fewer instances.
       concurrency   = 1
       timeout       = var.reconcile_attempt_deadline
-      max_instances = var.max_instances.reconcile
-      env           = merge(local.common_env, { LROSINK_RECONCILE_DEADLINE = local.reconcile_deadline, LROSINK_GEMINI_QPS = var.gemini_qps })
-      secret_env    = { GEMINI_API_KEY = google_secret_manager_secret.secret["gemini_api_key"].secret_id }
+      max_instances = var.reconcile_shards > 1 ? max(var.max_instances.reconcile, var.reconcile_shards + 1) : var.max_instances.reconcile
+      env = merge(local.common_env, {
+        LROSINK_RECONCILE_DEADLINE     = local.reconcile_deadline
+        LROSINK_GEMINI_QPS             = var.gemini_qps
+        LROSINK_RECONCILE_SHARDS       = tostring(var.reconcile_shards)
+        LROSINK_RECONCILE_FANOUT_TOPIC = local.reconcile_fanout_topic_path
+      })
+      secret_env = { GEMINI_API_KEY = google_secret_manager_secret.secret["gemini_api_key"].secret_id }
     }
     register = {
       target        = "Register"
@@ -207,6 +218,7 @@ resource "google_cloud_run_v2_service" "service" {
     google_project_iam_member.datastore_user,
     google_project_iam_member.console_datastore_viewer,
     google_pubsub_topic_iam_member.results_publisher,
+    google_pubsub_topic_iam_member.reconcile_fanout_publisher,
     google_secret_manager_secret_iam_member.webhook_secrets,
     google_secret_manager_secret_iam_member.gemini_api_key,
   ]

@@ -223,7 +223,7 @@ variable "claim_lease" {
 }
 
 variable "max_instances" {
-  description = "Maximum Cloud Run instances per service. Reconcile passes are bounded and safe to overlap, so 1 is enough there."
+  description = "Maximum Cloud Run instances per service. Reconcile passes are bounded and safe to overlap, so 1 is enough there with one shard; with reconcile_shards = N > 1 Reconcile gets at least N + 1 (the coordinator and each shard pass on an instance of its own), more if set here."
   type = object({
     webhook   = number
     reconcile = number
@@ -356,6 +356,17 @@ variable "gemini_qps" {
   validation {
     condition     = can(tonumber(var.gemini_qps)) && try(tonumber(var.gemini_qps) >= 0, false)
     error_message = "gemini_qps must be a number of requests a second, 0 or more (0: unlimited)."
+  }
+}
+
+variable "reconcile_shards" {
+  description = "LROSINK_RECONCILE_SHARDS: how many shard passes one reconcile tick runs in parallel (1 to 64). Above 1 the Scheduler's call publishes one shard request per bucket range to the fan-out topic and a push subscription runs each on its own Reconcile instance (fanout.tf); gemini_qps is shared out among them. Size it from the due checks a tick must do (docs/DEPLOY.md, \"Sizing shards\")."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.reconcile_shards >= 1 && var.reconcile_shards <= 64 && floor(var.reconcile_shards) == var.reconcile_shards
+    error_message = "reconcile_shards must be a whole number from 1 to 64 (the virtual buckets)."
   }
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/console"
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/fanout"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/humantime"
@@ -43,6 +44,11 @@ type App struct {
 	Verifier *webhook.Verifier
 	// Reconciler polls Gemini only when GEMINI_API_KEY is set.
 	Reconciler *reconcile.Reconciler
+	// Coordinator, with LROSINK_RECONCILE_SHARDS > 1, is what the
+	// Scheduler's /Reconcile call runs: it publishes the tick's shard
+	// requests to LROSINK_RECONCILE_FANOUT_TOPIC and runs the shared
+	// duties. Nil: one whole pass per call.
+	Coordinator *fanout.Coordinator
 	// Metrics is this App's own Prometheus registry (GET /metrics).
 	Metrics *metrics.Metrics
 	// Passes keeps this process's recent reconcile passes for the console.
@@ -163,6 +169,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if a.Reconciler, err = reconcile.New(rc); err != nil {
 		return nil, err
 	}
+	if cfg.ReconcileShards > 1 {
+		pub, err := fanout.OpenPubSub(ctx, cfg.FanOutTopic)
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, pub.Close)
+		if a.Coordinator, err = fanout.NewCoordinator(fanout.Coordinator{Shared: a.Reconciler, Publisher: pub,
+			Shards: cfg.ReconcileShards, Now: o.Now, Log: log}); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
@@ -266,9 +283,18 @@ func (a *App) Register() http.Handler {
 	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Register(a.Door, a.Log)))
 }
 
-// Reconcile is the Reconcile function's handler.
+// Reconcile is the Reconcile function's handler. A Pub/Sub push of a shard
+// request runs that range's pass, whatever this instance's shard count (a
+// request in flight while the count changes is still a valid range); a
+// plain call coordinates when the passes are sharded, and is one whole pass
+// otherwise.
 func (a *App) Reconcile() http.Handler {
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Reconcile(a.Reconciler, a.Log, a.Config.ReconcileDeadline, a.stopping)))
+	opts := []httpapi.ReconcileOption{httpapi.WithShardPasses(a.Reconciler)}
+	if a.Coordinator != nil {
+		opts = append(opts, httpapi.WithCoordinator(a.Coordinator))
+	}
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log,
+		httpapi.Reconcile(a.Reconciler, a.Log, a.Config.ReconcileDeadline, a.stopping, opts...)))
 }
 
 // Console is the Console function's handler: the read-only console at
@@ -324,6 +350,7 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_RECONCILE_DEADLINE", Value: humantime.Duration(c.ReconcileDeadline)},
 		{Name: "LROSINK_DELIVERY_LOG_TTL", Value: humantime.Duration(c.DeliveryLogTTL)},
 		{Name: "LROSINK_GEMINI_QPS", Value: qps(c.GeminiQPS, c.ReconcileShards)},
+		{Name: "LROSINK_RECONCILE_SHARDS", Value: shards(c.ReconcileShards, c.FanOutTopic)},
 		{Name: "LROSINK_RETENTION", Value: retention(c.Retention)},
 	}
 	if c.Project != "" {
@@ -338,6 +365,14 @@ func retention(d time.Duration) string {
 		return "unset (settled operations are kept for ever)"
 	}
 	return fmt.Sprintf("%dd after settlement", d/(24*time.Hour))
+}
+
+// shards describes how a /Reconcile call is divided.
+func shards(n int, topic string) string {
+	if n <= 1 {
+		return "1 (one whole pass per call)"
+	}
+	return fmt.Sprintf("%d (a call hands out %d shard passes through %s)", n, n, topic)
 }
 
 // qps describes the Gemini budget as a pass gets it.

@@ -18,6 +18,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/shard"
+	"github.com/lrosink/lrosink/internal/sink"
 	"github.com/lrosink/lrosink/internal/urlopen"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
@@ -64,6 +65,12 @@ type Config struct {
 	// once, each getting GeminiQPS/ReconcileShards.
 	GeminiQPS       float64
 	ReconcileShards int
+	// FanOutTopic is LROSINK_RECONCILE_FANOUT_TOPIC (projects/P/topics/T):
+	// with ReconcileShards > 1 (where it is required), a /Reconcile call
+	// without a shard request coordinates: it publishes one shard request
+	// per bucket range there, which a push subscription delivers back to
+	// /Reconcile, and runs the shared duties itself.
+	FanOutTopic string
 	// Retention is LROSINK_RETENTION: how long a settled operation is
 	// kept (0: for ever). At least MinRetention.
 	Retention time.Duration
@@ -134,6 +141,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	c.ReconcileShards = int(shards)
 	c.Retention = e.retention()
 	c.AdminToken = e.adminToken()
+	c.FanOutTopic = e.fanOutTopic(c)
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)
 }
@@ -254,6 +262,30 @@ func (e *envReader) retention() time.Duration {
 		return 0
 	}
 	return d
+}
+
+// fanOutTopic reads LROSINK_RECONCILE_FANOUT_TOPIC: a full topic name,
+// required when the passes are sharded (the shard requests go there), and
+// refused beside LROSINK_ADMIN_TOKEN: the push subscription authenticates
+// with an OIDC token in the same Authorization header, which Cloud Run's
+// IAM checks and the admin token check would refuse (every shard request
+// would be answered 401 and dead-lettered).
+func (e *envReader) fanOutTopic(c Config) string {
+	t := strings.TrimSpace(e.getenv("LROSINK_RECONCILE_FANOUT_TOPIC"))
+	switch {
+	case t == "" && c.ReconcileShards > 1:
+		e.fail(fmt.Errorf("LROSINK_RECONCILE_FANOUT_TOPIC: required with LROSINK_RECONCILE_SHARDS=%d: the coordinator publishes the shard requests there (projects/P/topics/T)", c.ReconcileShards))
+	case t == "":
+	default:
+		if _, err := sink.ParseTopic(t); err != nil {
+			e.fail(fmt.Errorf("LROSINK_RECONCILE_FANOUT_TOPIC: %q: %v", t, err))
+			return ""
+		}
+		if c.AdminToken != "" {
+			e.fail(errors.New("LROSINK_RECONCILE_FANOUT_TOPIC: cannot be used with LROSINK_ADMIN_TOKEN: Pub/Sub pushes shard requests with an OIDC token in the Authorization header, which the admin token check refuses; on Cloud Run IAM guards /Reconcile, so leave LROSINK_ADMIN_TOKEN unset"))
+		}
+	}
+	return t
 }
 
 // number reads k as a number in [lo, hi], def when unset.

@@ -40,14 +40,14 @@ func TestValues(t *testing.T) {
 		"LROSINK_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": "p1", "LROSINK_RESULTS": "pubsub:projects/p1/topics/results",
 		"LROSINK_WEBHOOK_SECRETS": " " + secretA + " , " + secretB + " ,", "LROSINK_GRACE": "2m", "LROSINK_MAX_BODY": "2048",
 		"LROSINK_WEBHOOK_DEADLINE": "3s", "LROSINK_ADMIN_TOKEN": " 0123456789abcdef-_.~+/= ", "LROSINK_RECONCILE_DEADLINE": "100s",
-		"LROSINK_GEMINI_QPS": "2.5", "LROSINK_RECONCILE_SHARDS": "4", "LROSINK_RETENTION": "400d",
+		"LROSINK_GEMINI_QPS": "2.5", "LROSINK_RETENTION": "400d",
 	}), Container())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.WebhookSecrets) != 2 || c.WebhookSecrets[1] != secretB || c.Grace != 2*time.Minute || c.MaxBody != 2048 ||
 		c.WebhookDeadline != 3*time.Second || c.AdminToken != "0123456789abcdef-_.~+/=" || c.ReconcileDeadline != 100*time.Second ||
-		c.GeminiQPS != 2.5 || c.ReconcileShards != 4 || c.Retention != 400*24*time.Hour {
+		c.GeminiQPS != 2.5 || c.ReconcileShards != 1 || c.Retention != 400*24*time.Hour {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -86,6 +86,38 @@ func TestInvalidNamesTheVariable(t *testing.T) {
 	// More shards than buckets (package shard): a shard is a bucket range.
 	if _, err := Load(env(map[string]string{"LROSINK_RECONCILE_SHARDS": "65"}), Serve(local())); err == nil || !strings.HasPrefix(err.Error(), "LROSINK_RECONCILE_SHARDS:") {
 		t.Errorf("LROSINK_RECONCILE_SHARDS=65: error %v, want one naming it", err)
+	}
+}
+
+// TestShardsAndFanOut: LROSINK_RECONCILE_SHARDS is 1 to 64 (the buckets);
+// above 1 the shard requests need LROSINK_RECONCILE_FANOUT_TOPIC, a full
+// topic name, which the admin token would lock out.
+func TestShardsAndFanOut(t *testing.T) {
+	const topic = "projects/p1/topics/lrosink-reconcile-fanout"
+	c, err := Load(env(map[string]string{"LROSINK_RECONCILE_SHARDS": "64", "LROSINK_RECONCILE_FANOUT_TOPIC": " " + topic + " "}), Serve(local()))
+	if err != nil || c.ReconcileShards != 64 || c.FanOutTopic != topic {
+		t.Fatalf("64 shards with a topic: %+v, %v", c, err)
+	}
+	// One shard needs no topic; a topic with one shard is accepted (unused).
+	for _, m := range []map[string]string{{"LROSINK_RECONCILE_SHARDS": "1"}, {"LROSINK_RECONCILE_FANOUT_TOPIC": topic}} {
+		if _, err := Load(env(m), Serve(local())); err != nil {
+			t.Errorf("%v: %v", m, err)
+		}
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"LROSINK_RECONCILE_SHARDS": "0"}, "LROSINK_RECONCILE_SHARDS:"},
+		{map[string]string{"LROSINK_RECONCILE_SHARDS": "65", "LROSINK_RECONCILE_FANOUT_TOPIC": topic}, "LROSINK_RECONCILE_SHARDS:"},
+		{map[string]string{"LROSINK_RECONCILE_SHARDS": "4"}, "LROSINK_RECONCILE_FANOUT_TOPIC: required"},
+		{map[string]string{"LROSINK_RECONCILE_SHARDS": "4", "LROSINK_RECONCILE_FANOUT_TOPIC": "lrosink-reconcile-fanout"}, "LROSINK_RECONCILE_FANOUT_TOPIC:"},
+		{map[string]string{"LROSINK_RECONCILE_SHARDS": "4", "LROSINK_RECONCILE_FANOUT_TOPIC": topic, "LROSINK_ADMIN_TOKEN": "0123456789abcdef-admin"}, "LROSINK_RECONCILE_FANOUT_TOPIC: cannot be used with LROSINK_ADMIN_TOKEN"},
+	} {
+		_, err := Load(env(c.env), Serve(local()))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error %v, want one line starting %q", c.env, err, c.want)
+		}
 	}
 }
 

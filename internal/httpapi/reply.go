@@ -63,6 +63,8 @@ const (
 	kindDeadlineExceeded  kind = "deadline-exceeded"
 	kindMissingToken      kind = "missing-token"
 	kindInvalidToken      kind = "invalid-token"
+	// A /Reconcile push whose envelope or shard request does not parse.
+	kindBadShardRequest kind = "bad-shard-request"
 )
 
 // answerSpec is how one kind is answered.
@@ -107,6 +109,9 @@ var answers = map[kind]answerSpec{
 	event.ReasonInvalidName:     {http.StatusBadRequest, "rejected"},
 	event.ReasonInvalidKind:     {http.StatusBadRequest, "rejected"},
 	event.ReasonInvalidMetadata: {http.StatusBadRequest, "rejected"},
+	// Reconcile: a push that is no shard request. 400 is a nack to
+	// Pub/Sub; the subscription's max delivery attempts end it.
+	kindBadShardRequest: {http.StatusBadRequest, "rejected"},
 
 	// The door: try again later.
 	kindClaimMissing:      {http.StatusServiceUnavailable, "error"},

@@ -177,6 +177,7 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"reconcile pass", httpapi.Reconcile(rec, log, 0, nil), post("", nil), 200, shapeSummary},
 		{"reconcile GET", httpapi.Reconcile(rec, log, 0, nil), get, 405, shapeAnswer},
 		{"reconcile ledger down", httpapi.Reconcile(rec, log, 0, nil), ended, 503, shapeSummary},
+		{"reconcile bad shard request", httpapi.Reconcile(rec, log, 0, nil, httpapi.WithShardPasses(&passes{})), post(`{"message":{}}`, nil), 400, shapeAnswer},
 		{"admin token missing", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, nil), 401, shapeAnswer},
 		{"admin token wrong", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, bearer("wrong-token-0123456789")), 401, shapeAnswer},
 		{"admin token right", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, bearer(token)), 201, shapeAnswer},
