@@ -530,7 +530,13 @@ func BenchmarkScale(b *testing.B) {
 		b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) { benchScale(b, defaultScale(n)) })
 	}
 	for _, n := range []int{10_000, 100_000, 1_000_000} {
-		for _, shards := range []int{1, 4, 16} {
+		shardCounts := []int{1, 4, 16}
+		if n == 1_000_000 {
+			// 16 shards keep up but their passes overrun the interval at
+			// the peak: 32 is the deployment that meets the goal.
+			shardCounts = append(shardCounts, 32)
+		}
+		for _, shards := range shardCounts {
 			b.Run(fmt.Sprintf("sharded/ops=%d/shards=%d", n, shards), func(b *testing.B) { benchScale(b, shardedScale(n, shards)) })
 		}
 	}
