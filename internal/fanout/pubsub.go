@@ -26,13 +26,9 @@ func NewPubSub(client *pubsub.Client, topic string) *PubSub {
 
 // OpenPubSub publishes to topic with a client of its own, closed by Close.
 func OpenPubSub(ctx context.Context, topic string) (*PubSub, error) {
-	project, err := sink.ParseTopic(topic)
+	c, err := sink.TopicClient(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("LROSINK_RECONCILE_FANOUT_TOPIC: %q: %w", topic, err)
-	}
-	c, err := pubsub.NewClient(ctx, project)
-	if err != nil {
-		return nil, fmt.Errorf("pubsub client for project %s: %w", project, err)
 	}
 	p := NewPubSub(c, topic)
 	p.owned = c

@@ -49,6 +49,18 @@ var (
 // internal/urlopen's job; this checks the name again so no caller can open
 // a topic Pub/Sub would refuse at the first publish.
 func OpenPubSub(ctx context.Context, topic string) (*PubSub, error) {
+	c, err := TopicClient(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	p := NewPubSub(c, topic)
+	p.owned = c
+	return p, nil
+}
+
+// TopicClient checks a full topic name (ParseTopic) and opens a Pub/Sub
+// client for its project; the caller closes it.
+func TopicClient(ctx context.Context, topic string) (*pubsub.Client, error) {
 	project, err := ParseTopic(topic)
 	if err != nil {
 		return nil, err
@@ -57,9 +69,7 @@ func OpenPubSub(ctx context.Context, topic string) (*PubSub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pubsub client for project %s: %w", project, err)
 	}
-	p := NewPubSub(c, topic)
-	p.owned = c
-	return p, nil
+	return c, nil
 }
 
 // ParseTopic checks a full topic name against Pub/Sub's naming rules and
