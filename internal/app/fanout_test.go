@@ -16,6 +16,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/fakegemini"
@@ -32,6 +33,7 @@ import (
 // ones RUNNING.
 type fanOutRig struct {
 	fake   *fakegemini.Server
+	app    *app.App
 	srv    *httptest.Server
 	client *pubsub.Client
 	topic  string
@@ -61,6 +63,7 @@ func newFanOutRig(t *testing.T, shards int) *fanOutRig {
 		c.ReconcileShards, c.FanOutTopic = shards, r.topic
 	})
 	a := newApp(t, cfg, nil, r.stdout, clock.Now)
+	r.app = a
 	h := a.Mux()
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
@@ -210,6 +213,35 @@ func TestShardedTickThroughPubSubPush(t *testing.T) {
 			t.Errorf("%s: %d results messages, want %d", name, res[name], want)
 		}
 	}
+
+	// The ledger-wide gauges follow the coordinator's whole-ledger count,
+	// never a shard pass's, which counts its own buckets only (a range
+	// with nothing due now would read 0 pending).
+	if _, err := r.app.Reconciler.PassRange(t.Context(), shard.Range{Lo: 0, Hi: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if a.StillPending == 0 {
+		t.Fatal("the coordinator counted no pending operation: the gauge check would prove nothing")
+	}
+	if got := gauge(t, r.app, "lrosink_operations_pending"); got != float64(a.StillPending) {
+		t.Errorf("pending gauge %v after a shard pass, want the coordinator's still_pending %d", got, a.StillPending)
+	}
+}
+
+// gauge reads one gauge of a's metrics registry.
+func gauge(t *testing.T, a *app.App, name string) float64 {
+	t.Helper()
+	fams, err := a.Metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("gauge %s not gathered", name)
+	return 0
 }
 
 // TestOverlappingShardPassesAreSafe: two shard requests for the same range

@@ -213,13 +213,18 @@ func errorReason(err error) string {
 }
 
 // ObservePass implements reconcile.Observer. The gauges are set only from
-// a pass that completed: a failed pass's summary is partial.
+// a pass that completed (a failed pass's summary is partial) and counted
+// the whole ledger: a shard's PassRange counts its buckets only, and would
+// make them jump between shards' values.
 func (m *Metrics) ObservePass(_ time.Time, s reconcile.Summary, err error) {
 	if err != nil {
 		m.reconcilePasses.WithLabelValues("error").Inc()
 		return
 	}
 	m.reconcilePasses.WithLabelValues("ok").Inc()
+	if s.RangeOnly() {
+		return
+	}
 	m.pending.Set(float64(s.StillPending))
 	m.stuck.Set(float64(s.Stuck))
 	m.dueBacklog.Set(float64(s.DueBacklog))

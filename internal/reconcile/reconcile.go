@@ -162,7 +162,15 @@ type Summary struct {
 	// Pruned counts the settled operations deleted past LROSINK_RETENTION
 	// (SQLite, memory; Firestore's TTL policy deletes its own).
 	Pruned int `json:"pruned"`
+
+	// rangeOnly marks a PassRange's summary (see RangeOnly).
+	rangeOnly bool
 }
+
+// RangeOnly reports whether the summary is a PassRange's: its counts cover
+// its buckets only (its StillPending and Stuck are not the ledger's), so an
+// observer keeping ledger-wide figures (gauges) must not take them from it.
+func (s Summary) RangeOnly() bool { return s.rangeOnly }
 
 // Reconciler runs passes.
 type Reconciler struct {
@@ -292,6 +300,7 @@ func (r *Reconciler) pass(ctx context.Context, rg shard.Range, d duties) (s Summ
 	var t tally
 	now := r.cfg.Now()
 	defer func() {
+		s.rangeOnly = !d.shared
 		for _, o := range r.cfg.Observers {
 			o.ObservePass(now, s, err)
 		}
