@@ -122,7 +122,7 @@ func (l *Ledger) CompleteClaim(ctx context.Context, le ledger.Lease, now time.Ti
 // the version; no other field is written.
 func (l *Ledger) ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error) {
 	op.NextCheckAt, op.Checks, op.LastCheck, op.LastCheckAt = next, op.Checks+1, note, now
-	return l.put(ctx, op)
+	return l.patchSchedule(ctx, op)
 }
 
 // RecordStuckAlert sets op's StuckAlertedAt to at and its StuckFrom to from
@@ -130,13 +130,13 @@ func (l *Ledger) ScheduleCheck(ctx context.Context, op ledger.Operation, next ti
 // the version.
 func (l *Ledger) RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error) {
 	op.StuckAlertedAt, op.StuckFrom = at, from
-	return l.put(ctx, op)
+	return l.patchSchedule(ctx, op)
 }
 
-// put writes the reconciler's fields of op (not a whole put: op may be
+// patchSchedule writes the reconciler's fields of op (not a whole put: op may be
 // the operation as read with the revision the door wrote since, whose other
 // fields the reconciler has not read).
-func (l *Ledger) put(ctx context.Context, op ledger.Operation) (ledger.Revision, error) {
+func (l *Ledger) patchSchedule(ctx context.Context, op ledger.Operation) (ledger.Revision, error) {
 	revs, err := l.Apply(ctx, ledger.PatchSchedule(op))
 	if err != nil {
 		return ledger.Revision{}, err
