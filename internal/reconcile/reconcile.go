@@ -165,6 +165,9 @@ type Summary struct {
 
 	// rangeOnly marks a PassRange's summary (see RangeOnly).
 	rangeOnly bool
+	// concurrency is the smallest bound the adaptive window came down to
+	// (window; 0 when the pass checked nothing): logged, not answered.
+	concurrency int
 }
 
 // RangeOnly reports whether the summary is a PassRange's: its counts cover
@@ -367,7 +370,7 @@ func (r *Reconciler) pass(ctx context.Context, rg shard.Range, d duties) (s Summ
 		log = r.cfg.Log.WarnContext
 	}
 	log(ctx, "reconcile pass", "range", rg.String(), "shared", d.shared, "ranged", d.ranged,
-		"checked", t.s.Checked, "settled", t.s.Settled,
+		"concurrency", t.s.concurrency, "checked", t.s.Checked, "settled", t.s.Settled,
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
 		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial,
@@ -445,9 +448,12 @@ func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) e
 // last checked BackoffMin ago or earlier (none is scheduled further than
 // BackoffMax after its last check), and skips those checked more recently.
 func (r *Reconciler) checkDue(work, write context.Context, rg shard.Range, now time.Time, degraded bool, t *tally) error {
-	sem := make(chan struct{}, r.cfg.Concurrency)
+	win := newWindow(r.cfg.Concurrency)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		t.add(func(s *Summary) { s.concurrency = win.smallest() })
+	}()
 	horizon := now
 	if degraded {
 		horizon = now.Add(r.cfg.BackoffMax - r.cfg.BackoffMin)
@@ -469,15 +475,15 @@ func (r *Reconciler) checkDue(work, write context.Context, rg shard.Range, now t
 				continue // degraded only: checked less than BackoffMin ago, or still in its grace
 			}
 			n++
-			sem <- struct{}{}
+			win.acquire()
 			if cut(work) {
-				<-sem
+				win.release(false)
 				return nil // the rest stay due: first in line next pass
 			}
 			wg.Add(1)
 			go func() {
-				defer func() { <-sem; wg.Done() }()
-				r.check(work, write, op, now, degraded, t)
+				defer wg.Done()
+				win.release(r.check(work, write, op, now, degraded, t))
 			}()
 		}
 		if len(ops) < limit {
@@ -489,14 +495,17 @@ func (r *Reconciler) checkDue(work, write context.Context, rg shard.Range, now t
 }
 
 // check asks Gemini about one operation and feeds the answer to the door.
-// A fetch that work cut short is no check: the operation stays due.
-func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) {
+// A fetch that work cut short is no check: the operation stays due. It
+// reports whether Gemini pushed back (a transient error: the window
+// narrows).
+func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now time.Time, degraded bool, t *tally) (pushback bool) {
 	log := r.cfg.Log.With("operation", op.Name)
 	start := time.Now()
 	ev, err := r.cfg.Gemini.Fetch(work, op.Kind, op.APIName)
 	if err != nil && cut(work) {
-		return
+		return false
 	}
+	pushback = fetcherr.KindOf(err) == fetcherr.Transient
 	obs := deliverylog.Entry{At: now, Source: deliverylog.SourceReconcile, Status: ev.GeminiStatus}
 	defer func() {
 		if r.cfg.Deliveries != nil {
@@ -555,7 +564,7 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 					s.Settled++
 				}
 			})
-			return
+			return false
 		}
 		if res.Rev.Exists() {
 			// The door wrote a new revision: schedule against it.
@@ -570,6 +579,7 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		t.add(func(s *Summary) { s.Errors++ })
 		log.ErrorContext(ctx, "reconcile: could not schedule the next check", "error", err.Error())
 	}
+	return pushback
 }
 
 // measureBacklog counts the operations the pass left due and reads the
