@@ -13,11 +13,13 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -568,4 +570,24 @@ func CheckWrites(writes []Write) error {
 		seen[doc] = true
 	}
 	return nil
+}
+
+// ByDue is DueOperations' order, (NextCheckAt, ID), for a store that
+// merges the pages of several index reads.
+func ByDue(a, b Operation) int {
+	return cmp.Or(a.NextCheckAt.Compare(b.NextCheckAt), cmp.Compare(a.ID, b.ID))
+}
+
+// ByStuck is StuckOperations' order, (StuckKey, ID); stores read the key
+// back in StuckFrom.
+func ByStuck(a, b Operation) int {
+	return cmp.Or(a.StuckFrom.Compare(b.StuckFrom), cmp.Compare(a.ID, b.ID))
+}
+
+// FirstOf merges pages read in order into the first limit operations in
+// order (a ranged query read bucket by bucket, or in groups of buckets).
+func FirstOf(limit int, order func(a, b Operation) int, pages ...[]Operation) []Operation {
+	out := slices.Concat(pages...)
+	slices.SortFunc(out, order)
+	return out[:min(limit, len(out))]
 }

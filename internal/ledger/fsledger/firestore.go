@@ -15,11 +15,9 @@
 package fsledger
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -455,8 +453,15 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 				{Path: "bucket", Value: bucketOf(v.ID)},
 				{Path: "version", Value: versions[i]},
 			}
+			fence := firestore.LastUpdateTime(v.Rev.Stamp)
+			if len(writes) == 1 {
+				// The reconciler's write after each check, alone: one
+				// fenced update needs no transaction (one RPC, not a
+				// begin and a commit).
+				return s.updateAlone(ctx, what, ref, ups, fence, versions[0])
+			}
 			steps[i] = func(tx *firestore.Transaction) error {
-				return tx.Update(ref, ups, firestore.LastUpdateTime(v.Rev.Stamp))
+				return tx.Update(ref, ups, fence)
 			}
 		case w.Mirror != nil:
 			ref, m := s.op(w.Mirror.OpID), w.Mirror.Effect
@@ -496,6 +501,17 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 		}
 	}
 	return revs, nil
+}
+
+// updateAlone is Apply of one fenced update, without a transaction.
+func (s *Store) updateAlone(ctx context.Context, what string, ref *firestore.DocumentRef, ups []firestore.Update, fence firestore.Precondition, version int64) ([]ledger.Revision, error) {
+	wr, err := ref.Update(ctx, ups, fence)
+	s.counts.Commits.Add(1)
+	if err != nil {
+		return nil, mapErr(err, ledger.ErrConflict, what)
+	}
+	s.counts.Writes.Add(1)
+	return []ledger.Revision{{Version: version, Stamp: wr.UpdateTime}}, nil
 }
 
 // putOp is the write of the whole of op at version. A settled operation
@@ -569,7 +585,7 @@ func query[T any](ctx context.Context, s *Store, q firestore.Query, what string,
 // bucket, served by the composite index (bucket, next_check_at); Firestore
 // merges the buckets in order, and bills only the documents returned.
 func (s *Store) DueOperations(ctx context.Context, rg shard.Range, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
-	return inBuckets(rg, limit, byDue, func(buckets []any) ([]ledger.Operation, error) {
+	return inBuckets(rg, limit, ledger.ByDue, func(buckets []any) ([]ledger.Operation, error) {
 		q := s.client.Collection(Operations).Where("next_check_at", "<=", now).
 			OrderBy("next_check_at", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
 		if buckets != nil {
@@ -586,7 +602,7 @@ func (s *Store) DueOperations(ctx context.Context, rg shard.Range, now time.Time
 // stuck_from (its entries are ordered by document id within a value); a
 // range of buckets, the composite index (bucket, stuck_from).
 func (s *Store) StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]ledger.Operation, error) {
-	return inBuckets(rg, limit, byStuck, func(buckets []any) ([]ledger.Operation, error) {
+	return inBuckets(rg, limit, ledger.ByStuck, func(buckets []any) ([]ledger.Operation, error) {
 		q := s.client.Collection(Operations).Where("stuck_from", "<=", cutoff).
 			OrderBy("stuck_from", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
 		if buckets != nil {
@@ -626,24 +642,15 @@ func inBuckets(rg shard.Range, limit int, order func(a, b ledger.Operation) int,
 	if len(groups) == 1 {
 		return query(groups[0])
 	}
-	var out []ledger.Operation
-	for _, g := range groups {
+	pages := make([][]ledger.Operation, len(groups))
+	for i, g := range groups {
 		ops, err := query(g)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ops...)
+		pages[i] = ops
 	}
-	slices.SortFunc(out, order)
-	return out[:min(limit, len(out))], nil
-}
-
-func byDue(a, b ledger.Operation) int {
-	return cmp.Or(a.NextCheckAt.Compare(b.NextCheckAt), cmp.Compare(a.ID, b.ID))
-}
-
-func byStuck(a, b ledger.Operation) int {
-	return cmp.Or(a.StuckFrom.Compare(b.StuckFrom), cmp.Compare(a.ID, b.ID))
+	return ledger.FirstOf(limit, order, pages...), nil
 }
 
 // DueClaims implements ledger.Queries (single-field index on due_at).

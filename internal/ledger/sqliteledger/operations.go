@@ -1,12 +1,10 @@
 package sqliteledger
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -272,17 +270,9 @@ func (s *Store) DueOperations(ctx context.Context, rg shard.Range, now time.Time
 	if rg.IsAll() {
 		return s.queryOps(ctx, "due operations", sqlDueOperations, limit, micros(now), micros(after.NextCheckAt), after.ID)
 	}
-	return inBuckets(rg, limit, byDue, func(b int) ([]ledger.Operation, error) {
+	return inBuckets(rg, limit, ledger.ByDue, func(b int) ([]ledger.Operation, error) {
 		return s.queryOps(ctx, "due operations", sqlDueOperationsInBucket, limit, b, micros(now), micros(after.NextCheckAt), after.ID)
 	})
-}
-
-func byDue(a, b ledger.Operation) int {
-	return cmp.Or(a.NextCheckAt.Compare(b.NextCheckAt), cmp.Compare(a.ID, b.ID))
-}
-
-func byStuck(a, b ledger.Operation) int {
-	return cmp.Or(a.StuckFrom.Compare(b.StuckFrom), cmp.Compare(a.ID, b.ID))
 }
 
 // inBuckets merges the first limit operations of each bucket of rg, each
@@ -291,16 +281,15 @@ func byStuck(a, b ledger.Operation) int {
 // sort in SQLite. (A query over the range would sort every due row of it,
 // or walk the whole ledger's due order filtering on bucket.)
 func inBuckets(rg shard.Range, limit int, order func(a, b ledger.Operation) int, query func(bucket int) ([]ledger.Operation, error)) ([]ledger.Operation, error) {
-	var out []ledger.Operation
+	pages := make([][]ledger.Operation, 0, rg.Len())
 	for b := rg.Lo; b < rg.Hi; b++ {
 		ops, err := query(b)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ops...)
+		pages = append(pages, ops)
 	}
-	slices.SortFunc(out, order)
-	return out[:min(limit, len(out))], nil
+	return ledger.FirstOf(limit, order, pages...), nil
 }
 
 // StuckOperations implements ledger.Queries (partial index on stuck_from;
@@ -309,7 +298,7 @@ func (s *Store) StuckOperations(ctx context.Context, rg shard.Range, cutoff time
 	if rg.IsAll() {
 		return s.queryOps(ctx, "stuck operations", sqlStuckOperations, limit, micros(cutoff))
 	}
-	return inBuckets(rg, limit, byStuck, func(b int) ([]ledger.Operation, error) {
+	return inBuckets(rg, limit, ledger.ByStuck, func(b int) ([]ledger.Operation, error) {
 		return s.queryOps(ctx, "stuck operations", sqlStuckOperationsInBucket, limit, b, micros(cutoff))
 	})
 }
