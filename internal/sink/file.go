@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/results"
 )
@@ -19,6 +21,13 @@ import (
 // write; one fsync covers every line written before it. One fsync per line
 // capped serve at one line per fsync (≈ 1–2 ms on the development VM's
 // disk), whatever the load.
+//
+// An fsync is costly beyond its wait: on ext4 it commits the journal, which
+// also flushes what the ledger's WAL appended since, and fsyncs as often as
+// they could run were a fifth of serve's CPU per delivery under load
+// (docs/BENCHMARKS.md). So a leader that finds other publishes in flight
+// first lets them write for syncWindow, and its one fsync covers them too;
+// a lone publish syncs at once.
 type File struct {
 	path    string
 	mu      sync.Mutex // one writer at a time, so lines never interleave
@@ -28,7 +37,18 @@ type File struct {
 	syncMu sync.Mutex // one fsync at a time
 	synced int64      // lines covered by a completed fsync, under syncMu
 	syncs  int64      // fsyncs done, under syncMu (tests)
+
+	inflight atomic.Int64 // Publish calls between entry and return
+	// gather lets the lines of concurrent publishes be written before an
+	// fsync (sleeps syncWindow; tests replace it).
+	gather func()
 }
+
+// syncWindow is how long an fsync leader waits for concurrent publishes to
+// write their lines: about one fsync's own time on the development VM, so a
+// publish waits at most about twice what it did, and under load one fsync
+// covers every line written meanwhile.
+const syncWindow = 2 * time.Millisecond
 
 // NewFile opens path for appending, creating it if needed. The directory must
 // exist: creating it would hide a mistyped path.
@@ -43,7 +63,7 @@ func NewFile(path string) (*File, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("open results file %s: %w", path, err)
 	}
-	return &File{path: path, f: f}, nil
+	return &File{path: path, f: f, gather: func() { time.Sleep(syncWindow) }}, nil
 }
 
 func syncDir(dir string) error {
@@ -67,6 +87,8 @@ func (s *File) Publish(ctx context.Context, m results.Message) error {
 	if err != nil {
 		return err
 	}
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
 	s.mu.Lock()
 	// Checked after the lock: waiting behind other writes may outlast ctx.
 	if err := ctx.Err(); err != nil {
@@ -103,6 +125,9 @@ func (s *File) syncUpTo(n int64) error {
 	defer s.syncMu.Unlock()
 	if s.synced >= n {
 		return nil
+	}
+	if s.inflight.Load() > 1 {
+		s.gather()
 	}
 	s.mu.Lock()
 	f, upTo := s.f, s.written

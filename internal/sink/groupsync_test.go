@@ -52,3 +52,68 @@ func TestFilePublishersShareFsyncs(t *testing.T) {
 		t.Fatalf("%d publishes: %d fsyncs covering %d lines, want 1 covering %d", n, f.syncs, f.synced, n)
 	}
 }
+
+// TestFileLeaderGathersConcurrentPublishes: an fsync leader that finds other
+// publishes in flight lets them write first (gather), so one fsync covers
+// them all, with nothing else holding the fsync back; gather stands in for
+// the syncWindow sleep and returns once every line is written.
+func TestFileLeaderGathersConcurrentPublishes(t *testing.T) {
+	f, err := NewFile(filepath.Join(t.TempDir(), "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	const n = 16
+	gathered := 0
+	f.gather = func() {
+		gathered++
+		for {
+			f.mu.Lock()
+			w := f.written
+			f.mu.Unlock()
+			if w == n {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	// Others count as in flight for the whole test, so whichever publish
+	// leads the fsync gathers.
+	f.inflight.Add(1)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = f.Publish(t.Context(), results.Message{Operation: fmt.Sprintf("batches/w%d", i)})
+		})
+	}
+	wg.Wait()
+	f.inflight.Add(-1)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	if f.syncs != 1 || f.synced != n || gathered != 1 {
+		t.Fatalf("%d concurrent publishes: %d fsyncs covering %d lines after %d gathers, want 1 covering %d after 1", n, f.syncs, f.synced, gathered, n)
+	}
+}
+
+// TestFileLonePublishDoesNotWait: with no other publish in flight the line
+// is fsynced at once, without the gathering window.
+func TestFileLonePublishDoesNotWait(t *testing.T) {
+	f, err := NewFile(filepath.Join(t.TempDir(), "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	f.gather = func() { t.Error("a lone publish waited for others") }
+	for i := range 3 {
+		if err := f.Publish(t.Context(), results.Message{Operation: fmt.Sprintf("batches/l%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.syncs != 3 || f.synced != 3 {
+		t.Fatalf("3 lone publishes: %d fsyncs covering %d lines, want 3 covering 3", f.syncs, f.synced)
+	}
+}

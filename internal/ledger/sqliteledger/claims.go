@@ -86,7 +86,13 @@ func scanClaim(sc scanner) (ledger.Claim, error) {
 
 // GetClaim implements ledger.Reads.
 func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
-	c, err := scanClaim(s.reader.QueryRowContext(ctx, sqlGetClaim, id))
+	var (
+		c   ledger.Claim
+		err error
+	)
+	if rerr := s.readers.do(ctx, func() { c, err = scanClaim(s.reader.QueryRowContext(ctx, sqlGetClaim, id)) }); rerr != nil {
+		err = rerr
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return ledger.Claim{}, fmt.Errorf("sqlite: get claim %s: %w", id, ledger.ErrNotFound)
 	}

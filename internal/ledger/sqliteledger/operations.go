@@ -152,7 +152,13 @@ func scanOperation(sc scanner) (ledger.Operation, error) {
 
 // GetOperation implements ledger.Reads.
 func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
-	o, err := scanOperation(s.reader.QueryRowContext(ctx, sqlGetOperation, id))
+	var (
+		o   ledger.Operation
+		err error
+	)
+	if rerr := s.readers.do(ctx, func() { o, err = scanOperation(s.reader.QueryRowContext(ctx, sqlGetOperation, id)) }); rerr != nil {
+		err = rerr
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return ledger.Operation{}, fmt.Errorf("sqlite: get operation %s: %w", id, ledger.ErrNotFound)
 	}

@@ -49,9 +49,10 @@ import (
 // Every write goes through the Store's one writer goroutine (group), which
 // gathers concurrent writes into one transaction: see groupcommit.go.
 type Store struct {
-	writer *sql.DB
-	reader *sql.DB
-	group  *group
+	writer  *sql.DB
+	reader  *sql.DB
+	group   *group
+	readers *readers // the point reads' goroutines (readers.go)
 }
 
 var _ ledger.Ledger = (*Store)(nil)
@@ -225,11 +226,12 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err := migrate(ctx, writer); err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: migrate %s: %w", abs, err), writer.Close())
 	}
-	reader, err := openPool(ctx, dsn(abs, true), max(2, runtime.GOMAXPROCS(0)))
+	conns := max(2, runtime.GOMAXPROCS(0))
+	reader, err := openPool(ctx, dsn(abs, true), conns)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), writer.Close())
 	}
-	return &Store{writer: writer, reader: reader, group: startGroup(writer)}, nil
+	return &Store{writer: writer, reader: reader, group: startGroup(writer), readers: startReaders(conns)}, nil
 }
 
 // Close finishes the writes already queued, stops the writer goroutine and
@@ -237,6 +239,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // close checkpoints the WAL into the database file.
 func (s *Store) Close() error {
 	s.group.close()
+	s.readers.close()
 	rerr := s.reader.Close()
 	werr := s.writer.Close()
 	if err := errors.Join(rerr, werr); err != nil {
