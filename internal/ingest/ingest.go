@@ -37,8 +37,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
@@ -204,7 +202,7 @@ func (d *Door) fault(ctx context.Context, p FaultPoint, operation string) error 
 // Door is the ingest door.
 type Door struct {
 	cfg    Config
-	flight singleflight.Group
+	flight *flight // coalesces identical work and runs it (flight.go)
 	handle handler // the stages of pipeline around decide
 
 	mu       sync.Mutex
@@ -243,7 +241,7 @@ func New(cfg Config) (*Door, error) {
 	if cfg.NewToken == nil {
 		cfg.NewToken = randomToken
 	}
-	d := &Door{cfg: cfg}
+	d := &Door{cfg: cfg, flight: newFlight()}
 	d.handle = d.chain()
 	return d, nil
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/results"
@@ -117,25 +115,13 @@ type outcome struct {
 // the work goes on.
 func (d *Door) coalesce(next handler) handler {
 	return func(ctx context.Context, j *job) (Result, error) {
-		run := func() (any, error) {
+		c := d.flight.do(j.key, func() outcome {
 			res, err := next(ctx, j)
-			return outcome{res, err}, nil
-		}
-		var ch <-chan singleflight.Result
-		if j.key == "" {
-			alone := make(chan singleflight.Result, 1)
-			go func() {
-				v, _ := run()
-				alone <- singleflight.Result{Val: v}
-			}()
-			ch = alone
-		} else {
-			ch = d.flight.DoChan(j.key, run)
-		}
+			return outcome{res, err}
+		})
 		select {
-		case r := <-ch:
-			o := r.Val.(outcome)
-			return o.res, o.err
+		case <-c.done:
+			return c.out.res, c.out.err
 		case <-ctx.Done():
 			return Result{}, fmt.Errorf("ingest: %w", ctx.Err())
 		}

@@ -1,0 +1,73 @@
+package ingest
+
+import (
+	"bytes"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// goid is the running goroutine's id, read from its stack header.
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	return string(bytes.Fields(buf)[1])
+}
+
+// TestFlightRunsWorkOnReusedWorkers: work handed to the flight one piece
+// after another runs on the one worker the first started, not on a fresh
+// goroutine each time (whose stack would grow anew), and never on the
+// caller's.
+func TestFlightRunsWorkOnReusedWorkers(t *testing.T) {
+	f := newFlight()
+	caller := goid()
+	ids := make([]string, 5)
+	for i := range ids {
+		c := f.do("", func() outcome { ids[i] = goid(); return outcome{} })
+		<-c.done
+		for f.waiting.Load() < 1 { // a worker is back, waiting for work
+			runtime.Gosched()
+		}
+	}
+	if n := f.started.Load(); n != 1 {
+		t.Fatalf("%d workers started for sequential work, want 1", n)
+	}
+	for _, id := range ids {
+		if id == caller || id != ids[0] {
+			t.Fatalf("work ran on goroutines %v (caller %s), want one worker", ids, caller)
+		}
+	}
+}
+
+// TestFlightCoalescesOneKey: concurrent callers with one key share one run;
+// key "" always runs alone.
+func TestFlightCoalescesOneKey(t *testing.T) {
+	f := newFlight()
+	release := make(chan struct{})
+	var runs atomic.Int32
+	work := func() outcome { runs.Add(1); <-release; return outcome{res: Result{Outcome: "shared"}} }
+	first := f.do("k", work)
+	var calls []*call
+	for range 7 {
+		calls = append(calls, f.do("k", work))
+	}
+	alone := []*call{f.do("", work), f.do("", work)}
+	close(release)
+	var wg sync.WaitGroup
+	for _, c := range append(append(calls, first), alone...) {
+		wg.Go(func() { <-c.done })
+	}
+	wg.Wait()
+	for _, c := range calls {
+		if c != first || c.out.res.Outcome != "shared" {
+			t.Fatalf("a caller of key k got its own run (%p, %q), want the first's", c, c.out.res.Outcome)
+		}
+	}
+	if n := runs.Load(); n != 3 {
+		t.Fatalf("%d runs, want 3 (one for key k, two alone)", n)
+	}
+	if _, ok := f.calls["k"]; ok {
+		t.Fatal("key k still in flight after its run ended")
+	}
+}
