@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,7 +27,7 @@ func TestFlightRunsWorkOnReusedWorkers(t *testing.T) {
 	for i := range ids {
 		c := f.do("", func() outcome { ids[i] = goid(); return outcome{} })
 		<-c.done
-		for f.waiting.Load() < 1 { // a worker is back, waiting for work
+		for f.waiting() < 1 { // a worker is back, waiting for work
 			runtime.Gosched()
 		}
 	}
@@ -69,5 +70,74 @@ func TestFlightCoalescesOneKey(t *testing.T) {
 	}
 	if _, ok := f.calls["k"]; ok {
 		t.Fatal("key k still in flight after its run ended")
+	}
+}
+
+// TestFlightCapsWorkersAndQueuesTheRest: no more than max pieces of work run
+// at once; the rest wait in order and run as workers free up, and all of it
+// runs.
+func TestFlightCapsWorkersAndQueuesTheRest(t *testing.T) {
+	f := newFlight()
+	f.max = 3
+	release := make(chan struct{})
+	var running, peak atomic.Int32
+	var mu sync.Mutex
+	var order []int
+	var calls []*call
+	for i := range 10 {
+		calls = append(calls, f.do("", func() outcome {
+			n := running.Add(1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			<-release
+			running.Add(-1)
+			return outcome{}
+		}))
+	}
+	for running.Load() < 3 {
+		runtime.Gosched()
+	}
+	f.mu.Lock()
+	queued, workers := len(f.queue), f.workers
+	f.mu.Unlock()
+	if queued != 7 || workers != 3 {
+		t.Fatalf("10 pieces of work with max 3: %d workers, %d queued; want 3 and 7", workers, queued)
+	}
+	close(release)
+	for _, c := range calls {
+		<-c.done
+	}
+	if p := peak.Load(); p != 3 {
+		t.Fatalf("%d ran at once, want at most (and here exactly) 3", p)
+	}
+	if n := f.started.Load(); n != 3 {
+		t.Fatalf("%d workers started, want 3", n)
+	}
+	// One worker: the queue's order is the order work runs in.
+	one := newFlight()
+	one.max = 1
+	hold := make(chan struct{})
+	order = nil
+	calls = calls[:0]
+	for i := range 6 {
+		calls = append(calls, one.do("", func() outcome {
+			<-hold
+			order = append(order, i) // one worker: no other writer
+			return outcome{}
+		}))
+	}
+	close(hold)
+	for _, c := range calls {
+		<-c.done
+	}
+	if !slices.Equal(order, []int{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("with one worker, work ran in order %v, want 0…5", order)
 	}
 }
