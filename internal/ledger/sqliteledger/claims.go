@@ -90,7 +90,7 @@ func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 		c   ledger.Claim
 		err error
 	)
-	if rerr := s.readers.do(ctx, func() { c, err = scanClaim(s.reader.QueryRowContext(ctx, sqlGetClaim, id)) }); rerr != nil {
+	if rerr := s.readers.do(ctx, func() { c, err = scanClaim(s.reader.QueryRowContext(pointRead(ctx), sqlGetClaim, id)) }); rerr != nil {
 		err = rerr
 	}
 	if errors.Is(err, sql.ErrNoRows) {

@@ -36,7 +36,7 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 		return nil
 	}
 	r = r.WithDefaults()
-	return s.write(ctx, "append deliveries", func(tx *sql.Tx) error {
+	return s.write(ctx, "append deliveries", func(ctx context.Context, tx *sql.Tx) error {
 		var old []deliverylog.Entry
 		var col sql.NullString
 		err := tx.QueryRowContext(ctx, sqlGetDeliveries, opID).Scan(&col)

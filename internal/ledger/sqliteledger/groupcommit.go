@@ -58,10 +58,18 @@ const (
 	reqCancelled
 )
 
+// writeFn is a write's work in its savepoint. Its statements run with ctx,
+// the caller's context without its cancellation: an interrupted statement
+// makes SQLite roll back the whole transaction, every write of the group
+// with it, and a cancellable context costs a watcher goroutine per
+// statement. A caller's cancellation counts until the writer takes its
+// write (group.write).
+type writeFn func(ctx context.Context, tx *sql.Tx) error
+
 type writeReq struct {
 	ctx   context.Context
 	what  string
-	fn    func(*sql.Tx) error
+	fn    writeFn
 	state atomic.Int32
 	// retried is set when the request was run once in a transaction that
 	// was lost to another write (see batch): it is retried only once.
@@ -108,7 +116,7 @@ func (g *group) close() {
 // queued takes it out: it is never written and the context's error is
 // returned at once. Once taken, the caller waits for the transaction, which
 // is bounded by maxGroup and groupWindow.
-func (g *group) write(ctx context.Context, what string, fn func(*sql.Tx) error) error {
+func (g *group) write(ctx context.Context, what string, fn writeFn) error {
 	if err := ctx.Err(); err != nil {
 		return fail(ctx, what, err)
 	}
@@ -242,8 +250,8 @@ func (g *group) batch(carry []*writeReq) []*writeReq {
 		}
 		if lost != nil {
 			// The transaction is gone (SQLite rolls the whole
-			// transaction back when a statement is interrupted by its
-			// context, or on some I/O errors): the writes already run
+			// transaction back on some I/O errors, or when interrupted,
+			// which writeFn's context rules out): the writes already run
 			// in it were not written. They, and those not run yet, go
 			// to the next transaction; one already retried fails.
 			_ = tx.Rollback() // the connection may still hold the transaction
@@ -293,7 +301,7 @@ func (g *group) runOne(tx *sql.Tx, r *writeReq) (ferr, lost error) {
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 		return nil, err
 	}
-	if err := callFn(r.fn, tx); err != nil {
+	if err := callFn(r.fn, context.WithoutCancel(r.ctx), tx); err != nil {
 		if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrFenced) {
 			ferr = fmt.Errorf("sqlite: %s: %w", r.what, err)
 		} else {
@@ -313,13 +321,13 @@ func (g *group) runOne(tx *sql.Tx, r *writeReq) (ferr, lost error) {
 // goroutine, where a panic would end the process rather than the one
 // request (net/http recovers a handler's panic); its savepoint is rolled
 // back like any failure's.
-func callFn(fn func(*sql.Tx) error, tx *sql.Tx) (err error) {
+func callFn(fn writeFn, ctx context.Context, tx *sql.Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in write: %v", p)
 		}
 	}()
-	return fn(tx)
+	return fn(ctx, tx)
 }
 
 func (r *writeReq) finish(err error) {

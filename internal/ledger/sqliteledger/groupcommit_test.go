@@ -27,7 +27,7 @@ func holdWriter(t testing.TB, s *Store) (release func()) {
 	go func() {
 		var once sync.Once
 		// Once: a write may run again when its transaction was lost.
-		done <- s.write(context.Background(), "hold", func(*sql.Tx) error {
+		done <- s.write(context.Background(), "hold", func(context.Context, *sql.Tx) error {
 			once.Do(func() { close(started) })
 			<-rel
 			return nil
@@ -179,7 +179,7 @@ func TestGroupLostTransactionRetriesTheOthers(t *testing.T) {
 	wg.Go(func() { _, _, a = claims.New(s).CommitOperation(ctx, ledgertest.Op("a"), nil) })
 	waitQueued(s, 1)
 	wg.Go(func() {
-		lost = s.write(ctx, "lose the transaction", func(tx *sql.Tx) error {
+		lost = s.write(ctx, "lose the transaction", func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
 				return err
 			}
@@ -248,7 +248,7 @@ func TestCloseDrainsTheQueue(t *testing.T) {
 func TestGroupPanicFailsAlone(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
-	err := s.write(ctx, "panicking write", func(tx *sql.Tx) error {
+	err := s.write(ctx, "panicking write", func(ctx context.Context, tx *sql.Tx) error {
 		args, err := opArgs(ledgertest.Op("half"), ledger.FirstVersion)
 		if err != nil {
 			return err

@@ -156,7 +156,9 @@ func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, 
 		o   ledger.Operation
 		err error
 	)
-	if rerr := s.readers.do(ctx, func() { o, err = scanOperation(s.reader.QueryRowContext(ctx, sqlGetOperation, id)) }); rerr != nil {
+	if rerr := s.readers.do(ctx, func() {
+		o, err = scanOperation(s.reader.QueryRowContext(pointRead(ctx), sqlGetOperation, id))
+	}); rerr != nil {
 		err = rerr
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -210,7 +212,7 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 		}
 		stmts[i] = st
 	}
-	err := s.write(ctx, what, func(tx *sql.Tx) error {
+	err := s.write(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
 		for i, st := range stmts {
 			res, err := tx.ExecContext(ctx, st.query, st.args...)
 			if err != nil {

@@ -24,7 +24,7 @@ SELECT id FROM claims WHERE status = 'DONE' AND expire_at <= ? ORDER BY expire_a
 // index range reads (schema version 6).
 func (s *Store) PruneSettled(ctx context.Context, settledBefore, now time.Time, limit int) (int, error) {
 	var n int64
-	err := s.write(ctx, "prune settled operations", func(tx *sql.Tx) error {
+	err := s.write(ctx, "prune settled operations", func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, sqlPruneOperations, micros(settledBefore), limit)
 		if err != nil {
 			return err

@@ -50,6 +50,11 @@ func (r *readers) loop() {
 // error if ctx ends before a worker takes it (fn then never runs). fn must
 // honour ctx itself: once taken it runs to its end.
 func (r *readers) do(ctx context.Context, fn func()) error {
+	// Checked first: select picks at random among ready cases, and an
+	// idle worker is ready too.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	j := r.pool.Get().(*readJob)
 	j.fn = fn
 	select {
@@ -74,3 +79,11 @@ func (r *readers) close() {
 	r.once.Do(func() { close(r.stop) })
 	r.wg.Wait()
 }
+
+// pointRead is the context a point read runs its statement with: ctx's
+// values without its cancellation. A read by primary key in WAL mode takes
+// microseconds and never waits for the writer, and a cancellable context
+// costs two goroutines per statement (database/sql's and the driver's
+// watchers of ctx). The caller's cancellation still counts until a worker
+// takes the read (readers.do).
+func pointRead(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

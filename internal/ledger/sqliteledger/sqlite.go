@@ -339,7 +339,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // only this write fails. fn may run more than once (again in a new
 // transaction when another write's failure lost the one it ran in), so it
 // must only read and write through tx.
-func (s *Store) write(ctx context.Context, what string, fn func(*sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, what string, fn writeFn) error {
 	return s.group.write(ctx, what, fn)
 }
 

@@ -55,7 +55,7 @@ func TestStatementRunTwiceAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := s.write(ctx, "twice", func(tx *sql.Tx) error {
+	err := s.write(ctx, "twice", func(ctx context.Context, tx *sql.Tx) error {
 		const q = `SELECT id FROM operations ORDER BY id`
 		outer, err := tx.QueryContext(ctx, q)
 		if err != nil {
