@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
@@ -295,5 +296,63 @@ func BenchmarkCommitParallel(b *testing.B) {
 				b.ReportMetric(float64(w)/float64(tx), "writes/tx")
 			}
 		})
+	}
+}
+
+// TestGroupWaitsForMoreOnlyUnderLoad: after a transaction that held more
+// than one write, the next one waits (within its window) for writes still
+// to come, so writes queued after it began join it; a lone writer never
+// waits. The window is a minute here, so only a wait that really happens
+// can make the later writes join, and a group closes when it is full (3).
+func TestGroupWaitsForMoreOnlyUnderLoad(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	s.group.window, s.group.max = time.Minute, 3
+	commit := func(id string) error {
+		_, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op(id), nil)
+		return err
+	}
+	// Alone (no load yet): commits at once, though the window is a minute.
+	lone, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, _, err := claims.New(s).CommitOperation(lone, ledgertest.Op("lone"), nil); err != nil {
+		t.Fatalf("a lone write waited for others: %v", err)
+	}
+	// Load: two writes queued behind a held one fill its transaction.
+	release := holdWriter(t, s)
+	var wg sync.WaitGroup
+	for _, id := range []string{"a1", "a2"} {
+		wg.Go(func() {
+			if err := commit(id); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(s, 2)
+	release()
+	wg.Wait()
+	before := s.Stats()
+	taken := s.group.taken.Load()
+	// b1 begins a transaction alone; b2 and b3, sent after b1 was taken,
+	// join it.
+	wg.Go(func() {
+		if err := commit("b1"); err != nil {
+			t.Error(err)
+		}
+	})
+	for s.group.taken.Load() == taken {
+		runtime.Gosched()
+	}
+	for _, id := range []string{"b2", "b3"} {
+		wg.Go(func() {
+			if err := commit(id); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	after := s.Stats()
+	if txs, writes := after.Transactions-before.Transactions, after.Writes-before.Writes; txs != 1 || writes != 3 {
+		t.Fatalf("b1, then b2 and b3, under load: %d transactions for %d writes, want 1 for 3", txs, writes)
 	}
 }
