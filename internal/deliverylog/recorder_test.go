@@ -2,6 +2,7 @@ package deliverylog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -271,4 +272,71 @@ func counter(t *testing.T, m *metrics.Metrics) float64 {
 	}
 	t.Fatal("lrosink_delivery_log_dropped_total is not registered")
 	return 0
+}
+
+// failingStore fails the appends of operations named bad*, and every batch
+// when batchErr is set.
+type failingStore struct {
+	*mapStore
+	batchErr error
+}
+
+func (s *failingStore) AppendDeliveries(ctx context.Context, id string, es []deliverylog.Entry, r deliverylog.Retention) error {
+	if strings.HasPrefix(id, "bad") {
+		return errors.New("store said no")
+	}
+	return s.mapStore.AppendDeliveries(ctx, id, es, r)
+}
+
+func (s *failingStore) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.Append, r deliverylog.Retention) error {
+	if s.batchErr != nil {
+		if s.gate != nil {
+			s.gate()
+		}
+		return s.batchErr
+	}
+	return deliverylog.ErrNoBatch
+}
+
+// TestFailedAppendsAreLogged: a failed append logs one WARNING naming an
+// operation and counting the operations and entries lost: only the failed
+// ones when operations are appended one by one, the whole chunk when a
+// batch fails.
+func TestFailedAppendsAreLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		batchErr             error
+		wantOps, wantEntries int
+		// wantLines counts the warm-up's own failure in a failing batch.
+		wantLines int
+	}{
+		{"one by one", nil, 2, 3, 1},
+		{"batch", errors.New("disk full"), 4, 6, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &failingStore{mapStore: newMapStore(), batchErr: tc.batchErr}
+			var logs lrotestutil.SyncBuffer
+			rec := deliverylog.NewRecorder(s, deliverylog.Retention{}, logging.New(&logs, slog.LevelDebug, ""))
+			t.Cleanup(func() { _ = rec.Close(context.Background()) })
+			release := make(chan struct{})
+			held := holdFirst(s.mapStore, release)
+			rec.Record("warm-up", deliverylog.Entry{At: t0})
+			<-held
+			for _, id := range []string{"ok1", "bad1", "ok2", "bad2", "bad1", "ok1"} {
+				rec.Record(id, deliverylog.Entry{At: t0})
+			}
+			close(release)
+			if err := rec.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			const msg = `"message":"delivery log: append failed; these entries are lost"`
+			if n := logs.CountLines(msg); n != tc.wantLines {
+				t.Fatalf("%d append-failed lines, want %d:\n%s", n, tc.wantLines, logs.String())
+			}
+			want := fmt.Sprintf(`"operations":%d,"entries":%d`, tc.wantOps, tc.wantEntries)
+			if n := logs.CountLines(want); n != 1 || !strings.Contains(logs.String(), `"severity":"WARNING"`) {
+				t.Errorf("want one WARNING with %s:\n%s", want, logs.String())
+			}
+		})
+	}
 }
