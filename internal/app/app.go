@@ -126,6 +126,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if ds, ok := a.Ledger.(deliverylog.Store); ok {
 		a.DeliveryStore = ds
 		a.Deliveries.Recorder = deliverylog.NewRecorder(ds, deliverylog.Retention{TTL: cfg.DeliveryLogTTL}, log)
+		a.Metrics.CountDeliveryLogDrops(a.Deliveries.Recorder)
 	}
 	// One Gemini fetcher serves the reconciler and the door, which confirms
 	// dynamic-webhook (v1a, JWT) terminals with it; without a key neither

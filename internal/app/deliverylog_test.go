@@ -19,6 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
@@ -297,5 +298,40 @@ func TestReconcileChecksAreLogged(t *testing.T) {
 	if len(log) != 1 || log[0].Source != deliverylog.SourceReconcile || !strings.Contains(log[0].Status, "RUNNING") ||
 		log[0].Outcome != "applied" || log[0].Answer != 0 || log[0].DeliveryID != "" {
 		t.Fatalf("delivery log after one check = %+v, want one reconcile entry, RUNNING, applied", log)
+	}
+}
+
+// TestDeliveryLogTakesTheBatchPath: the store serve's Recorder writes to
+// (SQLite, opened as serve opens it) appends a recorder's batch of
+// operations in one write transaction, not one per operation, and the
+// recorder's drops are exposed on /metrics.
+func TestDeliveryLogTakesTheBatchPath(t *testing.T) {
+	const n = 300
+	h := newHookServer(t, false)
+	if _, ok := h.a.DeliveryStore.(deliverylog.BatchStore); !ok {
+		t.Fatalf("the delivery store %T appends one operation at a time", h.a.DeliveryStore)
+	}
+	st, ok := h.a.Ledger.(interface{ Stats() sqliteledger.Stats })
+	if !ok {
+		t.Fatalf("the ledger %T is not SQLite's", h.a.Ledger)
+	}
+	var batch []deliverylog.Append
+	for i := range n {
+		batch = append(batch, deliverylog.Append{OpID: fmt.Sprint("op", i),
+			Entries: []deliverylog.Entry{{At: now, Source: deliverylog.SourceWebhook, Outcome: "applied"}}})
+	}
+	before := st.Stats()
+	if lost, err := deliverylog.AppendBatch(t.Context(), h.a.DeliveryStore, batch, deliverylog.Retention{}); err != nil || lost != 0 {
+		t.Fatalf("AppendBatch: %d lost, %v", lost, err)
+	}
+	if tx := st.Stats().Transactions - before.Transactions; tx != 1 {
+		t.Errorf("%d operations' appends took %d write transactions, want 1", n, tx)
+	}
+	if got, err := h.a.DeliveryStore.ListDeliveries(t.Context(), fmt.Sprint("op", n-1)); err != nil || len(got) != 1 {
+		t.Errorf("the last operation's log: %+v, %v", got, err)
+	}
+	fams := scrape(t, h.url+"/metrics")
+	if got := sumOf(t, fams, "lrosink_delivery_log_dropped_total"); got != 0 {
+		t.Errorf("lrosink_delivery_log_dropped_total = %v, want 0", got)
 	}
 }

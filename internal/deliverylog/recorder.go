@@ -14,15 +14,31 @@ import (
 // DefaultQueue bounds the entries waiting to be written.
 const DefaultQueue = 4096
 
-// writeTimeout bounds one append to the store.
+// writeTimeout bounds one chunk's append to the store.
 const writeTimeout = 10 * time.Second
+
+// MaxChunk bounds the operations of one AppendBatch call: on SQLite one
+// writer request of up to MaxChunk savepointed upserts stays a small part
+// of one group commit.
+const MaxChunk = 256
+
+// dropWarnEvery spaces the WARNING lines about dropped entries: a flood
+// drops thousands a second, and one line a minute with the count says as
+// much (lrosink_delivery_log_dropped_total has the running total).
+const dropWarnEvery = time.Minute
 
 // Recorder writes entries to a Store from one background goroutine, after
 // the caller has answered: Record only queues (it never blocks, and drops
 // the entry when the queue is full, counted in Dropped). The goroutine takes
 // everything queued, keeps the newest Keep per operation (a flood of
 // duplicates of one delivery becomes one append of at most Keep entries) and
-// appends each operation's batch.
+// writes them through AppendBatch, at most MaxChunk operations per call (on
+// SQLite, one writer request each; elsewhere a few appends in flight). A
+// store that answers one operation per commit would let the queue fill.
+//
+// Drops are never silent: Dropped counts them (the metric
+// lrosink_delivery_log_dropped_total) and a WARNING "delivery log: entries
+// dropped" says how many, at most once a minute.
 //
 // What a crash can lose: the entries queued and not yet written, normally
 // those of the last few milliseconds (at most the queue). Close, called on
@@ -37,6 +53,19 @@ type Recorder struct {
 	done    chan struct{}
 	stop    sync.Once
 	dropped atomic.Int64
+	now     func() time.Time
+	// warnedAt (unix ns, 0: never) and warnedDropped (Dropped then) are
+	// the last drop WARNING's; whoever swaps warnedAt logs the next one.
+	warnedAt      atomic.Int64
+	warnedDropped atomic.Int64
+}
+
+// RecorderOption changes a Recorder's defaults.
+type RecorderOption func(*Recorder)
+
+// WithClock sets the clock that spaces the drop WARNINGs (tests).
+func WithClock(now func() time.Time) RecorderOption {
+	return func(r *Recorder) { r.now = now }
 }
 
 type item struct {
@@ -46,9 +75,12 @@ type item struct {
 }
 
 // NewRecorder starts a recorder writing to s; Close stops it.
-func NewRecorder(s Store, r Retention, log *slog.Logger) *Recorder {
-	rec := &Recorder{store: s, ret: r.WithDefaults(), log: log,
+func NewRecorder(s Store, r Retention, log *slog.Logger, opts ...RecorderOption) *Recorder {
+	rec := &Recorder{store: s, ret: r.WithDefaults(), log: log, now: time.Now,
 		ch: make(chan item, DefaultQueue), quit: make(chan struct{}), done: make(chan struct{})}
+	for _, o := range opts {
+		o(rec)
+	}
 	go rec.run()
 	return rec
 }
@@ -60,15 +92,32 @@ func (r *Recorder) Record(opID string, e Entry) {
 	}
 	select {
 	case <-r.quit:
-		r.dropped.Add(1)
+		r.drop()
 		return
 	default:
 	}
 	select {
 	case r.ch <- item{opID: opID, e: e}:
 	default:
-		r.dropped.Add(1)
+		r.drop()
 	}
+}
+
+// drop counts a dropped entry and logs the WARNING when the last one is a
+// minute old (or none was logged): the first drop of a flood is seen at
+// once, even while the store holds the writer up.
+func (r *Recorder) drop() {
+	n := r.dropped.Add(1)
+	now := r.now()
+	last := r.warnedAt.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < dropWarnEvery {
+		return
+	}
+	if !r.warnedAt.CompareAndSwap(last, now.UnixNano()) {
+		return // another caller logs this one
+	}
+	since := n - r.warnedDropped.Swap(n)
+	r.log.Warn("delivery log: entries dropped", "dropped", max(since, 1), "dropped_total", n, "queue", cap(r.ch))
 }
 
 // Dropped counts entries not queued because the queue was full or the
@@ -162,20 +211,34 @@ func (r *Recorder) batch(first item) {
 		}
 		break
 	}
+	batch := make([]Append, 0, len(order))
 	for _, id := range order {
 		es := byOp[id]
 		if len(es) > r.ret.Keep {
 			es = es[len(es)-r.ret.Keep:]
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		err := r.store.AppendDeliveries(ctx, id, es, r.ret)
-		cancel()
-		if err != nil {
-			r.log.Warn("delivery log: append failed; these entries are lost", "operation_id", id,
-				"entries", len(es), "error", err.Error())
-		}
+		batch = append(batch, Append{OpID: id, Entries: es})
+	}
+	for chunk := range slices.Chunk(batch, MaxChunk) {
+		r.write(chunk)
 	}
 	for _, f := range flushes {
 		close(f)
 	}
+}
+
+// write appends one chunk, and logs what a failure lost.
+func (r *Recorder) write(chunk []Append) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	lost, err := appendBatch(ctx, r.store, chunk, r.ret)
+	if err == nil {
+		return
+	}
+	entries := 0
+	for _, i := range lost {
+		entries += len(chunk[i].Entries)
+	}
+	r.log.Warn("delivery log: append failed; these entries are lost", "operation_id", chunk[lost[0]].OpID,
+		"operations", len(lost), "entries", entries, "error", err.Error())
 }

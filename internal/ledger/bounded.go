@@ -147,6 +147,25 @@ func (b *Bounded) AppendDeliveries(ctx context.Context, opID string, entries []d
 	return err
 }
 
+// AppendDeliveryBatch implements deliverylog.BatchStore: the whole batch is
+// one call under the bound when the bounded ledger keeps batches (one
+// request to SQLite's writer); otherwise it answers deliverylog.ErrNoBatch
+// and deliverylog.AppendBatch appends operation by operation, each call
+// bounded (Firestore).
+func (b *Bounded) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.Append, r deliverylog.Retention) error {
+	d, ok := b.l.(deliverylog.BatchStore)
+	if !ok {
+		if _, ok := b.l.(deliverylog.Store); !ok {
+			return fmt.Errorf("%s: delivery log: %w", b.where, ErrUnsupported)
+		}
+		return fmt.Errorf("%s: %w", b.where, deliverylog.ErrNoBatch)
+	}
+	_, err := call(b, ctx, "a write", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.AppendDeliveryBatch(ctx, batch, r)
+	})
+	return err
+}
+
 // ListDeliveries implements deliverylog.Store when the bounded ledger does.
 func (b *Bounded) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.Entry, error) {
 	d, ok := b.l.(deliverylog.Store)

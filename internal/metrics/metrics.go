@@ -140,6 +140,21 @@ func New() *Metrics {
 	return m
 }
 
+// Dropper counts what was not written (deliverylog.Recorder).
+type Dropper interface {
+	Dropped() int64
+}
+
+// CountDeliveryLogDrops exposes d's count as
+// lrosink_delivery_log_dropped_total, read at each scrape. Call it once per
+// App (a second registration of the name panics).
+func (m *Metrics) CountDeliveryLogDrops(d Dropper) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "lrosink_delivery_log_dropped_total",
+		Help: "Delivery log entries not logged because the recorder's queue was full or it was closed (the deliveries were answered and applied; only their log entries are missing).",
+	}, func() float64 { return float64(d.Dropped()) }))
+}
+
 // Registry is where the collectors are registered (for tests and for an
 // entry point that adds its own).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -90,3 +90,46 @@ func testCounts(t *testing.T, l ledger.Ledger) {
 		t.Errorf("CountDue(t0+2m) = %d, %v; want 3", n, err)
 	}
 }
+
+// testDeliveryBatch: deliverylog.AppendBatch (the store's batch, or one
+// append per operation) writes every operation's entries, merging with a
+// stored log by Merge's rules.
+func testDeliveryBatch(t *testing.T, l ledger.Ledger) {
+	ctx := t.Context()
+	s, ok := l.(deliverylog.Store)
+	if !ok {
+		t.Fatalf("%T does not implement deliverylog.Store", l)
+	}
+	r := deliverylog.Retention{Keep: 3, TTL: time.Hour}
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	if err := s.AppendDeliveries(ctx, "b0", []deliverylog.Entry{{At: at(1), DeliveryID: "s1", Outcome: "applied"},
+		{At: at(4), DeliveryID: "s4", Outcome: "duplicate"}}, r); err != nil {
+		t.Fatal(err)
+	}
+	batch := []deliverylog.Append{{OpID: "b0", Entries: []deliverylog.Entry{{At: at(3), DeliveryID: "a3", Outcome: "duplicate"},
+		{At: at(5), DeliveryID: "a5", Outcome: "duplicate"}}}}
+	for i := 1; i < 12; i++ {
+		batch = append(batch, deliverylog.Append{OpID: fmt.Sprint("b", i),
+			Entries: []deliverylog.Entry{{At: at(i), DeliveryID: fmt.Sprint("n", i), Outcome: "applied"}}})
+	}
+	if lost, err := deliverylog.AppendBatch(ctx, s, batch, r); err != nil || lost != 0 {
+		t.Fatalf("AppendBatch: %d lost, %v", lost, err)
+	}
+	got, err := s.ListDeliveries(ctx, "b0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, e.DeliveryID)
+	}
+	if fmt.Sprint(ids) != "[a5 s4 a3]" {
+		t.Errorf("b0's merged log %v, want [a5 s4 a3]", ids)
+	}
+	for i := 1; i < 12; i++ {
+		got, err := s.ListDeliveries(ctx, fmt.Sprint("b", i))
+		if err != nil || len(got) != 1 || got[0].DeliveryID != fmt.Sprint("n", i) {
+			t.Errorf("b%d's log %+v, %v", i, got, err)
+		}
+	}
+}

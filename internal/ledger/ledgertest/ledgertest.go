@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"EmptyListsReadAsNil":        testEmptyLists,
 		"NumbersRoundTripExactly":    testNumbersExact,
 		"DeliveryLogBoundedApart":    testDeliveryLog,
+		"DeliveryBatch":              testDeliveryBatch,
 		"CountPendingAndDue":         testCounts,
 		"ClaimPreconditions":         testClaimPreconditions,
 		"MirrorPatch":                testMirrorPatch,

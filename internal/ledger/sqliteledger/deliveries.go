@@ -4,13 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/shard"
 )
 
-var _ deliverylog.Store = (*Store)(nil)
+var (
+	_ deliverylog.Store      = (*Store)(nil)
+	_ deliverylog.BatchStore = (*Store)(nil)
+)
 
 // expireBatch bounds the expired logs one append deletes.
 const expireBatch = 100
@@ -28,37 +32,64 @@ const (
 	sqlCountDueInBucket = `SELECT count(*) FROM operations WHERE bucket = ? AND next_check_at IS NOT NULL AND next_check_at <= ?`
 )
 
-// AppendDeliveries implements deliverylog.Store: one write transaction that
-// reads the operation's log, keeps the newest entries and writes it back,
-// and deletes a bounded batch of expired logs.
+// AppendDeliveries implements deliverylog.Store: a batch of one.
 func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []deliverylog.Entry, r deliverylog.Retention) error {
-	if len(entries) == 0 {
-		return nil
+	return s.AppendDeliveryBatch(ctx, []deliverylog.Append{{OpID: opID, Entries: entries}}, r)
+}
+
+// AppendDeliveryBatch implements deliverylog.BatchStore: one request to the
+// writer (one savepoint of its group commit) that, for each operation,
+// reads its log, keeps the newest entries and writes it back, then deletes
+// a bounded batch of expired logs once. The Recorder sends up to a few
+// hundred operations at once: one commit cycle for all of them, where one
+// per operation let its queue fill under load.
+func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.Append, r deliverylog.Retention) error {
+	var newest time.Time
+	for _, a := range batch {
+		for _, e := range a.Entries {
+			if e.At.After(newest) {
+				newest = e.At
+			}
+		}
+	}
+	if newest.IsZero() {
+		return nil // no entry at all
 	}
 	r = r.WithDefaults()
 	return s.write(ctx, "append deliveries", func(ctx context.Context, tx *sql.Tx) error {
-		var old []deliverylog.Entry
-		var col sql.NullString
-		err := tx.QueryRowContext(ctx, sqlGetDeliveries, opID).Scan(&col)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
+		for _, a := range batch {
+			if len(a.Entries) == 0 {
+				continue
+			}
+			if err := appendOne(ctx, tx, a, r); err != nil {
+				return fmt.Errorf("operation %s: %w", a.OpID, err)
+			}
 		}
-		if err := fromJSON(col, &old); err != nil {
-			return err
-		}
-		kept := deliverylog.Merge(old, entries, r)
-		js, err := toJSON(kept)
-		if err != nil {
-			return err
-		}
-		newest := kept[0].At
-		if _, err := tx.ExecContext(ctx, sqlUpsertDeliveries,
-			opID, micros(newest.Add(r.TTL)), js.String); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, sqlExpireDeliveries, micros(newest), expireBatch)
+		// Expiry is judged by the batch's newest entry (about now): a log
+		// whose newest entry is older than the TTL before it is gone.
+		_, err := tx.ExecContext(ctx, sqlExpireDeliveries, micros(newest), expireBatch)
 		return err
 	})
+}
+
+// appendOne merges a's entries into its operation's log within tx.
+func appendOne(ctx context.Context, tx *sql.Tx, a deliverylog.Append, r deliverylog.Retention) error {
+	var old []deliverylog.Entry
+	var col sql.NullString
+	err := tx.QueryRowContext(ctx, sqlGetDeliveries, a.OpID).Scan(&col)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if err := fromJSON(col, &old); err != nil {
+		return err
+	}
+	kept := deliverylog.Merge(old, a.Entries, r)
+	js, err := toJSON(kept)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, sqlUpsertDeliveries, a.OpID, micros(kept[0].At.Add(r.TTL)), js.String)
+	return err
 }
 
 // ListDeliveries implements deliverylog.Store.
