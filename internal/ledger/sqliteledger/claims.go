@@ -18,17 +18,18 @@ const claimColumns = `id, key, operation, status, holder, lease_until, attempts,
 const (
 	sqlGetClaim = `SELECT ` + claimColumns + ` FROM claims WHERE id = ?`
 
+	// Positional parameters in claimArgs's order; the update takes id and
+	// the rev read last (fenced).
 	sqlInsertClaim = `INSERT INTO claims (id, key, operation, status, holder, lease_until, attempts,
 	created_at, updated_at, done_at, expire_at, due_at, message, rev)
-VALUES (:id, :key, :operation, :status, :holder, :lease_until, :attempts,
-	:created_at, :updated_at, :done_at, :expire_at, :due_at, :message, :rev)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING`
 
 	// sqlUpdateClaim writes the whole claim, fenced on the rev read.
-	sqlUpdateClaim = `UPDATE claims SET key = :key, operation = :operation, status = :status, holder = :holder,
-	lease_until = :lease_until, attempts = :attempts, created_at = :created_at, updated_at = :updated_at,
-	done_at = :done_at, expire_at = :expire_at, due_at = :due_at, message = :message, rev = :rev
-WHERE id = :id AND rev = :expected`
+	sqlUpdateClaim = `UPDATE claims SET key = ?, operation = ?, status = ?, holder = ?,
+	lease_until = ?, attempts = ?, created_at = ?, updated_at = ?,
+	done_at = ?, expire_at = ?, due_at = ?, message = ?, rev = ?
+WHERE id = ? AND rev = ?`
 
 	// sqlMirrorEffect bumps the operation's version too: a commit from a
 	// read taken before the mirror changed must fail, not overwrite it.
@@ -39,10 +40,10 @@ WHERE id = ?`
 WHERE due_at <= ? ORDER BY due_at, id LIMIT ?`
 )
 
-// claimArgs returns the named arguments of sqlInsertClaim and
-// sqlUpdateClaim (which also takes :expected), the claim at rev. The message is
-// stored as ledger.EncodeJSON of the struct, as the Firestore adapter stores it,
-// so every holder republishes the same data.
+// claimArgs returns sqlInsertClaim's arguments (the claim at rev), in its
+// column order: id, then the others as sqlUpdateClaim sets them. The
+// message is stored as ledger.EncodeJSON of the struct, as the Firestore
+// adapter stores it, so every holder republishes the same data.
 func claimArgs(c ledger.Claim, rev int64) ([]any, error) {
 	msg, err := ledger.EncodeJSON(c.Message)
 	if err != nil {
@@ -50,17 +51,13 @@ func claimArgs(c ledger.Claim, rev int64) ([]any, error) {
 	}
 	// Due while the side effect is owed: at lease end (or release time);
 	// never once DONE.
-	var due sql.NullInt64
+	var due any
 	if c.Status != ledger.ClaimDone {
-		due = nullMicros(c.LeaseUntil)
+		due = nullable(c.LeaseUntil)
 	}
 	return []any{
-		sql.Named("id", c.ID), sql.Named("key", c.Key), sql.Named("operation", c.Operation),
-		sql.Named("status", string(c.Status)), sql.Named("holder", c.Holder),
-		sql.Named("lease_until", micros(c.LeaseUntil)), sql.Named("attempts", c.Attempts),
-		sql.Named("created_at", micros(c.CreatedAt)), sql.Named("updated_at", micros(c.UpdatedAt)),
-		sql.Named("done_at", nullMicros(c.DoneAt)), sql.Named("expire_at", micros(c.ExpireAt)),
-		sql.Named("due_at", due), sql.Named("message", string(msg)), sql.Named("rev", rev),
+		c.ID, c.Key, c.Operation, string(c.Status), c.Holder, micros(c.LeaseUntil), c.Attempts,
+		micros(c.CreatedAt), micros(c.UpdatedAt), nullable(c.DoneAt), micros(c.ExpireAt), due, string(msg), rev,
 	}, nil
 }
 

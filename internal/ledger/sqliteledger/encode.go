@@ -12,12 +12,14 @@ import (
 // zero time.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// nullMicros encodes a time whose zero value means "absent" as NULL.
-func nullMicros(t time.Time) sql.NullInt64 {
+// nullable encodes a time whose zero value means "absent" as a statement
+// argument: nil (NULL) or the unix microseconds, an int64 (no driver.Valuer
+// for database/sql to call).
+func nullable(t time.Time) any {
 	if t.IsZero() {
-		return sql.NullInt64{}
+		return nil
 	}
-	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+	return t.UnixMicro()
 }
 
 func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }

@@ -24,24 +24,24 @@ const (
 	sqlGetOperation = `SELECT ` + opColumns + ` FROM operations WHERE id = ?`
 
 	// ON CONFLICT DO NOTHING turns "already exists" into zero rows changed,
-	// which is ErrConflict, without parsing driver error codes.
+	// which is ErrConflict, without parsing driver error codes. The
+	// parameters are positional (named ones cost the driver a name lookup
+	// and a string per parameter per statement): opArgs's order, with the
+	// update taking id and the version read last (fenced).
 	sqlInsertOperation = `INSERT INTO operations (id, name, api_name, kind, state, gemini_status, update_time, version,
 	submitted_at, settled_at, settled_by, next_check_at, pending_since, checks, last_check, last_check_at,
 	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from, bucket)
-VALUES (:id, :name, :api_name, :kind, :state, :gemini_status, :update_time, :version,
-	:submitted_at, :settled_at, :settled_by, :next_check_at, :pending_since, :checks, :last_check, :last_check_at,
-	:history, :conflicts, :user_metadata, :output, :error, :effect_status, :effect_lease_until, :replays, :stuck_alerted_at, :stuck_from,
-	:bucket)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING`
 
-	sqlUpdateOperation = `UPDATE operations SET name = :name, api_name = :api_name, kind = :kind, state = :state,
-	gemini_status = :gemini_status, update_time = :update_time, version = :version, submitted_at = :submitted_at, settled_at = :settled_at,
-	settled_by = :settled_by, next_check_at = :next_check_at, pending_since = :pending_since, checks = :checks,
-	last_check = :last_check, last_check_at = :last_check_at, history = :history, conflicts = :conflicts,
-	user_metadata = :user_metadata, output = :output, error = :error, effect_status = :effect_status,
-	effect_lease_until = :effect_lease_until, replays = :replays, stuck_alerted_at = :stuck_alerted_at,
-	stuck_from = :stuck_from, bucket = :bucket
-WHERE id = :id AND version = :expected`
+	sqlUpdateOperation = `UPDATE operations SET name = ?, api_name = ?, kind = ?, state = ?,
+	gemini_status = ?, update_time = ?, version = ?, submitted_at = ?, settled_at = ?,
+	settled_by = ?, next_check_at = ?, pending_since = ?, checks = ?,
+	last_check = ?, last_check_at = ?, history = ?, conflicts = ?,
+	user_metadata = ?, output = ?, error = ?, effect_status = ?,
+	effect_lease_until = ?, replays = ?, stuck_alerted_at = ?,
+	stuck_from = ?, bucket = ?
+WHERE id = ? AND version = ?`
 
 	// sqlPatchSchedule writes the reconciler's fields, fenced on the version
 	// read (ledger.Write.Schedule).
@@ -72,29 +72,16 @@ ORDER BY submitted_at DESC, id DESC LIMIT ?`
 WHERE state = ? ORDER BY submitted_at DESC, id DESC LIMIT ?`
 )
 
-// opArgs returns the named arguments shared by sqlInsertOperation and
-// sqlUpdateOperation (the operation at version); the update also takes
-// :expected, the version read.
+// opArgs returns sqlInsertOperation's arguments (the operation at
+// version), in its column order: id, then every other column as
+// sqlUpdateOperation sets them (fenced reorders them for the update).
 func opArgs(o ledger.Operation, version int64) ([]any, error) {
-	var pending sql.NullInt64
+	var pending any
 	if !o.State.Terminal() {
-		pending = nullMicros(o.SubmittedAt)
+		pending = nullable(o.SubmittedAt)
 	}
-	args := []any{
-		sql.Named("id", o.ID), sql.Named("name", o.Name), sql.Named("api_name", o.APIName),
-		sql.Named("kind", string(o.Kind)), sql.Named("state", string(o.State)), sql.Named("gemini_status", o.GeminiStatus),
-		sql.Named("update_time", micros(lifecycle.ServerTime(o.UpdateTime))), sql.Named("version", version),
-		sql.Named("submitted_at", micros(o.SubmittedAt)), sql.Named("settled_at", nullMicros(o.SettledAt)),
-		sql.Named("settled_by", o.SettledBy), sql.Named("next_check_at", nullMicros(o.NextCheckAt)),
-		sql.Named("pending_since", pending), sql.Named("checks", o.Checks),
-		sql.Named("last_check", o.LastCheck), sql.Named("last_check_at", nullMicros(o.LastCheckAt)),
-		sql.Named("effect_status", string(o.Effect.Status)),
-		sql.Named("effect_lease_until", nullMicros(o.Effect.LeaseUntil)),
-		sql.Named("stuck_alerted_at", nullMicros(o.StuckAlertedAt)),
-		sql.Named("stuck_from", nullMicros(ledger.StuckKey(o))),
-		sql.Named("bucket", shard.Of(o.ID)),
-	}
-	for _, j := range []struct {
+	var js [6]any
+	for i, j := range []struct {
 		name string
 		v    any
 	}{
@@ -106,9 +93,17 @@ func opArgs(o ledger.Operation, version int64) ([]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", j.name, err)
 		}
-		args = append(args, sql.Named(j.name, col))
+		if col.Valid {
+			js[i] = col.String
+		}
 	}
-	return args, nil
+	return []any{
+		o.ID, o.Name, o.APIName, string(o.Kind), string(o.State), o.GeminiStatus,
+		micros(lifecycle.ServerTime(o.UpdateTime)), version, micros(o.SubmittedAt), nullable(o.SettledAt),
+		o.SettledBy, nullable(o.NextCheckAt), pending, o.Checks, o.LastCheck, nullable(o.LastCheckAt),
+		js[0], js[1], js[2], js[3], js[4], string(o.Effect.Status), nullable(o.Effect.LeaseUntil), js[5],
+		nullable(o.StuckAlertedAt), nullable(ledger.StuckKey(o)), shard.Of(o.ID),
+	}, nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -200,11 +195,11 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 			st.query, st.args = fenced(sqlInsertClaim, sqlUpdateClaim, w.Claim.Rev, st.args)
 			revs[i] = ledger.Revision{Version: w.Claim.Rev.Version + 1}
 		case w.Mirror != nil:
-			st = stmt{sqlMirrorEffect, []any{string(w.Mirror.Effect.Status), nullMicros(w.Mirror.Effect.LeaseUntil), w.Mirror.OpID}}
+			st = stmt{sqlMirrorEffect, []any{string(w.Mirror.Effect.Status), nullable(w.Mirror.Effect.LeaseUntil), w.Mirror.OpID}}
 		case w.Schedule != nil:
 			v := w.Schedule
-			st = stmt{sqlPatchSchedule, []any{nullMicros(v.NextCheckAt), v.Checks, v.LastCheck, nullMicros(v.LastCheckAt),
-				nullMicros(v.StuckAlertedAt), nullMicros(ledger.StuckKey(*v)), v.Rev.Version + 1, v.ID, v.Rev.Version}}
+			st = stmt{sqlPatchSchedule, []any{nullable(v.NextCheckAt), v.Checks, v.LastCheck, nullable(v.LastCheckAt),
+				nullable(v.StuckAlertedAt), nullable(ledger.StuckKey(*v)), v.Rev.Version + 1, v.ID, v.Rev.Version}}
 			revs[i] = ledger.Revision{Version: v.Rev.Version + 1}
 		}
 		if err != nil {
@@ -232,12 +227,14 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 
 // fenced picks the statement of a put at rev: the insert (which does
 // nothing if the row exists) to create, else the update fenced on the
-// version read, which takes it as :expected.
+// version read. args are the insert's, id first; the update takes the
+// other columns, then id and the version read.
 func fenced(insert, update string, rev ledger.Revision, args []any) (string, []any) {
 	if !rev.Exists() {
 		return insert, args
 	}
-	return update, append(args, sql.Named("expected", rev.Version))
+	out := make([]any, 0, len(args)+1)
+	return update, append(append(out, args[1:]...), args[0], rev.Version)
 }
 
 // queryOps runs a bounded operation query on the reader pool.

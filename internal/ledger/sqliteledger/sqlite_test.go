@@ -28,6 +28,14 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
 
 var far = t0.Add(30 * 24 * time.Hour)
 
+// nullMicros is how a nullable time column reads back.
+func nullMicros(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+}
+
 // openAt opens a store on path and closes it when the test ends.
 func openAt(t testing.TB, path string) *Store {
 	t.Helper()
@@ -229,6 +237,12 @@ func explain(t *testing.T, db *sql.DB, query string, args ...any) []string {
 	return details
 }
 
+// updateArgs is the update's arguments for a put at version 1 (fenced).
+func updateArgs(insert []any) []any {
+	_, args := fenced("", "", ledger.Revision{Version: 1}, insert)
+	return args
+}
+
 // TestQueryPlans proves every statement the adapter runs is served by an
 // index: no query or fenced write ever scans a table.
 func TestQueryPlans(t *testing.T) {
@@ -248,7 +262,7 @@ func TestQueryPlans(t *testing.T) {
 		args  []any
 	}{
 		"GetOperation":            {sqlGetOperation, "sqlite_autoindex_operations_1", []any{"x"}},
-		"UpdateOperation":         {sqlUpdateOperation, "sqlite_autoindex_operations_1", append(opArgs, sql.Named("expected", 1))},
+		"UpdateOperation":         {sqlUpdateOperation, "sqlite_autoindex_operations_1", updateArgs(opArgs)},
 		"PatchSchedule":           {sqlPatchSchedule, "sqlite_autoindex_operations_1", []any{now, 1, "n", now, now, now, 2, "x", 1}},
 		"MirrorEffect":            {sqlMirrorEffect, "sqlite_autoindex_operations_1", []any{"CLAIMED", now, "x"}},
 		"DueOperations":           {sqlDueOperations, "operations_next_check_at", []any{now, now, "x", 10}},
@@ -256,7 +270,7 @@ func TestQueryPlans(t *testing.T) {
 		"ListOperations":          {sqlListOperations, "operations_submitted_at", []any{10}},
 		"ListOperationsState":     {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
 		"GetClaim":                {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
-		"UpdateClaim":             {sqlUpdateClaim, "sqlite_autoindex_claims_1", append(claimArgs, sql.Named("expected", 1))},
+		"UpdateClaim":             {sqlUpdateClaim, "sqlite_autoindex_claims_1", updateArgs(claimArgs)},
 		"DueClaims":               {sqlDueClaims, "claims_due_at", []any{now, 10}},
 		"SearchOperations":        {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:c", 10}},
 		"CountPending":            {sqlCountPending, "operations_pending_since", nil},
