@@ -87,6 +87,9 @@ for conc in "$HIGH" "$LOW"; do
 done
 
 rss="$(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$pid/status")"
+# Delivery-log entries the recorder could not queue (CONTRACT.md §9): the
+# log is written after the answer, so a server that keeps up drops none.
+dropped="$(curl -sf "$base/metrics" | sed -n 's/^lrosink_delivery_log_dropped_total \([0-9.e+]*\)$/\1/p')"
 stop_serve
 trap - EXIT
 
@@ -95,6 +98,7 @@ ops=$(jq -r '.operation' "$out/results.jsonl" | sort -u | wc -l)
 echo
 echo "serve peak RSS (VmHWM): $rss"
 echo "results: $lines lines for $ops operations; distinct ids sent to serve: $distinct"
+echo "delivery log: ${dropped:-unknown} entries dropped (lrosink_delivery_log_dropped_total)"
 if [ "$lines" != "$distinct" ] || [ "$ops" != "$distinct" ]; then
 	echo "bench-serve: FAIL: want exactly one results line per distinct id"
 	fails=1

@@ -157,19 +157,6 @@ func (d *Door) unconfirmed(ctx context.Context, j *job, next handler) (Result, e
 	return res, nil
 }
 
-// hintAttrs are the ingest-decision log attributes of an event that stands
-// in for a hint.
-func hintAttrs(ev applied) []any {
-	if ev.delivered == "" {
-		return nil
-	}
-	attrs := []any{"delivered_state", string(ev.delivered)}
-	if ev.confirmedBy != "" {
-		attrs = append(attrs, "confirmed_by", ev.confirmedBy)
-	}
-	return attrs
-}
-
 // historyReason makes a confirmed (or unconfirmed) hint visible in the
 // operation's history.
 func historyReason(ev applied, dec lifecycle.Decision) string {

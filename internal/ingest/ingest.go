@@ -646,30 +646,38 @@ func (d *Door) completeClaim(ctx context.Context, l ledger.Lease, leaseUntil tim
 
 func (d *Door) log(ctx context.Context, ev applied, res Result, err error, start time.Time) {
 	d.notify(ev.Source, res, err)
-	attrs := []any{
-		"operation", res.Operation, "outcome", string(res.Outcome), "reason", res.Reason,
-		"state", string(res.State), "event_state", string(ev.State), "source", string(ev.Source),
-		"version", res.Version, "published", res.Published,
-		"duration_ms", d.cfg.Now().Sub(start).Milliseconds(),
-	}
+	// Typed attributes (LogAttrs): one line per delivery, so boxing every
+	// value for the key-value form showed in serve's profile.
+	attrs := make([]slog.Attr, 0, 16)
+	attrs = append(attrs,
+		slog.String("operation", res.Operation), slog.String("outcome", string(res.Outcome)), slog.String("reason", res.Reason),
+		slog.String("state", string(res.State)), slog.String("event_state", string(ev.State)), slog.String("source", string(ev.Source)),
+		slog.Int64("version", res.Version), slog.Bool("published", res.Published),
+		slog.Int64("duration_ms", d.cfg.Now().Sub(start).Milliseconds()),
+	)
 	if ev.DeliveryID != "" {
-		attrs = append(attrs, "delivery_id", ev.DeliveryID)
+		attrs = append(attrs, slog.String("delivery_id", ev.DeliveryID))
 	}
-	attrs = append(attrs, hintAttrs(ev)...)
+	if ev.delivered != "" { // an event that stands in for a hint
+		attrs = append(attrs, slog.String("delivered_state", string(ev.delivered)))
+		if ev.confirmedBy != "" {
+			attrs = append(attrs, slog.String("confirmed_by", ev.confirmedBy))
+		}
+	}
 	if res.MetadataMerged {
-		attrs = append(attrs, "metadata_merged", true)
+		attrs = append(attrs, slog.Bool("metadata_merged", true))
 	}
+	level := slog.LevelInfo
 	if err != nil {
-		attrs = append(attrs, "error", err.Error())
+		level = slog.LevelError
+		attrs = append(attrs, slog.String("error", err.Error()))
 		if errors.Is(err, ErrSideEffect) {
 			// What the publish-failure alert counts (terraform/monitoring.tf):
 			// other errors mention "publish" in their text too.
-			attrs = append(attrs, "failure", "publish")
+			attrs = append(attrs, slog.String("failure", "publish"))
 		}
-		d.cfg.Log.ErrorContext(ctx, "ingest decision", attrs...)
-		return
 	}
-	d.cfg.Log.InfoContext(ctx, "ingest decision", attrs...)
+	d.cfg.Log.LogAttrs(ctx, level, "ingest decision", attrs...)
 }
 
 func commitErr(name opname.Name, err error) error {
