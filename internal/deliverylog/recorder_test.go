@@ -90,6 +90,16 @@ func entriesOf(t *testing.T, s deliverylog.Store, id string) int {
 	return len(got)
 }
 
+// wantEntries checks that operations op0…op(n-1) each hold want entries.
+func wantEntries(t *testing.T, s deliverylog.Store, n, want int) {
+	t.Helper()
+	for i := range n {
+		if got := entriesOf(t, s, fmt.Sprint("op", i)); got != want {
+			t.Fatalf("op%d has %d entries, want %d", i, got, want)
+		}
+	}
+}
+
 // TestRecorderWritesBatches: N operations queued at once reach a
 // BatchStore in at most ceil(N/MaxChunk) batch calls, none of them one
 // operation at a time, with every entry.
@@ -124,11 +134,7 @@ func TestRecorderWritesBatches(t *testing.T) {
 	if want := (n + deliverylog.MaxChunk - 1) / deliverylog.MaxChunk; len(after) > want {
 		t.Errorf("%d batch calls %v for %d operations, want at most %d", len(after), after, n, want)
 	}
-	for i := range n {
-		if got := entriesOf(t, s, fmt.Sprint("op", i)); got != 2 {
-			t.Fatalf("op%d has %d entries, want 2", i, got)
-		}
-	}
+	wantEntries(t, s, n, 2)
 }
 
 // TestRecorderFallbackOverlapsBounded: a store without batches gets every
@@ -190,11 +196,7 @@ func TestRecorderFallbackOverlapsBounded(t *testing.T) {
 	if most != deliverylog.FallbackInFlight {
 		t.Errorf("at most %d appends in flight at once, want %d", most, deliverylog.FallbackInFlight)
 	}
-	for i := range n {
-		if got := entriesOf(t, s, fmt.Sprint("op", i)); got != 1 {
-			t.Errorf("op%d has %d entries, want 1", i, got)
-		}
-	}
+	wantEntries(t, s, n, 1)
 }
 
 // TestRecorderDropsAreCountedAndLogged: with the writer held by the store,
