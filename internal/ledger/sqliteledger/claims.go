@@ -87,7 +87,7 @@ func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 		c   ledger.Claim
 		err error
 	)
-	if rerr := s.readers.do(ctx, func() { c, err = scanClaim(s.reader.QueryRowContext(pointRead(ctx), sqlGetClaim, id)) }); rerr != nil {
+	if rerr := s.readers.do(ctx, func(cc *cachingConn) { c, err = pointRow(cc, sqlGetClaim, id, scanClaim) }); rerr != nil {
 		err = rerr
 	}
 	if errors.Is(err, sql.ErrNoRows) {

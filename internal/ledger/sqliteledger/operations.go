@@ -151,9 +151,7 @@ func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, 
 		o   ledger.Operation
 		err error
 	)
-	if rerr := s.readers.do(ctx, func() {
-		o, err = scanOperation(s.reader.QueryRowContext(pointRead(ctx), sqlGetOperation, id))
-	}); rerr != nil {
+	if rerr := s.readers.do(ctx, func(c *cachingConn) { o, err = pointRow(c, sqlGetOperation, id, scanOperation) }); rerr != nil {
 		err = rerr
 	}
 	if errors.Is(err, sql.ErrNoRows) {

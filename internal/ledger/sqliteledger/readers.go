@@ -2,6 +2,11 @@ package sqliteledger
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
 	"sync"
 )
 
@@ -11,6 +16,11 @@ import (
 // stack by copying it every time (runtime.copystack was 5–7 % of serve's CPU
 // under load, docs/BENCHMARKS.md) and kept it grown for the rest of the
 // request. The workers' stacks grow once and stay.
+//
+// Each worker holds one connection of its own pool and runs its statement
+// on the driver connection directly (pointRow): database/sql's pool, Rows
+// and Scan conversions were a fifth of a point read's cost, and a read of
+// one row by key needs none of them.
 type readers struct {
 	jobs chan *readJob
 	stop chan struct{}
@@ -21,24 +31,37 @@ type readers struct {
 }
 
 type readJob struct {
-	fn   func()
+	fn   func(*cachingConn)
 	done chan struct{}
 }
 
-func startReaders(n int) *readers {
+// startReaders starts one worker per connection of db (its pool must have
+// n connections), each holding its connection until close.
+func startReaders(ctx context.Context, db *sql.DB, n int) (*readers, error) {
 	r := &readers{jobs: make(chan *readJob), stop: make(chan struct{}), n: n}
 	r.pool.New = func() any { return &readJob{done: make(chan struct{}, 1)} }
 	for range n {
-		r.wg.Go(r.loop)
+		c, err := db.Conn(ctx)
+		if err != nil {
+			r.close()
+			return nil, fmt.Errorf("reader connection: %w", err)
+		}
+		r.wg.Go(func() { r.loop(c) })
 	}
-	return r
+	return r, nil
 }
 
-func (r *readers) loop() {
+func (r *readers) loop(c *sql.Conn) {
+	defer c.Close() //nolint:errcheck // back to its pool, which Close closes
 	for {
 		select {
 		case j := <-r.jobs:
-			j.fn()
+			if err := c.Raw(func(dc any) error {
+				j.fn(dc.(*cachingConn))
+				return nil
+			}); err != nil {
+				j.fn(nil) // the connection is closed: fn reports errClosed
+			}
 			j.done <- struct{}{}
 		case <-r.stop:
 			return
@@ -49,7 +72,7 @@ func (r *readers) loop() {
 // do runs fn on a worker and returns once it has run, or the context's
 // error if ctx ends before a worker takes it (fn then never runs). fn must
 // honour ctx itself: once taken it runs to its end.
-func (r *readers) do(ctx context.Context, fn func()) error {
+func (r *readers) do(ctx context.Context, fn func(*cachingConn)) error {
 	// Checked first: select picks at random among ready cases, and an
 	// idle worker is ready too.
 	if err := ctx.Err(); err != nil {
@@ -80,10 +103,75 @@ func (r *readers) close() {
 	r.wg.Wait()
 }
 
-// pointRead is the context a point read runs its statement with: ctx's
-// values without its cancellation. A read by primary key in WAL mode takes
+// pointRow runs query, which takes one argument, on c and scans its one
+// row with scan (sql.ErrNoRows when there is none). The statement runs
+// without a cancellable context: a read by primary key in WAL mode takes
 // microseconds and never waits for the writer, and a cancellable context
-// costs two goroutines per statement (database/sql's and the driver's
-// watchers of ctx). The caller's cancellation still counts until a worker
-// takes the read (readers.do).
-func pointRead(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+// costs a watcher goroutine per statement; the caller's cancellation
+// counts until a worker takes the read (readers.do).
+func pointRow[T any](c *cachingConn, query string, arg any, scan func(scanner) (T, error)) (T, error) {
+	var zero T
+	if c == nil {
+		return zero, errClosed
+	}
+	ctx := context.Background()
+	st, put, err := c.stmt(ctx, query)
+	if err != nil {
+		return zero, err
+	}
+	rows, err := st.QueryContext(ctx, []driver.NamedValue{{Ordinal: 1, Value: arg}})
+	if err != nil {
+		return zero, errors.Join(err, put())
+	}
+	vals := make(rowValues, len(rows.Columns()))
+	switch err := rows.Next(vals); {
+	case errors.Is(err, io.EOF):
+		return zero, errors.Join(sql.ErrNoRows, rows.Close(), put())
+	case err != nil:
+		return zero, errors.Join(err, rows.Close(), put())
+	}
+	v, err := scan(vals)
+	return v, errors.Join(err, rows.Close(), put())
+}
+
+// rowValues is a row as the driver gives it (STRICT tables: TEXT is a
+// string, INTEGER an int64, NULL nil), scanned into the few types the
+// adapter's scanners use.
+type rowValues []driver.Value
+
+func (v rowValues) Scan(dest ...any) error {
+	if len(dest) != len(v) {
+		return fmt.Errorf("scan %d columns into %d values", len(v), len(dest))
+	}
+	for i, d := range dest {
+		ok := true
+		switch d := d.(type) {
+		case *string:
+			*d, ok = v[i].(string)
+		case *int64:
+			*d, ok = v[i].(int64)
+		case *int:
+			var n int64
+			n, ok = v[i].(int64)
+			*d = int(n)
+		case *sql.NullInt64:
+			*d = sql.NullInt64{}
+			if v[i] != nil {
+				d.Int64, ok = v[i].(int64)
+				d.Valid = true
+			}
+		case *sql.NullString:
+			*d = sql.NullString{}
+			if v[i] != nil {
+				d.String, ok = v[i].(string)
+				d.Valid = true
+			}
+		default:
+			return fmt.Errorf("scan column %d: unsupported destination %T", i, d)
+		}
+		if !ok {
+			return fmt.Errorf("scan column %d: %T into %T", i, v[i], d)
+		}
+	}
+	return nil
+}

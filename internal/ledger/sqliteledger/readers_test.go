@@ -2,6 +2,7 @@ package sqliteledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -21,7 +22,7 @@ func TestPointReadsRunOnTheReaderGoroutines(t *testing.T) {
 	busy := make(chan struct{}, 64)
 	for range s.readers.n + 8 { // more holders than workers: all are taken
 		wg.Go(func() {
-			_ = s.readers.do(context.Background(), func() { busy <- struct{}{}; <-held })
+			_ = s.readers.do(context.Background(), func(*cachingConn) { busy <- struct{}{}; <-held })
 		})
 	}
 	workers := 0
@@ -44,5 +45,45 @@ func TestPointReadsRunOnTheReaderGoroutines(t *testing.T) {
 	wg.Wait()
 	if _, err := s.GetOperation(t.Context(), "batches/r1"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("read once the workers are free: %v, want ErrNotFound", err)
+	}
+}
+
+// TestRowValuesScan: a driver row scans into the adapter's destination
+// types, NULL into the Null types, and a value of the wrong type, an
+// unsupported destination or a column count mismatch is an error, never a
+// silent zero.
+func TestRowValuesScan(t *testing.T) {
+	var (
+		s  string
+		i  int64
+		n  int
+		ni sql.NullInt64
+		ns sql.NullString
+	)
+	row := rowValues{"a", int64(7), int64(3), nil, "j"}
+	if err := row.Scan(&s, &i, &n, &ni, &ns); err != nil {
+		t.Fatal(err)
+	}
+	if s != "a" || i != 7 || n != 3 || ni.Valid || !ns.Valid || ns.String != "j" {
+		t.Fatalf("scanned %q %d %d %+v %+v", s, i, n, ni, ns)
+	}
+	if err := (rowValues{int64(5), "x"}).Scan(&ni, &ns); err != nil || !ni.Valid || ni.Int64 != 5 || ns.String != "x" {
+		t.Fatalf("non-NULL into Null types: %v %+v %+v", err, ni, ns)
+	}
+	var f float64
+	for name, c := range map[string]struct {
+		row  rowValues
+		dest []any
+	}{
+		"string into int64":   {rowValues{"a"}, []any{&i}},
+		"int64 into string":   {rowValues{int64(1)}, []any{&s}},
+		"NULL into string":    {rowValues{nil}, []any{&s}},
+		"unsupported type":    {rowValues{float64(1)}, []any{&f}},
+		"fewer destinations":  {rowValues{"a", "b"}, []any{&s}},
+		"string into NullInt": {rowValues{"a"}, []any{&ni}},
+	} {
+		if err := c.row.Scan(c.dest...); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 }

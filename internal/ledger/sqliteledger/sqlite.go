@@ -53,6 +53,7 @@ type Store struct {
 	reader  *sql.DB
 	group   *group
 	readers *readers // the point reads' goroutines (readers.go)
+	points  *sql.DB  // their connections, one each
 }
 
 var _ ledger.Ledger = (*Store)(nil)
@@ -231,7 +232,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), writer.Close())
 	}
-	return &Store{writer: writer, reader: reader, group: startGroup(writer), readers: startReaders(conns)}, nil
+	points, err := openPool(ctx, dsn(abs, true), conns)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), reader.Close(), writer.Close())
+	}
+	rd, err := startReaders(ctx, points, conns)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), points.Close(), reader.Close(), writer.Close())
+	}
+	return &Store{writer: writer, reader: reader, points: points, group: startGroup(writer), readers: rd}, nil
 }
 
 // Close finishes the writes already queued, stops the writer goroutine and
@@ -240,9 +249,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 func (s *Store) Close() error {
 	s.group.close()
 	s.readers.close()
+	perr := s.points.Close()
 	rerr := s.reader.Close()
 	werr := s.writer.Close()
-	if err := errors.Join(rerr, werr); err != nil {
+	if err := errors.Join(perr, rerr, werr); err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
 	return nil
