@@ -56,7 +56,7 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 		return nil // no entry at all
 	}
 	r = r.WithDefaults()
-	return s.write(ctx, "append deliveries", func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, "append deliveries", func(ctx context.Context, tx *wtx) error {
 		for _, a := range batch {
 			if len(a.Entries) == 0 {
 				continue
@@ -67,16 +67,16 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 		}
 		// Expiry is judged by the batch's newest entry (about now): a log
 		// whose newest entry is older than the TTL before it is gone.
-		_, err := tx.ExecContext(ctx, sqlExpireDeliveries, micros(newest), expireBatch)
+		_, err := tx.exec(ctx, sqlExpireDeliveries, micros(newest), expireBatch)
 		return err
 	})
 }
 
 // appendOne merges a's entries into its operation's log within tx.
-func appendOne(ctx context.Context, tx *sql.Tx, a deliverylog.Append, r deliverylog.Retention) error {
+func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, r deliverylog.Retention) error {
 	var old []deliverylog.Entry
 	var col sql.NullString
-	err := tx.QueryRowContext(ctx, sqlGetDeliveries, a.OpID).Scan(&col)
+	err := tx.queryRow(ctx, sqlGetDeliveries, []any{a.OpID}, &col)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
@@ -88,7 +88,7 @@ func appendOne(ctx context.Context, tx *sql.Tx, a deliverylog.Append, r delivery
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, sqlUpsertDeliveries, a.OpID, micros(kept[0].At.Add(r.TTL)), js.String)
+	_, err = tx.exec(ctx, sqlUpsertDeliveries, a.OpID, micros(kept[0].At.Add(r.TTL)), js.String)
 	return err
 }
 

@@ -71,7 +71,7 @@ const (
 // with it, and a cancellable context costs a watcher goroutine per
 // statement. A caller's cancellation counts until the writer takes its
 // write (group.write).
-type writeFn func(ctx context.Context, tx *sql.Tx) error
+type writeFn func(ctx context.Context, tx *wtx) error
 
 type writeReq struct {
 	ctx   context.Context
@@ -225,12 +225,36 @@ func (g *group) loop() {
 //
 // BEGIN comes before taking, so that the writes stay cancellable while
 // BEGIN IMMEDIATE waits for another process's write lock.
-func (g *group) batch(carry []*writeReq) []*writeReq {
+func (g *group) batch(carry []*writeReq) (again []*writeReq) {
+	// Not a caller's context: this transaction serves many callers.
+	ctx := context.Background()
+	ran := false
+	conn, err := g.db.Conn(ctx)
+	if err == nil {
+		err = conn.Raw(func(dc any) error {
+			c, ok := dc.(*cachingConn)
+			if !ok {
+				return fmt.Errorf("writer connection is a %T", dc)
+			}
+			ran = true
+			again = g.batchOn(ctx, &wtx{c: c}, carry)
+			return nil
+		})
+		_ = conn.Close() // back to the pool; batchOn ended its transaction
+	}
+	if !ran {
+		// No transaction could begin: every write waiting fails.
+		for _, r := range append(carry, g.take(g.max-len(carry))...) {
+			r.finish(fail(r.ctx, r.what, err))
+		}
+	}
+	return again
+}
+
+// batchOn is batch on the writer connection's transaction tx.
+func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writeReq {
 	start := time.Now()
-	// Not a caller's context: database/sql rolls a transaction back when
-	// its BeginTx context ends, and this one serves many callers.
-	tx, err := g.db.BeginTx(context.Background(), nil)
-	if err != nil {
+	if _, err := tx.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		for _, r := range append(carry, g.take(g.max-len(carry))...) {
 			r.finish(fail(r.ctx, r.what, err))
 		}
@@ -262,7 +286,7 @@ func (g *group) batch(carry []*writeReq) []*writeReq {
 			failed = append(failed, r)
 			continue
 		}
-		ferr, lost := g.runOne(tx, r)
+		ferr, lost := g.runOne(ctx, tx, r)
 		if ferr != nil {
 			r.err = ferr
 			failed = append(failed, r)
@@ -275,7 +299,7 @@ func (g *group) batch(carry []*writeReq) []*writeReq {
 			// which writeFn's context rules out): the writes already run
 			// in it were not written. They, and those not run yet, go
 			// to the next transaction; one already retried fails.
-			_ = tx.Rollback() // the connection may still hold the transaction
+			_, _ = tx.exec(ctx, "ROLLBACK") // the connection may still hold the transaction
 			var again []*writeReq
 			for _, q := range append(ran, next...) {
 				if q.retried {
@@ -292,15 +316,16 @@ func (g *group) batch(carry []*writeReq) []*writeReq {
 		}
 	}
 	g.loaded = len(ran)+len(failed) > 1
+	var err error
 	if len(ran) == 0 {
-		err = tx.Rollback()
-	} else if err = tx.Commit(); err == nil {
+		_, err = tx.exec(ctx, "ROLLBACK")
+	} else if _, err = tx.exec(ctx, "COMMIT"); err == nil {
 		g.txs.Add(1)
 		g.writes.Add(int64(len(ran)))
 	} else {
 		// A failed COMMIT may leave the transaction open on the writer's
 		// connection; end it so the next BEGIN does not fail.
-		_, _ = g.db.ExecContext(context.Background(), "ROLLBACK")
+		_, _ = tx.exec(ctx, "ROLLBACK")
 	}
 	for _, r := range ran {
 		if err != nil {
@@ -341,9 +366,8 @@ func (g *group) await(deadline time.Time) bool {
 // runOne runs r's fn inside a savepoint of tx. It returns fn's error,
 // wrapped, and, when the savepoint could not be opened, rolled back or
 // released, the error that says the transaction was lost.
-func (g *group) runOne(tx *sql.Tx, r *writeReq) (ferr, lost error) {
-	ctx := context.Background() // the savepoint statements serve the group
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+func (g *group) runOne(ctx context.Context, tx *wtx, r *writeReq) (ferr, lost error) {
+	if _, err := tx.exec(ctx, "SAVEPOINT w"); err != nil {
 		return nil, err
 	}
 	if err := callFn(r.fn, context.WithoutCancel(r.ctx), tx); err != nil {
@@ -352,11 +376,11 @@ func (g *group) runOne(tx *sql.Tx, r *writeReq) (ferr, lost error) {
 		} else {
 			ferr = fail(r.ctx, r.what, err)
 		}
-		if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+		if _, err := tx.exec(ctx, "ROLLBACK TO w"); err != nil {
 			return ferr, err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
+	if _, err := tx.exec(ctx, "RELEASE w"); err != nil {
 		return ferr, err
 	}
 	return ferr, nil
@@ -366,7 +390,7 @@ func (g *group) runOne(tx *sql.Tx, r *writeReq) (ferr, lost error) {
 // goroutine, where a panic would end the process rather than the one
 // request (net/http recovers a handler's panic); its savepoint is rolled
 // back like any failure's.
-func callFn(fn writeFn, ctx context.Context, tx *sql.Tx) (err error) {
+func callFn(fn writeFn, ctx context.Context, tx *wtx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in write: %v", p)

@@ -2,7 +2,6 @@ package sqliteledger
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -28,7 +27,7 @@ func holdWriter(t testing.TB, s *Store) (release func()) {
 	go func() {
 		var once sync.Once
 		// Once: a write may run again when its transaction was lost.
-		done <- s.write(context.Background(), "hold", func(context.Context, *sql.Tx) error {
+		done <- s.write(context.Background(), "hold", func(context.Context, *wtx) error {
 			once.Do(func() { close(started) })
 			<-rel
 			return nil
@@ -180,8 +179,8 @@ func TestGroupLostTransactionRetriesTheOthers(t *testing.T) {
 	wg.Go(func() { _, _, a = claims.New(s).CommitOperation(ctx, ledgertest.Op("a"), nil) })
 	waitQueued(s, 1)
 	wg.Go(func() {
-		lost = s.write(ctx, "lose the transaction", func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
+		lost = s.write(ctx, "lose the transaction", func(ctx context.Context, tx *wtx) error {
+			if _, err := tx.exec(ctx, "ROLLBACK"); err != nil {
 				return err
 			}
 			return errors.New("injected: interrupted")
@@ -249,12 +248,12 @@ func TestCloseDrainsTheQueue(t *testing.T) {
 func TestGroupPanicFailsAlone(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
-	err := s.write(ctx, "panicking write", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "panicking write", func(ctx context.Context, tx *wtx) error {
 		args, err := opArgs(ledgertest.Op("half"), ledger.FirstVersion)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, sqlInsertOperation, args...); err != nil {
+		if _, err := tx.exec(ctx, sqlInsertOperation, args...); err != nil {
 			return err
 		}
 		panic("injected")

@@ -205,13 +205,13 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 		}
 		stmts[i] = st
 	}
-	err := s.write(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, what, func(ctx context.Context, tx *wtx) error {
 		for i, st := range stmts {
-			res, err := tx.ExecContext(ctx, st.query, st.args...)
+			n, err := tx.exec(ctx, st.query, st.args...)
 			if err != nil {
 				return err
 			}
-			if err := affected(res, ledger.ErrConflict); err != nil {
+			if err := affected(n, ledger.ErrConflict); err != nil {
 				return fmt.Errorf("%s: %w", writes[i].Describe(), err)
 			}
 		}

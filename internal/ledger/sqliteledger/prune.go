@@ -2,7 +2,6 @@ package sqliteledger
 
 import (
 	"context"
-	"database/sql"
 	"time"
 )
 
@@ -24,15 +23,12 @@ SELECT id FROM claims WHERE status = 'DONE' AND expire_at <= ? ORDER BY expire_a
 // index range reads (schema version 6).
 func (s *Store) PruneSettled(ctx context.Context, settledBefore, now time.Time, limit int) (int, error) {
 	var n int64
-	err := s.write(ctx, "prune settled operations", func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlPruneOperations, micros(settledBefore), limit)
-		if err != nil {
+	err := s.write(ctx, "prune settled operations", func(ctx context.Context, tx *wtx) error {
+		var err error
+		if n, err = tx.exec(ctx, sqlPruneOperations, micros(settledBefore), limit); err != nil {
 			return err
 		}
-		if n, err = res.RowsAffected(); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, sqlPruneClaims, micros(now), limit)
+		_, err = tx.exec(ctx, sqlPruneClaims, micros(now), limit)
 		return err
 	})
 	return int(n), err

@@ -363,12 +363,8 @@ func fail(ctx context.Context, what string, err error) error {
 	return fmt.Errorf("sqlite: %s: %w", what, err)
 }
 
-// affected returns fenced unless res changed exactly one row.
-func affected(res sql.Result, fenced error) error {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
+// affected returns fenced unless a statement changed exactly one row (n).
+func affected(n int64, fenced error) error {
 	if n != 1 {
 		return fenced
 	}

@@ -55,7 +55,14 @@ func TestStatementRunTwiceAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := s.write(ctx, "twice", func(ctx context.Context, tx *sql.Tx) error {
+	// The group holds the writer connection only during its transactions:
+	// between them a transaction through database/sql uses it as before.
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	err = func() error {
 		const q = `SELECT id FROM operations ORDER BY id`
 		outer, err := tx.QueryContext(ctx, q)
 		if err != nil {
@@ -83,8 +90,11 @@ func TestStatementRunTwiceAtOnce(t *testing.T) {
 			t.Errorf("nested reads saw %d rows, want 4", n)
 		}
 		return outer.Err()
-	})
+	}()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	// And the cached statement still works afterwards.

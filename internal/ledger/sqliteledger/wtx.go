@@ -1,0 +1,78 @@
+package sqliteledger
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// wtx is the group's transaction as its writes see it: statements run on
+// the writer's driver connection directly, below database/sql. The group
+// holds that connection for one transaction at a time (group.batch, through
+// sql.Conn.Raw), so between transactions the pool serves as before.
+// database/sql's per-statement costs — converting every argument,
+// allocating its Result and Rows wrappers, taking its locks — were a tenth
+// of the writer goroutine's work and the largest single source of
+// allocations under load (docs/BENCHMARKS.md).
+type wtx struct{ c *cachingConn }
+
+// exec runs query with args and returns the number of rows it changed.
+func (w *wtx) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	nv, err := namedValues(args)
+	if err != nil {
+		return 0, err
+	}
+	res, err := w.c.ExecContext(ctx, query, nv)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// queryRow runs query with args and scans its first row into dest
+// (sql.ErrNoRows when there is none).
+func (w *wtx) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	nv, err := namedValues(args)
+	if err != nil {
+		return err
+	}
+	rows, err := w.c.QueryContext(ctx, query, nv)
+	if err != nil {
+		return err
+	}
+	vals := make(rowValues, len(rows.Columns()))
+	switch err := rows.Next(vals); {
+	case errors.Is(err, io.EOF):
+		return errors.Join(sql.ErrNoRows, rows.Close())
+	case err != nil:
+		return errors.Join(err, rows.Close())
+	}
+	return errors.Join(vals.Scan(dest...), rows.Close())
+}
+
+// namedValues converts the adapter's statement arguments (strings,
+// integers, nil) to the driver's, as database/sql would.
+func namedValues(args []any) ([]driver.NamedValue, error) {
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		var v driver.Value
+		switch a := a.(type) {
+		case nil, int64, string, float64, bool, []byte:
+			v = a
+		case int:
+			v = int64(a)
+		case driver.Valuer:
+			var err error
+			if v, err = a.Value(); err != nil {
+				return nil, fmt.Errorf("argument %d: %w", i+1, err)
+			}
+		default:
+			return nil, fmt.Errorf("argument %d: unsupported type %T", i+1, a)
+		}
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return nv, nil
+}
