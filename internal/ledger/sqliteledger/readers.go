@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
-	"io"
 	"sync"
 )
 
@@ -110,28 +108,16 @@ func (r *readers) close() {
 // costs a watcher goroutine per statement; the caller's cancellation
 // counts until a worker takes the read (readers.do).
 func pointRow[T any](c *cachingConn, query string, arg any, scan func(scanner) (T, error)) (T, error) {
-	var zero T
 	if c == nil {
+		var zero T
 		return zero, errClosed
 	}
-	ctx := context.Background()
-	st, put, err := c.stmt(ctx, query)
+	row, err := firstRow(context.Background(), c, query, []driver.NamedValue{{Ordinal: 1, Value: arg}})
 	if err != nil {
+		var zero T
 		return zero, err
 	}
-	rows, err := st.QueryContext(ctx, []driver.NamedValue{{Ordinal: 1, Value: arg}})
-	if err != nil {
-		return zero, errors.Join(err, put())
-	}
-	vals := make(rowValues, len(rows.Columns()))
-	switch err := rows.Next(vals); {
-	case errors.Is(err, io.EOF):
-		return zero, errors.Join(sql.ErrNoRows, rows.Close(), put())
-	case err != nil:
-		return zero, errors.Join(err, rows.Close(), put())
-	}
-	v, err := scan(vals)
-	return v, errors.Join(err, rows.Close(), put())
+	return scan(row)
 }
 
 // rowValues is a row as the driver gives it (STRICT tables: TEXT is a

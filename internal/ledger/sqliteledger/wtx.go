@@ -39,18 +39,28 @@ func (w *wtx) queryRow(ctx context.Context, query string, args []any, dest ...an
 	if err != nil {
 		return err
 	}
-	rows, err := w.c.QueryContext(ctx, query, nv)
+	row, err := firstRow(ctx, w.c, query, nv)
 	if err != nil {
 		return err
+	}
+	return row.Scan(dest...)
+}
+
+// firstRow runs query on c (its statement kept prepared) and returns its
+// first row as the driver gives it, sql.ErrNoRows when there is none.
+func firstRow(ctx context.Context, c *cachingConn, query string, args []driver.NamedValue) (rowValues, error) {
+	rows, err := c.QueryContext(ctx, query, args)
+	if err != nil {
+		return nil, err
 	}
 	vals := make(rowValues, len(rows.Columns()))
 	switch err := rows.Next(vals); {
 	case errors.Is(err, io.EOF):
-		return errors.Join(sql.ErrNoRows, rows.Close())
+		return nil, errors.Join(sql.ErrNoRows, rows.Close())
 	case err != nil:
-		return errors.Join(err, rows.Close())
+		return nil, errors.Join(err, rows.Close())
 	}
-	return errors.Join(vals.Scan(dest...), rows.Close())
+	return vals, rows.Close()
 }
 
 // namedValues converts the adapter's statement arguments (strings,
