@@ -55,10 +55,14 @@ func (r *readers) loop(c *sql.Conn) {
 		select {
 		case j := <-r.jobs:
 			if err := c.Raw(func(dc any) error {
-				j.fn(dc.(*cachingConn))
+				cc, ok := dc.(*cachingConn)
+				if !ok {
+					return fmt.Errorf("reader connection is a %T", dc)
+				}
+				j.fn(cc)
 				return nil
 			}); err != nil {
-				j.fn(nil) // the connection is closed: fn reports errClosed
+				j.fn(nil) // no usable connection: fn reports errClosed
 			}
 			j.done <- struct{}{}
 		case <-r.stop:
@@ -68,8 +72,8 @@ func (r *readers) loop(c *sql.Conn) {
 }
 
 // do runs fn on a worker and returns once it has run, or the context's
-// error if ctx ends before a worker takes it (fn then never runs). fn must
-// honour ctx itself: once taken it runs to its end.
+// error if ctx ends before a worker takes it (fn then never runs). Once
+// taken, fn runs to its end (a point read: microseconds).
 func (r *readers) do(ctx context.Context, fn func(*cachingConn)) error {
 	// Checked first: select picks at random among ready cases, and an
 	// idle worker is ready too.
