@@ -16,8 +16,10 @@ import (
 // at once: more work waits in a queue, in order, for the next free worker.
 // Work in flight beyond what the ledger writer and the sink can take in
 // only waits inside, each worker holding a grown stack (about a quarter of
-// serve's memory at 500 senders), so the cap bounds memory and costs no
-// throughput. Workers start on demand and exit after linger without work.
+// serve's memory at 500 senders), so the cap bounds memory. Work that waits
+// on Gemini (a hint's confirmation) is not capped: a slow Gemini must not
+// hold every worker while deliveries that need only the ledger queue
+// behind it. Workers start on demand and exit after linger without work.
 type flight struct {
 	mu    sync.Mutex
 	calls map[string]*call
@@ -41,8 +43,9 @@ type call struct {
 const (
 	// maxWorkers bounds the door's work in flight: enough for the ledger
 	// writer's groups and the sink's gathered fsyncs to fill (both take
-	// what is in flight at once), and for confirmations waiting on
-	// Gemini.
+	// what is in flight at once). Measured at 500 senders: 64 lost 15 % of
+	// the rate; 192 and 256 gained a few per cent for 5–10 MB more and no
+	// better latency (docs/BENCHMARKS.md).
 	maxWorkers = 128
 	// workerLinger is how long an idle worker waits for work before it
 	// exits: long enough to carry a steady load from one delivery to the
@@ -56,7 +59,8 @@ func newFlight() *flight {
 
 // do starts fn for key, or joins the run of fn for key already in flight or
 // queued, and returns the call to wait on. key "" always runs alone.
-func (f *flight) do(key string, fn func() outcome) *call {
+// uncapped work gets a worker even when maxWorkers are busy.
+func (f *flight) do(key string, uncapped bool, fn func() outcome) *call {
 	f.mu.Lock()
 	if c, ok := f.calls[key]; ok && key != "" {
 		f.mu.Unlock()
@@ -66,7 +70,7 @@ func (f *flight) do(key string, fn func() outcome) *call {
 	if key != "" {
 		f.calls[key] = c
 	}
-	f.runLocked(func() {
+	f.runLocked(uncapped, func() {
 		c.out = fn()
 		if key != "" {
 			f.mu.Lock()
@@ -78,9 +82,9 @@ func (f *flight) do(key string, fn func() outcome) *call {
 	return c
 }
 
-// runLocked hands fn to the newest idle worker, starts a worker, or queues
-// fn; it unlocks f.mu.
-func (f *flight) runLocked(fn func()) {
+// runLocked hands fn to the newest idle worker, starts a worker (below the
+// cap, or for uncapped work), or queues fn; it unlocks f.mu.
+func (f *flight) runLocked(uncapped bool, fn func()) {
 	if n := len(f.idle); n > 0 {
 		inbox := f.idle[n-1]
 		f.idle = f.idle[:n-1]
@@ -88,7 +92,7 @@ func (f *flight) runLocked(fn func()) {
 		inbox <- fn // buffered: never blocks
 		return
 	}
-	if f.workers < f.max {
+	if f.workers < f.max || uncapped {
 		f.workers++
 		f.mu.Unlock()
 		f.started.Add(1)

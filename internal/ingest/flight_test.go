@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // goid is the running goroutine's id, read from its stack header.
@@ -25,7 +26,7 @@ func TestFlightRunsWorkOnReusedWorkers(t *testing.T) {
 	caller := goid()
 	ids := make([]string, 5)
 	for i := range ids {
-		c := f.do("", func() outcome { ids[i] = goid(); return outcome{} })
+		c := f.do("", false, func() outcome { ids[i] = goid(); return outcome{} })
 		<-c.done
 		for f.waiting() < 1 { // a worker is back, waiting for work
 			runtime.Gosched()
@@ -48,12 +49,12 @@ func TestFlightCoalescesOneKey(t *testing.T) {
 	release := make(chan struct{})
 	var runs atomic.Int32
 	work := func() outcome { runs.Add(1); <-release; return outcome{res: Result{Outcome: "shared"}} }
-	first := f.do("k", work)
+	first := f.do("k", false, work)
 	var calls []*call
 	for range 7 {
-		calls = append(calls, f.do("k", work))
+		calls = append(calls, f.do("k", false, work))
 	}
-	alone := []*call{f.do("", work), f.do("", work)}
+	alone := []*call{f.do("", false, work), f.do("", false, work)}
 	close(release)
 	var wg sync.WaitGroup
 	for _, c := range append(append(calls, first), alone...) {
@@ -85,7 +86,7 @@ func TestFlightCapsWorkersAndQueuesTheRest(t *testing.T) {
 	var order []int
 	var calls []*call
 	for i := range 10 {
-		calls = append(calls, f.do("", func() outcome {
+		calls = append(calls, f.do("", false, func() outcome {
 			n := running.Add(1)
 			for {
 				p := peak.Load()
@@ -127,7 +128,7 @@ func TestFlightCapsWorkersAndQueuesTheRest(t *testing.T) {
 	order = nil
 	calls = calls[:0]
 	for i := range 6 {
-		calls = append(calls, one.do("", func() outcome {
+		calls = append(calls, one.do("", false, func() outcome {
 			<-hold
 			order = append(order, i) // one worker: no other writer
 			return outcome{}
@@ -140,4 +141,23 @@ func TestFlightCapsWorkersAndQueuesTheRest(t *testing.T) {
 	if !slices.Equal(order, []int{0, 1, 2, 3, 4, 5}) {
 		t.Fatalf("with one worker, work ran in order %v, want 0…5", order)
 	}
+}
+
+// TestFlightUncappedWorkRunsBesideAFullPool: work marked uncapped (a hint
+// waiting on Gemini) gets a worker though every capped one is busy.
+func TestFlightUncappedWorkRunsBesideAFullPool(t *testing.T) {
+	f := newFlight()
+	f.max = 1
+	hold := make(chan struct{})
+	busy := f.do("", false, func() outcome { <-hold; return outcome{} })
+	ran := make(chan struct{})
+	uncapped := f.do("", true, func() outcome { close(ran); return outcome{} })
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("uncapped work waited behind the full pool")
+	}
+	<-uncapped.done
+	close(hold)
+	<-busy.done
 }

@@ -115,7 +115,8 @@ type outcome struct {
 // the work goes on.
 func (d *Door) coalesce(next handler) handler {
 	return func(ctx context.Context, j *job) (Result, error) {
-		c := d.flight.do(j.key, func() outcome {
+		// A hint's confirmation waits on Gemini: uncapped (flight.go).
+		c := d.flight.do(j.key, j.confirm, func() outcome {
 			res, err := next(ctx, j)
 			return outcome{res, err}
 		})
