@@ -13,6 +13,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 )
 
 const hint = "is not set: run the tests with `make test`, which starts the emulators (scripts/with-emulators.sh)"
@@ -74,4 +75,12 @@ func PubSub(t testing.TB) (*pubsub.Client, string) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c, project
+}
+
+// CreateTopic creates the topic name (projects/P/topics/T) on the emulator.
+func CreateTopic(t testing.TB, c *pubsub.Client, name string) {
+	t.Helper()
+	if _, err := c.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: name}); err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
 }

@@ -73,13 +73,6 @@ func server(t *testing.T, l *shardLog, h http.Handler) *httptest.Server {
 	return s
 }
 
-func createTopic(ctx context.Context, t *testing.T, c *pubsub.Client, name string) {
-	t.Helper()
-	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
-	}
-}
-
 // TestFanOutThroughPubSubPush: the coordinator publishes a tick's ranges to
 // a real topic on the emulator; a push subscription delivers each to a real
 // HTTP server running the Reconcile function, which runs that range. Every
@@ -89,7 +82,7 @@ func TestFanOutThroughPubSubPush(t *testing.T) {
 	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/fanout"
-	createTopic(ctx, t, c, topic)
+	emutest.CreateTopic(t, c, topic)
 	l := newShardLog()
 	h := httpapi.Reconcile(l, logging.Discard(), time.Minute, nil, httpapi.WithShardPasses(l))
 	srv := server(t, l, h)
@@ -163,8 +156,8 @@ func TestPoisonShardRequestIsDeadLettered(t *testing.T) {
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/fanout"
 	dlq := "projects/" + project + "/topics/fanout-dead-letter"
-	createTopic(ctx, t, c, topic)
-	createTopic(ctx, t, c, dlq)
+	emutest.CreateTopic(t, c, topic)
+	emutest.CreateTopic(t, c, dlq)
 	hold := "projects/" + project + "/subscriptions/fanout-dead-letter-hold"
 	if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: hold, Topic: dlq, AckDeadlineSeconds: 60}); err != nil {
 		t.Fatal(err)

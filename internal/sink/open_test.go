@@ -13,7 +13,7 @@ func TestOpenPubSub(t *testing.T) {
 	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/opened"
-	createTopic(ctx, t, c, topic)
+	emutest.CreateTopic(t, c, topic)
 	p, err := sink.OpenPubSub(ctx, topic)
 	if err != nil {
 		t.Fatal(err)

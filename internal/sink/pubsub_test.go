@@ -18,13 +18,6 @@ import (
 	"github.com/lrosink/lrosink/internal/sink"
 )
 
-func createTopic(ctx context.Context, t *testing.T, c *pubsub.Client, topic string) {
-	t.Helper()
-	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-}
-
 func createSub(ctx context.Context, t *testing.T, c *pubsub.Client, topic, sub string) {
 	t.Helper()
 	_, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
@@ -90,7 +83,7 @@ func TestPubSubPublishesDataAttributesAndOrderingKey(t *testing.T) {
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/results"
 	sub := "projects/" + project + "/subscriptions/worker"
-	createTopic(ctx, t, c, topic)
+	emutest.CreateTopic(t, c, topic)
 	createSub(ctx, t, c, topic, sub)
 	p := newPubSub(t, c, topic)
 
@@ -162,7 +155,7 @@ func TestPubSubRetryAfterFailureSucceeds(t *testing.T) {
 		t.Fatalf("publish to a missing topic: %v (code %v), want NotFound", err, code)
 	}
 
-	createTopic(ctx, t, c, topic)
+	emutest.CreateTopic(t, c, topic)
 	createSub(ctx, t, c, topic, sub)
 	if err := p.Publish(ctx, m); err != nil {
 		t.Fatalf("retry after the topic exists: %v", err)
@@ -178,7 +171,7 @@ func TestPubSubCancelledContext(t *testing.T) {
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/cancel"
 	sub := "projects/" + project + "/subscriptions/cancel"
-	createTopic(ctx, t, c, topic)
+	emutest.CreateTopic(t, c, topic)
 	createSub(ctx, t, c, topic, sub)
 	p := newPubSub(t, c, topic)
 	m := message("batches/cancelled")
@@ -205,7 +198,7 @@ func TestPubSubPublishAfterCloseFails(t *testing.T) {
 	ctx := t.Context()
 	c, project := emutest.PubSub(t)
 	topic := "projects/" + project + "/topics/closed"
-	createTopic(ctx, t, c, topic)
+	emutest.CreateTopic(t, c, topic)
 	p := sink.NewPubSub(c, topic)
 	if err := p.Publish(ctx, message("batches/before")); err != nil {
 		t.Fatalf("publish: %v", err)
