@@ -15,10 +15,20 @@ import (
 // Group commit. SQLite admits one writer, and each write transaction pays
 // its BEGIN IMMEDIATE … COMMIT (a WAL append of every page it touched). So
 // the Store's one writer goroutine gathers the writes queued while it was
-// busy into one transaction, each in its own SAVEPOINT: a write whose fn
-// fails (a fence, or any error) is rolled back to its savepoint and fails
-// alone; the others commit together. A lone write never waits: the writer
-// begins as soon as it is free and takes whatever is queued.
+// busy into one transaction; a write whose fn fails (a fence, or any error)
+// fails alone and the others commit together. A lone write never waits:
+// the writer begins as soon as it is free and takes whatever is queued.
+//
+// A write runs bare, without a savepoint of its own, as long as every
+// failure so far changed nothing: a fence or conflict found by a statement
+// that changed no row (what every fenced put's failure is) leaves nothing
+// to undo, and SQLite undoes a failed single-row statement itself. Any
+// other failure, or one after the write changed rows, rolls the
+// transaction back and runs its writes again in the next transaction, each
+// in its own SAVEPOINT, which a failing write is rolled back to. A
+// savepoint per write cost two more statements and a copy of every page
+// the write touched into the statement journal: 15 % of the writer's CPU
+// under load (docs/BENCHMARKS.md).
 const (
 	// maxGroup bounds the writes of one transaction: a few hundred
 	// savepoints keep the transaction's dirty pages (and the WAL frames
@@ -105,6 +115,7 @@ type group struct {
 	window time.Duration // groupWindow (tests set their own)
 	max    int           // maxGroup (tests set their own)
 	taken  atomic.Int64  // writes taken by the writer (tests)
+	redone atomic.Int64  // transactions undone to run again in savepoints (tests)
 
 	txs, writes atomic.Int64
 }
@@ -251,9 +262,11 @@ func (g *group) batch(carry []*writeReq) (again []*writeReq) {
 	return again
 }
 
-// batchOn is batch on the writer connection's transaction tx.
+// batchOn is batch on the writer connection's transaction tx. Writes run
+// bare unless carry holds writes run again: then each runs in a savepoint.
 func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writeReq {
 	start := time.Now()
+	safe := len(carry) > 0
 	if _, err := tx.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		for _, r := range append(carry, g.take(g.max-len(carry))...) {
 			r.finish(fail(r.ctx, r.what, err))
@@ -285,6 +298,25 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 			r.err = fail(r.ctx, r.what, err) // not written
 			failed = append(failed, r)
 			continue
+		}
+		if !safe {
+			if err, alone := runBare(ctx, tx, r); err == nil {
+				ran = append(ran, r)
+				continue
+			} else if alone {
+				r.err = err
+				failed = append(failed, r)
+				continue
+			}
+			// The failure may have left changes: undo the transaction and
+			// run its writes again, each in a savepoint. This is not a lost
+			// transaction, so none of them counts as retried.
+			_, _ = tx.exec(ctx, "ROLLBACK")
+			g.redone.Add(1)
+			for _, q := range failed {
+				q.finish(q.err)
+			}
+			return append(append(ran, r), next...)
 		}
 		ferr, lost := g.runOne(ctx, tx, r)
 		if ferr != nil {
@@ -361,6 +393,22 @@ func (g *group) await(deadline time.Time) bool {
 	case <-g.stop:
 		return false
 	}
+}
+
+// runBare runs r's fn in tx without a savepoint. On failure, alone says the
+// failure is r's alone: a fence or a conflict, with no row changed by r, so
+// nothing needs undoing (SQLite undoes a failed single-row statement, and
+// one that touches many rows is given its own statement journal).
+func runBare(ctx context.Context, tx *wtx, r *writeReq) (err error, alone bool) {
+	before := tx.changed
+	err = callFn(r.fn, context.WithoutCancel(r.ctx), tx)
+	if err == nil {
+		return nil, false
+	}
+	if tx.changed == before && (errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrFenced)) {
+		return fmt.Errorf("sqlite: %s: %w", r.what, err), true
+	}
+	return err, false
 }
 
 // runOne runs r's fn inside a savepoint of tx. It returns fn's error,

@@ -355,3 +355,85 @@ func TestGroupWaitsForMoreOnlyUnderLoad(t *testing.T) {
 		t.Fatalf("b1, then b2 and b3, under load: %d transactions for %d writes, want 1 for 3", txs, writes)
 	}
 }
+
+// TestGroupRunsBareUntilAFailureChangedRows: a group whose only failure is
+// a fence that changed nothing runs bare (no savepoint statement is ever
+// prepared on the writer) and is not run again; a failure after its write
+// changed a row undoes the transaction once and runs the group again, each
+// write in a savepoint: the failing write leaves nothing, the others
+// commit.
+func TestGroupRunsBareUntilAFailureChangedRows(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := s.GetOperation(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := stale
+	moved.State, moved.UpdateTime = lifecycle.Running, t0
+	if _, _, err := claims.New(s).CommitOperation(ctx, moved, nil); err != nil {
+		t.Fatal(err)
+	}
+	// group queues clean writes named prefix0…, plus odd, and checks that
+	// the clean ones committed and odd failed with ErrConflict.
+	group := func(prefix string, odd func() error) {
+		t.Helper()
+		release := holdWriter(t, s)
+		var wg sync.WaitGroup
+		const clean = 6
+		errs := make([]error, clean)
+		for i := range clean {
+			wg.Go(func() {
+				_, _, errs[i] = claims.New(s).CommitOperation(ctx, ledgertest.Op(fmt.Sprint(prefix, i)), nil)
+			})
+		}
+		var oddErr error
+		wg.Go(func() { oddErr = odd() })
+		waitQueued(s, clean+1)
+		release()
+		wg.Wait()
+		for i, err := range errs {
+			if _, gerr := s.GetOperation(ctx, fmt.Sprint(prefix, i)); err != nil || gerr != nil {
+				t.Errorf("clean write %s%d: %v, then read: %v", prefix, i, err, gerr)
+			}
+		}
+		if !errors.Is(oddErr, ledger.ErrConflict) {
+			t.Errorf("%s: odd write = %v, want ErrConflict", prefix, oddErr)
+		}
+	}
+
+	group("bare", func() error {
+		op := stale
+		op.State, op.UpdateTime = lifecycle.Succeeded, t0
+		_, _, err := claims.New(s).CommitOperation(ctx, op, nil)
+		return err
+	})
+	if n := s.group.redone.Load(); n != 0 {
+		t.Errorf("a fence that changed nothing undid %d transactions, want 0", n)
+	}
+	if cached(t, s.writer)["SAVEPOINT w"] {
+		t.Errorf("a savepoint was used though no failure changed a row")
+	}
+
+	group("redo", func() error {
+		return s.write(ctx, "insert, then conflict", func(ctx context.Context, tx *wtx) error {
+			if _, err := tx.exec(ctx, `INSERT INTO deliveries (op_id, expire_at, entries) VALUES ('partial', 0, '[]')`); err != nil {
+				return err
+			}
+			return ledger.ErrConflict
+		})
+	})
+	if n := s.group.redone.Load(); n != 1 {
+		t.Errorf("a failure after a changed row undid %d transactions, want 1", n)
+	}
+	if !cached(t, s.writer)["SAVEPOINT w"] {
+		t.Errorf("the group was not run again in savepoints")
+	}
+	var n int
+	if err := s.writer.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE op_id = 'partial'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the failed write's row: count %d, %v; want 0 (undone)", n, err)
+	}
+}

@@ -17,7 +17,12 @@ import (
 // allocating its Result and Rows wrappers, taking its locks — were a tenth
 // of the writer goroutine's work and the largest single source of
 // allocations under load (docs/BENCHMARKS.md).
-type wtx struct{ c *cachingConn }
+type wtx struct {
+	c *cachingConn
+	// changed counts the rows the transaction's statements changed, so
+	// that the group knows whether a failed write changed any (runBare).
+	changed int64
+}
 
 // exec runs query with args and returns the number of rows it changed.
 func (w *wtx) exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -29,7 +34,9 @@ func (w *wtx) exec(ctx context.Context, query string, args ...any) (int64, error
 	if err != nil {
 		return 0, err
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	w.changed += n
+	return n, err
 }
 
 // queryRow runs query with args and scans its first row into dest
