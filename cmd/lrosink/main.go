@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/lrosink/lrosink/internal/cli"
@@ -20,7 +21,7 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	var opts []cli.Option
+	opts := []cli.Option{cli.WithProcs(runtime.GOMAXPROCS)}
 	faults, err := faultsFromEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lrosink:", err)

@@ -36,6 +36,9 @@ type env struct {
 	faults ingest.Faults
 	// shutdownTimeout bounds serve's graceful stop (tests shorten it).
 	shutdownTimeout time.Duration
+	// procs is runtime.GOMAXPROCS in the binary (WithProcs), nil in tests
+	// that do not ask: serve on SQLite gives the scheduler one P more.
+	procs func(int) int
 }
 
 // Option adjusts a Run.
@@ -44,6 +47,11 @@ type Option func(*env)
 // WithFaults hands f to every ingest door the command builds (the
 // faultinject build of cmd/lrosink; nil otherwise).
 func WithFaults(f ingest.Faults) Option { return func(e *env) { e.faults = f } }
+
+// WithProcs hands serve the process's GOMAXPROCS setter (runtime.GOMAXPROCS
+// in cmd/lrosink): on the SQLite ledger it adds one P (serve.go,
+// writerHeadroom).
+func WithProcs(f func(int) int) Option { return func(e *env) { e.procs = f } }
 
 // commands is the table of lrosink's commands; the usage lists it in name
 // order.

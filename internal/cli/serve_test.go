@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,5 +189,67 @@ func TestReconcileLoop(t *testing.T) {
 	<-done
 	if f.passes.Load() != 1 || f.cancelled.Load() {
 		t.Fatalf("passes %d, cancelled %v", f.passes.Load(), f.cancelled.Load())
+	}
+}
+
+// TestServeGivesTheSQLiteWriterAP: on the SQLite ledger serve asks for one
+// P more than the scheduler has and reports it on its start line; with
+// GOMAXPROCS set, or another ledger, it leaves the scheduler alone.
+func TestServeGivesTheSQLiteWriterAP(t *testing.T) {
+	// procs records the calls serve makes instead of changing this
+	// process's scheduler.
+	type procs struct {
+		mu  sync.Mutex
+		set []int
+	}
+	fake := func(p *procs) func(int) int {
+		return func(n int) int {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if n > 0 {
+				p.set = append(p.set, n)
+			}
+			return 5
+		}
+	}
+	startedWith := func(s *server) (any, bool) {
+		for _, line := range strings.Split(s.stderr.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["message"] == "lrosink serve started" {
+				v, ok := rec["gomaxprocs"]
+				return v, ok
+			}
+		}
+		t.Fatalf("no start line:\n%s", s.stderr.String())
+		return nil, false
+	}
+
+	var sqlite procs
+	s := startServeWith(t, storeEnv(t), []Option{WithProcs(fake(&sqlite))})
+	if v, _ := startedWith(s); v != float64(6) {
+		t.Errorf("start line gomaxprocs = %v, want 6", v)
+	}
+	s.stop()
+	if !slices.Equal(sqlite.set, []int{6}) {
+		t.Errorf("SQLite ledger: GOMAXPROCS set to %v, want [6] (5 + 1)", sqlite.set)
+	}
+
+	pinnedEnv := storeEnv(t)
+	pinnedEnv["GOMAXPROCS"] = "3"
+	var pinned procs
+	s = startServeWith(t, pinnedEnv, []Option{WithProcs(fake(&pinned))})
+	if v, _ := startedWith(s); v != float64(5) {
+		t.Errorf("with GOMAXPROCS set, start line gomaxprocs = %v, want 5 (as the runtime has it)", v)
+	}
+	s.stop()
+	if len(pinned.set) != 0 {
+		t.Errorf("with GOMAXPROCS set, serve changed it: %v", pinned.set)
+	}
+
+	if _, ok := startedWith(startServe(t, storeEnv(t))); ok {
+		t.Errorf("without WithProcs the start line reports gomaxprocs")
+	}
+	if got := writerHeadroom(&env{getenv: mapEnv(nil), procs: fake(&procs{})}, "firestore"); got != 5 {
+		t.Errorf("firestore: writerHeadroom = %d, want 5 (unchanged)", got)
 	}
 }
