@@ -267,11 +267,12 @@ func dsn(abs string, readOnly bool) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
-	// Each write of a group runs in a savepoint, and SQLite keeps a page's
-	// content from before a savepoint in a statement journal: a temporary
-	// file by default, so one pwrite per page per write (a sixth of the
-	// writer goroutine's CPU under load, docs/BENCHMARKS.md). In memory it
-	// costs the pages a group changed, for the group's transaction.
+	// SQLite keeps a page's content from before a savepoint (a group run
+	// again in savepoints, groupcommit.go) or a multi-row statement in a
+	// statement journal: a temporary file by default, so one pwrite per
+	// page per write (a sixth of the writer goroutine's CPU under load when
+	// every write had a savepoint, docs/BENCHMARKS.md). In memory it costs
+	// the pages the writes changed, for the group's transaction.
 	q.Add("_pragma", "temp_store(MEMORY)")
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
