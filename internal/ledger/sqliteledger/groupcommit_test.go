@@ -49,18 +49,15 @@ func waitQueued(s *Store, n int) {
 	}
 }
 
-// TestGroupConflictFailsAlone: writes queued behind a busy writer commit as
-// one group; the one fenced out (a stale read) and the one fenced out after
-// it had already written its operation (its claim exists) fail alone, with
-// nothing of theirs written, and all the others commit.
-func TestGroupConflictFailsAlone(t *testing.T) {
-	s := openTemp(t)
+// staleRead creates operation id and returns it as read at version 1,
+// after it has moved on to version 2 (RUNNING): a put of it is fenced out.
+func staleRead(t *testing.T, s *Store, id string) ledger.Operation {
+	t.Helper()
 	ctx := t.Context()
-	// x: a read at version 1, then moved on to version 2.
-	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("x"), nil); err != nil {
+	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op(id), nil); err != nil {
 		t.Fatal(err)
 	}
-	stale, err := s.GetOperation(ctx, "x")
+	stale, err := s.GetOperation(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +66,17 @@ func TestGroupConflictFailsAlone(t *testing.T) {
 	if _, _, err := claims.New(s).CommitOperation(ctx, moved, nil); err != nil {
 		t.Fatal(err)
 	}
+	return stale
+}
+
+// TestGroupConflictFailsAlone: writes queued behind a busy writer commit as
+// one group; the one fenced out (a stale read) and the one fenced out after
+// it had already written its operation (its claim exists) fail alone, with
+// nothing of theirs written, and all the others commit.
+func TestGroupConflictFailsAlone(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	stale := staleRead(t, s, "x")
 	// p: a claim left without its operation, so re-creating p with a claim
 	// writes the operation, then conflicts on the claim.
 	settle(t, s, "p", "h", far)
@@ -365,18 +373,7 @@ func TestGroupWaitsForMoreOnlyUnderLoad(t *testing.T) {
 func TestGroupRunsBareUntilAFailureChangedRows(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
-	if _, _, err := claims.New(s).CommitOperation(ctx, ledgertest.Op("x"), nil); err != nil {
-		t.Fatal(err)
-	}
-	stale, err := s.GetOperation(ctx, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	moved := stale
-	moved.State, moved.UpdateTime = lifecycle.Running, t0
-	if _, _, err := claims.New(s).CommitOperation(ctx, moved, nil); err != nil {
-		t.Fatal(err)
-	}
+	stale := staleRead(t, s, "x")
 	// group queues clean writes named prefix0…, plus odd, and checks that
 	// the clean ones committed and odd failed with ErrConflict.
 	group := func(prefix string, odd func() error) {
