@@ -15,7 +15,7 @@ type Append struct {
 }
 
 // BatchStore is a Store that appends many operations' entries in one call
-// (SQLite: one request to its single writer, one savepoint of one
+// (SQLite: one request to its single writer, one write of one
 // transaction). Optional: AppendBatch falls back to AppendDeliveries.
 type BatchStore interface {
 	// AppendDeliveryBatch appends every Append as AppendDeliveries would,

@@ -18,8 +18,8 @@ const DefaultQueue = 4096
 const writeTimeout = 10 * time.Second
 
 // MaxChunk bounds the operations of one AppendBatch call: on SQLite one
-// writer request of up to MaxChunk savepointed upserts stays a small part
-// of one group commit.
+// writer request of up to MaxChunk upserts stays a small part of one group
+// commit.
 const MaxChunk = 256
 
 // dropWarnEvery spaces the WARNING lines about dropped entries: a flood

@@ -15,11 +15,7 @@ import (
 // before an fsync covering its line completed. The running fsync is
 // stood in for by holding syncMu, so the group forms without timing.
 func TestFilePublishersShareFsyncs(t *testing.T) {
-	f, err := NewFile(filepath.Join(t.TempDir(), "results.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
+	f := tempFile(t)
 	const n = 16
 	f.syncMu.Lock()
 	var wg sync.WaitGroup
@@ -29,15 +25,7 @@ func TestFilePublishersShareFsyncs(t *testing.T) {
 			errs[i] = f.Publish(t.Context(), results.Message{Operation: fmt.Sprintf("batches/g%d", i)})
 		})
 	}
-	for {
-		f.mu.Lock()
-		w := f.written
-		f.mu.Unlock()
-		if w == n {
-			break
-		}
-		runtime.Gosched()
-	}
+	waitWritten(f, n)
 	if f.synced != 0 {
 		t.Fatalf("synced %d lines while the fsync lock was held", f.synced)
 	}
@@ -58,24 +46,12 @@ func TestFilePublishersShareFsyncs(t *testing.T) {
 // them all, with nothing else holding the fsync back; gather stands in for
 // the syncWindow sleep and returns once every line is written.
 func TestFileLeaderGathersConcurrentPublishes(t *testing.T) {
-	f, err := NewFile(filepath.Join(t.TempDir(), "results.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
+	f := tempFile(t)
 	const n = 16
 	gathered := 0
 	f.gather = func() {
 		gathered++
-		for {
-			f.mu.Lock()
-			w := f.written
-			f.mu.Unlock()
-			if w == n {
-				return
-			}
-			runtime.Gosched()
-		}
+		waitWritten(f, n)
 	}
 	// Others count as in flight for the whole test, so whichever publish
 	// leads the fsync gathers.
@@ -102,11 +78,7 @@ func TestFileLeaderGathersConcurrentPublishes(t *testing.T) {
 // TestFileLonePublishDoesNotWait: with no other publish in flight the line
 // is fsynced at once, without the gathering window.
 func TestFileLonePublishDoesNotWait(t *testing.T) {
-	f, err := NewFile(filepath.Join(t.TempDir(), "results.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
+	f := tempFile(t)
 	f.gather = func() { t.Error("a lone publish waited for others") }
 	for i := range 3 {
 		if err := f.Publish(t.Context(), results.Message{Operation: fmt.Sprintf("batches/l%d", i)}); err != nil {
@@ -116,4 +88,29 @@ func TestFileLonePublishDoesNotWait(t *testing.T) {
 	if f.syncs != 3 || f.synced != 3 {
 		t.Fatalf("3 lone publishes: %d fsyncs covering %d lines, want 3 covering 3", f.syncs, f.synced)
 	}
+}
+
+// waitWritten waits until n lines have been written to f.
+func waitWritten(f *File, n int64) {
+	for {
+		f.mu.Lock()
+		w := f.written
+		f.mu.Unlock()
+		if w == n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// tempFile opens a results file in a temporary directory, closed when the
+// test ends.
+func tempFile(t *testing.T) *File {
+	t.Helper()
+	f, err := NewFile(filepath.Join(t.TempDir(), "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }

@@ -115,15 +115,7 @@ func testDeliveryBatch(t *testing.T, l ledger.Ledger) {
 	if lost, err := deliverylog.AppendBatch(ctx, s, batch, r); err != nil || lost != 0 {
 		t.Fatalf("AppendBatch: %d lost, %v", lost, err)
 	}
-	got, err := s.ListDeliveries(ctx, "b0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, e := range got {
-		ids = append(ids, e.DeliveryID)
-	}
-	if fmt.Sprint(ids) != "[a5 s4 a3]" {
+	if ids := DeliveryIDs(t, s, "b0"); fmt.Sprint(ids) != "[a5 s4 a3]" {
 		t.Errorf("b0's merged log %v, want [a5 s4 a3]", ids)
 	}
 	for i := 1; i < 12; i++ {
@@ -132,4 +124,19 @@ func testDeliveryBatch(t *testing.T, l ledger.Ledger) {
 			t.Errorf("b%d's log %+v, %v", i, got, err)
 		}
 	}
+}
+
+// DeliveryIDs lists opID's delivery log from s and returns its entries'
+// delivery ids, newest first as the log keeps them.
+func DeliveryIDs(t testing.TB, s deliverylog.Store, opID string) []string {
+	t.Helper()
+	got, err := s.ListDeliveries(t.Context(), opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 0, len(got))
+	for _, e := range got {
+		ids = append(ids, e.DeliveryID)
+	}
+	return ids
 }

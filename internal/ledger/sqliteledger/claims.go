@@ -3,7 +3,6 @@ package sqliteledger
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -83,20 +82,7 @@ func scanClaim(sc scanner) (ledger.Claim, error) {
 
 // GetClaim implements ledger.Reads.
 func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
-	var (
-		c   ledger.Claim
-		err error
-	)
-	if rerr := s.readers.do(ctx, func(cc *cachingConn) { c, err = pointRow(cc, sqlGetClaim, id, scanClaim) }); rerr != nil {
-		err = rerr
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.Claim{}, fmt.Errorf("sqlite: get claim %s: %w", id, ledger.ErrNotFound)
-	}
-	if err != nil {
-		return ledger.Claim{}, fail(ctx, "get claim "+id, err)
-	}
-	return c, nil
+	return getOne(ctx, s.readers, "claim", sqlGetClaim, id, scanClaim)
 }
 
 // DueClaims implements ledger.Queries (partial index on due_at).

@@ -38,7 +38,7 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 }
 
 // AppendDeliveryBatch implements deliverylog.BatchStore: one request to the
-// writer (one savepoint of its group commit) that, for each operation,
+// writer (one write of its group commit) that, for each operation,
 // reads its log, keeps the newest entries and writes it back, then deletes
 // a bounded batch of expired logs once. The Recorder sends up to a few
 // hundred operations at once: one commit cycle for all of them, where one

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 )
 
 // TestDeliveryBatchIsOneTransaction: a batch of 100 operations' appends is
-// one write (one savepoint) of one transaction; every operation's log holds
+// one write of one transaction; every operation's log holds
 // its entries, one with a stored log merges by Merge's rules (newest first,
 // at most Keep), and an expired log is deleted by the batch.
 func TestDeliveryBatchIsOneTransaction(t *testing.T) {
@@ -42,15 +43,7 @@ func TestDeliveryBatchIsOneTransaction(t *testing.T) {
 	if tx, w := after.Transactions-before.Transactions, after.Writes-before.Writes; tx != 1 || w != 1 {
 		t.Errorf("a batch of %d operations took %d transactions and %d writes, want 1 and 1", n, tx, w)
 	}
-	got, err := s.ListDeliveries(ctx, "op0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, e := range got {
-		ids = append(ids, e.DeliveryID)
-	}
-	if fmt.Sprint(ids) != "[a6 s5 a4 s3 a2]" {
+	if ids := ledgertest.DeliveryIDs(t, s, "op0"); fmt.Sprint(ids) != "[a6 s5 a4 s3 a2]" {
 		t.Errorf("op0's merged log %v, want [a6 s5 a4 s3 a2] (newest first, Keep 5)", ids)
 	}
 	for i := 1; i < n; i++ {

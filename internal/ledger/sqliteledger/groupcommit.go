@@ -31,7 +31,7 @@ import (
 // under load (docs/BENCHMARKS.md).
 const (
 	// maxGroup bounds the writes of one transaction: a few hundred
-	// savepoints keep the transaction's dirty pages (and the WAL frames
+	// writes keep the transaction's dirty pages (and the WAL frames
 	// one COMMIT appends) in the page cache, and the callers' latency
 	// bounded at the cost of a few hundred small writes (≈ 50–150 µs each).
 	maxGroup = 256
@@ -75,7 +75,7 @@ const (
 	reqCancelled
 )
 
-// writeFn is a write's work in its savepoint. Its statements run with ctx,
+// writeFn is a write's work in the group's transaction. Its statements run with ctx,
 // the caller's context without its cancellation: an interrupted statement
 // makes SQLite roll back the whole transaction, every write of the group
 // with it, and a cancellable context costs a watcher goroutine per
@@ -242,14 +242,9 @@ func (g *group) batch(carry []*writeReq) (again []*writeReq) {
 	ran := false
 	conn, err := g.db.Conn(ctx)
 	if err == nil {
-		err = conn.Raw(func(dc any) error {
-			c, ok := dc.(*cachingConn)
-			if !ok {
-				return fmt.Errorf("writer connection is a %T", dc)
-			}
+		err = onDriverConn(conn, "writer", func(c *cachingConn) {
 			ran = true
 			again = g.batchOn(ctx, &wtx{c: c}, carry)
-			return nil
 		})
 		_ = conn.Close() // back to the pool; batchOn ended its transaction
 	}
@@ -311,11 +306,8 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 			// The failure may have left changes: undo the transaction and
 			// run its writes again, each in a savepoint. This is not a lost
 			// transaction, so none of them counts as retried.
-			_, _ = tx.exec(ctx, "ROLLBACK")
+			abandon(ctx, tx, failed)
 			g.redone.Add(1)
-			for _, q := range failed {
-				q.finish(q.err)
-			}
 			return append(append(ran, r), next...)
 		}
 		ferr, lost := g.runOne(ctx, tx, r)
@@ -331,7 +323,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 			// which writeFn's context rules out): the writes already run
 			// in it were not written. They, and those not run yet, go
 			// to the next transaction; one already retried fails.
-			_, _ = tx.exec(ctx, "ROLLBACK") // the connection may still hold the transaction
+			abandon(ctx, tx, failed) // the connection may still hold the transaction
 			var again []*writeReq
 			for _, q := range append(ran, next...) {
 				if q.retried {
@@ -340,9 +332,6 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 				}
 				q.retried = true
 				again = append(again, q)
-			}
-			for _, q := range failed {
-				q.finish(q.err)
 			}
 			return again
 		}
@@ -395,6 +384,15 @@ func (g *group) await(deadline time.Time) bool {
 	}
 }
 
+// abandon rolls tx back and delivers the errors of the writes that failed
+// alone in it; the writes that ran go to another transaction.
+func abandon(ctx context.Context, tx *wtx, failed []*writeReq) {
+	_, _ = tx.exec(ctx, "ROLLBACK")
+	for _, q := range failed {
+		q.finish(q.err)
+	}
+}
+
 // runBare runs r's fn in tx without a savepoint. On failure, alone says the
 // failure is r's alone: a fence or a conflict, with no row changed by r, so
 // nothing needs undoing (SQLite undoes a failed single-row statement, and
@@ -436,8 +434,8 @@ func (g *group) runOne(ctx context.Context, tx *wtx, r *writeReq) (ferr, lost er
 
 // callFn runs fn, turning a panic into its error: fn runs on the writer
 // goroutine, where a panic would end the process rather than the one
-// request (net/http recovers a handler's panic); its savepoint is rolled
-// back like any failure's.
+// request (net/http recovers a handler's panic); it fails like any other
+// failure (not a fence: a bare group runs again in savepoints).
 func callFn(fn writeFn, ctx context.Context, tx *wtx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {

@@ -125,7 +125,7 @@ func TestGroupConflictFailsAlone(t *testing.T) {
 		t.Errorf("write whose claim exists = %v, want ErrConflict", partialErr)
 	}
 	if _, err := s.GetOperation(ctx, "p"); !errors.Is(err, ledger.ErrNotFound) {
-		t.Errorf("the failed write's operation was kept (not rolled back to its savepoint): %v", err)
+		t.Errorf("the failed write's operation was kept (not undone): %v", err)
 	}
 	after := s.Stats()
 	if w := after.Writes - before.Writes; w != clean+1 {

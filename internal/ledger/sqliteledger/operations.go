@@ -3,7 +3,6 @@ package sqliteledger
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -147,20 +146,7 @@ func scanOperation(sc scanner) (ledger.Operation, error) {
 
 // GetOperation implements ledger.Reads.
 func (s *Store) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
-	var (
-		o   ledger.Operation
-		err error
-	)
-	if rerr := s.readers.do(ctx, func(c *cachingConn) { o, err = pointRow(c, sqlGetOperation, id, scanOperation) }); rerr != nil {
-		err = rerr
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.Operation{}, fmt.Errorf("sqlite: get operation %s: %w", id, ledger.ErrNotFound)
-	}
-	if err != nil {
-		return ledger.Operation{}, fail(ctx, "get operation "+id, err)
-	}
-	return o, nil
+	return getOne(ctx, s.readers, "operation", sqlGetOperation, id, scanOperation)
 }
 
 // Apply implements ledger.Writes: every write in one transaction, each a

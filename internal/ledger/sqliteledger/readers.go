@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/lrosink/lrosink/internal/ledger"
 )
 
 // Point reads run on a few long-lived goroutines. SQLite's call chain
@@ -54,14 +57,7 @@ func (r *readers) loop(c *sql.Conn) {
 	for {
 		select {
 		case j := <-r.jobs:
-			if err := c.Raw(func(dc any) error {
-				cc, ok := dc.(*cachingConn)
-				if !ok {
-					return fmt.Errorf("reader connection is a %T", dc)
-				}
-				j.fn(cc)
-				return nil
-			}); err != nil {
+			if err := onDriverConn(c, "reader", j.fn); err != nil {
 				j.fn(nil) // no usable connection: fn reports errClosed
 			}
 			j.done <- struct{}{}
@@ -81,28 +77,61 @@ func (r *readers) do(ctx context.Context, fn func(*cachingConn)) error {
 		return err
 	}
 	j := r.pool.Get().(*readJob)
+	defer func() {
+		j.fn = nil
+		r.pool.Put(j)
+	}()
 	j.fn = fn
 	select {
 	case r.jobs <- j:
 	case <-ctx.Done():
-		j.fn = nil
-		r.pool.Put(j)
 		return ctx.Err()
 	case <-r.stop:
-		j.fn = nil
-		r.pool.Put(j)
 		return errClosed
 	}
 	<-j.done
-	j.fn = nil
-	r.pool.Put(j)
 	return nil
+}
+
+// onDriverConn runs fn on c's driver connection, below database/sql (the
+// group's transactions and the point reads; role names the connection in
+// the error when it is not one of this package's).
+func onDriverConn(c *sql.Conn, role string, fn func(*cachingConn)) error {
+	return c.Raw(func(dc any) error {
+		cc, ok := dc.(*cachingConn)
+		if !ok {
+			return fmt.Errorf("%s connection is a %T", role, dc)
+		}
+		fn(cc)
+		return nil
+	})
 }
 
 // close stops the workers; a read after close fails with errClosed.
 func (r *readers) close() {
 	r.once.Do(func() { close(r.stop) })
 	r.wg.Wait()
+}
+
+// getOne is a point read on a reader goroutine: query, which takes id,
+// scanned with scan; what names the row ("operation") in the errors, and
+// no row is ledger.ErrNotFound.
+func getOne[T any](ctx context.Context, r *readers, what, query, id string, scan func(scanner) (T, error)) (T, error) {
+	var (
+		v   T
+		err error
+	)
+	if rerr := r.do(ctx, func(c *cachingConn) { v, err = pointRow(c, query, id, scan) }); rerr != nil {
+		err = rerr
+	}
+	var zero T
+	if errors.Is(err, sql.ErrNoRows) {
+		return zero, fmt.Errorf("sqlite: get %s %s: %w", what, id, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return zero, fail(ctx, "get "+what+" "+id, err)
+	}
+	return v, nil
 }
 
 // pointRow runs query, which takes one argument, on c and scans its one
