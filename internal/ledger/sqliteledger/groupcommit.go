@@ -3,6 +3,7 @@ package sqliteledger
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -110,7 +111,8 @@ type group struct {
 	// loaded: the last transaction held more than one write, so more are
 	// likely on their way (only the writer goroutine uses it).
 	loaded bool
-	timer  *time.Timer // the writer's, for waiting out the window
+	timer  *time.Timer         // the writer's, for waiting out the window
+	nv     []driver.NamedValue // the writer's statement arguments (wtx.nv)
 
 	window time.Duration // groupWindow (tests set their own)
 	max    int           // maxGroup (tests set their own)
@@ -244,7 +246,9 @@ func (g *group) batch(carry []*writeReq) (again []*writeReq) {
 	if err == nil {
 		err = onDriverConn(conn, "writer", func(c *cachingConn) {
 			ran = true
-			again = g.batchOn(ctx, &wtx{c: c}, carry)
+			tx := &wtx{c: c, nv: g.nv}
+			again = g.batchOn(ctx, tx, carry)
+			g.nv = tx.nv
 		})
 		_ = conn.Close() // back to the pool; batchOn ended its transaction
 	}

@@ -22,11 +22,17 @@ type wtx struct {
 	// changed counts the rows the transaction's statements changed, so
 	// that the group knows whether a failed write changed any (runBare).
 	changed int64
+	// nv is the statements' converted arguments, reused from one statement
+	// to the next: the driver binds them before a call returns and keeps
+	// none, and a fresh slice per statement was the largest allocation of
+	// serve under load (docs/BENCHMARKS.md). The group keeps it across
+	// transactions.
+	nv []driver.NamedValue
 }
 
 // exec runs query with args and returns the number of rows it changed.
 func (w *wtx) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	nv, err := namedValues(args)
+	nv, err := w.args(args)
 	if err != nil {
 		return 0, err
 	}
@@ -42,7 +48,7 @@ func (w *wtx) exec(ctx context.Context, query string, args ...any) (int64, error
 // queryRow runs query with args and scans its first row into dest
 // (sql.ErrNoRows when there is none).
 func (w *wtx) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
-	nv, err := namedValues(args)
+	nv, err := w.args(args)
 	if err != nil {
 		return err
 	}
@@ -70,10 +76,16 @@ func firstRow(ctx context.Context, c *cachingConn, query string, args []driver.N
 	return vals, rows.Close()
 }
 
-// namedValues converts the adapter's statement arguments (strings,
-// integers, nil) to the driver's, as database/sql would.
-func namedValues(args []any) ([]driver.NamedValue, error) {
-	nv := make([]driver.NamedValue, len(args))
+// args converts args into w.nv.
+func (w *wtx) args(args []any) ([]driver.NamedValue, error) {
+	var err error
+	w.nv, err = appendNamedValues(w.nv[:0], args)
+	return w.nv, err
+}
+
+// appendNamedValues appends the adapter's statement arguments (strings,
+// integers, nil) to nv as the driver's, as database/sql would convert them.
+func appendNamedValues(nv []driver.NamedValue, args []any) ([]driver.NamedValue, error) {
 	for i, a := range args {
 		var v driver.Value
 		switch a := a.(type) {
@@ -84,12 +96,12 @@ func namedValues(args []any) ([]driver.NamedValue, error) {
 		case driver.Valuer:
 			var err error
 			if v, err = a.Value(); err != nil {
-				return nil, fmt.Errorf("argument %d: %w", i+1, err)
+				return nv, fmt.Errorf("argument %d: %w", i+1, err)
 			}
 		default:
-			return nil, fmt.Errorf("argument %d: unsupported type %T", i+1, a)
+			return nv, fmt.Errorf("argument %d: unsupported type %T", i+1, a)
 		}
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: v})
 	}
 	return nv, nil
 }
