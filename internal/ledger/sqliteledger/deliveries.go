@@ -22,9 +22,12 @@ const expireBatch = 100
 // The delivery log's and the counts' statements (TestQueryPlans checks each
 // is served by an index).
 const (
-	sqlGetDeliveries    = `SELECT entries FROM deliveries WHERE op_id = ?`
-	sqlUpsertDeliveries = `INSERT INTO deliveries (op_id, expire_at, entries) VALUES (?, ?, ?)
-	ON CONFLICT (op_id) DO UPDATE SET expire_at = excluded.expire_at, entries = excluded.entries`
+	sqlGetDeliveries = `SELECT entries FROM deliveries WHERE op_id = ?`
+	// A log is created without a read (most operations' first delivery
+	// finds none) and rewritten whole once merged with what it held.
+	sqlCreateDeliveries = `INSERT INTO deliveries (op_id, expire_at, entries) VALUES (?, ?, ?)
+	ON CONFLICT (op_id) DO NOTHING`
+	sqlUpdateDeliveries = `UPDATE deliveries SET expire_at = ?, entries = ? WHERE op_id = ?`
 	sqlExpireDeliveries = `DELETE FROM deliveries WHERE op_id IN
 	(SELECT op_id FROM deliveries WHERE expire_at <= ? ORDER BY expire_at LIMIT ?)`
 	sqlCountPending     = `SELECT count(*) FROM operations WHERE pending_since IS NOT NULL`
@@ -72,24 +75,40 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 	})
 }
 
-// appendOne merges a's entries into its operation's log within tx.
+// appendOne merges a's entries into its operation's log within tx. It
+// first creates the log from a's entries alone: only when one exists does
+// it read and rewrite it (the read was a third of the delivery log's
+// writer time under load, docs/BENCHMARKS.md).
 func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, r deliverylog.Retention) error {
-	var old []deliverylog.Entry
-	var col sql.NullString
-	err := tx.queryRow(ctx, sqlGetDeliveries, []any{a.OpID}, &col)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
-	if err := fromJSON(col, &old); err != nil {
-		return err
-	}
-	kept := deliverylog.Merge(old, a.Entries, r)
-	js, err := toJSON(kept)
+	kept, js, err := mergeLog(nil, a.Entries, r)
 	if err != nil {
 		return err
 	}
-	_, err = tx.exec(ctx, sqlUpsertDeliveries, a.OpID, micros(kept[0].At.Add(r.TTL)), js.String)
+	n, err := tx.exec(ctx, sqlCreateDeliveries, a.OpID, micros(kept[0].At.Add(r.TTL)), js)
+	if err != nil || n == 1 {
+		return err
+	}
+	var col sql.NullString
+	if err := tx.queryRow(ctx, sqlGetDeliveries, []any{a.OpID}, &col); err != nil {
+		return err // the log exists: no row is an error here
+	}
+	var old []deliverylog.Entry
+	if err := fromJSON(col, &old); err != nil {
+		return err
+	}
+	if kept, js, err = mergeLog(old, a.Entries, r); err != nil {
+		return err
+	}
+	_, err = tx.exec(ctx, sqlUpdateDeliveries, micros(kept[0].At.Add(r.TTL)), js, a.OpID)
 	return err
+}
+
+// mergeLog is deliverylog.Merge with its result's stored form. added
+// is never empty (AppendDeliveryBatch skips those), so neither is kept.
+func mergeLog(old, added []deliverylog.Entry, r deliverylog.Retention) ([]deliverylog.Entry, string, error) {
+	kept := deliverylog.Merge(old, added, r)
+	js, err := toJSON(kept)
+	return kept, js.String, err
 }
 
 // ListDeliveries implements deliverylog.Store.

@@ -276,6 +276,7 @@ func TestQueryPlans(t *testing.T) {
 		"CountPending":            {sqlCountPending, "operations_pending_since", nil},
 		"CountDue":                {sqlCountDue, "operations_next_check_at", []any{now}},
 		"GetDeliveries":           {sqlGetDeliveries, "sqlite_autoindex_deliveries_1", []any{"x"}},
+		"UpdateDeliveries":        {sqlUpdateDeliveries, "sqlite_autoindex_deliveries_1", []any{now, "[]", "x"}},
 		"ExpireDeliveries":        {sqlExpireDeliveries, "deliveries_expire_at", []any{now, 10}},
 		"DueOperationsInBucket":   {sqlDueOperationsInBucket, "operations_bucket_next_check_at", []any{3, now, now, "x", 10}},
 		"StuckOperationsInBucket": {sqlStuckOperationsInBucket, "operations_bucket_stuck_from", []any{3, now, 10}},
