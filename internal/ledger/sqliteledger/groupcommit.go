@@ -53,7 +53,7 @@ const (
 // errClosed is the answer to a write after Close.
 var errClosed = errors.New("store closed")
 
-// Stats counts the Store's write transactions since Open.
+// Stats counts the Store's write transactions and checkpoints since Open.
 type Stats struct {
 	// Transactions is the number of write transactions committed.
 	Transactions int64
@@ -61,11 +61,16 @@ type Stats struct {
 	// those transactions committed; Writes / Transactions is the mean
 	// group size.
 	Writes int64
+	// Checkpoints is the number of checkpoints the checkpointer ran
+	// (checkpoint.go), CheckpointFailures how many of them failed, and
+	// CheckpointBacklog the WAL frames the last one left uncopied.
+	Checkpoints, CheckpointFailures, CheckpointBacklog int64
 }
 
-// Stats returns the Store's write counters.
+// Stats returns the Store's write and checkpoint counters.
 func (s *Store) Stats() Stats {
-	return Stats{Transactions: s.group.txs.Load(), Writes: s.group.writes.Load()}
+	return Stats{Transactions: s.group.txs.Load(), Writes: s.group.writes.Load(),
+		Checkpoints: s.ckpt.runs.Load(), CheckpointFailures: s.ckpt.failures.Load(), CheckpointBacklog: s.ckpt.backlog.Load()}
 }
 
 // The states of a queued write: the writer takes it, or its caller gives up
@@ -98,7 +103,8 @@ type writeReq struct {
 
 // group is the Store's writer: a queue and the one goroutine draining it.
 type group struct {
-	db *sql.DB
+	db        *sql.DB
+	committed func() // after each COMMIT (startGroup)
 
 	mu     sync.Mutex
 	queue  []*writeReq
@@ -122,8 +128,10 @@ type group struct {
 	txs, writes atomic.Int64
 }
 
-func startGroup(db *sql.DB) *group {
-	g := &group{db: db, wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{}),
+// startGroup starts the writer goroutine; committed is called after each
+// COMMIT (the checkpointer's kick: it must not block).
+func startGroup(db *sql.DB, committed func()) *group {
+	g := &group{db: db, committed: committed, wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{}),
 		window: groupWindow, max: maxGroup}
 	go g.loop()
 	return g
@@ -347,6 +355,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 	} else if _, err = tx.exec(ctx, "COMMIT"); err == nil {
 		g.txs.Add(1)
 		g.writes.Add(int64(len(ran)))
+		g.committed()
 	} else {
 		// A failed COMMIT may leave the transaction open on the writer's
 		// connection; end it so the next BEGIN does not fail.

@@ -54,6 +54,7 @@ type Store struct {
 	group   *group
 	readers *readers // the point reads' goroutines (readers.go)
 	points  *sql.DB  // their connections, one each
+	ckpt    *checkpointer
 }
 
 var _ ledger.Ledger = (*Store)(nil)
@@ -236,23 +237,30 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), reader.Close(), writer.Close())
 	}
-	rd, err := startReaders(ctx, points, conns)
+	ckpt, err := openPool(ctx, dsn(abs, false), 1)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), points.Close(), reader.Close(), writer.Close())
 	}
-	return &Store{writer: writer, reader: reader, points: points, group: startGroup(writer), readers: rd}, nil
+	rd, err := startReaders(ctx, points, conns)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", abs, err), ckpt.Close(), points.Close(), reader.Close(), writer.Close())
+	}
+	cp := startCheckpointer(ckpt)
+	return &Store{writer: writer, reader: reader, points: points, group: startGroup(writer, cp.committed), readers: rd, ckpt: cp}, nil
 }
 
 // Close finishes the writes already queued, stops the writer goroutine and
-// closes both pools; a write after Close fails. The last connection to
-// close checkpoints the WAL into the database file.
+// the checkpointer and closes the pools; a write after Close fails. The
+// last connection to close (the writer's) checkpoints the WAL into the
+// database file.
 func (s *Store) Close() error {
 	s.group.close()
+	cerr := s.ckpt.close()
 	s.readers.close()
 	perr := s.points.Close()
 	rerr := s.reader.Close()
 	werr := s.writer.Close()
-	if err := errors.Join(perr, rerr, werr); err != nil {
+	if err := errors.Join(cerr, perr, rerr, werr); err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
 	return nil
