@@ -56,7 +56,8 @@ func (c *checkpointer) committed() {
 
 func (c *checkpointer) loop() {
 	defer close(c.exited)
-	pause := time.NewTimer(0)
+	pause := time.NewTimer(c.pause)
+	pause.Stop() // started after each run
 	for {
 		select {
 		case <-c.stop:
