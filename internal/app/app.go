@@ -117,6 +117,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		return nil, err
 	}
 	a.Ledger, a.Claims, a.closers = l, claims.New(l), append(a.closers, closeLedger)
+	if c, ok := ledger.As[metrics.CheckpointCounter](l); ok {
+		a.Metrics.CountCheckpointFailures(c)
+	}
 	s, closeSink, err := cfg.Openers.Results.Open(ctx, cfg.Results, env)
 	if err != nil {
 		return nil, err

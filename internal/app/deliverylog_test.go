@@ -304,7 +304,8 @@ func TestReconcileChecksAreLogged(t *testing.T) {
 // TestDeliveryLogTakesTheBatchPath: the store serve's Recorder writes to
 // (SQLite, opened as serve opens it) appends a recorder's batch of
 // operations in one write transaction, not one per operation, and the
-// recorder's drops are exposed on /metrics.
+// recorder's drops and the ledger's failed checkpoints are exposed on
+// /metrics.
 func TestDeliveryLogTakesTheBatchPath(t *testing.T) {
 	const n = 300
 	h := newHookServer(t, false)
@@ -333,5 +334,8 @@ func TestDeliveryLogTakesTheBatchPath(t *testing.T) {
 	fams := scrape(t, h.url+"/metrics")
 	if got := sumOf(t, fams, "lrosink_delivery_log_dropped_total"); got != 0 {
 		t.Errorf("lrosink_delivery_log_dropped_total = %v, want 0", got)
+	}
+	if got := sumOf(t, fams, "lrosink_sqlite_checkpoint_failures_total"); got != 0 {
+		t.Errorf("lrosink_sqlite_checkpoint_failures_total = %v, want 0", got)
 	}
 }

@@ -52,16 +52,15 @@ func runOpsBackfillShards(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeFn()
-	if u, ok := l.(interface{ Unwrap() ledger.Ledger }); ok {
-		l = u.Unwrap() // the backfill pages for as long as it takes
-	}
 	type report struct {
 		Scanned int    `json:"scanned"`
 		Written int    `json:"written"`
 		Changed int    `json:"changed"`
 		Note    string `json:"note,omitempty"`
 	}
-	b, ok := l.(bucketBackfiller)
+	// The store itself, not its bounded wrapper: the backfill pages for as
+	// long as it takes.
+	b, ok := ledger.As[bucketBackfiller](l)
 	if !ok {
 		return writeLine(e.stdout, report{Note: cfg.Store + " keeps every operation's bucket already"})
 	}

@@ -158,11 +158,7 @@ func openSimulateBackend(ctx context.Context, store, results string, stdout io.W
 	closers = append(closers, func() { _ = closeLedger() })
 	name, _, _ := strings.Cut(store, ":")
 	b = simulate.Backend{Name: name, Ledger: l}
-	inner := l
-	if u, ok := l.(interface{ Unwrap() ledger.Ledger }); ok {
-		inner = u.Unwrap()
-	}
-	if s, ok := inner.(*fsledger.Store); ok {
+	if s, ok := ledger.As[*fsledger.Store](l); ok {
 		b.Counts = func() (int64, int64) { r, w, _ := s.Counts().Snapshot(); return r, w }
 	}
 	if results != "" {

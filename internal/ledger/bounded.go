@@ -46,6 +46,25 @@ func NewBounded(l Ledger, timeout time.Duration, where string) *Bounded {
 // Firestore's read counts).
 func (b *Bounded) Unwrap() Ledger { return b.l }
 
+// As finds the first of l and the ledgers it wraps (Unwrap, as Bounded
+// does) that is a T, the way errors.As walks an error chain: an adapter's
+// extras (pruning, backfills, counters) behind the wrappers every caller
+// holds.
+func As[T any](l Ledger) (T, bool) {
+	for l != nil {
+		if t, ok := l.(T); ok {
+			return t, true
+		}
+		u, ok := l.(interface{ Unwrap() Ledger })
+		if !ok {
+			break
+		}
+		l = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
 // Where names the store, as errors do.
 func (b *Bounded) Where() string { return b.where }
 

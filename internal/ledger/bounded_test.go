@@ -101,3 +101,23 @@ func TestBoundedForwardsDeliveryBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestAsFindsTheStoreBehindWrappers: As returns the outermost ledger of
+// the type asked for, looking through Bounded (and wrappers of it), and
+// reports false when none is.
+func TestAsFindsTheStoreBehindWrappers(t *testing.T) {
+	mem := memledger.New()
+	b := ledger.NewBounded(ledger.NewBounded(mem, time.Second, "inner"), time.Second, "outer")
+	if got, ok := ledger.As[*memledger.Store](b); !ok || got != mem {
+		t.Errorf("As[*memledger.Store] = %p, %v; want the store %p", got, ok, mem)
+	}
+	if got, ok := ledger.As[interface{ Where() string }](b); !ok || got.Where() != "outer" {
+		t.Errorf("As[Where] found %v, %v; want the outermost wrapper", got, ok)
+	}
+	if _, ok := ledger.As[*hanging](b); ok {
+		t.Error("As found a type nothing in the chain is")
+	}
+	if _, ok := ledger.As[*memledger.Store](nil); ok {
+		t.Error("As found something in a nil ledger")
+	}
+}

@@ -155,6 +155,22 @@ func (m *Metrics) CountDeliveryLogDrops(d Dropper) {
 	}, func() float64 { return float64(d.Dropped()) }))
 }
 
+// CheckpointCounter counts failed checkpoints (the SQLite ledger's
+// checkpointer).
+type CheckpointCounter interface {
+	CheckpointFailures() int64
+}
+
+// CountCheckpointFailures exposes c's count as
+// lrosink_sqlite_checkpoint_failures_total, read at each scrape. Call it
+// once per App.
+func (m *Metrics) CountCheckpointFailures(c CheckpointCounter) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "lrosink_sqlite_checkpoint_failures_total",
+		Help: "Background checkpoints of the SQLite ledger's WAL that failed (the writer's own checkpoints still bound the WAL; commits may be slower).",
+	}, func() float64 { return float64(c.CheckpointFailures()) }))
+}
+
 // Registry is where the collectors are registered (for tests and for an
 // entry point that adds its own).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -180,3 +180,17 @@ func TestLatenessGauges(t *testing.T) {
 		}
 	}
 }
+
+type checkpoints int64
+
+func (c checkpoints) CheckpointFailures() int64 { return int64(c) }
+
+// TestCheckpointFailuresCounted: the SQLite checkpointer's failures are
+// read at each scrape.
+func TestCheckpointFailuresCounted(t *testing.T) {
+	m := metrics.New()
+	m.CountCheckpointFailures(checkpoints(3))
+	if got := gathered(t, m, "lrosink_sqlite_checkpoint_failures_total"); got != 3 {
+		t.Errorf("lrosink_sqlite_checkpoint_failures_total = %v, want 3", got)
+	}
+}

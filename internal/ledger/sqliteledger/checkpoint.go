@@ -46,6 +46,10 @@ func startCheckpointer(db *sql.DB) *checkpointer {
 	return c
 }
 
+// CheckpointFailures is the number of the checkpointer's checkpoints that
+// failed (metrics.CheckpointCounter: lrosink_sqlite_checkpoint_failures_total).
+func (s *Store) CheckpointFailures() int64 { return s.ckpt.failures.Load() }
+
 // committed tells the checkpointer the WAL grew; it never blocks the writer.
 func (c *checkpointer) committed() {
 	select {
