@@ -149,10 +149,9 @@ type Dropper interface {
 // lrosink_delivery_log_dropped_total, read at each scrape. Call it once per
 // App (a second registration of the name panics).
 func (m *Metrics) CountDeliveryLogDrops(d Dropper) {
-	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "lrosink_delivery_log_dropped_total",
-		Help: "Delivery log entries not logged because the recorder's queue was full or it was closed (the deliveries were answered and applied; only their log entries are missing).",
-	}, func() float64 { return float64(d.Dropped()) }))
+	m.countFrom("lrosink_delivery_log_dropped_total",
+		"Delivery log entries not logged because the recorder's queue was full or it was closed (the deliveries were answered and applied; only their log entries are missing).",
+		d.Dropped)
 }
 
 // CheckpointCounter counts failed checkpoints (the SQLite ledger's
@@ -165,10 +164,16 @@ type CheckpointCounter interface {
 // lrosink_sqlite_checkpoint_failures_total, read at each scrape. Call it
 // once per App.
 func (m *Metrics) CountCheckpointFailures(c CheckpointCounter) {
-	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "lrosink_sqlite_checkpoint_failures_total",
-		Help: "Background checkpoints of the SQLite ledger's WAL that failed (the writer's own checkpoints still bound the WAL; commits may be slower).",
-	}, func() float64 { return float64(c.CheckpointFailures()) }))
+	m.countFrom("lrosink_sqlite_checkpoint_failures_total",
+		"Background checkpoints of the SQLite ledger's WAL that failed (the writer's own checkpoints still bound the WAL; commits may be slower).",
+		c.CheckpointFailures)
+}
+
+// countFrom registers a counter that reads its value from count at each
+// scrape: a count a component keeps itself.
+func (m *Metrics) countFrom(name, help string, count func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+		func() float64 { return float64(count()) }))
 }
 
 // Registry is where the collectors are registered (for tests and for an
