@@ -3,7 +3,6 @@ package sqliteledger
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -117,8 +116,10 @@ type group struct {
 	// loaded: the last transaction held more than one write, so more are
 	// likely on their way (only the writer goroutine uses it).
 	loaded bool
-	timer  *time.Timer         // the writer's, for waiting out the window
-	nv     []driver.NamedValue // the writer's statement arguments (wtx.nv)
+	timer  *time.Timer // the writer's, for waiting out the window
+	// tx is the writer's transaction, one value for all of them so that its
+	// argument slice is reused (only the writer goroutine uses it).
+	tx wtx
 
 	window time.Duration // groupWindow (tests set their own)
 	max    int           // maxGroup (tests set their own)
@@ -254,9 +255,9 @@ func (g *group) batch(carry []*writeReq) (again []*writeReq) {
 	if err == nil {
 		err = onDriverConn(conn, "writer", func(c *cachingConn) {
 			ran = true
-			tx := &wtx{c: c, nv: g.nv}
-			again = g.batchOn(ctx, tx, carry)
-			g.nv = tx.nv
+			g.tx.c = c
+			again = g.batchOn(ctx, &g.tx, carry)
+			g.tx.c = nil // back in the pool
 		})
 		_ = conn.Close() // back to the pool; batchOn ended its transaction
 	}

@@ -19,14 +19,15 @@ import (
 // allocations under load (docs/BENCHMARKS.md).
 type wtx struct {
 	c *cachingConn
-	// changed counts the rows the transaction's statements changed, so
+	// changed counts the rows its statements changed (over all the
+	// group's transactions: only differences are read), so
 	// that the group knows whether a failed write changed any (runBare).
 	changed int64
 	// nv is the statements' converted arguments, reused from one statement
 	// to the next: the driver binds them before a call returns and keeps
 	// none, and a fresh slice per statement was the largest allocation of
-	// serve under load (docs/BENCHMARKS.md). The group keeps it across
-	// transactions.
+	// serve under load (docs/BENCHMARKS.md). The group keeps one wtx for
+	// all its transactions.
 	nv []driver.NamedValue
 }
 
