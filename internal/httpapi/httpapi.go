@@ -195,12 +195,16 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		// detail (entry counts, the JWKS error) is for operators only: it is
 		// built from fixed text and quoted, truncated values, never a
 		// signature or a secret, and is not put in the answer.
-		attrs := []any{"status", status, "outcome", a.Outcome, "reason", a.Reason,
-			"operation", a.Operation, "delivery_id", truncate(r.Header.Get("webhook-id"), 128), "auth", au.method}
+		// Typed attributes (LogAttrs), as the door's line: one line per
+		// delivery, and the key-value form boxes every value.
+		attrs := make([]slog.Attr, 0, 7)
+		attrs = append(attrs, slog.Int("status", status), slog.String("outcome", a.Outcome), slog.String("reason", a.Reason),
+			slog.String("operation", a.Operation), slog.String("delivery_id", truncate(r.Header.Get(webhook.HeaderID), 128)),
+			slog.String("auth", au.method))
 		if au.err != nil {
-			attrs = append(attrs, "detail", au.err.Error())
+			attrs = append(attrs, slog.String("detail", au.err.Error()))
 		}
-		log.Log(ctx, level, "webhook answer", attrs...)
+		log.LogAttrs(ctx, level, "webhook answer", attrs...)
 		reply(w, status, a)
 	})
 }
@@ -222,7 +226,7 @@ type auth struct {
 // webhook-id and the reason are kept. A verified delivery is logged on its
 // operation; one that named none (an unknown event type) is counted only.
 func noteDelivery(l DeliveryLog, r *http.Request, at time.Time, latency time.Duration, status int, a Answer, au auth) {
-	id := truncate(r.Header.Get("webhook-id"), ledger.MaxDeliveryIDBytes)
+	id := truncate(r.Header.Get(webhook.HeaderID), ledger.MaxDeliveryIDBytes)
 	if au.method == "" || (a.Outcome == "rejected" && a.Operation == "") {
 		if status == http.StatusBadRequest || status == http.StatusUnauthorized {
 			l.Rejected(at, id, a.Reason, status)

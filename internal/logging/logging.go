@@ -109,7 +109,9 @@ func ContextWithTrace(ctx context.Context, h http.Header) context.Context {
 			return context.WithValue(ctx, traceKey{}, trace{id: id, span: span})
 		}
 	}
-	if m := tp.FindStringSubmatch(h.Get("traceparent")); m != nil {
+	// Canonical keys: Get canonicalises any other form, an allocation per
+	// request.
+	if m := tp.FindStringSubmatch(h.Get("Traceparent")); m != nil {
 		return context.WithValue(ctx, traceKey{}, trace{id: m[1], span: m[2]})
 	}
 	return ctx

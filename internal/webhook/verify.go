@@ -41,6 +41,11 @@ const (
 )
 
 // Standard Webhooks header names; http.Header.Get canonicalises them.
+// HeaderID is the webhook-id header in its canonical form, the key
+// http.Header.Get looks up without canonicalising it first (an allocation
+// per call).
+const HeaderID = "Webhook-Id"
+
 const (
 	hdrID        = "webhook-id"
 	hdrTimestamp = "webhook-timestamp"
@@ -376,7 +381,7 @@ func constantTimeEqual(a string, b []byte) bool {
 func canonical(name string) string {
 	switch name {
 	case hdrID:
-		return "Webhook-Id"
+		return HeaderID
 	case hdrTimestamp:
 		return "Webhook-Timestamp"
 	case hdrSignature:

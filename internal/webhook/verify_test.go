@@ -533,3 +533,11 @@ func TestLooksLikeJWS(t *testing.T) {
 		}
 	}
 }
+
+// HeaderID must stay canonical: http.Header.Get canonicalises any other
+// form of a key first, an allocation per delivery on the webhook path.
+func TestHeaderIDIsCanonical(t *testing.T) {
+	if got := http.CanonicalHeaderKey(hdrID); HeaderID != got {
+		t.Fatalf("HeaderID = %q, want the canonical %q", HeaderID, got)
+	}
+}
