@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -80,12 +81,27 @@ const (
 // same Go values (numbers as float64, arrays as []any).
 func EncodeJSON(v any) ([]byte, error) {
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := encodeJSONTo(&b, v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// EncodeJSONString is EncodeJSON as text, for a store that keeps the text:
+// the encoder writes its output once into a strings.Builder, whose String
+// needs no copy (string(EncodeJSON(v)) copies every column it stores).
+func EncodeJSONString(v any) (string, error) {
+	var b strings.Builder
+	if err := encodeJSONTo(&b, v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+func encodeJSONTo(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // DecodeMap reads a map written by EncodeJSON; "null" reads as nil.

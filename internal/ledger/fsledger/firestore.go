@@ -224,11 +224,11 @@ func encodeMap(what string, m map[string]any) (any, error) {
 	if m == nil {
 		return nil, nil
 	}
-	b, err := ledger.EncodeJSON(m)
+	s, err := ledger.EncodeJSONString(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", what, err)
 	}
-	return string(b), nil
+	return s, nil
 }
 
 // decodeMap reads a free-form map: JSON text, or the map of a document
@@ -336,14 +336,14 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 }
 
 func toClaimDoc(c ledger.Claim, version int64) (claimDoc, error) {
-	msg, err := ledger.EncodeJSON(c.Message)
+	msg, err := ledger.EncodeJSONString(c.Message)
 	if err != nil {
 		return claimDoc{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
 	return claimDoc{
 		Key: c.Key, Operation: c.Operation, Status: string(c.Status), Holder: c.Holder,
 		LeaseUntil: c.LeaseUntil, Attempts: c.Attempts, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
-		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: dueAt(c), Version: version, Message: string(msg),
+		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: dueAt(c), Version: version, Message: msg,
 	}, nil
 }
 

@@ -44,7 +44,7 @@ WHERE due_at <= ? ORDER BY due_at, id LIMIT ?`
 // message is stored as ledger.EncodeJSON of the struct, as the Firestore
 // adapter stores it, so every holder republishes the same data.
 func claimArgs(c ledger.Claim, rev int64) ([]any, error) {
-	msg, err := ledger.EncodeJSON(c.Message)
+	msg, err := ledger.EncodeJSONString(c.Message)
 	if err != nil {
 		return nil, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
@@ -56,7 +56,7 @@ func claimArgs(c ledger.Claim, rev int64) ([]any, error) {
 	}
 	return []any{
 		c.ID, c.Key, c.Operation, string(c.Status), c.Holder, micros(c.LeaseUntil), c.Attempts,
-		micros(c.CreatedAt), micros(c.UpdatedAt), nullable(c.DoneAt), micros(c.ExpireAt), due, string(msg), rev,
+		micros(c.CreatedAt), micros(c.UpdatedAt), nullable(c.DoneAt), micros(c.ExpireAt), due, msg, rev,
 	}, nil
 }
 

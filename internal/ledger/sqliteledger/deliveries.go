@@ -59,12 +59,26 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 		return nil // no entry at all
 	}
 	r = r.WithDefaults()
+	// Each log as created from the batch's entries alone, encoded here on
+	// the caller's goroutine rather than on the writer's, which every write
+	// of the store waits for: most operations have no log yet.
+	fresh := make([]loggedEntries, len(batch))
+	for i, a := range batch {
+		if len(a.Entries) == 0 {
+			continue
+		}
+		kept, js, err := mergeLog(nil, a.Entries, r)
+		if err != nil {
+			return fmt.Errorf("sqlite: append deliveries: operation %s: %w", a.OpID, err)
+		}
+		fresh[i] = loggedEntries{kept, js}
+	}
 	return s.write(ctx, "append deliveries", func(ctx context.Context, tx *wtx) error {
-		for _, a := range batch {
+		for i, a := range batch {
 			if len(a.Entries) == 0 {
 				continue
 			}
-			if err := appendOne(ctx, tx, a, r); err != nil {
+			if err := appendOne(ctx, tx, a, fresh[i], r); err != nil {
 				return fmt.Errorf("operation %s: %w", a.OpID, err)
 			}
 		}
@@ -75,16 +89,18 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 	})
 }
 
+// loggedEntries is a log's entries as kept and their stored form.
+type loggedEntries struct {
+	kept []deliverylog.Entry
+	js   string
+}
+
 // appendOne merges a's entries into its operation's log within tx. It
-// first creates the log from a's entries alone: only when one exists does
-// it read and rewrite it (the read was a third of the delivery log's
+// first creates the log as fresh (a's entries alone): only when one exists
+// does it read and rewrite it (the read was a third of the delivery log's
 // writer time under load, docs/BENCHMARKS.md).
-func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, r deliverylog.Retention) error {
-	kept, js, err := mergeLog(nil, a.Entries, r)
-	if err != nil {
-		return err
-	}
-	n, err := tx.exec(ctx, sqlCreateDeliveries, a.OpID, micros(kept[0].At.Add(r.TTL)), js)
+func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, fresh loggedEntries, r deliverylog.Retention) error {
+	n, err := tx.exec(ctx, sqlCreateDeliveries, a.OpID, micros(fresh.kept[0].At.Add(r.TTL)), fresh.js)
 	if err != nil || n == 1 {
 		return err
 	}
@@ -96,7 +112,8 @@ func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, r deliverylog
 	if err := fromJSON(col, &old); err != nil {
 		return err
 	}
-	if kept, js, err = mergeLog(old, a.Entries, r); err != nil {
+	kept, js, err := mergeLog(old, a.Entries, r)
+	if err != nil {
 		return err
 	}
 	_, err = tx.exec(ctx, sqlUpdateDeliveries, micros(kept[0].At.Add(r.TTL)), js, a.OpID)

@@ -31,18 +31,18 @@ func fromNullMicros(v sql.NullInt64) time.Time {
 	return fromMicros(v.Int64)
 }
 
-// toJSON encodes v as every JSON column is stored (ledger.EncodeJSON, the
+// toJSON encodes v as every JSON column is stored (ledger.EncodeJSONString, the
 // form the bounds on free-form values measure); a nil map, slice or pointer
 // is stored as NULL.
 func toJSON(v any) (sql.NullString, error) {
-	b, err := ledger.EncodeJSON(v)
+	s, err := ledger.EncodeJSONString(v)
 	if err != nil {
 		return sql.NullString{}, err
 	}
-	if string(b) == "null" {
+	if s == "null" {
 		return sql.NullString{}, nil
 	}
-	return sql.NullString{String: string(b), Valid: true}, nil
+	return sql.NullString{String: s, Valid: true}, nil
 }
 
 // fromJSON decodes a column into v, leaving v alone when it is NULL.
