@@ -120,6 +120,11 @@ func ContextWithTrace(ctx context.Context, h http.Header) context.Context {
 // Middleware puts the request's trace into its context.
 func Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(ContextWithTrace(r.Context(), r.Header)))
+		// Most requests carry no trace: a copy of the request only when
+		// there is one to put in.
+		if ctx := ContextWithTrace(r.Context(), r.Header); ctx != r.Context() {
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -57,5 +58,33 @@ func TestSeverityMapping(t *testing.T) {
 		if got["severity"] != want {
 			t.Errorf("level %v → %v, want %s", l, got["severity"], want)
 		}
+	}
+}
+
+// The middleware hands the handler a request whose context carries the
+// trace, and the request itself when there is none (no copy per request).
+func TestMiddlewareCopiesTheRequestOnlyForATrace(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		header    http.Header
+		wantTrace bool
+	}{
+		{"traceparent", http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}, true},
+		{"none", http.Header{}, false},
+		{"malformed", http.Header{"Traceparent": {"zz"}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/Webhook", nil)
+			r.Header = c.header
+			var got *http.Request
+			Middleware(http.HandlerFunc(func(_ http.ResponseWriter, in *http.Request) { got = in })).ServeHTTP(httptest.NewRecorder(), r)
+			_, traced := got.Context().Value(traceKey{}).(trace)
+			if traced != c.wantTrace {
+				t.Fatalf("trace in the handler's context: %v, want %v", traced, c.wantTrace)
+			}
+			if copied := got != r; copied != c.wantTrace {
+				t.Fatalf("request copied: %v, want %v", copied, c.wantTrace)
+			}
+		})
 	}
 }
