@@ -27,8 +27,9 @@ type trace struct{ id, span string }
 // Google Cloud project used to build full trace names; empty logs the bare
 // trace id.
 func New(w io.Writer, level slog.Leveler, project string) *slog.Logger {
-	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: replace})
-	return slog.New(&traceHandler{Handler: h, project: project})
+	out := &lockedWriter{w: w}
+	h := slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level, ReplaceAttr: replace})
+	return slog.New(&fastHandler{slow: &traceHandler{Handler: h, project: project}, out: out, level: level, project: project})
 }
 
 // Discard returns a logger that drops everything (for tests that do not
@@ -68,17 +69,27 @@ type traceHandler struct {
 }
 
 func (h *traceHandler) Handle(ctx context.Context, r slog.Record) error {
-	if t, ok := ctx.Value(traceKey{}).(trace); ok {
-		id := t.id
-		if h.project != "" {
-			id = "projects/" + h.project + "/traces/" + t.id
-		}
+	if id, span, ok := traceOf(ctx, h.project); ok {
 		r.AddAttrs(slog.String(TraceKey, id))
-		if t.span != "" {
-			r.AddAttrs(slog.String(SpanKey, t.span))
+		if span != "" {
+			r.AddAttrs(slog.String(SpanKey, span))
 		}
 	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// traceOf returns the trace in ctx as Cloud Logging names it (the full
+// name when project is known) and its span, if ctx carries one.
+func traceOf(ctx context.Context, project string) (id, span string, ok bool) {
+	t, ok := ctx.Value(traceKey{}).(trace)
+	if !ok {
+		return "", "", false
+	}
+	id = t.id
+	if project != "" {
+		id = "projects/" + project + "/traces/" + t.id
+	}
+	return id, t.span, true
 }
 
 func (h *traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
