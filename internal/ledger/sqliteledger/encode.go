@@ -2,6 +2,8 @@ package sqliteledger
 
 import (
 	"database/sql"
+	"encoding/json"
+	"reflect"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -35,6 +37,11 @@ func fromNullMicros(v sql.NullInt64) time.Time {
 // form the bounds on free-form values measure); a nil map, slice or pointer
 // is stored as NULL.
 func toJSON(v any) (sql.NullString, error) {
+	if encodesAsNull(v) {
+		// Most of an operation's JSON columns are empty: the encoder would
+		// only say null, at the cost of an encoder run per column per write.
+		return sql.NullString{}, nil
+	}
 	s, err := ledger.EncodeJSONString(v)
 	if err != nil {
 		return sql.NullString{}, err
@@ -51,4 +58,21 @@ func fromJSON(col sql.NullString, v any) error {
 		return nil
 	}
 	return ledger.DecodeJSON([]byte(col.String), v)
+}
+
+// encodesAsNull reports whether encoding/json writes v as null without
+// calling a method of v's: v is nil, or a nil map, slice or pointer whose
+// type has no MarshalJSON.
+func encodesAsNull(v any) bool {
+	if v == nil {
+		return true
+	}
+	if _, ok := v.(json.Marshaler); ok {
+		return false
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Map, reflect.Slice, reflect.Pointer:
+		return rv.IsNil()
+	}
+	return false
 }
