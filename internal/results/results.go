@@ -80,19 +80,56 @@ func (m Message) Data() ([]byte, error) {
 
 // Attributes returns the message attributes of CONTRACT.md §6.
 func (m Message) Attributes() map[string]string {
-	a := map[string]string{
-		"idempotency_key": m.IdempotencyKey,
-		"operation":       m.Operation,
-		"state":           m.State,
-		"kind":            m.Kind,
-	}
-	if m.APIName != "" {
-		a["api_name"] = string(m.APIName)
-	}
-	if m.ReplayID != "" {
-		a["replay_id"] = m.ReplayID
-	}
+	a := make(map[string]string, 6)
+	m.eachAttribute(func(k, v string) { a[k] = v })
 	return a
+}
+
+// eachAttribute calls fn with each of m's attributes, in the order of their
+// keys (json.Marshal's order for the map Attributes returns).
+func (m Message) eachAttribute(fn func(k, v string)) {
+	if m.APIName != "" {
+		fn("api_name", string(m.APIName))
+	}
+	fn("idempotency_key", m.IdempotencyKey)
+	fn("kind", m.Kind)
+	fn("operation", m.Operation)
+	if m.ReplayID != "" {
+		fn("replay_id", m.ReplayID)
+	}
+	fn("state", m.State)
+}
+
+// AppendAttributesJSON appends json.Marshal(m.Attributes()) to b without
+// building the map: a results file writes it on every line.
+func (m Message) AppendAttributesJSON(b []byte) []byte {
+	b = append(b, '{')
+	first := true
+	m.eachAttribute(func(k, v string) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, v)
+	})
+	return append(b, '}')
+}
+
+// appendJSONString appends s as json.Marshal writes it: as it is when
+// every byte is printable ASCII that needs no escape (names, keys, states),
+// else through json.Marshal itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // OrderingKey is the operation's canonical name.

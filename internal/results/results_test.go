@@ -37,3 +37,27 @@ func TestAPINameInDataAndAttributes(t *testing.T) {
 		}
 	}
 }
+
+// AppendAttributesJSON writes exactly json.Marshal(m.Attributes()), for
+// plain values and for values json.Marshal escapes.
+func TestAppendAttributesJSONIsMarshalOfAttributes(t *testing.T) {
+	values := []string{"", "batches/b1", "gemini:batches/b1", "SUCCEEDED", "a\"b", `back\slash`, "<script>&</script>",
+		"tab\t", "\x00\x7f", "caf\u00e9", "\u2028", "bad\xff"}
+	n := 0
+	for _, op := range values {
+		for _, api := range values {
+			for _, replay := range values {
+				m := Message{Operation: op, APIName: APIName(api), Kind: values[n%len(values)], State: values[(n/3)%len(values)],
+					IdempotencyKey: values[(n/7)%len(values)], ReplayID: replay}
+				n++
+				want, err := json.Marshal(m.Attributes())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := m.AppendAttributesJSON([]byte("x")); string(got) != "x"+string(want) {
+					t.Fatalf("AppendAttributesJSON(%+v) = %s, want x%s", m, got, want)
+				}
+			}
+		}
+	}
+}

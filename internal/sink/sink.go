@@ -22,7 +22,6 @@ package sink
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -133,17 +132,13 @@ func jsonLine(m results.Message) ([]byte, error) {
 	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
 		return nil, fmt.Errorf("encode results line for %s: data is not a JSON object", m.Operation)
 	}
-	attrs, err := json.Marshal(m.Attributes())
-	if err != nil {
-		return nil, fmt.Errorf("encode attributes for %s: %w", m.Operation, err)
-	}
-	line := make([]byte, 0, len(data)+len(attrs)+len(`,"attributes":`)+1)
+	line := make([]byte, 0, len(data)+256)
 	line = append(line, data[:len(data)-1]...)
 	if len(data) > 2 {
 		line = append(line, ',')
 	}
 	line = append(line, `"attributes":`...)
-	line = append(line, attrs...)
+	line = m.AppendAttributesJSON(line)
 	line = append(line, '}', '\n')
 	return line, nil
 }
