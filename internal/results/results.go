@@ -56,11 +56,13 @@ type APIName string
 // MarshalJSON encodes an empty API name as null.
 func (n APIName) MarshalJSON() ([]byte, error) { return nullIfEmpty(string(n)) }
 
+// nullIfEmpty is json.Marshal(s), or null for "" (appendJSONString: the
+// same bytes, without an encoder run for the plain names these are).
 func nullIfEmpty(s string) ([]byte, error) {
 	if s == "" {
 		return []byte("null"), nil
 	}
-	return json.Marshal(s)
+	return appendJSONString(make([]byte, 0, len(s)+2), s), nil
 }
 
 // Data returns the message data: the JSON object of CONTRACT.md §6. Output is

@@ -61,3 +61,20 @@ func TestAppendAttributesJSONIsMarshalOfAttributes(t *testing.T) {
 		}
 	}
 }
+
+// The null-when-empty names encode as json.Marshal encodes the string.
+func TestNullIfEmptyIsMarshal(t *testing.T) {
+	for _, s := range []string{"", "batch.succeeded", "models/veo/operations/o1", "<b>&amp;", `q"\`, "\u2028\xff\x01"} {
+		got, err := nullIfEmpty(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(s)
+		if s == "" {
+			want = []byte("null")
+		}
+		if string(got) != string(want) {
+			t.Errorf("nullIfEmpty(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
