@@ -14,9 +14,10 @@ import (
 const claimColumns = `id, key, operation, status, holder, lease_until, attempts, created_at, updated_at,
 	done_at, expire_at, message, rev`
 
-const (
-	sqlGetClaim = `SELECT ` + claimColumns + ` FROM claims WHERE id = ?`
+// sqlGetClaim is the point read (pointRead says why it is written so).
+var sqlGetClaim = pointRead(claimColumns, "claims")
 
+const (
 	// Positional parameters in claimArgs's order; the update takes id and
 	// the rev read last (fenced).
 	sqlInsertClaim = `INSERT INTO claims (id, key, operation, status, holder, lease_until, attempts,

@@ -19,9 +19,10 @@ const opColumns = `id, name, api_name, kind, state, gemini_status, update_time, 
 	effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from`
 
 // The statements, named so the query-plan test checks exactly what runs.
-const (
-	sqlGetOperation = `SELECT ` + opColumns + ` FROM operations WHERE id = ?`
+// sqlGetOperation is the point read (pointRead says why it is written so).
+var sqlGetOperation = pointRead(opColumns, "operations")
 
+const (
 	// ON CONFLICT DO NOTHING turns "already exists" into zero rows changed,
 	// which is ErrConflict, without parsing driver error codes. The
 	// parameters are positional (named ones cost the driver a name lookup
