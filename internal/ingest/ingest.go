@@ -485,7 +485,7 @@ func (d *Door) apply(ctx context.Context, j *job, op ledger.Operation, dec lifec
 		return res, nil
 	}
 	res.Outcome = OutcomeCompleted
-	j.effect = &effect{lease: lease, leaseUntil: leaseUntil}
+	j.effect = &effect{lease: lease, leaseUntil: leaseUntil, message: claim.Message}
 	return res, nil
 }
 
@@ -524,7 +524,7 @@ func (d *Door) recoverClaim(ctx context.Context, j *job, op *ledger.Operation, d
 	if c.Status == ledger.ClaimHeld {
 		res.Reason = "lease-expired"
 	}
-	j.effect = &effect{lease: lease, leaseUntil: leaseUntil}
+	j.effect = &effect{lease: lease, leaseUntil: leaseUntil, message: c.Message}
 	return res, nil
 }
 
@@ -580,8 +580,7 @@ const doneCommitAttempts = 3
 // runEffect publishes and then commits the claim DONE, fenced on the lease
 // that runs until leaseUntil.
 func (d *Door) runEffect(ctx context.Context, e effect, res Result) (Result, error) {
-	l, leaseUntil := *e.lease, e.leaseUntil
-	m := l.Claim.Message
+	l, leaseUntil, m := *e.lease, e.leaseUntil, e.message
 	if err := d.fault(ctx, FaultAfterCommit, m.Operation); err != nil {
 		return res, err
 	}

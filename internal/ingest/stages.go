@@ -8,6 +8,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/retry"
 )
 
@@ -96,12 +97,13 @@ type job struct {
 	effect *effect
 }
 
-// effect is a claim held by this door: publish its message (the claim's,
-// as the lease carries it), then commit DONE fenced on lease, which runs
-// until leaseUntil.
+// effect is a claim held by this door: publish message (the claim's, as
+// the door wrote or read it: a lease need not carry it), then commit DONE
+// fenced on lease, which runs until leaseUntil.
 type effect struct {
 	lease      *ledger.Lease
 	leaseUntil time.Time
+	message    results.Message
 }
 
 type outcome struct {

@@ -129,3 +129,27 @@ func TestObserveComesBeforeConflictRetry(t *testing.T) {
 		t.Errorf("%d messages, want 1", n)
 	}
 }
+
+// bareLeaseStore gives leases that carry no claim (the port does not
+// promise one: ledger.Lease.Claim is the claim protocol's).
+type bareLeaseStore struct{ ingest.Store }
+
+func (s bareLeaseStore) CommitOperation(ctx context.Context, op ledger.Operation, c *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
+	rev, l, err := s.Store.CommitOperation(ctx, op, c)
+	if l != nil {
+		l.Claim = ledger.Claim{}
+	}
+	return rev, l, err
+}
+
+// TestEffectPublishesTheClaimsMessage: the message published is the claim
+// the door wrote, whatever the lease carries.
+func TestEffectPublishesTheClaimsMessage(t *testing.T) {
+	t.Parallel()
+	d, rec, _, _ := observedDoor(t, bareLeaseStore{claims.New(testutil.MemLedger(t))})
+	mustIngest(t, d, ev("batches/bare-lease", lifecycle.Succeeded, tDone, event.SourceWebhook))
+	msgs := rec.All()
+	if len(msgs) != 1 || msgs[0].Operation != "batches/bare-lease" || msgs[0].State != string(lifecycle.Succeeded) {
+		t.Fatalf("published %+v, want the one message of batches/bare-lease", msgs)
+	}
+}
