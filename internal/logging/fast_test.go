@@ -177,3 +177,14 @@ func BenchmarkDecisionLine(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// A nil level is Info, as slog.HandlerOptions reads it.
+func TestNilLevelIsInfo(t *testing.T) {
+	var buf bytes.Buffer
+	log := New(&buf, nil, "")
+	log.Debug("hidden")
+	log.Info("shown")
+	if got := buf.String(); strings.Contains(got, "hidden") || !strings.Contains(got, `"message":"shown"`) {
+		t.Fatalf("nil level logged %q, want only the Info line", got)
+	}
+}

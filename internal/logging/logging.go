@@ -27,6 +27,9 @@ type trace struct{ id, span string }
 // Google Cloud project used to build full trace names; empty logs the bare
 // trace id.
 func New(w io.Writer, level slog.Leveler, project string) *slog.Logger {
+	if level == nil {
+		level = slog.LevelInfo // as slog.HandlerOptions reads a nil Level
+	}
 	out := &lockedWriter{w: w}
 	h := slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level, ReplaceAttr: replace})
 	return slog.New(&fastHandler{slow: &traceHandler{Handler: h, project: project}, out: out, level: level, project: project})
