@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
-	"github.com/lrosink/lrosink/internal/ledger"
 )
 
 var _ deliverylog.Store = (*Store)(nil)
@@ -47,12 +46,12 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 			if err := snap.DataTo(&d); err != nil {
 				return err
 			}
-			if err := ledger.DecodeJSON([]byte(d.Entries), &old); err != nil {
+			if old, err = deliverylog.Decode([]byte(d.Entries)); err != nil {
 				return fmt.Errorf("stored log: %w", err)
 			}
 		}
 		kept := deliverylog.Merge(old, entries, r)
-		b, err := ledger.EncodeJSON(kept)
+		b, err := deliverylog.Encode(kept)
 		if err != nil {
 			return err
 		}
@@ -79,8 +78,8 @@ func (s *Store) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.
 	if err := snap.DataTo(&d); err != nil {
 		return nil, fmt.Errorf("firestore: list deliveries %s: %w", opID, err)
 	}
-	var out []deliverylog.Entry
-	if err := ledger.DecodeJSON([]byte(d.Entries), &out); err != nil {
+	out, err := deliverylog.Decode([]byte(d.Entries))
+	if err != nil {
 		return nil, fmt.Errorf("firestore: list deliveries %s: %w", opID, err)
 	}
 	return out, nil

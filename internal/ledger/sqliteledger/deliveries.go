@@ -108,8 +108,8 @@ func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, fresh loggedE
 	if err := tx.queryRow(ctx, sqlGetDeliveries, []any{a.OpID}, &col); err != nil {
 		return err // the log exists: no row is an error here
 	}
-	var old []deliverylog.Entry
-	if err := fromJSON(col, &old); err != nil {
+	old, err := decodeLog(col)
+	if err != nil {
 		return err
 	}
 	kept, js, err := mergeLog(old, a.Entries, r)
@@ -124,8 +124,18 @@ func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, fresh loggedE
 // is never empty (AppendDeliveryBatch skips those), so neither is kept.
 func mergeLog(old, added []deliverylog.Entry, r deliverylog.Retention) ([]deliverylog.Entry, string, error) {
 	kept := deliverylog.Merge(old, added, r)
-	js, err := toJSON(kept)
-	return kept, js.String, err
+	js, err := deliverylog.Encode(kept)
+	return kept, string(js), err
+}
+
+// decodeLog reads a stored log (deliverylog.Decode: its entries are read
+// back on the writer goroutine for every later delivery to the operation);
+// NULL is an empty log.
+func decodeLog(col sql.NullString) ([]deliverylog.Entry, error) {
+	if !col.Valid {
+		return nil, nil
+	}
+	return deliverylog.Decode([]byte(col.String))
 }
 
 // ListDeliveries implements deliverylog.Store.
@@ -138,8 +148,8 @@ func (s *Store) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.
 	if err != nil {
 		return nil, fail(ctx, "list deliveries", err)
 	}
-	var out []deliverylog.Entry
-	if err := fromJSON(col, &out); err != nil {
+	out, err := decodeLog(col)
+	if err != nil {
 		return nil, fail(ctx, "list deliveries", err)
 	}
 	return out, nil

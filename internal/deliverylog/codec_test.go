@@ -1,0 +1,132 @@
+package deliverylog
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reference is what Encode must write: encoding/json without HTML escaping.
+func reference(t *testing.T, entries []Entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(entries); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func randEntries(rng *rand.Rand, n int, plainOnly bool) []Entry {
+	words := []string{"", "webhook", "reconcile", "msg_2mXk9", "batch.succeeded", "JOB_STATE_RUNNING", "v1", "v1a",
+		"completed", "duplicate", "first-sighting", "a b-c_d.e/f:g", "<&>"}
+	if !plainOnly {
+		words = append(words, `q"uote`, `back\\slash`, "tab\t", "caf\u00e9", "\u2028", "bad\xff", "\x7f")
+	}
+	w := func() string { return words[rng.IntN(len(words))] }
+	out := make([]Entry, n)
+	for i := range out {
+		at := time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).UTC()
+		switch rng.IntN(6) {
+		case 0:
+			at = at.Truncate(time.Second)
+		case 1:
+			at = at.In(time.FixedZone("", 3600*(rng.IntN(25)-12)))
+		}
+		out[i] = Entry{At: at, Source: w(), DeliveryID: w(), Status: w(), Auth: w(), Outcome: w(), Reason: w(),
+			Answer: []int{0, 200, 401, 503, -1}[rng.IntN(5)], Latency: time.Duration(rng.Int64N(1e10) - 1e3)}
+	}
+	return out
+}
+
+// TestCodecIsEncodingJSON: Encode writes encoding/json's bytes and Decode
+// reads encoding/json's values, for random logs; plain ones take the
+// direct path both ways.
+func TestCodecIsEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	direct := 0
+	for i := range 2000 {
+		plainOnly := i%3 != 0
+		entries := randEntries(rng, rng.IntN(8), plainOnly)
+		if i%97 == 0 {
+			entries = nil
+		}
+		want := reference(t, entries)
+		got, err := Encode(entries)
+		if err != nil {
+			t.Fatalf("Encode: %v", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("Encode(%+v)\n got %s\nwant %s", entries, got, want)
+		}
+		var wantEntries []Entry
+		if err := json.Unmarshal(want, &wantEntries); err != nil {
+			t.Fatal(err)
+		}
+		gotEntries, err := Decode(want)
+		if err != nil {
+			t.Fatalf("Decode(%s): %v", want, err)
+		}
+		if !reflect.DeepEqual(gotEntries, wantEntries) {
+			t.Fatalf("Decode(%s)\n got %+v\nwant %+v", want, gotEntries, wantEntries)
+		}
+		if _, ok := parseEntries(want); ok {
+			direct++
+		} else if plainOnly {
+			t.Fatalf("a plain log took the slow path: %s", want)
+		}
+	}
+	if direct < 1000 {
+		t.Fatalf("only %d of 2000 logs read directly", direct)
+	}
+}
+
+// Decode reads any JSON encoding/json reads, as encoding/json reads it,
+// and fails where it fails: the direct path gives way to it on anything
+// but Encode's form.
+func TestDecodeOtherForms(t *testing.T) {
+	for _, in := range []string{
+		`[]`, `null`, ` [ ] `,
+		`[{"source":"webhook","at":"2026-11-25T13:00:00Z","outcome":"completed","latency_ns":5}]`,
+		`[{"at":"2026-11-25T13:00:00Z","source":"webhook","outcome":"completed","latency_ns":5,"extra":1}]`,
+		`[{"at":"2026-11-25T13:00:00Z","source":"webhook","outcome":"completed","answer":0,"latency_ns":5}]`,
+		`[{"at":"2026-11-25T13:00:00Z","source":"webhook","reason":"","outcome":"completed","latency_ns":5}]`,
+		`[{"at":"2026-11-25T13:00:00Z","source":"web\u0068ook","outcome":"completed","latency_ns":5}]`,
+		`[{"at":"2026-11-25T13:00:00.000Z","source":"webhook","outcome":"completed","latency_ns":5}]`,
+		`[{"at":"2026-11-25T13:00:00Z","source":"webhook","outcome":"completed","latency_ns":05}]`,
+		`[{"at":"2026-11-25T13:00:00Z","source":"webhook","outcome":"completed","latency_ns":-0}]`,
+		`[{"at":"2026-11-25T13:00:00Z","source":"webhook","outcome":"completed","latency_ns":5},]`,
+		`[{"at":"2026-11-25T13:00:00Z","source":"webhook","outcome":"completed","latency_ns":5}] x`,
+		`[{"AT":"2026-11-25T13:00:00Z","Source":"webhook","outcome":"completed","latency_ns":5}]`,
+		`{"at":"2026-11-25T13:00:00Z"}`, ``, `[`,
+	} {
+		var want []Entry
+		werr := json.Unmarshal([]byte(in), &want)
+		got, err := Decode([]byte(in))
+		if (err != nil) != (werr != nil) || !reflect.DeepEqual(got, want) {
+			t.Errorf("Decode(%s) = %+v, %v; encoding/json: %+v, %v", in, got, err, want, werr)
+		}
+	}
+}
+
+// Keys written by Encode are the struct's JSON names (a renamed field must
+// change both).
+func TestEncodeKeysAreTheStructTags(t *testing.T) {
+	e := Entry{At: time.Unix(0, 0).UTC(), Source: "s", DeliveryID: "d", Status: "st", Auth: "a", Outcome: "o", Reason: "r", Answer: 200, Latency: 1}
+	got, err := Encode([]Entry{e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := reflect.TypeOf(e)
+	for i := range typ.NumField() {
+		key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if !bytes.Contains(got, []byte(`"`+key+`":`)) {
+			t.Errorf("%s does not carry %q", got, key)
+		}
+	}
+}
