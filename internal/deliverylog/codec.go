@@ -34,8 +34,8 @@ func Encode(entries []Entry) ([]byte, error) {
 }
 
 // appendEntries appends entries as encoding/json would, or reports false
-// when one needs what only encoding/json does (an escape, a year outside
-// 0–9999).
+// when one needs what only encoding/json does (an escape, or a time it
+// refuses).
 func appendEntries(b []byte, entries []Entry) ([]byte, bool) {
 	if entries == nil {
 		return append(b, "null"...), true
@@ -44,6 +44,11 @@ func appendEntries(b []byte, entries []Entry) ([]byte, bool) {
 	for i, e := range entries {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		// encoding/json refuses what RFC 3339 cannot say: a year outside
+		// 0–9999, a zone 24 hours or more away.
+		if _, off := e.At.Zone(); off <= -24*3600 || off >= 24*3600 {
+			return b, false
 		}
 		if y := e.At.Year(); y < 0 || y > 9999 {
 			return b, false

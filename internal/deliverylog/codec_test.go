@@ -130,3 +130,22 @@ func TestEncodeKeysAreTheStructTags(t *testing.T) {
 		}
 	}
 }
+
+// A time RFC 3339 cannot express fails Encode as it fails encoding/json.
+func TestEncodeRefusesWhatEncodingJSONRefuses(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 25, 13, 0, 0, 0, time.FixedZone("far", 25*3600)),
+		time.Date(2026, 11, 25, 13, 0, 0, 0, time.FixedZone("far", -24*3600)),
+	} {
+		entries := []Entry{{At: at, Source: "webhook", Outcome: "completed"}}
+		_, werr := json.Marshal(entries)
+		if _, err := Encode(entries); err == nil || werr == nil {
+			t.Errorf("Encode(at %v): %v; encoding/json: %v; want both to fail", at, err, werr)
+		}
+	}
+	near := []Entry{{At: time.Date(2026, 11, 25, 13, 0, 0, 0, time.FixedZone("near", 23*3600+59*60)), Source: "webhook", Outcome: "completed"}}
+	if got, err := Encode(near); err != nil || !bytes.Equal(got, reference(t, near)) {
+		t.Errorf("Encode(23:59 away) = %s, %v; want %s", got, err, reference(t, near))
+	}
+}
