@@ -80,8 +80,10 @@ func (f *fastHandler) Handle(ctx context.Context, r slog.Record) error {
 	}
 	b = append(b, '}', '\n')
 	_, err := f.out.Write(b)
-	*bp = b
-	f.bufs.Put(bp)
+	if cap(b) <= 16<<10 { // a rare long line's buffer is not kept
+		*bp = b
+		f.bufs.Put(bp)
+	}
 	return err
 }
 

@@ -188,3 +188,19 @@ func TestNilLevelIsInfo(t *testing.T) {
 		t.Fatalf("nil level logged %q, want only the Info line", got)
 	}
 }
+
+// A long line's buffer is written and dropped, not kept for the next line.
+func TestLongLineBufferNotKept(t *testing.T) {
+	var buf bytes.Buffer
+	f, ok := New(&buf, slog.LevelInfo, "").Handler().(*fastHandler)
+	if !ok {
+		t.Fatal("New's handler is not the fast one")
+	}
+	slog.New(f).LogAttrs(context.Background(), slog.LevelInfo, "long", slog.String("s", strings.Repeat("x", 64<<10)))
+	if !strings.Contains(buf.String(), `"message":"long"`) {
+		t.Fatal("the long line was not written")
+	}
+	if bp, _ := f.bufs.Get().(*[]byte); bp != nil && cap(*bp) > 16<<10 {
+		t.Fatalf("a %d-byte buffer was kept", cap(*bp))
+	}
+}
