@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/ledger"
 )
 
 var _ deliverylog.Store = (*Store)(nil)
@@ -46,12 +47,12 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 			if err := snap.DataTo(&d); err != nil {
 				return err
 			}
-			if old, err = deliverylog.Decode([]byte(d.Entries)); err != nil {
+			if old, err = ledger.DecodeDeliveries([]byte(d.Entries)); err != nil {
 				return fmt.Errorf("stored log: %w", err)
 			}
 		}
 		kept := deliverylog.Merge(old, entries, r)
-		b, err := deliverylog.Encode(kept)
+		b, err := ledger.EncodeDeliveries(kept)
 		if err != nil {
 			return err
 		}
@@ -78,7 +79,7 @@ func (s *Store) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.
 	if err := snap.DataTo(&d); err != nil {
 		return nil, fmt.Errorf("firestore: list deliveries %s: %w", opID, err)
 	}
-	out, err := deliverylog.Decode([]byte(d.Entries))
+	out, err := ledger.DecodeDeliveries([]byte(d.Entries))
 	if err != nil {
 		return nil, fmt.Errorf("firestore: list deliveries %s: %w", opID, err)
 	}

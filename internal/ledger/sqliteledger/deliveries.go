@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/shard"
 )
 
@@ -124,18 +125,18 @@ func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, fresh loggedE
 // is never empty (AppendDeliveryBatch skips those), so neither is kept.
 func mergeLog(old, added []deliverylog.Entry, r deliverylog.Retention) ([]deliverylog.Entry, string, error) {
 	kept := deliverylog.Merge(old, added, r)
-	js, err := deliverylog.Encode(kept)
+	js, err := ledger.EncodeDeliveries(kept)
 	return kept, string(js), err
 }
 
-// decodeLog reads a stored log (deliverylog.Decode: its entries are read
+// decodeLog reads a stored log (ledger.DecodeDeliveries: its entries are read
 // back on the writer goroutine for every later delivery to the operation);
 // NULL is an empty log.
 func decodeLog(col sql.NullString) ([]deliverylog.Entry, error) {
 	if !col.Valid {
 		return nil, nil
 	}
-	return deliverylog.Decode([]byte(col.String))
+	return ledger.DecodeDeliveries([]byte(col.String))
 }
 
 // ListDeliveries implements deliverylog.Store.

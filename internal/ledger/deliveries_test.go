@@ -1,35 +1,34 @@
-package deliverylog
+package ledger
 
 import (
 	"bytes"
-	"encoding/json"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/deliverylog"
 )
 
-// reference is what Encode must write: encoding/json without HTML escaping.
-func reference(t *testing.T, entries []Entry) []byte {
+// reference is what EncodeDeliveries must write: EncodeJSON.
+func reference(t *testing.T, entries []deliverylog.Entry) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(entries); err != nil {
+	b, err := EncodeJSON(entries)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return b
 }
 
-func randEntries(rng *rand.Rand, n int, plainOnly bool) []Entry {
+func randEntries(rng *rand.Rand, n int, plainOnly bool) []deliverylog.Entry {
 	words := []string{"", "webhook", "reconcile", "msg_2mXk9", "batch.succeeded", "JOB_STATE_RUNNING", "v1", "v1a",
 		"completed", "duplicate", "first-sighting", "a b-c_d.e/f:g", "<&>"}
 	if !plainOnly {
 		words = append(words, `q"uote`, `back\\slash`, "tab\t", "caf\u00e9", "\u2028", "bad\xff", "\x7f")
 	}
 	w := func() string { return words[rng.IntN(len(words))] }
-	out := make([]Entry, n)
+	out := make([]deliverylog.Entry, n)
 	for i := range out {
 		at := time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).UTC()
 		switch rng.IntN(6) {
@@ -38,16 +37,16 @@ func randEntries(rng *rand.Rand, n int, plainOnly bool) []Entry {
 		case 1:
 			at = at.In(time.FixedZone("", 3600*(rng.IntN(25)-12)))
 		}
-		out[i] = Entry{At: at, Source: w(), DeliveryID: w(), Status: w(), Auth: w(), Outcome: w(), Reason: w(),
+		out[i] = deliverylog.Entry{At: at, Source: w(), DeliveryID: w(), Status: w(), Auth: w(), Outcome: w(), Reason: w(),
 			Answer: []int{0, 200, 401, 503, -1}[rng.IntN(5)], Latency: time.Duration(rng.Int64N(1e10) - 1e3)}
 	}
 	return out
 }
 
-// TestCodecIsEncodingJSON: Encode writes encoding/json's bytes and Decode
-// reads encoding/json's values, for random logs; plain ones take the
-// direct path both ways.
-func TestCodecIsEncodingJSON(t *testing.T) {
+// TestDeliveriesCodecIsEncodeJSON: EncodeDeliveries writes EncodeJSON's
+// bytes and DecodeDeliveries reads DecodeJSON's values, for random logs;
+// plain ones take the direct path both ways.
+func TestDeliveriesCodecIsEncodeJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	direct := 0
 	for i := range 2000 {
@@ -57,23 +56,23 @@ func TestCodecIsEncodingJSON(t *testing.T) {
 			entries = nil
 		}
 		want := reference(t, entries)
-		got, err := Encode(entries)
+		got, err := EncodeDeliveries(entries)
 		if err != nil {
 			t.Fatalf("Encode: %v", err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Fatalf("Encode(%+v)\n got %s\nwant %s", entries, got, want)
+			t.Fatalf("EncodeDeliveries(%+v)\n got %s\nwant %s", entries, got, want)
 		}
-		var wantEntries []Entry
-		if err := json.Unmarshal(want, &wantEntries); err != nil {
+		var wantEntries []deliverylog.Entry
+		if err := DecodeJSON(want, &wantEntries); err != nil {
 			t.Fatal(err)
 		}
-		gotEntries, err := Decode(want)
+		gotEntries, err := DecodeDeliveries(want)
 		if err != nil {
-			t.Fatalf("Decode(%s): %v", want, err)
+			t.Fatalf("DecodeDeliveries(%s): %v", want, err)
 		}
 		if !reflect.DeepEqual(gotEntries, wantEntries) {
-			t.Fatalf("Decode(%s)\n got %+v\nwant %+v", want, gotEntries, wantEntries)
+			t.Fatalf("DecodeDeliveries(%s)\n got %+v\nwant %+v", want, gotEntries, wantEntries)
 		}
 		if _, ok := parseEntries(want); ok {
 			direct++
@@ -86,10 +85,10 @@ func TestCodecIsEncodingJSON(t *testing.T) {
 	}
 }
 
-// Decode reads any JSON encoding/json reads, as encoding/json reads it,
-// and fails where it fails: the direct path gives way to it on anything
-// but Encode's form.
-func TestDecodeOtherForms(t *testing.T) {
+// DecodeDeliveries reads any JSON DecodeJSON reads, as it reads it, and
+// fails where it fails: the direct path gives way to it on anything but
+// EncodeDeliveries' form.
+func TestDecodeDeliveriesOtherForms(t *testing.T) {
 	for _, in := range []string{
 		`[]`, `null`, ` [ ] `,
 		`[{"source":"webhook","at":"2026-11-25T13:00:00Z","outcome":"completed","latency_ns":5}]`,
@@ -105,20 +104,22 @@ func TestDecodeOtherForms(t *testing.T) {
 		`[{"AT":"2026-11-25T13:00:00Z","Source":"webhook","outcome":"completed","latency_ns":5}]`,
 		`{"at":"2026-11-25T13:00:00Z"}`, ``, `[`,
 	} {
-		var want []Entry
-		werr := json.Unmarshal([]byte(in), &want)
-		got, err := Decode([]byte(in))
-		if (err != nil) != (werr != nil) || !reflect.DeepEqual(got, want) {
-			t.Errorf("Decode(%s) = %+v, %v; encoding/json: %+v, %v", in, got, err, want, werr)
+		var want []deliverylog.Entry
+		werr := DecodeJSON([]byte(in), &want)
+		got, err := DecodeDeliveries([]byte(in))
+		// On an error only the error counts (DecodeJSON may have filled
+		// part of want).
+		if (err != nil) != (werr != nil) || (err == nil && !reflect.DeepEqual(got, want)) {
+			t.Errorf("DecodeDeliveries(%s) = %+v, %v; DecodeJSON: %+v, %v", in, got, err, want, werr)
 		}
 	}
 }
 
 // Keys written by Encode are the struct's JSON names (a renamed field must
 // change both).
-func TestEncodeKeysAreTheStructTags(t *testing.T) {
-	e := Entry{At: time.Unix(0, 0).UTC(), Source: "s", DeliveryID: "d", Status: "st", Auth: "a", Outcome: "o", Reason: "r", Answer: 200, Latency: 1}
-	got, err := Encode([]Entry{e})
+func TestEncodeDeliveriesKeysAreTheStructTags(t *testing.T) {
+	e := deliverylog.Entry{At: time.Unix(0, 0).UTC(), Source: "s", DeliveryID: "d", Status: "st", Auth: "a", Outcome: "o", Reason: "r", Answer: 200, Latency: 1}
+	got, err := EncodeDeliveries([]deliverylog.Entry{e})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,21 +132,22 @@ func TestEncodeKeysAreTheStructTags(t *testing.T) {
 	}
 }
 
-// A time RFC 3339 cannot express fails Encode as it fails encoding/json.
-func TestEncodeRefusesWhatEncodingJSONRefuses(t *testing.T) {
+// A time RFC 3339 cannot express fails EncodeDeliveries as it fails
+// EncodeJSON.
+func TestEncodeDeliveriesRefusesWhatEncodeJSONRefuses(t *testing.T) {
 	for _, at := range []time.Time{
 		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(2026, 11, 25, 13, 0, 0, 0, time.FixedZone("far", 25*3600)),
 		time.Date(2026, 11, 25, 13, 0, 0, 0, time.FixedZone("far", -24*3600)),
 	} {
-		entries := []Entry{{At: at, Source: "webhook", Outcome: "completed"}}
-		_, werr := json.Marshal(entries)
-		if _, err := Encode(entries); err == nil || werr == nil {
-			t.Errorf("Encode(at %v): %v; encoding/json: %v; want both to fail", at, err, werr)
+		entries := []deliverylog.Entry{{At: at, Source: "webhook", Outcome: "completed"}}
+		_, werr := EncodeJSON(entries)
+		if _, err := EncodeDeliveries(entries); err == nil || werr == nil {
+			t.Errorf("EncodeDeliveries(at %v): %v; EncodeJSON: %v; want both to fail", at, err, werr)
 		}
 	}
-	near := []Entry{{At: time.Date(2026, 11, 25, 13, 0, 0, 0, time.FixedZone("near", 23*3600+59*60)), Source: "webhook", Outcome: "completed"}}
-	if got, err := Encode(near); err != nil || !bytes.Equal(got, reference(t, near)) {
-		t.Errorf("Encode(23:59 away) = %s, %v; want %s", got, err, reference(t, near))
+	near := []deliverylog.Entry{{At: time.Date(2026, 11, 25, 13, 0, 0, 0, time.FixedZone("near", 23*3600+59*60)), Source: "webhook", Outcome: "completed"}}
+	if got, err := EncodeDeliveries(near); err != nil || !bytes.Equal(got, reference(t, near)) {
+		t.Errorf("EncodeDeliveries(23:59 away) = %s, %v; want %s", got, err, reference(t, near))
 	}
 }

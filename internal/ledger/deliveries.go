@@ -1,42 +1,36 @@
-package deliverylog
+package ledger
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/deliverylog"
 )
 
-// The stored form of a log is the JSON array of its entries, as
-// encoding/json writes it without HTML escaping (ledger.EncodeJSON). An
+// The stored form of a delivery log is the JSON array of its entries, as
+// EncodeJSON writes it. An
 // existing log is read, merged and written back on every later delivery to
 // its operation, on the SQLite writer goroutine that every write of the
 // store waits for, and encoding/json's reflection and time handling were
-// 11 % of that goroutine's time under load (docs/BENCHMARKS.md). Encode
-// and Decode write and read that same form directly for entries whose text
-// needs no escaping (ids, event types, reasons are plain ASCII), and hand
-// anything else to encoding/json; TestCodecIsEncodingJSON holds both to
-// encoding/json's bytes and values.
+// 11 % of that goroutine's time under load (docs/BENCHMARKS.md). // EncodeDeliveries and DecodeDeliveries write and read that same form
+// directly for entries whose text needs no escaping (ids, event types,
+// reasons are plain ASCII), and hand anything else to EncodeJSON and
+// DecodeJSON; TestDeliveriesCodecIsEncodeJSON holds them to those two's
+// bytes and values.
 
-// Encode returns entries' stored form: the bytes encoding/json writes
-// without HTML escaping.
-func Encode(entries []Entry) ([]byte, error) {
+// EncodeDeliveries returns a delivery log's stored form: EncodeJSON(entries).
+func EncodeDeliveries(entries []deliverylog.Entry) ([]byte, error) {
 	if b, ok := appendEntries(make([]byte, 0, 160*len(entries)+2), entries); ok {
 		return b, nil
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(entries); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return EncodeJSON(entries)
 }
 
 // appendEntries appends entries as encoding/json would, or reports false
 // when one needs what only encoding/json does (an escape, or a time it
 // refuses).
-func appendEntries(b []byte, entries []Entry) ([]byte, bool) {
+func appendEntries(b []byte, entries []deliverylog.Entry) ([]byte, bool) {
 	if entries == nil {
 		return append(b, "null"...), true
 	}
@@ -61,7 +55,7 @@ func appendEntries(b []byte, entries []Entry) ([]byte, bool) {
 			if omitEmpty && v == "" {
 				return
 			}
-			ok = ok && plain(v)
+			ok = ok && plainText(v)
 			b = append(b, `,"`...)
 			b = append(b, key...)
 			b = append(b, `":"`...)
@@ -90,7 +84,7 @@ func appendEntries(b []byte, entries []Entry) ([]byte, bool) {
 
 // plain reports whether encoding/json writes s between quotes as it is:
 // printable ASCII other than the quote and the backslash.
-func plain[S ~string | ~[]byte](s S) bool {
+func plainText[S ~string | ~[]byte](s S) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
 			return false
@@ -99,31 +93,31 @@ func plain[S ~string | ~[]byte](s S) bool {
 	return true
 }
 
-// Decode reads a stored log: the form Encode writes, or anything else
-// encoding/json reads into []Entry.
-func Decode(data []byte) ([]Entry, error) {
+// DecodeDeliveries reads a stored delivery log: what DecodeJSON reads
+// into []deliverylog.Entry.
+func DecodeDeliveries(data []byte) ([]deliverylog.Entry, error) {
 	if out, ok := parseEntries(data); ok {
 		return out, nil
 	}
-	var out []Entry
-	if err := json.Unmarshal(data, &out); err != nil {
+	var out []deliverylog.Entry
+	if err := DecodeJSON(data, &out); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // parseEntries reads exactly what appendEntries writes, or reports false.
-func parseEntries(data []byte) ([]Entry, bool) {
+func parseEntries(data []byte) ([]deliverylog.Entry, bool) {
 	if string(data) == "null" {
 		return nil, true
 	}
 	p := parser{b: data}
-	out := []Entry{}
+	out := []deliverylog.Entry{}
 	if p.lit("[") && p.lit("]") {
 		return out, p.end()
 	}
 	for !p.bad {
-		var e Entry
+		var e deliverylog.Entry
 		at := p.str(`{"at":`, false)
 		t, err := time.Parse(time.RFC3339Nano, at)
 		if p.bad || err != nil || t.Format(time.RFC3339Nano) != at {
@@ -158,7 +152,7 @@ func parseEntries(data []byte) ([]Entry, bool) {
 	return nil, false
 }
 
-// parser reads b from the front; once a step fails, bad is set and every
+// parser reads b from the front (parseEntries); once a step fails, bad is set and every
 // later step fails too.
 type parser struct {
 	b   []byte
@@ -195,7 +189,7 @@ func (p *parser) str(key string, optional bool) string {
 	}
 	p.need(`"`)
 	end := bytes.IndexByte(p.b, '"')
-	if p.bad || end < 0 || (optional && end == 0) || !plain(p.b[:end]) {
+	if p.bad || end < 0 || (optional && end == 0) || !plainText(p.b[:end]) {
 		p.bad = true
 		return ""
 	}
