@@ -564,28 +564,38 @@ func CheckWrites(writes []Write) error {
 	if len(writes) == 0 {
 		return errors.New("apply: no writes")
 	}
-	seen := make(map[string]bool, len(writes))
+	// A call holds a few writes: comparing each with those before it
+	// allocates nothing, where a set of document names did per call.
 	for i, w := range writes {
 		if err := w.Validate(); err != nil {
 			return fmt.Errorf("apply: write %d: %w", i, err)
 		}
-		doc := "claims/"
-		switch {
-		case w.Claim != nil:
-			doc += w.Claim.ID
-		case w.Op != nil:
-			doc = "operations/" + w.Op.ID
-		case w.Schedule != nil:
-			doc = "operations/" + w.Schedule.ID
-		default:
-			doc = "operations/" + w.Mirror.OpID
+		for _, before := range writes[:i] {
+			if before.doc() == w.doc() {
+				return fmt.Errorf("apply: write %d: a second write of %s in one call", i, w.doc())
+			}
 		}
-		if seen[doc] {
-			return fmt.Errorf("apply: write %d: a second write of %s in one call", i, doc)
-		}
-		seen[doc] = true
 	}
 	return nil
+}
+
+// docRef is the document a valid write writes.
+type docRef struct {
+	collection, id string
+}
+
+func (d docRef) String() string { return d.collection + "/" + d.id }
+
+func (w Write) doc() docRef {
+	switch {
+	case w.Claim != nil:
+		return docRef{"claims", w.Claim.ID}
+	case w.Op != nil:
+		return docRef{"operations", w.Op.ID}
+	case w.Schedule != nil:
+		return docRef{"operations", w.Schedule.ID}
+	}
+	return docRef{"operations", w.Mirror.OpID}
 }
 
 // ByDue is DueOperations' order, (NextCheckAt, ID), for a store that

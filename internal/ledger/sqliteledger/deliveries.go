@@ -74,7 +74,7 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 		}
 		fresh[i] = loggedEntries{kept, js}
 	}
-	return s.write(ctx, "append deliveries", func(ctx context.Context, tx *wtx) error {
+	return s.write(ctx, label("append deliveries"), func(ctx context.Context, tx *wtx) error {
 		for i, a := range batch {
 			if len(a.Entries) == 0 {
 				continue

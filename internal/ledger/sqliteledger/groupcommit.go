@@ -90,7 +90,7 @@ type writeFn func(ctx context.Context, tx *wtx) error
 
 type writeReq struct {
 	ctx   context.Context
-	what  string
+	what  fmt.Stringer // built only for an error (Apply's names every write)
 	fn    writeFn
 	state atomic.Int32
 	// retried is set when the request was run once in a transaction that
@@ -155,9 +155,9 @@ func (g *group) close() {
 // queued takes it out: it is never written and the context's error is
 // returned at once. Once taken, the caller waits for the transaction, which
 // is bounded by maxGroup and groupWindow.
-func (g *group) write(ctx context.Context, what string, fn writeFn) error {
+func (g *group) write(ctx context.Context, what fmt.Stringer, fn writeFn) error {
 	if err := ctx.Err(); err != nil {
-		return fail(ctx, what, err)
+		return fail(ctx, what.String(), err)
 	}
 	r := &writeReq{ctx: ctx, what: what, fn: fn, done: make(chan struct{})}
 	g.mu.Lock()
@@ -176,7 +176,7 @@ func (g *group) write(ctx context.Context, what string, fn writeFn) error {
 		return r.err
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(reqQueued, reqCancelled) {
-			return fail(ctx, what, ctx.Err())
+			return fail(ctx, what.String(), ctx.Err())
 		}
 		<-r.done
 		return r.err
@@ -264,7 +264,7 @@ func (g *group) batch(carry []*writeReq) (again []*writeReq) {
 	if !ran {
 		// No transaction could begin: every write waiting fails.
 		for _, r := range append(carry, g.take(g.max-len(carry))...) {
-			r.finish(fail(r.ctx, r.what, err))
+			r.finish(fail(r.ctx, r.what.String(), err))
 		}
 	}
 	return again
@@ -277,7 +277,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 	safe := len(carry) > 0
 	if _, err := tx.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		for _, r := range append(carry, g.take(g.max-len(carry))...) {
-			r.finish(fail(r.ctx, r.what, err))
+			r.finish(fail(r.ctx, r.what.String(), err))
 		}
 		return nil
 	}
@@ -303,7 +303,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 		r := next[0]
 		next = next[1:]
 		if err := r.ctx.Err(); err != nil {
-			r.err = fail(r.ctx, r.what, err) // not written
+			r.err = fail(r.ctx, r.what.String(), err) // not written
 			failed = append(failed, r)
 			continue
 		}
@@ -340,7 +340,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 			var again []*writeReq
 			for _, q := range append(ran, next...) {
 				if q.retried {
-					q.finish(fail(q.ctx, q.what, fmt.Errorf("transaction lost: %w", lost)))
+					q.finish(fail(q.ctx, q.what.String(), fmt.Errorf("transaction lost: %w", lost)))
 					continue
 				}
 				q.retried = true
@@ -364,7 +364,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 	}
 	for _, r := range ran {
 		if err != nil {
-			r.finish(fail(r.ctx, r.what, err))
+			r.finish(fail(r.ctx, r.what.String(), err))
 			continue
 		}
 		r.finish(nil)
@@ -434,7 +434,7 @@ func (g *group) runOne(ctx context.Context, tx *wtx, r *writeReq) (ferr, lost er
 		if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrFenced) {
 			ferr = fmt.Errorf("sqlite: %s: %w", r.what, err)
 		} else {
-			ferr = fail(r.ctx, r.what, err)
+			ferr = fail(r.ctx, r.what.String(), err)
 		}
 		if _, err := tx.exec(ctx, "ROLLBACK TO w"); err != nil {
 			return ferr, err

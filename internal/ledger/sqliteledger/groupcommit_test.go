@@ -27,7 +27,7 @@ func holdWriter(t testing.TB, s *Store) (release func()) {
 	go func() {
 		var once sync.Once
 		// Once: a write may run again when its transaction was lost.
-		done <- s.write(context.Background(), "hold", func(context.Context, *wtx) error {
+		done <- s.write(context.Background(), label("hold"), func(context.Context, *wtx) error {
 			once.Do(func() { close(started) })
 			<-rel
 			return nil
@@ -187,7 +187,7 @@ func TestGroupLostTransactionRetriesTheOthers(t *testing.T) {
 	wg.Go(func() { _, _, a = claims.New(s).CommitOperation(ctx, ledgertest.Op("a"), nil) })
 	waitQueued(s, 1)
 	wg.Go(func() {
-		lost = s.write(ctx, "lose the transaction", func(ctx context.Context, tx *wtx) error {
+		lost = s.write(ctx, label("lose the transaction"), func(ctx context.Context, tx *wtx) error {
 			if _, err := tx.exec(ctx, "ROLLBACK"); err != nil {
 				return err
 			}
@@ -256,7 +256,7 @@ func TestCloseDrainsTheQueue(t *testing.T) {
 func TestGroupPanicFailsAlone(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
-	err := s.write(ctx, "panicking write", func(ctx context.Context, tx *wtx) error {
+	err := s.write(ctx, label("panicking write"), func(ctx context.Context, tx *wtx) error {
 		args, err := opArgs(ledgertest.Op("half"), ledger.FirstVersion)
 		if err != nil {
 			return err
@@ -416,7 +416,7 @@ func TestGroupRunsBareUntilAFailureChangedRows(t *testing.T) {
 	}
 
 	group("redo", func() error {
-		return s.write(ctx, "insert, then conflict", func(ctx context.Context, tx *wtx) error {
+		return s.write(ctx, label("insert, then conflict"), func(ctx context.Context, tx *wtx) error {
 			if _, err := tx.exec(ctx, `INSERT INTO deliveries (op_id, expire_at, entries) VALUES ('partial', 0, '[]')`); err != nil {
 				return err
 			}

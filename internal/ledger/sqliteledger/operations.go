@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -163,9 +164,7 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 	}
 	stmts := make([]stmt, len(writes))
 	revs := make([]ledger.Revision, len(writes))
-	what := "apply"
 	for i, w := range writes {
-		what += " " + w.Describe()
 		var (
 			st  stmt
 			err error
@@ -192,7 +191,7 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 		}
 		stmts[i] = st
 	}
-	err := s.write(ctx, what, func(ctx context.Context, tx *wtx) error {
+	err := s.write(ctx, applyLabel(writes), func(ctx context.Context, tx *wtx) error {
 		for i, st := range stmts {
 			n, err := tx.exec(ctx, st.query, st.args...)
 			if err != nil {
@@ -208,6 +207,21 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 		return nil, err
 	}
 	return revs, nil
+}
+
+// applyLabel names an Apply call in its errors, "apply" and each write
+// (Describe), built only when an error needs it: per call it was a string
+// per write and their concatenation.
+type applyLabel []ledger.Write
+
+func (a applyLabel) String() string {
+	var b strings.Builder
+	b.WriteString("apply")
+	for _, w := range a {
+		b.WriteString(" ")
+		b.WriteString(w.Describe())
+	}
+	return b.String()
 }
 
 // fenced picks the statement of a put at rev: the insert (which does

@@ -23,7 +23,7 @@ SELECT id FROM claims WHERE status = 'DONE' AND expire_at <= ? ORDER BY expire_a
 // index range reads (schema version 6).
 func (s *Store) PruneSettled(ctx context.Context, settledBefore, now time.Time, limit int) (int, error) {
 	var n int64
-	err := s.write(ctx, "prune settled operations", func(ctx context.Context, tx *wtx) error {
+	err := s.write(ctx, label("prune settled operations"), func(ctx context.Context, tx *wtx) error {
 		var err error
 		if n, err = tx.exec(ctx, sqlPruneOperations, micros(settledBefore), limit); err != nil {
 			return err

@@ -358,9 +358,14 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // only this write fails. fn may run more than once (again in a new
 // transaction when another write's failure lost the one it ran in), so it
 // must only read and write through tx.
-func (s *Store) write(ctx context.Context, what string, fn writeFn) error {
+func (s *Store) write(ctx context.Context, what fmt.Stringer, fn writeFn) error {
 	return s.group.write(ctx, what, fn)
 }
+
+// label names a write in its errors.
+type label string
+
+func (l label) String() string { return string(l) }
 
 // fail wraps an error of the store being unavailable. When ctx ended, the
 // driver may report it as an interrupted statement; the context's error is

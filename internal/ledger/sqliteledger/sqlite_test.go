@@ -736,3 +736,21 @@ ALTER TABLE operations DROP COLUMN bucket; UPDATE schema_version SET version = 7
 		t.Fatalf("stuck in %v after migration = %v, %v; want b1", rg, stuck, err)
 	}
 }
+
+// TestApplyErrorNamesEveryWrite: the name of an Apply call is built only
+// for an error, and still names the call and each of its writes.
+func TestApplyErrorNamesEveryWrite(t *testing.T) {
+	s := openTemp(t)
+	op := ledgertest.Op("n1")
+	if _, err := s.Apply(t.Context(), ledger.PutOperation(op), ledger.PutClaim(*ledgertest.Claim("n1", "h", time.Now()))); err != nil {
+		t.Fatal(err)
+	}
+	// The same creates again: both exist, so the first is a conflict.
+	_, err := s.Apply(t.Context(), ledger.PutOperation(op), ledger.PutClaim(*ledgertest.Claim("n1", "h", time.Now())))
+	if !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second create = %v, want ErrConflict", err)
+	}
+	if want := "sqlite: apply operation n1 claim n1: operation n1: "; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("error %q, want it to begin %q", err, want)
+	}
+}
