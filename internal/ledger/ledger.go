@@ -384,7 +384,11 @@ type Mirror struct {
 // PutOperation is a Write of the whole of op, fenced on op.Rev.
 func PutOperation(op Operation) Write { return Write{Op: &op} }
 
-// PutClaim is a Write of the whole of c, fenced on c.Rev.
+// PutClaim is a Write of the whole of c, fenced on c.Rev, but for its
+// message: a claim's message is fixed when the claim is created, so every
+// holder publishes the same one, and a put of an existing claim keeps the
+// stored message whatever c.Message holds (a store neither encodes nor
+// writes it again).
 func PutClaim(c Claim) Write { return Write{Claim: &c} }
 
 // PatchSchedule is a Write of the reconciler's fields of op, fenced on

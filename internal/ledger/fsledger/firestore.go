@@ -336,15 +336,20 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 }
 
 func toClaimDoc(c ledger.Claim, version int64) (claimDoc, error) {
+	d := claimDoc{
+		Key: c.Key, Operation: c.Operation, Status: string(c.Status), Holder: c.Holder,
+		LeaseUntil: c.LeaseUntil, Attempts: c.Attempts, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: dueAt(c), Version: version,
+	}
+	if c.Rev.Exists() {
+		return d, nil // an update keeps the stored message (ledger.PutClaim; updates)
+	}
 	msg, err := ledger.EncodeJSONString(c.Message)
 	if err != nil {
 		return claimDoc{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
 	}
-	return claimDoc{
-		Key: c.Key, Operation: c.Operation, Status: string(c.Status), Holder: c.Holder,
-		LeaseUntil: c.LeaseUntil, Attempts: c.Attempts, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
-		DoneAt: ptr(c.DoneAt), ExpireAt: c.ExpireAt, DueAt: dueAt(c), Version: version, Message: msg,
-	}, nil
+	d.Message = msg
+	return d, nil
 }
 
 // dueAt is when the claim's side effect is owed: at its lease's end (or
@@ -356,15 +361,15 @@ func dueAt(c ledger.Claim) *time.Time {
 	return ptr(c.LeaseUntil)
 }
 
-// updates lists every field of d, so an Update (which, unlike Set, takes a
-// precondition) replaces the whole claim; a DONE claim loses due_at.
+// updates lists every field of d but the message, which an update keeps
+// (ledger.PutClaim), so an Update (which, unlike Set, takes a precondition)
+// replaces the rest of the claim; a DONE claim loses due_at.
 func (d claimDoc) updates() []firestore.Update {
 	return []firestore.Update{
 		{Path: "key", Value: d.Key}, {Path: "operation", Value: d.Operation}, {Path: "status", Value: d.Status},
 		{Path: "holder", Value: d.Holder}, {Path: "lease_until", Value: d.LeaseUntil}, {Path: "attempts", Value: d.Attempts},
 		{Path: "created_at", Value: d.CreatedAt}, {Path: "updated_at", Value: d.UpdatedAt}, {Path: "done_at", Value: d.DoneAt},
 		{Path: "expire_at", Value: d.ExpireAt}, {Path: "due_at", Value: orDelete(d.DueAt)}, {Path: "version", Value: d.Version},
-		{Path: "message", Value: d.Message},
 	}
 }
 

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"AtomicApply":                testAtomicApply,
 		"RefusedCalls":               testRefusedCalls,
 		"ConcurrentClaimPutsOneWins": testConcurrentClaimPuts,
+		"ClaimMessageFixedAtCreate":  testClaimMessageFixed,
 		"RangedQueries":              testRangedQueries,
 	}
 	for name, f := range tests {
@@ -851,6 +852,36 @@ func testClaimPreconditions(t *testing.T, s ledger.Ledger) {
 	}
 	if got, _ := s.GetClaim(t.Context(), "p1"); got.Holder != "h2" || got.Rev.Version != 2 {
 		t.Fatalf("a failed put changed the claim: %+v", got)
+	}
+}
+
+// testClaimMessageFixed: a put of an existing claim writes every field
+// but the message, which stays as created (ledger.PutClaim), whether the
+// put carries another message, none, or one no store could encode.
+func testClaimMessageFixed(t *testing.T, s ledger.Ledger) {
+	c := settled(t, s, "mf1", "h1", t0.Add(time.Minute))
+	want := c.Message
+	for i, m := range []results.Message{
+		{Operation: "batches/other", State: "FAILED", IdempotencyKey: "gemini:batches/other"},
+		{},
+		{Operation: "batches/mf1", Output: map[string]any{"bad": func() {}}},
+	} {
+		next, err := s.GetClaim(t.Context(), "mf1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next.Holder, next.Attempts, next.Message = fmt.Sprint("h", i+2), i+2, m
+		mustApply(t, s, ledger.PutClaim(next))
+		got, err := s.GetClaim(t.Context(), "mf1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Holder != next.Holder || got.Attempts != next.Attempts {
+			t.Fatalf("put %d did not write the claim's other fields: %+v", i, got)
+		}
+		if !reflect.DeepEqual(got.Message, want) {
+			t.Fatalf("put %d changed the message:\n got %+v\nwant %+v", i, got.Message, want)
+		}
 	}
 }
 

@@ -151,9 +151,15 @@ func (s storedOp) operation() (ledger.Operation, error) {
 
 // keepClaim returns c as kept at version: copied and normalized.
 func keepClaim(c ledger.Claim, version int64) (storedClaim, error) {
-	msg, err := ledger.EncodeJSON(c.Message)
-	if err != nil {
-		return storedClaim{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
+	var msg []byte
+	if !c.Rev.Exists() {
+		// An update keeps the stored message (ledger.PutClaim): Apply
+		// copies it over under the lock.
+		m, err := ledger.EncodeJSON(c.Message)
+		if err != nil {
+			return storedClaim{}, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
+		}
+		msg = m
 	}
 	c.Rev = ledger.Revision{Version: version}
 	c.LeaseUntil, c.CreatedAt, c.UpdatedAt = ledger.StoredTime(c.LeaseUntil), ledger.StoredTime(c.CreatedAt), ledger.StoredTime(c.UpdatedAt)
@@ -256,6 +262,9 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 			s.reindex(opOrNil(old, had), ops[i].op)
 			revs[i] = ops[i].op.Rev
 		case w.Claim != nil:
+			if w.Claim.Rev.Exists() {
+				claims[i].msg = s.claims[w.Claim.ID].msg
+			}
 			s.claims[w.Claim.ID] = claims[i]
 			revs[i] = claims[i].c.Rev
 		case w.Mirror != nil:

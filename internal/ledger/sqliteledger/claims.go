@@ -25,10 +25,11 @@ const (
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING`
 
-	// sqlUpdateClaim writes the whole claim, fenced on the rev read.
+	// sqlUpdateClaim writes the whole claim but its message, which an
+	// update keeps (ledger.PutClaim), fenced on the rev read.
 	sqlUpdateClaim = `UPDATE claims SET key = ?, operation = ?, status = ?, holder = ?,
 	lease_until = ?, attempts = ?, created_at = ?, updated_at = ?,
-	done_at = ?, expire_at = ?, due_at = ?, message = ?, rev = ?
+	done_at = ?, expire_at = ?, due_at = ?, rev = ?
 WHERE id = ? AND rev = ?`
 
 	// sqlMirrorEffect bumps the operation's version too: a commit from a
@@ -40,22 +41,31 @@ WHERE id = ?`
 WHERE due_at <= ? ORDER BY due_at, id LIMIT ?`
 )
 
-// claimArgs returns sqlInsertClaim's arguments (the claim at rev), in its
-// column order: id, then the others as sqlUpdateClaim sets them. The
-// message is stored as ledger.EncodeJSON of the struct, as the Firestore
-// adapter stores it, so every holder republishes the same data.
-func claimArgs(c ledger.Claim, rev int64) ([]any, error) {
-	msg, err := ledger.EncodeJSONString(c.Message)
-	if err != nil {
-		return nil, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
-	}
+// claimArgs returns the statement that puts c at rev and its arguments:
+// sqlInsertClaim's, in its column order, to create it, with the message
+// stored as ledger.EncodeJSON of the struct, as the Firestore adapter
+// stores it, so every holder republishes the same data; else
+// sqlUpdateClaim's, fenced on the rev read, which keeps the stored message
+// (ledger.PutClaim) and so never encodes it again.
+func claimArgs(c ledger.Claim, rev int64) (string, []any, error) {
 	// Due while the side effect is owed: at lease end (or release time);
 	// never once DONE.
 	var due any
 	if c.Status != ledger.ClaimDone {
 		due = nullable(c.LeaseUntil)
 	}
-	return []any{
+	if c.Rev.Exists() {
+		return sqlUpdateClaim, []any{
+			c.Key, c.Operation, string(c.Status), c.Holder, micros(c.LeaseUntil), c.Attempts,
+			micros(c.CreatedAt), micros(c.UpdatedAt), nullable(c.DoneAt), micros(c.ExpireAt), due, rev,
+			c.ID, c.Rev.Version,
+		}, nil
+	}
+	msg, err := ledger.EncodeJSONString(c.Message)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode claim message %s: %w", c.Operation, err)
+	}
+	return sqlInsertClaim, []any{
 		c.ID, c.Key, c.Operation, string(c.Status), c.Holder, micros(c.LeaseUntil), c.Attempts,
 		micros(c.CreatedAt), micros(c.UpdatedAt), nullable(c.DoneAt), micros(c.ExpireAt), due, msg, rev,
 	}, nil

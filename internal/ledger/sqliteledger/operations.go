@@ -175,8 +175,7 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 			st.query, st.args = fenced(sqlInsertOperation, sqlUpdateOperation, w.Op.Rev, st.args)
 			revs[i] = ledger.Revision{Version: w.Op.Rev.Version + 1}
 		case w.Claim != nil:
-			st.args, err = claimArgs(*w.Claim, w.Claim.Rev.Version+1)
-			st.query, st.args = fenced(sqlInsertClaim, sqlUpdateClaim, w.Claim.Rev, st.args)
+			st.query, st.args, err = claimArgs(*w.Claim, w.Claim.Rev.Version+1)
 			revs[i] = ledger.Revision{Version: w.Claim.Rev.Version + 1}
 		case w.Mirror != nil:
 			st = stmt{sqlMirrorEffect, []any{string(w.Mirror.Effect.Status), nullable(w.Mirror.Effect.LeaseUntil), w.Mirror.OpID}}

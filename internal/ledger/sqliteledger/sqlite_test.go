@@ -251,7 +251,9 @@ func TestQueryPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimArgs, err := claimArgs(*ledgertest.Claim("x", "h", t0), 2)
+	updated := *ledgertest.Claim("x", "h", t0)
+	updated.Rev = ledger.Revision{Version: 1}
+	updateClaim, updateClaimArgs, err := claimArgs(updated, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +272,7 @@ func TestQueryPlans(t *testing.T) {
 		"ListOperations":          {sqlListOperations, "operations_submitted_at", []any{10}},
 		"ListOperationsState":     {sqlListOperationsInState, "operations_state_submitted_at", []any{"PENDING", 10}},
 		"GetClaim":                {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
-		"UpdateClaim":             {sqlUpdateClaim, "sqlite_autoindex_claims_1", updateArgs(claimArgs)},
+		"UpdateClaim":             {updateClaim, "sqlite_autoindex_claims_1", updateClaimArgs},
 		"DueClaims":               {sqlDueClaims, "claims_due_at", []any{now, 10}},
 		"SearchOperations":        {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:c", 10}},
 		"CountPending":            {sqlCountPending, "operations_pending_since", nil},
