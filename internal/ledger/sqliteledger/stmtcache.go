@@ -81,47 +81,63 @@ type cachingConn struct {
 	stmts map[string]*cachedStmt
 }
 
-// stmt returns query's statement and the function that gives it back.
-func (c *cachingConn) stmt(ctx context.Context, query string) (stmtContext, func() error, error) {
+// stmtUse is one use of a statement: put gives it back to its cache, or
+// closes it when it is not cached. A value, not a closure, so that a use
+// allocates nothing.
+type stmtUse struct {
+	st     stmtContext
+	cached *cachedStmt // nil: prepared for this use alone
+}
+
+func (u stmtUse) put() error {
+	if u.cached == nil {
+		return u.st.Close()
+	}
+	u.cached.busy = false
+	return nil
+}
+
+// stmt returns a use of query's statement.
+func (c *cachingConn) stmt(ctx context.Context, query string) (stmtUse, error) {
 	if e, ok := c.stmts[query]; ok && !e.busy {
 		e.busy = true
-		return e.st, func() error { e.busy = false; return nil }, nil
+		return stmtUse{e.st, e}, nil
 	}
 	ds, err := c.innerConn.PrepareContext(ctx, query)
 	if err != nil {
-		return nil, nil, err
+		return stmtUse{}, err
 	}
 	st, ok := ds.(stmtContext)
 	if !ok {
-		return nil, nil, errors.Join(fmt.Errorf("sqlite driver statement %T lacks the context methods", ds), ds.Close())
+		return stmtUse{}, errors.Join(fmt.Errorf("sqlite driver statement %T lacks the context methods", ds), ds.Close())
 	}
 	if _, ok := c.stmts[query]; ok || len(c.stmts) >= maxCachedStmts {
-		return st, st.Close, nil
+		return stmtUse{st, nil}, nil
 	}
 	e := &cachedStmt{st: st, busy: true}
 	c.stmts[query] = e
-	return st, func() error { e.busy = false; return nil }, nil
+	return stmtUse{st, e}, nil
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	st, put, err := c.stmt(ctx, query)
+	use, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	res, err := st.ExecContext(ctx, args)
-	return res, errors.Join(err, put())
+	res, err := use.st.ExecContext(ctx, args)
+	return res, errors.Join(err, use.put())
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	st, put, err := c.stmt(ctx, query)
+	use, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, args)
+	rows, err := use.st.QueryContext(ctx, args)
 	if err != nil {
-		return nil, errors.Join(err, put())
+		return nil, errors.Join(err, use.put())
 	}
-	return &cachedRows{Rows: rows, put: put}, nil
+	return &cachedRows{Rows: rows, use: use, open: true}, nil
 }
 
 // Close finalizes the cached statements, then closes the connection.
@@ -137,14 +153,15 @@ func (c *cachingConn) Close() error {
 // cachedRows gives its statement back when closed.
 type cachedRows struct {
 	driver.Rows
-	put func() error
+	use  stmtUse
+	open bool // the statement is not given back yet
 }
 
 func (r *cachedRows) Close() error {
 	err := r.Rows.Close()
-	if r.put != nil {
-		err = errors.Join(err, r.put())
-		r.put = nil
+	if r.open {
+		err = errors.Join(err, r.use.put())
+		r.open = false
 	}
 	return err
 }

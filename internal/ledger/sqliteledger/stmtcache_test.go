@@ -102,3 +102,43 @@ func TestStatementRunTwiceAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCachedStatementUseAllocatesNothing: taking a kept statement and
+// giving it back allocates nothing (each of a completion's statements did
+// once, for the closure that gave it back).
+func TestCachedStatementUseAllocatesNothing(t *testing.T) {
+	s := openTemp(t)
+	conn, err := s.writer.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close() //nolint:errcheck // test
+	ctx := context.WithoutCancel(t.Context())
+	if err := conn.Raw(func(dc any) error {
+		c := dc.(*cachingConn)
+		use, err := c.stmt(ctx, sqlGetOperation)
+		if err != nil {
+			return err
+		}
+		if use.cached == nil {
+			t.Fatal("the statement was not kept")
+		}
+		if err := use.put(); err != nil {
+			return err
+		}
+		if n := testing.AllocsPerRun(100, func() {
+			use, err := c.stmt(ctx, sqlGetOperation)
+			if err != nil || use.cached == nil {
+				t.Fatalf("stmt = %+v, %v", use, err)
+			}
+			if err := use.put(); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("a use of a kept statement allocated %v times, want 0", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
