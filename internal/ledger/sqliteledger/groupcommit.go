@@ -176,7 +176,7 @@ func (g *group) write(ctx context.Context, what fmt.Stringer, fn writeFn) error 
 		return r.err
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(reqQueued, reqCancelled) {
-			return fail(ctx, what.String(), ctx.Err())
+			return r.failed(ctx.Err())
 		}
 		<-r.done
 		return r.err
@@ -264,7 +264,7 @@ func (g *group) batch(carry []*writeReq) (again []*writeReq) {
 	if !ran {
 		// No transaction could begin: every write waiting fails.
 		for _, r := range append(carry, g.take(g.max-len(carry))...) {
-			r.finish(fail(r.ctx, r.what.String(), err))
+			r.finish(r.failed(err))
 		}
 	}
 	return again
@@ -277,7 +277,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 	safe := len(carry) > 0
 	if _, err := tx.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		for _, r := range append(carry, g.take(g.max-len(carry))...) {
-			r.finish(fail(r.ctx, r.what.String(), err))
+			r.finish(r.failed(err))
 		}
 		return nil
 	}
@@ -303,7 +303,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 		r := next[0]
 		next = next[1:]
 		if err := r.ctx.Err(); err != nil {
-			r.err = fail(r.ctx, r.what.String(), err) // not written
+			r.err = r.failed(err) // not written
 			failed = append(failed, r)
 			continue
 		}
@@ -340,7 +340,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 			var again []*writeReq
 			for _, q := range append(ran, next...) {
 				if q.retried {
-					q.finish(fail(q.ctx, q.what.String(), fmt.Errorf("transaction lost: %w", lost)))
+					q.finish(q.failed(fmt.Errorf("transaction lost: %w", lost)))
 					continue
 				}
 				q.retried = true
@@ -364,7 +364,7 @@ func (g *group) batchOn(ctx context.Context, tx *wtx, carry []*writeReq) []*writ
 	}
 	for _, r := range ran {
 		if err != nil {
-			r.finish(fail(r.ctx, r.what.String(), err))
+			r.finish(r.failed(err))
 			continue
 		}
 		r.finish(nil)
@@ -434,7 +434,7 @@ func (g *group) runOne(ctx context.Context, tx *wtx, r *writeReq) (ferr, lost er
 		if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrFenced) {
 			ferr = fmt.Errorf("sqlite: %s: %w", r.what, err)
 		} else {
-			ferr = fail(r.ctx, r.what.String(), err)
+			ferr = r.failed(err)
 		}
 		if _, err := tx.exec(ctx, "ROLLBACK TO w"); err != nil {
 			return ferr, err
@@ -458,6 +458,9 @@ func callFn(fn writeFn, ctx context.Context, tx *wtx) (err error) {
 	}()
 	return fn(ctx, tx)
 }
+
+// failed is err as the store reports it for r (fail, named by r.what).
+func (r *writeReq) failed(err error) error { return fail(r.ctx, r.what.String(), err) }
 
 func (r *writeReq) finish(err error) {
 	r.err = err
