@@ -9,11 +9,13 @@ import (
 )
 
 // The stored form of a delivery log is the JSON array of its entries, as
-// EncodeJSON writes it. An
-// existing log is read, merged and written back on every later delivery to
-// its operation, on the SQLite writer goroutine that every write of the
-// store waits for, and encoding/json's reflection and time handling were
-// 11 % of that goroutine's time under load (docs/BENCHMARKS.md). // EncodeDeliveries and DecodeDeliveries write and read that same form
+// EncodeJSON writes it. An existing log is read, merged and written back on
+// every later delivery to its operation, on the SQLite writer goroutine that
+// every write of the store waits for, and encoding/json's reflection and
+// time handling were 11 % of that goroutine's time under load
+// (docs/BENCHMARKS.md).
+//
+// EncodeDeliveries and DecodeDeliveries write and read that same form
 // directly for entries whose text needs no escaping (ids, event types,
 // reasons are plain ASCII), and hand anything else to EncodeJSON and
 // DecodeJSON; TestDeliveriesCodecIsEncodeJSON holds them to those two's
@@ -82,7 +84,7 @@ func appendEntries(b []byte, entries []deliverylog.Entry) ([]byte, bool) {
 	return append(b, ']'), true
 }
 
-// plain reports whether encoding/json writes s between quotes as it is:
+// plainText reports whether encoding/json writes s between quotes as it is:
 // printable ASCII other than the quote and the backslash.
 func plainText[S ~string | ~[]byte](s S) bool {
 	for i := 0; i < len(s); i++ {
@@ -152,8 +154,8 @@ func parseEntries(data []byte) ([]deliverylog.Entry, bool) {
 	return nil, false
 }
 
-// parser reads b from the front (parseEntries); once a step fails, bad is set and every
-// later step fails too.
+// parser reads b from the front (parseEntries); once a step fails, bad is
+// set and every later step fails too.
 type parser struct {
 	b   []byte
 	bad bool

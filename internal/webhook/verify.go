@@ -40,12 +40,12 @@ const (
 	MethodJWT = "jwt"
 )
 
-// Standard Webhooks header names; http.Header.Get canonicalises them.
 // HeaderID is the webhook-id header in its canonical form, the key
 // http.Header.Get looks up without canonicalising it first (an allocation
 // per call).
 const HeaderID = "Webhook-Id"
 
+// Standard Webhooks header names; http.Header.Get canonicalises them.
 const (
 	hdrID        = "webhook-id"
 	hdrTimestamp = "webhook-timestamp"
