@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,5 +128,30 @@ func TestTrafficLastHour(t *testing.T) {
 	clk.Advance(2 * time.Hour)
 	if w = tr.LastHour(); w.Total != 0 || w.RejectedTotal != 0 {
 		t.Errorf("after 3h: %+v", w)
+	}
+}
+
+// TestCloseWithSpentBudget: a stop whose budget is already spent reports
+// entries unwritten only when there are some. An idle recorder closes
+// cleanly every time (a select with both channels ready picks at random,
+// which once reported "0 entries may be unwritten" about half the time); one
+// whose store holds an entry reports that entry.
+func TestCloseWithSpentBudget(t *testing.T) {
+	spent, end := context.WithCancel(t.Context())
+	end()
+	for i := range 100 {
+		rec := deliverylog.NewRecorder(memledger.New(), deliverylog.Retention{}, logging.Discard())
+		if err := rec.Close(spent); err != nil {
+			t.Fatalf("close %d of an idle recorder with a spent budget: %v", i, err)
+		}
+	}
+
+	s := &slowStore{Store: memledger.New(), release: make(chan struct{})}
+	defer close(s.release)
+	rec := deliverylog.NewRecorder(s, deliverylog.Retention{}, logging.Discard())
+	rec.Record("op", deliverylog.Entry{At: t0, DeliveryID: "held"})
+	err := rec.Close(spent)
+	if err == nil || !strings.Contains(err.Error(), "1 entries may be unwritten") {
+		t.Fatalf("close with an entry held by the store = %v, want 1 entry reported unwritten", err)
 	}
 }
