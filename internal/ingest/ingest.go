@@ -138,7 +138,8 @@ type Config struct {
 	MaxAttempts int
 	// Timeout bounds one coalesced ingest, which runs detached from the
 	// caller's cancellation so that one impatient caller cannot fail the
-	// others waiting on the same work.
+	// others waiting on the same work. The claim's write after a publish
+	// (DONE or release) has a budget of its own (claimWriteBudget).
 	Timeout time.Duration
 	// NewToken makes claim holder tokens; defaults to 128 random bits.
 	NewToken func() string
@@ -582,6 +583,12 @@ func (d *Door) claimMissing(ctx context.Context, id string, op *ledger.Operation
 // doneCommitAttempts bounds the tries at the DONE commit after a publish.
 const doneCommitAttempts = 3
 
+// claimWriteBudget bounds the claim's write after a publish (DONE, or the
+// release of a failed one), which runs detached from the caller and from
+// the work's Timeout: by then the message's fate is decided, and only this
+// write keeps it from being published again.
+const claimWriteBudget = 10 * time.Second
+
 // runEffect publishes and then commits the claim DONE, fenced on the lease
 // that runs until leaseUntil.
 func (d *Door) runEffect(ctx context.Context, e effect, res Result) (Result, error) {
@@ -599,7 +606,7 @@ func (d *Door) runEffect(ctx context.Context, e effect, res Result) (Result, err
 	if err != nil {
 		// Release at once so the next delivery or reconcile pass retries
 		// instead of waiting out the lease. Detached: the caller may be gone.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimWriteBudget)
 		defer cancel()
 		now := d.cfg.Now()
 		if rerr := d.cfg.Store.ReleaseClaim(rctx, l, now.Add(d.cfg.ClaimTTL), now); rerr != nil {
@@ -611,7 +618,12 @@ func (d *Door) runEffect(ctx context.Context, e effect, res Result) (Result, err
 	if err := d.fault(ctx, FaultAfterPublish, m.Operation); err != nil {
 		return res, err
 	}
-	if err := d.completeClaim(ctx, l, leaseUntil); err != nil {
+	// DONE has a budget of its own, detached from the work's Timeout: a
+	// publish that succeeded just before that ran out must still be
+	// recorded, or the claim is seized after its lease and published again.
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), claimWriteBudget)
+	defer dcancel()
+	if err := d.completeClaim(dctx, l, leaseUntil); err != nil {
 		if errors.Is(err, ledger.ErrFenced) {
 			// Our lease ran out and another holder seized the claim while we
 			// published: both published the same message (same key); the new

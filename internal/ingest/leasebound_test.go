@@ -8,6 +8,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
@@ -71,4 +72,41 @@ func TestPublishEndsWithinTheLease(t *testing.T) {
 	if n := len(rec.All()); n != 1 {
 		t.Fatalf("%d messages, want 1", n)
 	}
+}
+
+// slowSuccessSink publishes successfully but only once the publish's context has
+// ended: a publish that returns just after the door's work Timeout.
+type slowSuccessSink struct{ inner ingest.Sink }
+
+func (s slowSuccessSink) Publish(ctx context.Context, m results.Message) error {
+	<-ctx.Done()
+	return s.inner.Publish(context.WithoutCancel(ctx), m)
+}
+
+// TestDoneAfterALatePublish: a publish that succeeds as the door's work
+// Timeout runs out is still committed DONE, on every store. DONE once ran on
+// the expired work context: the SQLite writer refused it unqueued, the
+// webhook was answered 503 although the message was out, and the claim,
+// left CLAIMED, was published again after its lease.
+func TestDoneAfterALatePublish(t *testing.T) {
+	t.Parallel()
+	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
+		t.Parallel()
+		rec := &testutil.Recorder{}
+		d, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: slowSuccessSink{inner: rec}, Log: logging.Discard(),
+			Now: newClock().Now, Timeout: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.Ingest(t.Context(), ev("batches/late-publish", lifecycle.Succeeded, tDone, event.SourceWebhook))
+		if err != nil || !res.Published {
+			t.Fatalf("ingest = %+v, %v; want published and no error", res, err)
+		}
+		if c := mustClaim(t, s, "gemini:batches%2Flate-publish"); c.Status != ledger.ClaimDone {
+			t.Fatalf("claim %s after a publish that succeeded, want DONE", c.Status)
+		}
+		if n := len(rec.All()); n != 1 {
+			t.Fatalf("%d messages, want 1", n)
+		}
+	})
 }
