@@ -226,6 +226,11 @@ func (a *App) Stop(ctx context.Context, srv *http.Server, then ...func(context.C
 	return errors.Join(errs...)
 }
 
+// Stopping ends when Stop (or Shutdown) starts: a reconcile pass run
+// outside the Reconcile handler (serve's loop) ends early with it, partial
+// (cause reconcile.ErrStopping), as the handler's passes do.
+func (a *App) Stopping() context.Context { return a.stopping }
+
 // endPasses ends the reconcile passes in flight (partial), first thing in a
 // stop: a pass's budget (270 s) is far longer than the stop's 8 s.
 func (a *App) endPasses() {

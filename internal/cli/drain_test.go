@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,4 +155,44 @@ func TestServeDrainIsBounded(t *testing.T) {
 			t.Fatalf("claim %+v %v, want DONE", c, err)
 		}
 	})
+}
+
+// TestServeStopEndsAPassInFlight: SIGTERM while serve's reconcile pass waits
+// on a Gemini that does not answer. The pass ends at once, partial (as the
+// Reconcile function's does), leaving the stop's budget to drain the door
+// and close, and serve exits 0. The loop's pass once ignored the stop: it
+// held the whole budget, was then cancelled and logged as failed, the drain
+// found its budget spent, and serve exited 1.
+func TestServeStopEndsAPassInFlight(t *testing.T) {
+	var asked sync.Once
+	askedCh, release := make(chan struct{}), make(chan struct{})
+	gemini := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Do(func() { close(askedCh) })
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(gemini.Close)
+	t.Cleanup(func() { close(release) }) // runs first
+	vars := storeEnv(t)
+	vars["GEMINI_API_KEY"] = "test-key"
+	vars["GOOGLE_GEMINI_BASE_URL"] = gemini.URL
+	budget := func(e *env) { e.shutdownTimeout = 2 * time.Second }
+	s := startServeWith(t, vars, []Option{budget})
+	<-askedCh // the start-up pass is waiting on Gemini
+
+	if code := s.stop(); code != 0 {
+		t.Fatalf("serve exit %d, want 0:\n%s", code, s.stderr.String())
+	}
+	var partial bool
+	for _, l := range strings.Split(s.stderr.String(), "\n") {
+		if strings.Contains(l, "reconcile pass failed") {
+			t.Errorf("a pass ended by the stop was logged as failed: %s", l)
+		}
+		partial = partial || strings.Contains(l, `"message":"reconcile pass"`) && strings.Contains(l, `"partial":true`)
+	}
+	if !partial {
+		t.Errorf("no partial reconcile pass line:\n%s", s.stderr.String())
+	}
 }

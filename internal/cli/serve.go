@@ -308,14 +308,19 @@ func serveApp(ctx context.Context, e *env, cfg config.Config, a *app.App, ln net
 	}
 	log.InfoContext(ctx, "lrosink serve started", started...)
 
-	// The loop's passes are not cancelled by the signal: a pass in progress
-	// may finish within the shutdown budget. hardStop ends it after that.
+	// A pass in progress ends early, partial (cause reconcile.ErrStopping),
+	// once the stop starts, as the Reconcile function's passes do: its own
+	// budget is far longer than the stop's, which must leave time to drain
+	// the door and close. hardStop ends what is left after the budget.
 	hard, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
+	passes, endPasses := context.WithCancelCause(hard)
+	defer endPasses(nil)
+	defer context.AfterFunc(a.Stopping(), func() { endPasses(reconcile.ErrStopping) })()
 	stopLoop, loopDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		reconcileLoop(hard, stopLoop, a.Reconciler, cfg.ReconcileEvery, log)
+		reconcileLoop(passes, stopLoop, a.Reconciler, cfg.ReconcileEvery, log)
 	}()
 
 	var errs []error
