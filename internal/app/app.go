@@ -260,11 +260,45 @@ func (a *App) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		errs = append(errs, a.closers[i]())
-	}
+	closers := a.closers
 	a.closers = nil
+	errs = append(errs, closeWithin(ctx, closers))
 	return errors.Join(errs...)
+}
+
+// closeGrace is how long the clients may take to close once the stop's
+// budget is already spent: enough for a ledger and a sink with nothing
+// outstanding, within the 2 s Cloud Run leaves after StopTimeout.
+const closeGrace = 500 * time.Millisecond
+
+// closeWithin runs closers in reverse order and waits for them until ctx
+// ends (at least closeGrace). A Pub/Sub sink's Close flushes for up to its
+// publish timeout (60 s), past Cloud Run's kill; the process then exits
+// without waiting, which loses nothing the door counted as published: a
+// message still being flushed belongs to a claim not yet DONE, seized and
+// published again after its lease.
+func closeWithin(ctx context.Context, closers []func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		done <- errors.Join(errs...)
+	}()
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+		return fmt.Errorf("closing the clients outlasted the stop's budget; not waiting for them (a message still being flushed is published again after its claim's lease): %w", context.Cause(ctx))
+	}
 }
 
 // Webhook is the Webhook function's handler.
