@@ -112,7 +112,7 @@ resource "google_logging_metric" "claims_recovered" {
     labels {
       key         = "reason"
       value_type  = "STRING"
-      description = "lease-expired or released"
+      description = "lease-expired (a held claim whose lease ran out, e.g. after a crash) or claim-RELEASED (released after a failed publish)"
     }
   }
 
