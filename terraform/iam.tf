@@ -83,3 +83,11 @@ resource "google_secret_manager_secret_iam_member" "gemini_api_key" {
   role      = "roles/secretmanager.secretAccessor"
   member    = google_service_account.runtime["reconcile"].member
 }
+
+# The Webhook confirms dynamic-webhook hints with Gemini (run.tf).
+resource "google_secret_manager_secret_iam_member" "gemini_api_key_webhook" {
+  project   = var.project_id
+  secret_id = google_secret_manager_secret.secret["gemini_api_key"].secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.runtime["webhook"].member
+}

@@ -87,7 +87,15 @@ locals {
       env = merge(local.common_env, var.jwt_audience == "" ? {} : {
         LROSINK_JWT_AUDIENCE = var.jwt_audience
       })
-      secret_env = { LROSINK_WEBHOOK_SECRETS = google_secret_manager_secret.secret["webhook"].secret_id }
+      # GEMINI_API_KEY: a dynamic-webhook (v1a or JWT) delivery is a hint,
+      # signed with keys every Gemini project shares; the door confirms its
+      # state with Gemini before applying it. Without the key, every dynamic
+      # terminal waits for Reconcile's polling, and a replay of another
+      # project's delivery is stored and later reported stuck.
+      secret_env = {
+        LROSINK_WEBHOOK_SECRETS = google_secret_manager_secret.secret["webhook"].secret_id
+        GEMINI_API_KEY          = google_secret_manager_secret.secret["gemini_api_key"].secret_id
+      }
     }
     reconcile = {
       target      = "Reconcile"
@@ -221,6 +229,7 @@ resource "google_cloud_run_v2_service" "service" {
     google_pubsub_topic_iam_member.reconcile_fanout_publisher,
     google_secret_manager_secret_iam_member.webhook_secrets,
     google_secret_manager_secret_iam_member.gemini_api_key,
+    google_secret_manager_secret_iam_member.gemini_api_key_webhook,
   ]
 }
 
