@@ -199,6 +199,55 @@ func mustDecode(t testing.TB, entry string) []byte {
 	return b
 }
 
+// TestV1ADynamicOnlyDeployment: a deployment with Ed25519 keys (a JWKS, or
+// fixed public keys) and no whsec secret can check v1a entries, so a v1a
+// signature that cannot verify (truncated, not Ed25519) is
+// no-matching-signature as elsewhere (CONTRACT.md §3); only a delivery with
+// no v1a entry is no-secrets-configured, the static one it cannot check.
+func TestV1ADynamicOnlyDeployment(t *testing.T) {
+	k := webhooktest.NewEd25519Key()
+	srv := newKeyServer(t, k.JWK("ed1"))
+	id := "msg_dyn"
+	right := k.Signature(id, v1aNow, v1aBody)
+	withSig := func(sig string) http.Header {
+		h := webhooktest.V1AHeaders(id, v1aNow, v1aBody, k)
+		h.Set("webhook-signature", sig)
+		return h
+	}
+	v1 := webhooktest.Signature(webhooktest.NewSecret(), id, v1aNow, v1aBody)
+	for _, cfg := range []struct {
+		name string
+		cfg  webhook.Config
+	}{
+		{"JWKS", webhook.Config{JWKSURL: srv.URL, HTTPClient: srv.Client()}},
+		{"public keys", webhook.Config{PublicKeys: []string{k.PublicKey()}}},
+	} {
+		v := v1aVerifier(t, cfg.cfg)
+		for _, tc := range []struct {
+			name   string
+			sig    string
+			reason string
+		}{
+			{name: "right signature", sig: right},
+			{name: "truncated signature", sig: right[:len(right)-10], reason: webhook.ReasonNoMatchingSignature},
+			{name: "32 bytes, not an Ed25519 signature", sig: "v1a," + base64.StdEncoding.EncodeToString(make([]byte, 32)), reason: webhook.ReasonNoMatchingSignature},
+			{name: "v1 beside a truncated v1a", sig: v1 + " " + right[:len(right)-10], reason: webhook.ReasonNoMatchingSignature},
+			{name: "v1 only", sig: v1, reason: webhook.ReasonNoSecretsConfigured},
+		} {
+			t.Run(cfg.name+"/"+tc.name, func(t *testing.T) {
+				got, err := v.Verify(t.Context(), withSig(tc.sig), v1aBody)
+				if tc.reason != "" {
+					wantReason(t, err, tc.reason)
+					return
+				}
+				if err != nil || got.Method != webhook.MethodV1A {
+					t.Fatalf("got %+v, %v; want a v1a delivery", got, err)
+				}
+			})
+		}
+	}
+}
+
 // TestV1AConfigurationReasons: without any key source a v1a delivery is
 // 401 no-jwks-configured (a v1-only one keeps no-secrets-configured); a
 // JWKS that cannot be fetched is 503 jwks-unavailable so Gemini retries.

@@ -270,10 +270,14 @@ func (v *Verifier) verifyStandard(ctx context.Context, h http.Header, sig string
 	if hasEd {
 		v1aChecked = sigs.n
 	}
+	// A configuration reason only when nothing could be checked for want
+	// of it: v1a entries we hold no key source for, or no v1a entry and no
+	// secret. A v1a entry that was checkable but malformed (truncated, not
+	// Ed25519) is the sender's fault, not a missing secret.
 	switch {
 	case v1Checked == 0 && v1aChecked == 0 && v1aEntries > 0 && !hasEd:
 		return Verified{}, unauthorized(ReasonNoJWKSConfigured, "v1a deliveries cannot be verified")
-	case v1Checked == 0 && v1aChecked == 0 && len(v.keys) == 0:
+	case v1Checked == 0 && v1aChecked == 0 && v1aEntries == 0 && len(v.keys) == 0:
 		return Verified{}, unauthorized(ReasonNoSecretsConfigured, "static deliveries cannot be verified")
 	}
 	return Verified{}, unauthorized(ReasonNoMatchingSignature,
