@@ -249,8 +249,9 @@ func TestV1ADynamicOnlyDeployment(t *testing.T) {
 }
 
 // TestV1AConfigurationReasons: without any key source a v1a delivery is
-// 401 no-jwks-configured (a v1-only one keeps no-secrets-configured); a
-// JWKS that cannot be fetched is 503 jwks-unavailable so Gemini retries.
+// 401 no-jwks-configured, with or without secrets: a secret would not let
+// it verify (a v1-only one keeps no-secrets-configured); a JWKS that cannot
+// be fetched is 503 jwks-unavailable so Gemini retries.
 func TestV1AConfigurationReasons(t *testing.T) {
 	k := webhooktest.NewEd25519Key()
 	h := webhooktest.V1AHeaders("msg_1", v1aNow, v1aBody, k)
@@ -259,8 +260,11 @@ func TestV1AConfigurationReasons(t *testing.T) {
 	_, err := v.Verify(t.Context(), h, v1aBody)
 	wantReason(t, err, webhook.ReasonNoJWKSConfigured)
 
+	// Nothing configured at all: each delivery names what it needs.
 	v = v1aVerifier(t, webhook.Config{})
 	_, err = v.Verify(t.Context(), h, v1aBody)
+	wantReason(t, err, webhook.ReasonNoJWKSConfigured)
+	_, err = v.Verify(t.Context(), webhooktest.Headers("msg_1", v1aNow, v1aBody, webhooktest.NewSecret()), v1aBody)
 	wantReason(t, err, webhook.ReasonNoSecretsConfigured)
 
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) }))
