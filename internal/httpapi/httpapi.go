@@ -46,6 +46,9 @@ type Answer struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// unreadableBodyDetail is the detail of a 400 unreadable-body.
+const unreadableBodyDetail = "the request body could not be read: malformed chunked framing, or the connection broke mid-body"
+
 // readBody reads at most max bytes; over that it answers 413 itself.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) {
 	if r.ContentLength > max {
@@ -59,7 +62,9 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) 
 		replyKind(w, kindBodyTooLarge, "")
 		return nil, false
 	case err != nil:
-		replyKind(w, kindUnreadableBody, "")
+		// Fixed words: the read error is no business of the sender's,
+		// and the body is never quoted.
+		replyKind(w, kindUnreadableBody, unreadableBodyDetail)
 		return nil, false
 	}
 	return body, true
