@@ -2,8 +2,11 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
+	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/internal/webhook"
+	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
 // rawAnswer is what a server answered to a request written by hand.
@@ -86,5 +95,89 @@ func TestUnreadableBodyIsExplained(t *testing.T) {
 		if got.a.Detail == "" || strings.Contains(got.a.Detail, "secret-looking-body") {
 			t.Errorf("%s: detail %q: want words saying what is wrong, never the body", name, got.a.Detail)
 		}
+	}
+}
+
+// TestEveryWebhookAnswerIsLogged: the answers given before the body is
+// verified (405, 413, 400 unreadable-body) are logged as every other is,
+// one "webhook answer" line with status, reason and webhook-id; a 405
+// keeps its Allow header. Deliveries refused 400 or 401 before they were
+// trusted reach the delivery log's rejections (the Health page,
+// lrosink_webhook_rejections_total); a 405 is no delivery and does not.
+func TestEveryWebhookAnswerIsLogged(t *testing.T) {
+	t.Parallel()
+	logs := &testutil.SyncBuffer{}
+	log := logging.New(logs, slog.LevelDebug, "")
+	door, err := ingest.New(ingest.Config{Store: claims.New(testutil.MemLedger(t)), Sink: &testutil.Recorder{}, Log: log,
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := webhooktest.NewSecret()
+	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	traffic := deliverylog.NewTraffic(func() time.Time { return now })
+	const maxBody = 1024
+	srv := httptest.NewServer(httpapi.Webhook(door, v, log, maxBody,
+		httpapi.WithDeliveryLog(&deliverylog.Log{Traffic: traffic}, func() time.Time { return now })))
+	t.Cleanup(srv.Close)
+
+	big := bytes.Repeat([]byte("a"), 2*maxBody)
+	post := func(id string, method string, body io.Reader) *http.Response {
+		req, err := http.NewRequest(method, srv.URL, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = webhooktest.Headers(id, now, big, secret)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	for _, c := range []struct {
+		id     string
+		status int
+		reason string
+		send   func(id string) int
+	}{
+		{"msg_big", 413, "body-too-large", func(id string) int { return post(id, http.MethodPost, bytes.NewReader(big)).StatusCode }},
+		// Unknown length: cut by the reader's bound, not Content-Length.
+		{"msg_big_chunked", 413, "body-too-large", func(id string) int {
+			return post(id, http.MethodPost, io.MultiReader(bytes.NewReader(big))).StatusCode
+		}},
+		{"msg_unreadable", 400, "unreadable-body", func(id string) int { return sendRaw(t, srv, brokenChunks(id, "{}")).status }},
+		{"msg_forged", 401, "no-matching-signature", func(id string) int { return post(id, http.MethodPost, strings.NewReader("{}")).StatusCode }},
+		{"msg_get", 405, "method-not-allowed", func(id string) int {
+			resp := post(id, http.MethodGet, nil)
+			if got := resp.Header.Get("Allow"); got != http.MethodPost {
+				t.Errorf("405 with Allow %q, want POST", got)
+			}
+			return resp.StatusCode
+		}},
+	} {
+		if got := c.send(c.id); got != c.status {
+			t.Errorf("%s: answered %d, want %d", c.id, got, c.status)
+		}
+		if n := countLines(logs.String(), `"message":"webhook answer"`, `"severity":"WARNING"`, fmt.Sprintf(`"status":%d`, c.status),
+			`"reason":"`+c.reason+`"`, `"delivery_id":"`+c.id+`"`); n != 1 {
+			t.Errorf("%s: %d webhook answer lines with status %d, reason %s, want 1:\n%s", c.id, n, c.status, c.reason, logs)
+		}
+	}
+	// The delivery log is told after the answer: wait for every handler.
+	srv.Close()
+	got := map[string]string{}
+	for _, r := range traffic.LastHour().Recent {
+		got[r.DeliveryID] = fmt.Sprintf("%d %s", r.Status, r.Reason)
+	}
+	want := map[string]string{"msg_unreadable": "400 unreadable-body", "msg_forged": "401 no-matching-signature"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rejections in the delivery log: %v, want %v", got, want)
+	}
+	if strings.Contains(logs.String(), string(big[:64])) {
+		t.Error("a refused body was logged")
 	}
 }

@@ -8,6 +8,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -49,33 +50,43 @@ type Answer struct {
 // unreadableBodyDetail is the detail of a 400 unreadable-body.
 const unreadableBodyDetail = "the request body could not be read: malformed chunked framing, or the connection broke mid-body"
 
-// readBody reads at most max bytes; over that it answers 413 itself.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) {
+// readBody reads at most max bytes. A body it cannot take is named by the
+// kind to answer (body-too-large, unreadable-body), with why, for the log;
+// the caller answers it (bodyAnswer), so that the Webhook function logs
+// and counts it as every other answer.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, kind, error) {
 	if r.ContentLength > max {
-		replyKind(w, kindBodyTooLarge, "")
-		return nil, false
+		return nil, kindBodyTooLarge, fmt.Errorf("Content-Length %d is over the %d-byte limit", r.ContentLength, max)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		replyKind(w, kindBodyTooLarge, "")
-		return nil, false
+		return nil, kindBodyTooLarge, fmt.Errorf("body over the %d-byte limit", max)
 	case err != nil:
-		// Fixed words: the read error is no business of the sender's,
-		// and the body is never quoted.
-		replyKind(w, kindUnreadableBody, unreadableBodyDetail)
-		return nil, false
+		return nil, kindUnreadableBody, fmt.Errorf("read body: %w", err)
 	}
-	return body, true
+	return body, "", nil
 }
 
+// bodyAnswer is the answer to a body readBody refused with kind k.
+func bodyAnswer(k kind) (int, Answer) {
+	detail := ""
+	if k == kindUnreadableBody {
+		// Fixed words: the read error is no business of the sender's, and
+		// the body is never quoted.
+		detail = unreadableBodyDetail
+	}
+	return answerOf(k, "", detail)
+}
+
+// methodPOST reports whether r is a POST. Otherwise it sets Allow for the
+// 405 method-not-allowed the caller answers.
 func methodPOST(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method == http.MethodPost {
 		return true
 	}
 	w.Header().Set("Allow", http.MethodPost)
-	replyKind(w, kindMethodNotAllowed, "")
 	return false
 }
 
@@ -176,9 +187,6 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		ctx := r.Context()
 		received, start := o.now(), time.Now()
 		status, a, au := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
-		if status == 0 {
-			return // answered by readBody or methodPOST
-		}
 		if a.Reason == webhook.ReasonNoMatchingSignature && o.signatureHint != "" {
 			a.Detail = o.signatureHint
 		}
@@ -197,9 +205,10 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		// and body are not logged.
 		// auth is how the delivery was authenticated (v1, v1a, jwt; empty
 		// when it was not): v1a and jwt deliveries are hints. A refusal's
-		// detail (entry counts, the JWKS error) is for operators only: it is
-		// built from fixed text and quoted, truncated values, never a
-		// signature or a secret, and is not put in the answer.
+		// detail (entry counts, the JWKS error, the body's size or read
+		// error) is for operators only: it is built from fixed text and
+		// quoted, truncated values, never a signature, a secret or the
+		// body, and is not put in the answer.
 		// Typed attributes (LogAttrs), as the door's line: one line per
 		// delivery, and the key-value form boxes every value.
 		attrs := make([]slog.Attr, 0, 7)
@@ -252,11 +261,13 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errDeadline)
 	defer cancel()
 	if !methodPOST(w, r) {
-		return 0, Answer{}, auth{}
+		status, a := answerOf(kindMethodNotAllowed, "", "")
+		return status, a, auth{}
 	}
-	body, ok := readBody(w, r, maxBody)
-	if !ok {
-		return 0, Answer{}, auth{}
+	body, k, err := readBody(w, r, maxBody)
+	if k != "" {
+		status, a := bodyAnswer(k)
+		return status, a, auth{err: err}
 	}
 	verified, err := v.Verify(ctx, r.Header, body)
 	if err != nil {
@@ -356,10 +367,13 @@ const registerMaxBody = 2 * ledger.MaxMetadataBytes
 func Register(door Door, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {
+			replyKind(w, kindMethodNotAllowed, "")
 			return
 		}
-		body, ok := readBody(w, r, registerMaxBody)
-		if !ok {
+		body, k, _ := readBody(w, r, registerMaxBody)
+		if k != "" {
+			status, a := bodyAnswer(k)
+			reply(w, status, a)
 			return
 		}
 		var req RegisterRequest

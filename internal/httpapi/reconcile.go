@@ -95,12 +95,15 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping contex
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {
+			replyKind(w, kindMethodNotAllowed, "")
 			return
 		}
 		var push []byte
 		if o.ranges != nil {
-			body, ok := readBody(w, r, maxShardPush)
-			if !ok {
+			body, k, _ := readBody(w, r, maxShardPush)
+			if k != "" {
+				status, a := bodyAnswer(k)
+				reply(w, status, a)
 				return
 			}
 			if fanout.IsPush(bytes.TrimSpace(body)) {
