@@ -24,7 +24,7 @@ func (l *Log) Delivery(opID string, e Entry) {
 	}
 }
 
-// Rejected counts a delivery refused before it was trusted (400, 401).
+// Rejected counts a delivery refused before it was trusted (400, 401, 413).
 func (l *Log) Rejected(at time.Time, deliveryID, reason string, status int) {
 	if l == nil || l.Traffic == nil {
 		return

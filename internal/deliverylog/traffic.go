@@ -11,7 +11,7 @@ import (
 // KeepRejections is how many rejected deliveries Traffic shows.
 const KeepRejections = 10
 
-// Rejection is a delivery answered 400 or 401 before anything in it was
+// Rejection is a delivery answered 400, 401 or 413 before anything in it was
 // trusted: an unverified body names nothing, so only its webhook-id (as
 // sent, truncated) and the reason are kept.
 type Rejection struct {
@@ -32,7 +32,7 @@ type Window struct {
 	// Deliveries counts verified deliveries by outcome.
 	Deliveries []Count
 	Total      int
-	// Rejected counts rejected deliveries (400, 401) by reason.
+	// Rejected counts rejected deliveries (400, 401, 413) by reason.
 	Rejected      []Count
 	RejectedTotal int
 	// LastDelivery is when the last verified delivery arrived (ever, in

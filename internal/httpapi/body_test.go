@@ -101,9 +101,11 @@ func TestUnreadableBodyIsExplained(t *testing.T) {
 // TestEveryWebhookAnswerIsLogged: the answers given before the body is
 // verified (405, 413, 400 unreadable-body) are logged as every other is,
 // one "webhook answer" line with status, reason and webhook-id; a 405
-// keeps its Allow header. Deliveries refused 400 or 401 before they were
-// trusted reach the delivery log's rejections (the Health page,
-// lrosink_webhook_rejections_total); a 405 is no delivery and does not.
+// keeps its Allow header. Deliveries refused before they were trusted,
+// 413 included (a real delivery over LROSINK_MAX_BODY that Gemini retries
+// for 24 h, then loses), reach the delivery log's rejections (the Health
+// page, lrosink_webhook_rejections_total); a 405 is no delivery and does
+// not.
 func TestEveryWebhookAnswerIsLogged(t *testing.T) {
 	t.Parallel()
 	logs := &testutil.SyncBuffer{}
@@ -173,7 +175,8 @@ func TestEveryWebhookAnswerIsLogged(t *testing.T) {
 	for _, r := range traffic.LastHour().Recent {
 		got[r.DeliveryID] = fmt.Sprintf("%d %s", r.Status, r.Reason)
 	}
-	want := map[string]string{"msg_unreadable": "400 unreadable-body", "msg_forged": "401 no-matching-signature"}
+	want := map[string]string{"msg_big": "413 body-too-large", "msg_big_chunked": "413 body-too-large",
+		"msg_unreadable": "400 unreadable-body", "msg_forged": "401 no-matching-signature"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("rejections in the delivery log: %v, want %v", got, want)
 	}

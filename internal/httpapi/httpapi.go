@@ -146,7 +146,7 @@ func WithSignatureHint(detail string) WebhookOption {
 
 // DeliveryLog is where the Webhook function reports every delivery after
 // answering it (deliverylog.Log): verified ones per operation, rejected
-// ones (400, 401) by reason. Neither call may block.
+// ones (400, 401, 413) by reason. Neither call may block.
 type DeliveryLog interface {
 	Delivery(opID string, e deliverylog.Entry)
 	Rejected(at time.Time, deliveryID, reason string, status int)
@@ -236,13 +236,17 @@ type auth struct {
 }
 
 // noteDelivery reports one answered delivery to the delivery log. A
-// delivery refused before it was trusted (400, 401) names nothing: only its
-// webhook-id and the reason are kept. A verified delivery is logged on its
-// operation; one that named none (an unknown event type) is counted only.
+// delivery refused before it was trusted (400, 401, 413) names nothing:
+// only its webhook-id and the reason are kept. 413 is among them because
+// it may be a real delivery over LROSINK_MAX_BODY, which Gemini retries
+// and then loses: the operator must see it. A 405 is no delivery. A
+// verified delivery is logged on its operation; one that named none (an
+// unknown event type) is counted only.
 func noteDelivery(l DeliveryLog, r *http.Request, at time.Time, latency time.Duration, status int, a Answer, au auth) {
 	id := truncate(r.Header.Get(webhook.HeaderID), ledger.MaxDeliveryIDBytes)
 	if au.method == "" || (a.Outcome == "rejected" && a.Operation == "") {
-		if status == http.StatusBadRequest || status == http.StatusUnauthorized {
+		switch status {
+		case http.StatusBadRequest, http.StatusUnauthorized, http.StatusRequestEntityTooLarge:
 			l.Rejected(at, id, a.Reason, status)
 		}
 		return

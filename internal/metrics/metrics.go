@@ -119,7 +119,7 @@ func New() *Metrics {
 		}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lrosink_webhook_rejections_total",
-			Help: "Webhook deliveries refused before they were trusted (400, 401), by reason.",
+			Help: "Webhook deliveries refused before they were trusted (400, 401, 413), by reason.",
 		}, []string{"reason"}),
 		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lrosink_operations_stuck",
