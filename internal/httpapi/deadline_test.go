@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/metrics"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
@@ -164,4 +168,99 @@ func TestWebhookDeadlineWhileTheStoreHangs(t *testing.T) {
 			t.Fatalf("published %d messages (%v), want exactly one for batches/frozen", len(rec.All()), per)
 		}
 	})
+}
+
+// TestSenderGoneIsNotALedgerFailure: a sender that hangs up while the door
+// waits on the store is no store outage. Its delivery is logged at WARNING
+// as 499 sender-gone and counted under status 499, never as 503
+// ledger-unavailable at ERROR (which pages no one, but reads as an outage
+// in the logs and lrosink_webhook_requests_total). The door's work goes on
+// detached and completes once the store answers.
+func TestSenderGoneIsNotALedgerFailure(t *testing.T) {
+	t.Parallel()
+	frozen := newFrozenStore(testutil.MemLedger(t))
+	rec := &testutil.Recorder{}
+	door, err := ingest.New(ingest.Config{Store: frozen, Sink: rec, Log: logging.Discard(), Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := webhooktest.NewSecret()
+	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testutil.SyncBuffer{}
+	m := metrics.New()
+	// A deadline no test reaches: only the sender can end this request.
+	srv := httptest.NewServer(m.Webhook(httpapi.Webhook(door, v, logging.New(logs, slog.LevelDebug, ""), 32<<10,
+		httpapi.WithDeadline(time.Hour))))
+	t.Cleanup(srv.Close)
+	t.Cleanup(frozen.unfreeze) // runs first: srv.Close waits for the handlers
+
+	body := []byte(`{"type":"batch.succeeded","version":"v1","timestamp":"2026-12-29T09:20:00Z","data":{"id":"batches/gone"}}`)
+	ctx, hangUp := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = webhooktest.Headers("msg_gone", time.Now(), body, secret)
+	sent := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		sent <- err
+	}()
+	<-frozen.entered // the door waits on the store
+	hangUp()
+	if err := <-sent; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the sender's request ended with %v, want its own cancellation", err)
+	}
+	srv.Close() // waits for the handler's answer and log line
+
+	answers := logs.String()
+	if n := countLines(answers, `"message":"webhook answer"`, `"severity":"WARNING"`, `"status":499`, `"reason":"sender-gone"`,
+		`"operation":"batches/gone"`, `"delivery_id":"msg_gone"`); n != 1 {
+		t.Errorf("%d WARNING webhook answer lines 499 sender-gone, want 1:\n%s", n, answers)
+	}
+	if strings.Contains(answers, "ledger-unavailable") || strings.Contains(answers, `"severity":"ERROR"`) {
+		t.Errorf("a sender that hung up is logged as a ledger failure:\n%s", answers)
+	}
+	for status, want := range map[string]float64{"499": 1, "503": 0} {
+		if got := webhookRequests(t, m, status); got != want {
+			t.Errorf("lrosink_webhook_requests_total{status=%q} = %v, want %v", status, got, want)
+		}
+	}
+
+	// The work it started was not lost with it.
+	frozen.unfreeze()
+	if err := door.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if per := rec.PerKey(); per["gemini:batches/gone"] != 1 {
+		t.Fatalf("published %v, want one message for batches/gone", per)
+	}
+}
+
+// webhookRequests is lrosink_webhook_requests_total{status} as m serves it.
+func webhookRequests(t *testing.T, m *metrics.Metrics, status string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "lrosink_webhook_requests_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "status" && l.GetValue() == status {
+					return s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -308,15 +308,21 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	ev.Hint = verified.Method == webhook.MethodJWT || verified.Method == webhook.MethodV1A
 	au := auth{method: verified.Method, status: ev.GeminiStatus}
 	res, err := door.Ingest(ctx, ev)
-	if err != nil && errors.Is(context.Cause(ctx), errDeadline) {
-		// The door's work goes on detached from this request (it completes,
-		// or releases its claim, as it would have); the redelivery finds it
-		// done or joins it.
+	if err != nil && ctx.Err() != nil {
+		// Cut short by our deadline, or else by the request's context: the
+		// sender hung up (or the server closed its connection), which is
+		// no ledger failure. Either way the door's work goes on detached
+		// from this request (it completes, or releases its claim, as it
+		// would have); the redelivery finds it done or joins it.
+		k := kindSenderGone
+		if errors.Is(context.Cause(ctx), errDeadline) {
+			k = kindDeadlineExceeded
+		}
 		op := ""
 		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
 			op = n.Canonical
 		}
-		status, a := answerOf(kindDeadlineExceeded, op, "")
+		status, a := answerOf(k, op, "")
 		return status, a, au
 	}
 	status, a := ingestAnswer(res, err)

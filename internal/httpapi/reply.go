@@ -61,6 +61,7 @@ const (
 	kindSideEffectFailed  kind = "side-effect-failed"
 	kindLedgerUnavailable kind = "ledger-unavailable"
 	kindDeadlineExceeded  kind = "deadline-exceeded"
+	kindSenderGone        kind = "sender-gone"
 	kindMissingToken      kind = "missing-token"
 	kindInvalidToken      kind = "invalid-token"
 	// A /Reconcile push whose envelope or shard request does not parse.
@@ -121,7 +122,16 @@ var answers = map[kind]answerSpec{
 	kindSideEffectFailed:  {http.StatusServiceUnavailable, "error"},
 	kindLedgerUnavailable: {http.StatusServiceUnavailable, "error"},
 	kindDeadlineExceeded:  {http.StatusServiceUnavailable, "error"},
+	// The sender hung up before its answer: nobody reads it, but the log
+	// line and the status count must not read as an outage (a 503).
+	kindSenderGone: {statusSenderGone, "error"},
 }
+
+// statusSenderGone answers a request whose sender went away: 499, the
+// status Google's APIs pair with CANCELLED (internal/gemini's
+// statusCancelled), and what proxies log for a client that closed the
+// request. No 4xx/5xx class fits: the request was neither bad nor failed.
+const statusSenderGone = 499
 
 // answerOf is the status and answer of kind k about operation op, with an
 // optional detail. A kind missing from the table is a bug; it is answered

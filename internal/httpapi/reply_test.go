@@ -127,6 +127,12 @@ func TestEveryJSONAnswer(t *testing.T) {
 	failing := func(err error) http.Handler { return httpapi.Webhook(failingDoor{err}, v, log, 32<<10) }
 	notConfirmed := fmt.Errorf("%w: %w", ingest.ErrNotConfirmed, fetcherr.ErrTransient)
 	stuck := httpapi.Webhook(stuckDoor{}, v, log, 32<<10, httpapi.WithDeadline(time.Millisecond))
+	// A sender that hung up while the door worked.
+	gone := func() *http.Request {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		return signed(good)().WithContext(ctx)
+	}
 
 	table := httpapi.AnswerTable()
 	produced := map[string]bool{}
@@ -160,6 +166,7 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"webhook Gemini unavailable", failing(notConfirmed), signed(good), 503, shapeAnswer},
 		{"webhook side effect failed", failing(ingest.ErrSideEffect), signed(good), 503, shapeAnswer},
 		{"webhook deadline exceeded", stuck, signed(good), 503, shapeAnswer},
+		{"webhook sender gone", httpapi.Webhook(stuckDoor{}, v, log, 32<<10), gone, 499, shapeAnswer},
 		{"webhook bad envelope", hooks, signed(`{"type":"batch.succeeded"}`), 400, shapeAnswer},
 		{"webhook unsigned", hooks, post(good, nil), 401, shapeAnswer},
 		{"webhook GET", hooks, get, 405, shapeAnswer},
