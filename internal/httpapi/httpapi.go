@@ -277,7 +277,13 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		var verr *webhook.Error
 		if errors.As(err, &verr) {
-			status, a := answerOf(kind(verr.Reason), "", "")
+			k := kind(verr.Reason)
+			if k == webhook.ReasonJWKSUnavailable && cutShort(ctx) == kindSenderGone {
+				// It stopped waiting for the key set because the sender
+				// left: the JWKS did not fail.
+				k = kindSenderGone
+			}
+			status, a := answerOf(k, "", "")
 			return status, a, auth{err: verr}
 		}
 		status, a := answerOf(kindInvalidSignature, "", "")
@@ -308,16 +314,10 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	ev.Hint = verified.Method == webhook.MethodJWT || verified.Method == webhook.MethodV1A
 	au := auth{method: verified.Method, status: ev.GeminiStatus}
 	res, err := door.Ingest(ctx, ev)
-	if err != nil && ctx.Err() != nil {
-		// Cut short by our deadline, or else by the request's context: the
-		// sender hung up (or the server closed its connection), which is
-		// no ledger failure. Either way the door's work goes on detached
-		// from this request (it completes, or releases its claim, as it
-		// would have); the redelivery finds it done or joins it.
-		k := kindSenderGone
-		if errors.Is(context.Cause(ctx), errDeadline) {
-			k = kindDeadlineExceeded
-		}
+	if k := cutShort(ctx); err != nil && k != "" {
+		// No ledger failure: the door's work goes on detached from this
+		// request (it completes, or releases its claim, as it would have);
+		// the redelivery finds it done or joins it.
 		op := ""
 		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
 			op = n.Canonical
@@ -327,6 +327,21 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	}
 	status, a := ingestAnswer(res, err)
 	return status, a, au
+}
+
+// cutShort names why the webhook's context ctx ended: our deadline
+// (deadline-exceeded), or else the request's own context, cancelled when
+// the sender hung up (or the server closed its connection): sender-gone.
+// "" while it runs.
+func cutShort(ctx context.Context) kind {
+	switch {
+	case ctx.Err() == nil:
+		return ""
+	case errors.Is(context.Cause(ctx), errDeadline):
+		return kindDeadlineExceeded
+	default:
+		return kindSenderGone
+	}
 }
 
 // claimNames logs the claim names of the first verified dynamic-webhook

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -336,6 +337,53 @@ func TestJWKSUnreachableIs503(t *testing.T) {
 	}
 	if _, w, _ := r.store.Counts().Snapshot(); w != 0 {
 		t.Fatalf("%d writes", w)
+	}
+}
+
+// TestSenderGoneWhileTheJWKSIsFetched: a sender that hangs up while its
+// token waits for the key set is answered (and logged, at WARNING) 499
+// sender-gone, not 503 jwks-unavailable at ERROR: the JWKS did not fail.
+func TestSenderGoneWhileTheJWKSIsFetched(t *testing.T) {
+	t.Parallel()
+	fetching, release := make(chan struct{}, 1), make(chan struct{})
+	js := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case fetching <- struct{}{}:
+		default:
+		}
+		<-release // a JWKS slow to answer; what it answers then does not matter
+		_, _ = io.WriteString(w, `{"keys":[]}`)
+	}))
+	t.Cleanup(js.Close)
+	t.Cleanup(func() { close(release) }) // runs first: js.Close waits for the fetch
+	logs := &testutil.SyncBuffer{}
+	r := newRigWith(t, func(c *webhook.Config) { c.JWKSURL, c.HTTPClient = js.URL, js.Client() }, nil, logging.New(logs, slog.LevelDebug, ""))
+
+	ctx, hangUp := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.srv.URL, bytes.NewReader(envelope("batch.succeeded", "batches/x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = jwtHeaders(r.token(t, nil))
+	sent := make(chan error, 1)
+	go func() {
+		resp, err := r.srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		sent <- err
+	}()
+	<-fetching
+	hangUp()
+	if err := <-sent; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the sender's request ended with %v, want its own cancellation", err)
+	}
+	r.srv.Close() // waits for the handler's answer and log line
+	if n := countLines(logs.String(), `"message":"webhook answer"`, `"severity":"WARNING"`, `"status":499`, `"reason":"sender-gone"`); n != 1 {
+		t.Errorf("%d WARNING webhook answer lines 499 sender-gone, want 1:\n%s", n, logs)
+	}
+	if strings.Contains(logs.String(), `"reason":"jwks-unavailable"`) || strings.Contains(logs.String(), `"severity":"ERROR"`) {
+		t.Errorf("a sender that hung up is logged as a JWKS failure:\n%s", logs)
 	}
 }
 
