@@ -184,3 +184,91 @@ func TestEveryWebhookAnswerIsLogged(t *testing.T) {
 		t.Error("a refused body was logged")
 	}
 }
+
+// TestSlowBodyIsCutByTheDeadline: the webhook deadline bounds the body's
+// arrival too (the servers set no ReadTimeout). A sender that sends its
+// headers and then stalls, or trickles its body, is answered 503
+// deadline-exceeded with Retry-After, a retryable answer (a slow but real
+// sender must not get a 4xx it would not retry), and holds no handler
+// beyond the deadline. Nothing reaches the door.
+func TestSlowBodyIsCutByTheDeadline(t *testing.T) {
+	t.Parallel()
+	store := testutil.MemLedger(t)
+	logs := &testutil.SyncBuffer{}
+	log := logging.New(logs, slog.LevelDebug, "")
+	door, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: &testutil.Recorder{}, Log: log,
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := webhooktest.NewSecret()
+	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.Webhook(door, v, log, 32<<10, httpapi.WithDeadline(200*time.Millisecond)))
+	t.Cleanup(srv.Close)
+
+	body := envelope("batch.succeeded", "batches/slow")
+	head := func(id string) string {
+		var b strings.Builder
+		b.WriteString("POST / HTTP/1.1\r\nHost: lrosink\r\nContent-Type: application/json\r\n")
+		// Far more than is ever sent: the body never completes.
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", 16<<10)
+		for k, vs := range hmacHeaders(secret, id, now, body) {
+			fmt.Fprintf(&b, "%s: %s\r\n", k, vs[0])
+		}
+		b.WriteString("\r\n")
+		return b.String()
+	}
+	for _, c := range []struct {
+		name string
+		// send writes the body's bytes to conn until stop is closed or
+		// the server hangs up.
+		send func(conn net.Conn, stop <-chan struct{})
+	}{
+		{"stalls", func(conn net.Conn, _ <-chan struct{}) { _, _ = conn.Write(body[:10]) }},
+		{"trickles", func(conn net.Conn, stop <-chan struct{}) {
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				if _, err := conn.Write([]byte{' '}); err != nil {
+					return
+				}
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			id := "msg_" + c.name
+			if _, err := io.WriteString(conn, head(id)); err != nil {
+				t.Fatal(err)
+			}
+			stop, sent := make(chan struct{}), make(chan struct{})
+			go func() { defer close(sent); c.send(conn, stop) }()
+			got := readRawAnswer(t, conn)
+			close(stop)
+			<-sent
+			if got.status != http.StatusServiceUnavailable || got.a.Reason != "deadline-exceeded" || got.a.Outcome != "error" ||
+				got.header.Get("Retry-After") == "" {
+				t.Fatalf("%d %+v Retry-After %q, want 503 deadline-exceeded with Retry-After", got.status, got.a, got.header.Get("Retry-After"))
+			}
+			if n := countLines(logs.String(), `"message":"webhook answer"`, `"status":503`, `"reason":"deadline-exceeded"`,
+				`"delivery_id":"`+id+`"`, `"detail":"body not received within`); n != 1 {
+				t.Errorf("%d webhook answer lines saying the body did not arrive in time, want 1:\n%s", n, logs)
+			}
+		})
+	}
+	if ops, err := store.ListOperations(t.Context(), "", 10); err != nil || len(ops) != 0 {
+		t.Fatalf("a body that never arrived reached the ledger: %d operations (%v)", len(ops), err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -51,9 +52,10 @@ type Answer struct {
 const unreadableBodyDetail = "the request body could not be read: malformed chunked framing, or the connection broke mid-body"
 
 // readBody reads at most max bytes. A body it cannot take is named by the
-// kind to answer (body-too-large, unreadable-body), with why, for the log;
-// the caller answers it (bodyAnswer), so that the Webhook function logs
-// and counts it as every other answer.
+// kind to answer (body-too-large, unreadable-body, or deadline-exceeded
+// when a read deadline cut it), with why, for the log; the caller answers
+// it (bodyAnswer), so that the Webhook function logs and counts it as
+// every other answer.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, kind, error) {
 	if r.ContentLength > max {
 		return nil, kindBodyTooLarge, fmt.Errorf("Content-Length %d is over the %d-byte limit", r.ContentLength, max)
@@ -63,6 +65,10 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, kind, 
 	switch {
 	case errors.As(err, &tooBig):
 		return nil, kindBodyTooLarge, fmt.Errorf("body over the %d-byte limit", max)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// A slow sender, or a slow network: not a bad request. 503 asks a
+		// real sender to try again.
+		return nil, kindDeadlineExceeded, fmt.Errorf("read body: %w", err)
 	case err != nil:
 		return nil, kindUnreadableBody, fmt.Errorf("read body: %w", err)
 	}
@@ -163,9 +169,10 @@ func WithDeliveryLog(l DeliveryLog, now func() time.Time) WebhookOption {
 	}
 }
 
-// WithDeadline sets how long a delivery waits for the ingest door before it
-// is answered 503 deadline-exceeded (webhook.DefaultDeadline when not given
-// or not positive).
+// WithDeadline sets how long from its arrival a delivery may take to send
+// its body and be done by the ingest door before it is answered 503
+// deadline-exceeded (webhook.DefaultDeadline when not given or not
+// positive).
 func WithDeadline(d time.Duration) WebhookOption {
 	return func(o *webhookOptions) {
 		if d > 0 {
@@ -174,9 +181,10 @@ func WithDeadline(d time.Duration) WebhookOption {
 	}
 }
 
-// Webhook returns the Webhook function (CONTRACT.md §3). A delivery the ingest
-// door has not finished within the deadline is answered 503
-// deadline-exceeded with Retry-After; the door's work goes on detached.
+// Webhook returns the Webhook function (CONTRACT.md §3). A delivery whose
+// body has not arrived, or that the ingest door has not finished, within
+// the deadline is answered 503 deadline-exceeded with Retry-After; the
+// door's work goes on detached.
 func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...WebhookOption) http.Handler {
 	o := webhookOptions{deadline: webhook.DefaultDeadline, now: time.Now}
 	for _, f := range opts {
@@ -186,7 +194,7 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		received, start := o.now(), time.Now()
-		status, a, au := webhookAnswer(ctx, w, r, door, v, maxBody, claims, o.deadline)
+		status, a, au := webhookAnswer(ctx, w, r, door, v, maxBody, claims, start.Add(o.deadline))
 		if a.Reason == webhook.ReasonNoMatchingSignature && o.signatureHint != "" {
 			a.Detail = o.signatureHint
 		}
@@ -259,20 +267,37 @@ func noteDelivery(l DeliveryLog, r *http.Request, at time.Time, latency time.Dur
 		Auth: au.method, Outcome: a.Outcome, Reason: a.Reason, Answer: status, Latency: latency})
 }
 
-func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Duration) (int, Answer, auth) {
+// webhookAnswer answers one request, which must be answered by deadline.
+func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, door Door, v Verifier, maxBody int64, claims *claimNames, deadline time.Time) (int, Answer, auth) {
 	// The deadline runs from the request's arrival: the sender counts a
 	// held connection as a failed delivery anyway.
-	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errDeadline)
+	ctx, cancel := context.WithDeadlineCause(ctx, deadline, errDeadline)
 	defer cancel()
 	if !methodPOST(w, r) {
 		status, a := answerOf(kindMethodNotAllowed, "", "")
 		return status, a, auth{}
 	}
+	// It bounds the body's arrival too: the servers set no ReadTimeout, so
+	// a sender trickling its body would hold the handler for ever. Where
+	// the connection cannot take a deadline (ErrNotSupported) the read
+	// stays unbounded, as before.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(deadline)
 	body, k, err := readBody(w, r, maxBody)
 	if k != "" {
+		// The deadline stays: it also bounds the server's reading of what
+		// is left of the body before it answers.
+		if k == kindDeadlineExceeded {
+			err = fmt.Errorf("body not received within the deadline: %w", err)
+		}
 		status, a := bodyAnswer(k)
 		return status, a, auth{err: err}
 	}
+	// Lifted once the body is in: the server's background read, which
+	// watches for the sender hanging up, would time out at the deadline and
+	// cancel the request's context, and an answer cut by our deadline would
+	// then read as sender-gone.
+	_ = rc.SetReadDeadline(time.Time{})
 	verified, err := v.Verify(ctx, r.Header, body)
 	if err != nil {
 		var verr *webhook.Error
