@@ -18,6 +18,7 @@ import (
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
+	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook"
@@ -71,6 +72,63 @@ func readRawAnswer(t *testing.T, conn net.Conn) rawAnswer {
 	return got
 }
 
+// bodyRig is a Webhook function over a real door and memory ledger, its
+// log lines and its delivery log's traffic kept for the test.
+type bodyRig struct {
+	srv     *httptest.Server
+	store   *memledger.Store
+	logs    *testutil.SyncBuffer
+	traffic *deliverylog.Traffic
+	secret  string
+}
+
+func newBodyRig(t *testing.T, maxBody int64, opts ...httpapi.WebhookOption) *bodyRig {
+	t.Helper()
+	clock := func() time.Time { return now }
+	r := &bodyRig{store: testutil.MemLedger(t), logs: &testutil.SyncBuffer{}, traffic: deliverylog.NewTraffic(clock),
+		secret: webhooktest.NewSecret()}
+	log := logging.New(r.logs, slog.LevelDebug, "")
+	door, err := ingest.New(ingest.Config{Store: claims.New(r.store), Sink: &testutil.Recorder{}, Log: log, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{r.secret}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, httpapi.WithDeliveryLog(&deliverylog.Log{Traffic: r.traffic}, clock))
+	r.srv = httptest.NewServer(httpapi.Webhook(door, v, log, maxBody, opts...))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// rejections are the delivery log's rejected deliveries, as "status
+// reason" by webhook-id. The delivery log is told after the answer: it
+// first waits for every handler, closing the server.
+func (r *bodyRig) rejections() map[string]string {
+	r.srv.Close()
+	got := map[string]string{}
+	for _, x := range r.traffic.LastHour().Recent {
+		got[x.DeliveryID] = fmt.Sprintf("%d %s", x.Status, x.Reason)
+	}
+	return got
+}
+
+// partialBody is the head of a signed POST whose Content-Length promises
+// far more body than is ever sent: the first bytes of an envelope.
+func (r *bodyRig) partialBody(id string) string {
+	body := envelope("batch.succeeded", "batches/partial")
+	var b strings.Builder
+	b.WriteString("POST / HTTP/1.1\r\nHost: lrosink\r\nContent-Type: application/json\r\n")
+	fmt.Fprintf(&b, "Content-Length: %d\r\n", 16<<10)
+	for k, vs := range hmacHeaders(r.secret, id, now, body) {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, vs[0])
+	}
+	b.WriteString("\r\n")
+	b.Write(body[:10])
+	return b.String()
+}
+
 // brokenChunks is a POST whose chunked framing is broken ("zz" is no chunk
 // size): the server cannot read its body. body is put in the one chunk.
 func brokenChunks(deliveryID, body string) string {
@@ -108,23 +166,9 @@ func TestUnreadableBodyIsExplained(t *testing.T) {
 // not.
 func TestEveryWebhookAnswerIsLogged(t *testing.T) {
 	t.Parallel()
-	logs := &testutil.SyncBuffer{}
-	log := logging.New(logs, slog.LevelDebug, "")
-	door, err := ingest.New(ingest.Config{Store: claims.New(testutil.MemLedger(t)), Sink: &testutil.Recorder{}, Log: log,
-		Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := webhooktest.NewSecret()
-	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	traffic := deliverylog.NewTraffic(func() time.Time { return now })
 	const maxBody = 1024
-	srv := httptest.NewServer(httpapi.Webhook(door, v, log, maxBody,
-		httpapi.WithDeliveryLog(&deliverylog.Log{Traffic: traffic}, func() time.Time { return now })))
-	t.Cleanup(srv.Close)
+	r := newBodyRig(t, maxBody)
+	srv, logs, secret := r.srv, r.logs, r.secret
 
 	big := bytes.Repeat([]byte("a"), 2*maxBody)
 	post := func(id string, method string, body io.Reader) *http.Response {
@@ -169,12 +213,7 @@ func TestEveryWebhookAnswerIsLogged(t *testing.T) {
 			t.Errorf("%s: %d webhook answer lines with status %d, reason %s, want 1:\n%s", c.id, n, c.status, c.reason, logs)
 		}
 	}
-	// The delivery log is told after the answer: wait for every handler.
-	srv.Close()
-	got := map[string]string{}
-	for _, r := range traffic.LastHour().Recent {
-		got[r.DeliveryID] = fmt.Sprintf("%d %s", r.Status, r.Reason)
-	}
+	got := r.rejections()
 	want := map[string]string{"msg_big": "413 body-too-large", "msg_big_chunked": "413 body-too-large",
 		"msg_unreadable": "400 unreadable-body", "msg_forged": "401 no-matching-signature"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -193,41 +232,14 @@ func TestEveryWebhookAnswerIsLogged(t *testing.T) {
 // beyond the deadline. Nothing reaches the door.
 func TestSlowBodyIsCutByTheDeadline(t *testing.T) {
 	t.Parallel()
-	store := testutil.MemLedger(t)
-	logs := &testutil.SyncBuffer{}
-	log := logging.New(logs, slog.LevelDebug, "")
-	door, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: &testutil.Recorder{}, Log: log,
-		Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := webhooktest.NewSecret()
-	v, err := webhook.NewVerifier(webhook.Config{Secrets: []string{secret}, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(httpapi.Webhook(door, v, log, 32<<10, httpapi.WithDeadline(200*time.Millisecond)))
-	t.Cleanup(srv.Close)
-
-	body := envelope("batch.succeeded", "batches/slow")
-	head := func(id string) string {
-		var b strings.Builder
-		b.WriteString("POST / HTTP/1.1\r\nHost: lrosink\r\nContent-Type: application/json\r\n")
-		// Far more than is ever sent: the body never completes.
-		fmt.Fprintf(&b, "Content-Length: %d\r\n", 16<<10)
-		for k, vs := range hmacHeaders(secret, id, now, body) {
-			fmt.Fprintf(&b, "%s: %s\r\n", k, vs[0])
-		}
-		b.WriteString("\r\n")
-		return b.String()
-	}
+	r := newBodyRig(t, 32<<10, httpapi.WithDeadline(200*time.Millisecond))
 	for _, c := range []struct {
 		name string
-		// send writes the body's bytes to conn until stop is closed or
+		// send writes more of the body to conn until stop is closed or
 		// the server hangs up.
 		send func(conn net.Conn, stop <-chan struct{})
 	}{
-		{"stalls", func(conn net.Conn, _ <-chan struct{}) { _, _ = conn.Write(body[:10]) }},
+		{"stalls", func(net.Conn, <-chan struct{}) {}},
 		{"trickles", func(conn net.Conn, stop <-chan struct{}) {
 			tick := time.NewTicker(10 * time.Millisecond)
 			defer tick.Stop()
@@ -244,13 +256,13 @@ func TestSlowBodyIsCutByTheDeadline(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			conn, err := net.Dial("tcp", r.srv.Listener.Addr().String())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close()
 			id := "msg_" + c.name
-			if _, err := io.WriteString(conn, head(id)); err != nil {
+			if _, err := io.WriteString(conn, r.partialBody(id)); err != nil {
 				t.Fatal(err)
 			}
 			stop, sent := make(chan struct{}), make(chan struct{})
@@ -262,13 +274,13 @@ func TestSlowBodyIsCutByTheDeadline(t *testing.T) {
 				got.header.Get("Retry-After") == "" {
 				t.Fatalf("%d %+v Retry-After %q, want 503 deadline-exceeded with Retry-After", got.status, got.a, got.header.Get("Retry-After"))
 			}
-			if n := countLines(logs.String(), `"message":"webhook answer"`, `"status":503`, `"reason":"deadline-exceeded"`,
+			if n := countLines(r.logs.String(), `"message":"webhook answer"`, `"status":503`, `"reason":"deadline-exceeded"`,
 				`"delivery_id":"`+id+`"`, `"detail":"body not received within`); n != 1 {
-				t.Errorf("%d webhook answer lines saying the body did not arrive in time, want 1:\n%s", n, logs)
+				t.Errorf("%d webhook answer lines saying the body did not arrive in time, want 1:\n%s", n, r.logs)
 			}
 		})
 	}
-	if ops, err := store.ListOperations(t.Context(), "", 10); err != nil || len(ops) != 0 {
+	if ops, err := r.store.ListOperations(t.Context(), "", 10); err != nil || len(ops) != 0 {
 		t.Fatalf("a body that never arrived reached the ledger: %d operations (%v)", len(ops), err)
 	}
 }
