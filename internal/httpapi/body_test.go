@@ -284,3 +284,35 @@ func TestSlowBodyIsCutByTheDeadline(t *testing.T) {
 		t.Fatalf("a body that never arrived reached the ledger: %d operations (%v)", len(ops), err)
 	}
 }
+
+// TestSenderGoneMidBody: a sender that stops sending before its body is
+// complete (here it half-closes its connection, so that the answer can
+// still be read) is sender-gone, as one that hangs up while the door works:
+// logged at WARNING, not a 400 unreadable-body counted among the
+// rejections, which are refusals of what a sender did send.
+func TestSenderGoneMidBody(t *testing.T) {
+	t.Parallel()
+	r := newBodyRig(t, 32<<10)
+	conn, err := net.Dial("tcp", r.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, r.partialBody("msg_half")); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got := readRawAnswer(t, conn)
+	if got.status != 499 || got.a.Reason != "sender-gone" {
+		t.Errorf("%d %+v, want 499 sender-gone", got.status, got.a)
+	}
+	if n := countLines(r.logs.String(), `"message":"webhook answer"`, `"severity":"WARNING"`, `"status":499`,
+		`"reason":"sender-gone"`, `"delivery_id":"msg_half"`); n != 1 {
+		t.Errorf("%d WARNING webhook answer lines 499 sender-gone, want 1:\n%s", n, r.logs)
+	}
+	if got := r.rejections(); len(got) != 0 {
+		t.Errorf("counted as rejections: %v", got)
+	}
+}

@@ -287,8 +287,13 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	if k != "" {
 		// The deadline stays: it also bounds the server's reading of what
 		// is left of the body before it answers.
-		if k == kindDeadlineExceeded {
+		switch {
+		case k == kindDeadlineExceeded:
 			err = fmt.Errorf("body not received within the deadline: %w", err)
+		case k == kindUnreadableBody && cutShort(ctx) == kindSenderGone:
+			// The connection ended mid-body (the server cancels the
+			// request then): a sender that left, not a body we refuse.
+			k = kindSenderGone
 		}
 		status, a := bodyAnswer(k)
 		return status, a, auth{err: err}
