@@ -200,9 +200,11 @@ func (a *App) Close() error {
 }
 
 // Stop stops srv, which serves a, gracefully within ctx (SIGTERM): srv
-// stops taking requests and waits for those in flight, then each of then
-// runs (serve stops its reconcile loop there), then Shutdown drains the
-// door's detached work and closes the clients. A request still running when
+// stops taking requests and waits for those in flight (after half the
+// budget the door takes no new work and lets its waiting callers go, both
+// answered 503 stopping), then
+// each of then runs (serve stops its reconcile loop there), then Shutdown
+// drains the door's detached work and closes the clients. A request still running when
 // ctx ends is cut off (its sender retries: Gemini redelivers, Scheduler
 // retries); door work still running then fails on the closed clients, and
 // its claim is seized after its lease. An error says what was cut off.
@@ -210,6 +212,20 @@ func (a *App) Stop(ctx context.Context, srv *http.Server, then ...func(context.C
 	var errs []error
 	a.Log.InfoContext(ctx, "shutting down")
 	a.endPasses()
+	if a.Door != nil {
+		// The requests in flight get half of what is left of the budget to
+		// finish as usual. Then the door takes no new work and lets those
+		// still waiting on it go, answered 503 stopping, so that they do
+		// not hold srv.Shutdown for up to the webhook deadline (10 s, past
+		// the budget): their work goes on, and Shutdown drains it.
+		stopWaiting := func() { a.Door.StopTaking(); a.Door.LetWaitersGo() }
+		if dl, ok := ctx.Deadline(); ok {
+			t := time.AfterFunc(time.Until(dl)/2, stopWaiting)
+			defer t.Stop()
+		} else {
+			stopWaiting()
+		}
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("shutdown: requests still running were cut off: %w", err))
 		_ = srv.Close()

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -194,5 +195,58 @@ func TestServeStopEndsAPassInFlight(t *testing.T) {
 	}
 	if !partial {
 		t.Errorf("no partial reconcile pass line:\n%s", s.stderr.String())
+	}
+}
+
+// TestServeStopAnswersWaitingDeliveries: a delivery whose work is still in
+// flight halfway through serve's stop is answered then, 503 stopping with
+// Retry-After, instead of holding the server's shutdown for up to the
+// webhook deadline (10 s, past the 8 s budget); its work goes on, the drain
+// waits for it (one results line, claim DONE), and serve exits 0.
+func TestServeStopAnswersWaitingDeliveries(t *testing.T) {
+	g := newGate()
+	vars := storeEnv(t)
+	secret := webhooktest.NewSecret()
+	results := filepath.Join(t.TempDir(), "results.jsonl")
+	vars["LROSINK_WEBHOOK_SECRETS"], vars["LROSINK_RESULTS"] = secret, "file:"+results
+	budget := func(e *env) { e.shutdownTimeout = 2 * time.Second }
+	s := startServeWith(t, vars, []Option{WithFaults(g), budget})
+	type answer struct {
+		status            int
+		reason, op, retry string
+		err               error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(delivery(t, s.base, secret, "drain1", "msg_drain1"))
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var a struct{ Reason, Operation string }
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		answered <- answer{resp.StatusCode, a.Reason, a.Operation, resp.Header.Get("Retry-After"), err}
+	}()
+	<-g.entered
+	exited := make(chan int, 1)
+	go func() { exited <- s.stop() }()
+	a := <-answered // the work is still held
+	if a.err != nil || a.status != http.StatusServiceUnavailable || a.reason != "stopping" || a.op != "batches/drain1" || a.retry == "" {
+		t.Fatalf("answer while stopping: %+v; want 503 stopping with Retry-After", a)
+	}
+	close(g.release)
+	if code := <-exited; code != command.ExitOK {
+		t.Fatalf("serve exit %d:\n%s", code, s.stderr.String())
+	}
+	b, err := os.ReadFile(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := resultLines(t, string(b)); len(lines) != 1 {
+		t.Fatalf("results %+v, want the one completion drained", lines)
+	}
+	if c, err := openTestLedger(t, vars).GetClaim(t.Context(), drainOpID); err != nil || c.Status != ledger.ClaimDone {
+		t.Fatalf("claim %+v %v, want DONE", c, err)
 	}
 }

@@ -128,6 +128,8 @@ func doorKind(err error) kind {
 		return kindGeminiError
 	case errors.Is(err, ingest.ErrSideEffect):
 		return kindSideEffectFailed
+	case errors.Is(err, ingest.ErrStopping):
+		return kindStopping
 	default:
 		return kindLedgerUnavailable
 	}
@@ -204,9 +206,14 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 			defer func() { noteDelivery(o.log, r, received, time.Since(start), status, a, au) }()
 		}
 		level := slog.LevelInfo
-		if status >= 500 {
+		switch {
+		case a.Reason == string(kindStopping):
+			// Every deploy and scale-in stops instances: expected, and no
+			// failure (the work is drained), so not an ERROR.
+			level = slog.LevelWarn
+		case status >= 500:
 			level = slog.LevelError
-		} else if status >= 400 {
+		case status >= 400:
 			level = slog.LevelWarn
 		}
 		// webhook-id is an opaque delivery id, safe to log; the signature
@@ -356,6 +363,13 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		return status, a, au
 	}
 	status, a := ingestAnswer(res, err)
+	if err != nil && a.Operation == "" {
+		// A door error before the door named the operation (stopping, a
+		// ledger down): the operator still wants to know which.
+		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
+			a.Operation = n.Canonical
+		}
+	}
 	return status, a, au
 }
 

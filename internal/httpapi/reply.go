@@ -62,6 +62,7 @@ const (
 	kindLedgerUnavailable kind = "ledger-unavailable"
 	kindDeadlineExceeded  kind = "deadline-exceeded"
 	kindSenderGone        kind = "sender-gone"
+	kindStopping          kind = "stopping"
 	kindMissingToken      kind = "missing-token"
 	kindInvalidToken      kind = "invalid-token"
 	// A /Reconcile push whose envelope or shard request does not parse.
@@ -122,6 +123,9 @@ var answers = map[kind]answerSpec{
 	kindSideEffectFailed:  {http.StatusServiceUnavailable, "error"},
 	kindLedgerUnavailable: {http.StatusServiceUnavailable, "error"},
 	kindDeadlineExceeded:  {http.StatusServiceUnavailable, "error"},
+	// The process is stopping (a deploy, a scale-in): the work goes on and
+	// is drained; the redelivery finds it done.
+	kindStopping: {http.StatusServiceUnavailable, "error"},
 	// The sender hung up before its answer: nobody reads it, but the log
 	// line and the status count must not read as an outage (a 503).
 	kindSenderGone: {statusSenderGone, "error"},

@@ -76,8 +76,8 @@ func TestEveryJSONAnswer(t *testing.T) {
 	}
 	store := testutil.MemLedger(t)
 	door := newDoor(store)
-	// A drained door refuses every call as the ledger being unavailable:
-	// the real 503 path of Webhook and Register.
+	// A drained door refuses every call as the process stopping: the real
+	// 503 stopping path of Webhook and Register.
 	drained := newDoor(testutil.MemLedger(t))
 	if err := drained.Drain(t.Context()); err != nil {
 		t.Fatal(err)
@@ -171,7 +171,8 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"webhook unsigned", hooks, post(good, nil), 401, shapeAnswer},
 		{"webhook GET", hooks, get, 405, shapeAnswer},
 		{"webhook too large", hooks, signed(tooBig), 413, shapeAnswer},
-		{"webhook ledger down", httpapi.Webhook(drained, v, log, 32<<10), signed(good), 503, shapeAnswer},
+		{"webhook ledger down", failing(fmt.Errorf("%w: commit: connection refused", ingest.ErrUnavailable)), signed(good), 503, shapeAnswer},
+		{"webhook stopping", httpapi.Webhook(drained, v, log, 32<<10), signed(good), 503, shapeAnswer},
 		{"register created", register, post(`{"name":"batches/reply-r"}`, nil), 201, shapeAnswer},
 		{"register known", register, post(`{"name":"batches/reply-r"}`, nil), 200, shapeAnswer},
 		{"register invalid JSON", register, post(`{"name":`, nil), 400, shapeAnswer},
@@ -180,7 +181,8 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"register invalid metadata", register, post(`{"name":"batches/reply-m","metadata":{"v":"`+strings.Repeat("x", ledger.MaxMetadataBytes)+`"}}`, nil), 400, shapeAnswer},
 		{"register GET", register, get, 405, shapeAnswer},
 		{"register too large", register, post(strings.Repeat(" ", 2*ledger.MaxMetadataBytes+1), nil), 413, shapeAnswer},
-		{"register ledger down", httpapi.Register(drained, log), post(`{"name":"batches/reply-r"}`, nil), 503, shapeAnswer},
+		{"register ledger down", httpapi.Register(failingDoor{fmt.Errorf("%w: commit: connection refused", ingest.ErrUnavailable)}, log), post(`{"name":"batches/reply-r"}`, nil), 503, shapeAnswer},
+		{"register stopping", httpapi.Register(drained, log), post(`{"name":"batches/reply-r"}`, nil), 503, shapeAnswer},
 		{"reconcile pass", httpapi.Reconcile(rec, log, 0, nil), post("", nil), 200, shapeSummary},
 		{"reconcile GET", httpapi.Reconcile(rec, log, 0, nil), get, 405, shapeAnswer},
 		{"reconcile ledger down", httpapi.Reconcile(rec, log, 0, nil), ended, 503, shapeSummary},

@@ -89,3 +89,44 @@ func TestDrainOfAnIdleDoorWithSpentBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestStopTakingLetsWaitersGo: at the start of a stop new work is refused
+// with ErrStopping; a caller waiting on work in flight keeps waiting until
+// LetWaitersGo, then is let go with it (a webhook answered 503 instead of
+// holding the server's shutdown for up to its deadline); the work goes on:
+// Drain waits for it to publish and commit DONE.
+func TestStopTakingLetsWaitersGo(t *testing.T) {
+	t.Parallel()
+	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {
+		t.Parallel()
+		rec := &testutil.Recorder{}
+		stuck := &stuckSink{inner: rec, entered: make(chan struct{}), release: make(chan struct{})}
+		d := storeDoor(t, claims.New(s), stuck, newClock())
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.Ingest(t.Context(), ev("batches/stop-waiter", lifecycle.Succeeded, tDone, event.SourceWebhook))
+			done <- err
+		}()
+		<-stuck.entered
+		d.StopTaking()
+		if _, err := d.Ingest(t.Context(), ev("batches/stop-late", lifecycle.Succeeded, tDone, event.SourceWebhook)); !errors.Is(err, ingest.ErrStopping) {
+			t.Fatalf("new work while stopping = %v, want ErrStopping", err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the waiting caller was let go (%v) before LetWaitersGo", err)
+		default:
+		}
+		d.LetWaitersGo()
+		if err := <-done; !errors.Is(err, ingest.ErrStopping) || !errors.Is(err, ingest.ErrUnavailable) {
+			t.Fatalf("the waiting caller got %v, want ErrStopping (and ErrUnavailable)", err)
+		}
+		close(stuck.release)
+		if err := d.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if c := mustClaim(t, s, "gemini:batches%2Fstop-waiter"); c.Status != ledger.ClaimDone || len(rec.All()) != 1 {
+			t.Fatalf("after the drain: claim %s, %d messages; want DONE and 1", c.Status, len(rec.All()))
+		}
+	})
+}

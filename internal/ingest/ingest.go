@@ -97,6 +97,10 @@ var (
 	// claim, which holds the message to publish, is gone. It needs an
 	// operator (`lrosink replay`); every attempt until then fails with it.
 	ErrClaimMissing = errors.New("claim missing while its side effect is owed")
+	// ErrStopping (always with ErrUnavailable): the process is stopping.
+	// The door takes no new work, and a caller still waiting for work in
+	// flight stops waiting: the work goes on, and Drain waits for it.
+	ErrStopping = errors.New("the process is stopping")
 )
 
 // invalidName is the door's refusal of a name it cannot normalize; the
@@ -210,6 +214,9 @@ type Door struct {
 	draining bool
 	inFlight int
 	idle     chan struct{} // closed once draining and inFlight is zero
+	stopped  chan struct{} // closed by LetWaitersGo
+	// waitersGone: stopped is closed.
+	waitersGone bool
 }
 
 // New checks cfg and returns a door.
@@ -242,7 +249,7 @@ func New(cfg Config) (*Door, error) {
 	if cfg.NewToken == nil {
 		cfg.NewToken = randomToken
 	}
-	d := &Door{cfg: cfg, flight: newFlight()}
+	d := &Door{cfg: cfg, flight: newFlight(), stopped: make(chan struct{})}
 	d.handle = d.chain()
 	return d, nil
 }
@@ -324,19 +331,42 @@ func (d *Door) end() {
 	}
 }
 
-// Drain stops the door taking new work (new calls fail with ErrUnavailable,
-// which the handlers answer 503) and waits until the work in flight has
-// finished or ctx ends. A process calls it before closing the ledger and
-// sink the work uses; work still running when ctx ends fails on the closed
-// clients, and a claim it held is seized after its lease.
-func (d *Door) Drain(ctx context.Context) error {
+// StopTaking is the start of a stop: the door takes no new work (new calls
+// fail with ErrStopping, which the handlers answer 503). Work in flight goes
+// on, its callers still waiting (LetWaitersGo). Idempotent.
+func (d *Door) StopTaking() {
 	d.mu.Lock()
-	if !d.draining {
-		d.draining, d.idle = true, make(chan struct{})
-		if d.inFlight == 0 {
-			close(d.idle)
-		}
+	defer d.mu.Unlock()
+	if d.draining {
+		return
 	}
+	d.draining, d.idle = true, make(chan struct{})
+	if d.inFlight == 0 {
+		close(d.idle)
+	}
+}
+
+// LetWaitersGo lets the callers still waiting for work in flight go, with
+// ErrStopping, so that a server's shutdown need not wait on them; the work
+// goes on detached, for Drain. Idempotent.
+func (d *Door) LetWaitersGo() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.waitersGone {
+		d.waitersGone = true
+		close(d.stopped)
+	}
+}
+
+// Drain stops the door taking new work (StopTaking) and waits until the
+// work in flight has finished or ctx ends. A process calls it before
+// closing the ledger and sink the work uses; work still running when ctx
+// ends fails on the closed clients, and a claim it held is seized after its
+// lease.
+func (d *Door) Drain(ctx context.Context) error {
+	d.StopTaking()
+	d.LetWaitersGo()
+	d.mu.Lock()
 	idle := d.idle
 	d.mu.Unlock()
 	select {

@@ -112,8 +112,9 @@ type outcome struct {
 }
 
 // coalesce runs the rest once for all concurrent callers with the same key,
-// on a goroutine of its own; a caller whose context ends stops waiting, and
-// the work goes on.
+// on a goroutine of its own; a caller whose context ends, or every caller
+// once the process is stopping (LetWaitersGo), stops waiting, and the work
+// goes on.
 func (d *Door) coalesce(next handler) handler {
 	return func(ctx context.Context, j *job) (Result, error) {
 		// A hint's confirmation waits on Gemini: uncapped (flight.go).
@@ -126,6 +127,13 @@ func (d *Door) coalesce(next handler) handler {
 			return c.out.res, c.out.err
 		case <-ctx.Done():
 			return Result{}, fmt.Errorf("ingest: %w", ctx.Err())
+		case <-d.stopped:
+			select {
+			case <-c.done: // finished meanwhile: its answer, not a 503
+				return c.out.res, c.out.err
+			default:
+			}
+			return Result{}, fmt.Errorf("%w: %w: its work goes on and is drained", ErrUnavailable, ErrStopping)
 		}
 	}
 }
@@ -137,7 +145,7 @@ func (d *Door) coalesce(next handler) handler {
 func (d *Door) admit(next handler) handler {
 	return func(ctx context.Context, j *job) (Result, error) {
 		if !d.begin() {
-			return Result{}, fmt.Errorf("%w: the ingest door is draining (shutting down)", ErrUnavailable)
+			return Result{}, fmt.Errorf("%w: %w: the ingest door takes no new work", ErrUnavailable, ErrStopping)
 		}
 		defer d.end()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
