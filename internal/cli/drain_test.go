@@ -179,7 +179,9 @@ func TestServeStopEndsAPassInFlight(t *testing.T) {
 	vars := storeEnv(t)
 	vars["GEMINI_API_KEY"] = "test-key"
 	vars["GOOGLE_GEMINI_BASE_URL"] = gemini.URL
-	budget := func(e *env) { e.shutdownTimeout = 2 * time.Second }
+	// A budget shorter than the default, so that the pass holding it
+	// (the defect) fails fast, yet ample for a stop with nothing to drain.
+	budget := func(e *env) { e.shutdownTimeout = 4 * time.Second }
 	s := startServeWith(t, vars, []Option{budget})
 	<-askedCh // the start-up pass is waiting on Gemini
 
@@ -209,8 +211,9 @@ func TestServeStopAnswersWaitingDeliveries(t *testing.T) {
 	secret := webhooktest.NewSecret()
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	vars["LROSINK_WEBHOOK_SECRETS"], vars["LROSINK_RESULTS"] = secret, "file:"+results
-	budget := func(e *env) { e.shutdownTimeout = 2 * time.Second }
-	s := startServeWith(t, vars, []Option{WithFaults(g), budget})
+	// The default budget (8 s): the answer comes at 4 s, and the drain
+	// then has 4 s for a publish and a commit, also on a loaded machine.
+	s := startServeWith(t, vars, []Option{WithFaults(g)})
 	type answer struct {
 		status            int
 		reason, op, retry string
