@@ -14,6 +14,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,15 +40,15 @@ type Metrics struct {
 	publishFailures prometheus.Counter
 	reconcilePasses *prometheus.CounterVec
 	geminiCalls     *prometheus.CounterVec
-	pending         prometheus.Gauge
-	due             prometheus.Gauge
-	stuck           prometheus.Gauge
+	pending         *knownGauge
+	due             *knownGauge
+	stuck           *knownGauge
 	countErrors     prometheus.Counter
 	rejections      *prometheus.CounterVec
 
 	// dueBacklog and oldestOverdue say the reconciler is falling behind.
-	dueBacklog    prometheus.Gauge
-	oldestOverdue prometheus.Gauge
+	dueBacklog    *knownGauge
+	oldestOverdue *knownGauge
 
 	// counter, when set, refreshes pending and due on every scrape.
 	counter Counter
@@ -105,31 +106,31 @@ func New() *Metrics {
 			Name: "lrosink_gemini_calls_total",
 			Help: `Gemini API fetches by kind (batch, video, interaction, batch-list) and result (ok, not-found, unavailable, error).`,
 		}, []string{"kind", "result"}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+		pending: newKnownGauge(prometheus.GaugeOpts{
 			Name: "lrosink_operations_pending",
 			Help: "Operations in the ledger not in a terminal state (a count query at each scrape and at the end of each reconcile pass: its still_pending).",
 		}),
-		due: prometheus.NewGauge(prometheus.GaugeOpts{
+		due: newKnownGauge(prometheus.GaugeOpts{
 			Name: "lrosink_operations_due",
 			Help: "Pending operations whose next reconcile check is due now (a count query at each scrape).",
 		}),
 		countErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lrosink_ledger_count_errors_total",
-			Help: "Scrape-time ledger counts that failed (the pending and due gauges then keep their last value).",
+			Help: "Scrape-time ledger counts that failed (the pending and due gauges then keep their last value, and are absent until a count succeeds).",
 		}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lrosink_webhook_rejections_total",
 			Help: "Webhook deliveries refused before they were trusted (400, 401, 413), by reason.",
 		}, []string{"reason"}),
-		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
+		stuck: newKnownGauge(prometheus.GaugeOpts{
 			Name: "lrosink_operations_stuck",
 			Help: "Operations pending longer than LROSINK_STUCK_AFTER at the last successful reconcile pass (its stuck).",
 		}),
-		dueBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
+		dueBacklog: newKnownGauge(prometheus.GaugeOpts{
 			Name: "lrosink_reconcile_due_backlog",
 			Help: "Operations still due when the last successful reconcile pass ended: it could not check them (its due_backlog).",
 		}),
-		oldestOverdue: prometheus.NewGauge(prometheus.GaugeOpts{
+		oldestOverdue: newKnownGauge(prometheus.GaugeOpts{
 			Name: "lrosink_reconcile_oldest_overdue_seconds",
 			Help: "How long the earliest operation the last successful reconcile pass left due had been due (its oldest_overdue_seconds).",
 		}),
@@ -261,10 +262,43 @@ func (m *Metrics) ObservePass(_ time.Time, s reconcile.Summary, err error) {
 	if s.RangeOnly() {
 		return
 	}
-	m.pending.Set(float64(s.StillPending))
-	m.stuck.Set(float64(s.Stuck))
-	m.dueBacklog.Set(float64(s.DueBacklog))
-	m.oldestOverdue.Set(float64(s.OldestOverdueSeconds))
+	// Only what the pass counted: a pass cut short, or one polling nothing
+	// (no key), leaves figures at 0 that it never established.
+	if s.Measured(reconcile.FigureStillPending) {
+		m.pending.Set(float64(s.StillPending))
+	}
+	if s.Measured(reconcile.FigureStuck) {
+		m.stuck.Set(float64(s.Stuck))
+	}
+	if s.Measured(reconcile.FigureBacklog) {
+		m.dueBacklog.Set(float64(s.DueBacklog))
+		m.oldestOverdue.Set(float64(s.OldestOverdueSeconds))
+	}
+}
+
+// knownGauge is a gauge exported only once it has been set: before the
+// first count succeeds its value is unknown, and a 0 would read as a
+// healthy ledger (an alert on it silent while the store has never answered).
+type knownGauge struct {
+	prometheus.Gauge
+	known atomic.Bool
+}
+
+func newKnownGauge(opts prometheus.GaugeOpts) *knownGauge {
+	return &knownGauge{Gauge: prometheus.NewGauge(opts)}
+}
+
+// Set sets the value and exports the gauge from now on.
+func (g *knownGauge) Set(v float64) {
+	g.Gauge.Set(v)
+	g.known.Store(true)
+}
+
+// Collect implements prometheus.Collector: nothing until the first Set.
+func (g *knownGauge) Collect(ch chan<- prometheus.Metric) {
+	if g.known.Load() {
+		g.Gauge.Collect(ch)
+	}
 }
 
 // Publisher is the results sink as the ingest door uses it.

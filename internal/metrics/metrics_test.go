@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 )
 
 type publisher struct{ err error }
@@ -69,7 +71,7 @@ lrosink_ingest_decisions_total{outcome="error",reason="video-model-unknown",sour
 // overwrite the gauges with its partial summary.
 func TestFailedPassLeavesGauges(t *testing.T) {
 	m := metrics.New()
-	m.ObservePass(time.Time{}, reconcile.Summary{StillPending: 4, Stuck: 2}, nil)
+	m.ObservePass(time.Time{}, reconcile.Summary{StillPending: 4, Stuck: 2, Counted: reconcile.FigureStillPending | reconcile.FigureStuck}, nil)
 	m.ObservePass(time.Time{}, reconcile.Summary{}, errors.New("reconcile: due operations: unavailable"))
 	for name, want := range map[string]float64{"lrosink_operations_pending": 4, "lrosink_operations_stuck": 2} {
 		if got := gathered(t, m, name); got != want {
@@ -173,7 +175,7 @@ func gathered(t *testing.T, m *metrics.Metrics, name string) float64 {
 // overdue age are gauges, so falling behind can be graphed and alerted on.
 func TestLatenessGauges(t *testing.T) {
 	m := metrics.New()
-	m.ObservePass(time.Time{}, reconcile.Summary{DueBacklog: 1200, OldestOverdueSeconds: 610}, nil)
+	m.ObservePass(time.Time{}, reconcile.Summary{DueBacklog: 1200, OldestOverdueSeconds: 610, Counted: reconcile.FigureBacklog}, nil)
 	for name, want := range map[string]float64{"lrosink_reconcile_due_backlog": 1200, "lrosink_reconcile_oldest_overdue_seconds": 610} {
 		if got := gathered(t, m, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
@@ -193,4 +195,57 @@ func TestCheckpointFailuresCounted(t *testing.T) {
 	if got := gathered(t, m, "lrosink_sqlite_checkpoint_failures_total"); got != 3 {
 		t.Errorf("lrosink_sqlite_checkpoint_failures_total = %v, want 3", got)
 	}
+}
+
+// TestGaugesAbsentUntilCounted: a gauge lrosink has not established is not
+// exported, rather than exported as a 0 that reads as a healthy ledger: the
+// scrape-time counts before the store ever answered, and the figures a pass
+// left uncounted (cut short, or polling nothing without a key), which also
+// never overwrite a value a pass did count.
+func TestGaugesAbsentUntilCounted(t *testing.T) {
+	m := metrics.New()
+	m.CountFrom(failingCounter{}, time.Now)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	scrape := func() string {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	body := scrape()
+	for _, name := range []string{"lrosink_operations_pending ", "lrosink_operations_due ", "lrosink_operations_stuck ",
+		"lrosink_reconcile_due_backlog ", "lrosink_reconcile_oldest_overdue_seconds "} {
+		if strings.Contains(body, "\n"+name) {
+			t.Errorf("%s exported although never counted:\n%s", name, body)
+		}
+	}
+	if !strings.Contains(body, "lrosink_ledger_count_errors_total 2") {
+		t.Errorf("the failed counts are not counted:\n%s", body)
+	}
+
+	m.ObservePass(time.Time{}, reconcile.Summary{Stuck: 3, DueBacklog: 7, Counted: reconcile.FigureStuck | reconcile.FigureBacklog}, nil)
+	m.ObservePass(time.Time{}, reconcile.Summary{Partial: true}, nil) // counted nothing
+	for name, want := range map[string]float64{"lrosink_operations_stuck": 3, "lrosink_reconcile_due_backlog": 7} {
+		if got := gathered(t, m, name); got != want {
+			t.Errorf("%s = %v after a pass that counted nothing, want %v", name, got, want)
+		}
+	}
+}
+
+// failingCounter is a ledger whose counts always fail.
+type failingCounter struct{}
+
+func (failingCounter) CountPending(context.Context) (int64, error) {
+	return 0, errors.New("firestore: count: connection refused")
+}
+
+func (failingCounter) CountDue(context.Context, shard.Range, time.Time) (int64, error) {
+	return 0, errors.New("firestore: count: connection refused")
 }

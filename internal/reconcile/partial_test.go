@@ -107,4 +107,23 @@ func TestStuckAlertingCutByTheDeadlineIsPartial(t *testing.T) {
 	if n := logs.CountLines("stuck alerting cut short"); n != 1 {
 		t.Fatalf("%d cut-short lines, want 1", n)
 	}
+	// Its 0s were never counted: the gauges must not take them (metrics).
+	for _, f := range []reconcile.Figure{reconcile.FigureStuck, reconcile.FigureBacklog, reconcile.FigureStillPending} {
+		if sum.Measured(f) {
+			t.Errorf("a pass cut before counting (and without a key) claims figure %d counted: %+v", f, sum)
+		}
+	}
+}
+
+// TestPassSaysWhatItCounted: a whole pass with a key counts the stuck
+// operations and the due backlog, and says so; StillPending only with a
+// Counter.
+func TestPassSaysWhatItCounted(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	w.register("batches/counted")
+	sum := w.pass()
+	if !sum.Measured(reconcile.FigureStuck) || !sum.Measured(reconcile.FigureBacklog) || sum.Measured(reconcile.FigureStillPending) {
+		t.Fatalf("summary %+v: want stuck and backlog counted, still_pending not (no Counter)", sum)
+	}
 }

@@ -155,13 +155,17 @@ type Summary struct {
 	// DueBacklog counts the operations still due when the pass ended (it
 	// could not check them: MaxOperations, the deadline, the Gemini
 	// budget); OldestOverdueSeconds is how long the earliest of them has
-	// been due. Both 0 when the pass caught up, or polls nothing (no key).
+	// been due. Both 0 when the pass caught up, or polls nothing (no key:
+	// not Measured).
 	// A reconciler falling behind shows here, not as errors.
 	DueBacklog           int   `json:"due_backlog"`
 	OldestOverdueSeconds int64 `json:"oldest_overdue_seconds"`
 	// Pruned counts the settled operations deleted past LROSINK_RETENTION
 	// (SQLite, memory; Firestore's TTL policy deletes its own).
 	Pruned int `json:"pruned"`
+	// Counted is the ledger-wide figures this pass established (see
+	// Measured); not answered.
+	Counted Figure `json:"-"`
 
 	// rangeOnly marks a PassRange's summary (see RangeOnly).
 	rangeOnly bool
@@ -174,6 +178,23 @@ type Summary struct {
 // its buckets only (its StillPending and Stuck are not the ledger's), so an
 // observer keeping ledger-wide figures (gauges) must not take them from it.
 func (s Summary) RangeOnly() bool { return s.rangeOnly }
+
+// Figure names a ledger-wide figure of a Summary.
+type Figure uint8
+
+// The figures a pass may establish: StillPending, Stuck, and DueBacklog
+// with OldestOverdueSeconds.
+const (
+	FigureStillPending Figure = 1 << iota
+	FigureStuck
+	FigureBacklog
+)
+
+// Measured reports whether the pass established figure f. A pass cut short
+// (its deadline, the stop), one that polls nothing (no key) or whose count
+// failed leaves the figure 0 without having counted it: an observer keeping
+// gauges must not take that 0 for a count.
+func (s Summary) Measured(f Figure) bool { return s.Counted&f != 0 }
 
 // Reconciler runs passes.
 type Reconciler struct {
@@ -359,6 +380,7 @@ func (r *Reconciler) pass(ctx context.Context, rg shard.Range, d duties) (s Summ
 		switch {
 		case err == nil:
 			t.s.StillPending = int(n)
+			t.s.Counted |= FigureStillPending
 		case !deadlineCame(ctx):
 			return t.s, fmt.Errorf("reconcile: count pending operations: %w", err)
 		default:
@@ -601,7 +623,7 @@ func (r *Reconciler) measureBacklog(ctx context.Context, rg shard.Range, now tim
 		r.cfg.Log.WarnContext(ctx, "reconcile: could not measure the due backlog", "error", err.Error())
 		return
 	}
-	t.add(func(s *Summary) { s.DueBacklog = int(n) })
+	t.add(func(s *Summary) { s.DueBacklog, s.Counted = int(n), s.Counted|FigureBacklog })
 }
 
 // prune deletes settled operations older than Retention, when the store
@@ -734,7 +756,7 @@ func (r *Reconciler) stuck(ctx context.Context, rg shard.Range, d duties, now ti
 		if err != nil {
 			return fmt.Errorf("reconcile: count stuck operations: %w", err)
 		}
-		t.add(func(s *Summary) { s.Stuck = int(n) })
+		t.add(func(s *Summary) { s.Stuck, s.Counted = int(n), s.Counted|FigureStuck })
 	}
 	if !d.ranged {
 		return nil
