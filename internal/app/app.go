@@ -476,7 +476,13 @@ const readyProbeID = "lrosink-readyz-probe"
 // ProbeStore reads one document from the ledger, bounded: nil when the
 // store answered (found or not), else an error naming the store.
 func (a *App) ProbeStore(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, readyProbeTimeout)
+	// Every ledger call is also bounded by LROSINK_STORE_TIMEOUT: the
+	// error names whichever limit is the shorter.
+	limit := readyProbeTimeout
+	if st := a.Config.StoreTimeout; st > 0 && st < limit {
+		limit = st
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	_, err := a.Ledger.GetOperation(ctx, readyProbeID)
 	if err == nil || errors.Is(err, ledger.ErrNotFound) {
@@ -486,7 +492,7 @@ func (a *App) ProbeStore(ctx context.Context) error {
 	if w, ok := a.Ledger.(interface{ Where() string }); ok {
 		where = w.Where()
 	}
-	return fmt.Errorf("%s did not answer a read within %s: %w", where, readyProbeTimeout, err)
+	return fmt.Errorf("%s did not answer a read within %s: %w", where, limit, err)
 }
 
 // flushLog writes a pass's observations to the delivery log before the
