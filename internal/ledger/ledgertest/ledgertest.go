@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"ConcurrentClaimPutsOneWins": testConcurrentClaimPuts,
 		"ClaimMessageFixedAtCreate":  testClaimMessageFixed,
 		"RangedQueries":              testRangedQueries,
+		"SchedulePatch":              testSchedulePatch,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
