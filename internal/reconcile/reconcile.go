@@ -656,6 +656,13 @@ func (r *Reconciler) prune(ctx context.Context, now time.Time, t *tally) {
 // newest job of the previous scan shows up, at most AdoptMaxPages pages.
 // A scan that ends at that bound without meeting it says so: jobs created
 // before the jobs it read may have been missed.
+//
+// The mark moves to this scan's newest job only if every adoption of the
+// scan succeeded; one that failed leaves the mark where it was, so the next
+// scan reads down to the old mark again and retries the failed job (and
+// feeds the others, now known, to the door again: a read each). Moving the
+// mark past a failed job would hide it from every later scan but one that
+// has it on the first page.
 func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 	if r.cfg.AdoptPageSize <= 0 || cut(ctx) {
 		return
@@ -663,7 +670,7 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 	r.adoptMu.Lock()
 	mark := r.adoptMark
 	r.adoptMu.Unlock()
-	token, newest := "", ""
+	token, newest, failed := "", "", false
 	for page := 1; ; page++ {
 		evs, next, err := r.cfg.Gemini.ListBatches(ctx, r.cfg.AdoptPageSize, token)
 		if err != nil && cut(ctx) {
@@ -687,7 +694,9 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 			if cut(ctx) {
 				return
 			}
-			r.adoptOne(ctx, t, ev)
+			if !r.adoptOne(ctx, t, ev) {
+				failed = true
+			}
 		}
 		if met || next == "" {
 			break
@@ -702,15 +711,16 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 		}
 		token = next
 	}
-	if newest != "" {
+	if newest != "" && !failed {
 		r.adoptMu.Lock()
 		r.adoptMark = newest
 		r.adoptMu.Unlock()
 	}
 }
 
-// adoptOne feeds one listed job to the door and counts what it did.
-func (r *Reconciler) adoptOne(ctx context.Context, t *tally, ev event.Event) {
+// adoptOne feeds one listed job to the door and counts what it did. It
+// reports whether the door took it (false: retry it next scan).
+func (r *Reconciler) adoptOne(ctx context.Context, t *tally, ev event.Event) bool {
 	ev.Source = event.SourceReconcile
 	res, err := r.cfg.Door.Ingest(ctx, ev)
 	t.add(func(s *Summary) {
@@ -724,6 +734,7 @@ func (r *Reconciler) adoptOne(ctx context.Context, t *tally, ev event.Event) {
 			}
 		}
 	})
+	return err == nil
 }
 
 // Pacing of the stuck alert: raised when an operation becomes stuck (the
