@@ -57,10 +57,11 @@ resource "google_firestore_field" "claims_expire_at" {
 }
 
 # TTL on operations, opt-in: with var.retention (LROSINK_RETENTION) every
-# settled operation carries expire_at = settled_at + retention, and
-# Firestore deletes it after that (usually within 24 h). Without it no
-# operation has expire_at and the policy deletes nothing: operations are
-# the long-term ledger. Pending operations never carry it. The trade-off: a
+# settled operation whose results message is published carries expire_at =
+# settled_at + retention, and Firestore deletes it after that (usually
+# within 24 h). Without it no operation has expire_at and the policy
+# deletes nothing: operations are the long-term ledger. Pending operations,
+# and settled ones still owing their message, never carry it. The trade-off: a
 # delivery or replay for a deleted operation is a first sighting again
 # (docs/OPERATIONS.md, "Retention"), hence the 7-day floor. Exempt from
 # indexing like the claims' field.

@@ -379,6 +379,11 @@ type Write struct {
 type Mirror struct {
 	OpID   string
 	Effect EffectMirror
+	// SettledAt is the operation's settlement time, given with a DONE
+	// mirror (PatchMirrorDone): a store that expires settled operations by
+	// a stored time (Firestore's expire_at) starts the retention from it
+	// without reading the operation. Zero: not known, nothing expires.
+	SettledAt time.Time
 }
 
 // PutOperation is a Write of the whole of op, fenced on op.Rev.
@@ -398,6 +403,21 @@ func PatchSchedule(op Operation) Write { return Write{Schedule: &op} }
 // PatchMirror is a Write of the effect mirror of operation opID.
 func PatchMirror(opID string, m EffectMirror) Write {
 	return Write{Mirror: &Mirror{OpID: opID, Effect: m}}
+}
+
+// PatchMirrorDone is a Write of a DONE effect mirror on operation opID,
+// which settled at settledAt.
+//
+// Retention (LROSINK_RETENTION) is a rule of the port, kept by every store
+// however it deletes (SQLite and memory in the reconcile pass, Firestore by
+// its TTL policy on expire_at; ledgertest.RunRetention): a settled
+// operation is deleted only once its effect is DONE, and not before
+// Retention after its settlement. One still owing its results message is
+// kept whatever its age: deleting it would leave its claim unseizable (a
+// seize patches the operation's mirror) and the message unpublished. This
+// write is the one after which a store may expire the operation.
+func PatchMirrorDone(opID string, settledAt time.Time) Write {
+	return Write{Mirror: &Mirror{OpID: opID, Effect: EffectMirror{Status: ClaimDone}, SettledAt: settledAt}}
 }
 
 // Describe names the write in errors: "operation ID", "claim ID" or

@@ -1,8 +1,11 @@
 package reconcile_test
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
 
@@ -94,5 +98,101 @@ func TestRetention(t *testing.T) {
 	t.Run("firestore", func(t *testing.T) {
 		client := testutil.Firestore(t)
 		run(t, fsledger.New(client, nil).WithRetention(retention), client)
+	})
+}
+
+// downSink fails every publish while down.
+type downSink struct {
+	down atomic.Bool
+	testutil.Recorder
+}
+
+func (d *downSink) Publish(ctx context.Context, m results.Message) error {
+	if d.down.Load() {
+		return errors.New("sink down")
+	}
+	return d.Recorder.Publish(ctx, m)
+}
+
+// TestRetentionWaitsForThePublish: an operation whose results message is
+// still owed is kept past the retention, whatever its age, on every store.
+// Its sink is down for 9 days of an 8-day retention; once it is back, the
+// next claim retry publishes the message. Firestore's TTL policy (which the
+// emulator does not run) is played by deleting what expire_at says it
+// deletes; Firestore used to give an owed operation its expire_at too, and
+// the completion was lost once the TTL policy deleted it.
+func TestRetentionWaitsForThePublish(t *testing.T) {
+	const retention = 8 * 24 * time.Hour
+	run := func(t *testing.T, s ledger.Ledger, ttl func(now time.Time)) {
+		fake := fakegemini.New()
+		srv := fake.Start(t)
+		clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+		log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
+		sink := &downSink{}
+		sink.down.Store(true)
+		door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: sink, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: clk.Now,
+			StuckAfter: 60 * 24 * time.Hour, BackoffMax: time.Hour, Retention: retention}
+		if p, ok := s.(reconcile.Pruner); ok {
+			cfg.Pruner = p
+		}
+		rec, err := reconcile.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fake.SetBatch("owed", succeeded("owed"))
+		mustRegister(t, door, "batches/owed")
+		clk.Advance(2 * time.Minute)
+		mustPass(t, rec) // settles; the publish fails; the claim is released
+		for range 9 {    // the claim is retried every pass; one a day here
+			clk.Advance(24 * time.Hour)
+			ttl(clk.Now())
+			if s := mustPass(t, rec); s.Pruned != 0 {
+				t.Fatalf("pass %+v pruned an operation owing its message", s)
+			}
+		}
+		sink.down.Store(false)
+		clk.Advance(time.Hour)
+		ttl(clk.Now())
+		if s := mustPass(t, rec); s.ClaimsRetried != 1 || s.Errors != 0 {
+			t.Errorf("pass after the sink recovered: %+v, want the claim retried without error", s)
+		}
+		if n := sink.PerKey()["gemini:batches/owed"]; n != 1 {
+			t.Fatalf("%d results messages, want 1", n)
+		}
+		// Published now, settled 9 days ago: past the retention, it goes.
+		clk.Advance(time.Minute)
+		ttl(clk.Now())
+		mustPass(t, rec)
+		if _, err := s.GetOperation(t.Context(), "gemini:batches%2Fowed"); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("published operation past its retention: %v, want it deleted", err)
+		}
+	}
+	t.Run("memory", func(t *testing.T) { run(t, testutil.MemLedger(t), func(time.Time) {}) })
+	t.Run("sqlite", func(t *testing.T) {
+		s, err := sqliteledger.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		run(t, s, func(time.Time) {})
+	})
+	t.Run("firestore", func(t *testing.T) {
+		client := testutil.Firestore(t)
+		ttl := func(now time.Time) { // the TTL policy on operations.expire_at
+			snaps, err := client.Collection(fsledger.Operations).Where("expire_at", "<=", now).Documents(t.Context()).GetAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, snap := range snaps {
+				if _, err := snap.Ref.Delete(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		run(t, fsledger.New(client, nil).WithRetention(retention), ttl)
 	})
 }

@@ -109,7 +109,9 @@ func (l *Ledger) CompleteClaim(ctx context.Context, le ledger.Lease, now time.Ti
 		return err
 	}
 	c.Status, c.DoneAt, c.UpdatedAt = ledger.ClaimDone, now, now
-	if _, err := l.Apply(ctx, ledger.PutClaim(c), ledger.PatchMirror(opID(le), ledger.EffectMirror{Status: ledger.ClaimDone})); err != nil {
+	// The claim was created in the commit that settled the operation, so
+	// its CreatedAt is the settlement the retention counts from.
+	if _, err := l.Apply(ctx, ledger.PutClaim(c), ledger.PatchMirrorDone(opID(le), c.CreatedAt)); err != nil {
 		return fenced("complete claim "+le.ID, err)
 	}
 	return nil

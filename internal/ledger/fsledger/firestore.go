@@ -49,14 +49,16 @@ type Counts = ledger.Counts
 type Store struct {
 	client *firestore.Client
 	counts *Counts
-	// retention, when positive, gives a settled operation an expire_at
-	// this long after its settlement, which the TTL policy on
-	// operations.expire_at (terraform/firestore.tf) deletes.
+	// retention, when positive, gives a settled operation whose effect is
+	// DONE an expire_at this long after its settlement, which the TTL
+	// policy on operations.expire_at (terraform/firestore.tf) deletes.
 	retention time.Duration
 }
 
 // WithRetention makes s write expire_at = settled_at + d on settled
-// operations (LROSINK_RETENTION); 0 writes none. It returns s.
+// operations once their effect is DONE (LROSINK_RETENTION), and remove it
+// while the effect is owed: the port's retention rule
+// (ledger.PatchMirrorDone). 0 writes none. It returns s.
 func (s *Store) WithRetention(d time.Duration) *Store {
 	s.retention = d
 	return s
@@ -111,8 +113,9 @@ type opDoc struct {
 	// (a check rewrites it) or BackfillBuckets; a whole-ledger pass does
 	// not use it.
 	Bucket *int `firestore:"bucket,omitempty"`
-	// ExpireAt is when the TTL policy deletes a settled operation (absent
-	// without LROSINK_RETENTION, and while pending).
+	// ExpireAt is when the TTL policy deletes a settled operation whose
+	// results message is published (absent without LROSINK_RETENTION,
+	// while pending, and while the message is owed).
 	ExpireAt  *time.Time   `firestore:"expire_at,omitempty"`
 	History   []historyDoc `firestore:"history"`
 	Conflicts []historyDoc `firestore:"conflicts"`
@@ -470,11 +473,15 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 			}
 		case w.Mirror != nil:
 			ref, m := s.op(w.Mirror.OpID), w.Mirror.Effect
+			ups := []firestore.Update{
+				{Path: "effect", Value: effectDoc{Status: string(m.Status), LeaseUntil: ptr(m.LeaseUntil)}},
+				{Path: "version", Value: firestore.Increment(1)},
+			}
+			if s.retention > 0 {
+				ups = append(ups, firestore.Update{Path: "expire_at", Value: orDelete(s.expireAt(m.Status, w.Mirror.SettledAt))})
+			}
 			steps[i] = func(tx *firestore.Transaction) error {
-				return tx.Update(ref, []firestore.Update{
-					{Path: "effect", Value: effectDoc{Status: string(m.Status), LeaseUntil: ptr(m.LeaseUntil)}},
-					{Path: "version", Value: firestore.Increment(1)},
-				})
+				return tx.Update(ref, ups)
 			}
 		}
 		if err != nil {
@@ -520,17 +527,30 @@ func (s *Store) updateAlone(ctx context.Context, what string, ref *firestore.Doc
 }
 
 // putOp is the write of the whole of op at version. A settled operation
-// gets its expire_at (WithRetention).
+// whose effect is DONE gets its expire_at (WithRetention); any other has
+// none.
 func (s *Store) putOp(op ledger.Operation, version int64) (func(*firestore.Transaction) error, error) {
 	doc, err := toOpDoc(op, version)
 	if err != nil {
 		return nil, err
 	}
-	if s.retention > 0 && op.State.Terminal() && !op.SettledAt.IsZero() {
-		at := op.SettledAt.Add(s.retention)
-		doc.ExpireAt = &at
+	if op.State.Terminal() {
+		doc.ExpireAt = s.expireAt(op.Effect.Status, op.SettledAt)
 	}
 	return put(s.op(op.ID), op.Rev, doc, doc.updates()), nil
+}
+
+// expireAt is the expire_at of a settled operation whose effect is in
+// status effect: settledAt + retention once DONE; nil (no expiry, the field
+// removed) while the message is owed, without retention, or with no
+// settlement time. Removing it on every owed write also takes it off a
+// document an older version gave one while the message was owed.
+func (s *Store) expireAt(effect ledger.ClaimStatus, settledAt time.Time) *time.Time {
+	if s.retention <= 0 || effect != ledger.ClaimDone || settledAt.IsZero() {
+		return nil
+	}
+	at := settledAt.Add(s.retention)
+	return &at
 }
 
 // putClaim is the write of the whole of c at version.

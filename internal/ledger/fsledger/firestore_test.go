@@ -280,3 +280,21 @@ func TestBackfillBuckets(t *testing.T) {
 		t.Fatal("the settled document got a bucket: the backfill is for pending ones")
 	}
 }
+
+// TestRetentionRule: the port's retention rule, on the stored expire_at
+// the TTL policy reads (the emulator runs no TTL policy): absent while the
+// message is owed, settled_at + retention once DONE.
+func TestRetentionRule(t *testing.T) {
+	ledgertest.RunRetention(t, func(t *testing.T) ledger.Ledger {
+		c, _ := emutest.Firestore(t)
+		return New(c, nil).WithRetention(ledgertest.Retention)
+	}, func(t *testing.T, s ledger.Ledger, id string, now time.Time) bool {
+		t.Helper()
+		snap, err := s.(*Store).op(id).Get(t.Context())
+		if err != nil {
+			t.Fatalf("get %s: %v", id, err)
+		}
+		at, ok := snap.Data()["expire_at"].(time.Time)
+		return ok && !at.After(now)
+	})
+}

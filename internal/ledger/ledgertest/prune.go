@@ -66,3 +66,89 @@ func RunPrune(t *testing.T, newStore func(*testing.T) Pruner) {
 		}
 	}
 }
+
+// Retention is the LROSINK_RETENTION RunRetention's stores are given.
+const Retention = 8 * 24 * time.Hour
+
+// Expired says whether store s's retention has deleted operation id by now,
+// as the store expresses it: SQLite and memory delete in a prune run at now
+// (cutoff now - Retention); Firestore's TTL policy, which the emulator does
+// not run, would delete a document whose expire_at is at or before now.
+type Expired func(t *testing.T, s ledger.Ledger, id string, now time.Time) bool
+
+// PrunedBy is Expired for a Pruner: a prune at now, then a read.
+func PrunedBy(t *testing.T, s ledger.Ledger, id string, now time.Time) bool {
+	t.Helper()
+	if _, err := s.(Pruner).PruneSettled(t.Context(), now.Add(-Retention), now, 100); err != nil {
+		t.Fatalf("prune at %v: %v", now, err)
+	}
+	_, err := s.GetOperation(t.Context(), id)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return err != nil
+}
+
+// RunRetention checks the port's retention rule (ledger.PatchMirrorDone)
+// on a store keeping settled operations for Retention: an operation is
+// never expired while pending or while its results message is owed (claim
+// held, released, seized again; whole puts of it meanwhile), however long
+// after its settlement; once its mirror is DONE it expires Retention after
+// its settlement, and a whole put with the mirror DONE keeps that.
+func RunRetention(t *testing.T, newStore func(*testing.T) ledger.Ledger, expired Expired) {
+	t.Parallel()
+	s := newStore(t)
+	later := t0.Add(10 * Retention) // settled long ago, by any retention
+	mustCommit(t, s, Op("rt-pending"), nil)
+	notExpired := func(step string, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if expired(t, s, id, later) {
+				t.Fatalf("%s: %s expired while pending or owing its message", step, id)
+			}
+		}
+	}
+	settle := func(id string) *ledger.Claim {
+		mustCommit(t, s, Op(id), nil)
+		c := Claim(id, "h1", t0.Add(time.Minute))
+		_, crev := mustCommit(t, s, terminal(mustGet(t, s, id), c.LeaseUntil), c)
+		c.Rev = *crev
+		return c
+	}
+	owed, merged := settle("rt-owed"), settle("rt-merged")
+	notExpired("held", "rt-pending", "rt-owed", "rt-merged")
+
+	// The publish failed: released, then a whole put while owed (a register
+	// merging metadata), then seized by a new holder.
+	owed.Status, owed.Holder, owed.LeaseUntil = ledger.ClaimReleased, "", t0.Add(time.Minute)
+	owed.Rev = mustApply(t, s, ledger.PutClaim(*owed), ledger.PatchMirror(owed.ID, ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: owed.LeaseUntil}))[0]
+	op := mustGet(t, s, owed.ID)
+	op.UserMetadata = map[string]any{"job": "j1", "merged": "yes"}
+	mustApply(t, s, ledger.PutOperation(op))
+	notExpired("released, then put whole", "rt-owed")
+	owed.Status, owed.Holder, owed.LeaseUntil, owed.Attempts = ledger.ClaimHeld, "h2", later.Add(time.Minute), 2
+	owed.Rev = mustApply(t, s, ledger.PutClaim(*owed), ledger.PatchMirror(owed.ID, ledger.EffectMirror{Status: ledger.ClaimHeld, LeaseUntil: owed.LeaseUntil}))[0]
+	notExpired("seized", "rt-owed")
+
+	// Published: DONE. Then a whole put of the other with its mirror DONE
+	// (metadata merged after the completion).
+	for _, c := range []*ledger.Claim{owed, merged} {
+		done := *c
+		done.Status, done.DoneAt = ledger.ClaimDone, t0.Add(time.Minute)
+		mustApply(t, s, ledger.PutClaim(done), ledger.PatchMirrorDone(c.ID, t0))
+	}
+	op = mustGet(t, s, merged.ID)
+	op.UserMetadata = map[string]any{"job": "j1", "merged": "after"}
+	mustApply(t, s, ledger.PutOperation(op))
+	for _, id := range []string{"rt-owed", "rt-merged"} {
+		if expired(t, s, id, t0.Add(Retention-time.Second)) {
+			t.Fatalf("%s expired before Retention after its settlement", id)
+		}
+	}
+	for _, id := range []string{"rt-owed", "rt-merged"} {
+		if !expired(t, s, id, t0.Add(Retention)) {
+			t.Fatalf("%s, published, not expired Retention after its settlement", id)
+		}
+	}
+	notExpired("beside published ones", "rt-pending")
+}

@@ -3,9 +3,16 @@ package sqliteledger
 import (
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 )
 
 func TestPruneSettled(t *testing.T) {
 	ledgertest.RunPrune(t, func(t *testing.T) ledgertest.Pruner { return openTemp(t) })
+}
+
+// TestRetentionRule: the port's retention rule, by a prune: nothing owing
+// its message is deleted, however old.
+func TestRetentionRule(t *testing.T) {
+	ledgertest.RunRetention(t, func(t *testing.T) ledger.Ledger { return openTemp(t) }, ledgertest.PrunedBy)
 }
