@@ -144,9 +144,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	rc.Counter = a.Ledger
 	a.Metrics.CountFrom(a.Ledger, o.Now)
 	// SQLite and memory prune in the pass; Firestore (not a Pruner) has
-	// its TTL policy delete by the expire_at it writes.
+	// its TTL policy delete by the expire_at it writes. Every store's pass
+	// knows the retention: adoption must not take a job whose operation it
+	// deleted for a new one.
+	rc.Retention = cfg.Retention
 	if p, ok := a.Ledger.(reconcile.Pruner); ok && cfg.Retention > 0 {
-		rc.Retention, rc.Pruner = cfg.Retention, p
+		rc.Pruner = p
 	}
 	if cfg.GeminiAPIKey != "" {
 		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})

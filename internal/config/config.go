@@ -231,7 +231,9 @@ func (e *envReader) duration(k string, def time.Duration) time.Duration {
 // MinRetention is LROSINK_RETENTION's floor. A delivery for an operation
 // no longer in the ledger is a first sighting again (a new operation, a
 // new results message if its claim is gone too), so retention must stay
-// far beyond Gemini's 24 h of webhook retries and any replay window.
+// far beyond Gemini's 24 h of webhook retries and any replay window. The
+// reconciler's adoption, which lists old jobs every pass, skips those
+// settled longer ago than it (reconcile.Config.Retention).
 const MinRetention = 7 * 24 * time.Hour
 
 // retention reads LROSINK_RETENTION: days ("400d") or a Go duration;

@@ -93,7 +93,9 @@ type Config struct {
 	// Retention, when positive, is how long a settled operation is kept
 	// (LROSINK_RETENTION); Pruner deletes the older ones each pass, at
 	// most MaxOperations. Nil Pruner: the store expires them itself
-	// (Firestore's TTL policy on expire_at) or nothing is pruned.
+	// (Firestore's TTL policy on expire_at) or nothing is pruned. Set it
+	// with every store that deletes: adoption leaves alone the jobs that
+	// settled longer ago than it (pastRetention).
 	Retention time.Duration
 	Pruner    Pruner
 	// Observers are told of every pass when it ends (metrics, the
@@ -694,6 +696,9 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 			if cut(ctx) {
 				return
 			}
+			if r.pastRetention(ev) {
+				continue
+			}
 			if !r.adoptOne(ctx, t, ev) {
 				failed = true
 			}
@@ -716,6 +721,24 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 		r.adoptMark = newest
 		r.adoptMu.Unlock()
 	}
+}
+
+// pastRetention says whether a listed job settled longer than Retention
+// ago: adoption leaves it alone. The listing shows old jobs every pass, and
+// once retention has deleted the job's operation the door would take it
+// for a new one: an error a pass while its DONE claim is kept, then a
+// second results message once the claim has expired too.
+//
+// Nothing is lost by it as long as the reconciler (whose every pass lists
+// the newest jobs) was not down longer than Retention: a job the ledger
+// never saw was on the listing from its creation until it settled and
+// after, so an earlier pass adopted it. Retention counts from the ledger's
+// settlement, which is never before Gemini's update time, so every job
+// whose operation retention may have deleted is past it here. A job
+// without an update time is fed to the door as before.
+func (r *Reconciler) pastRetention(ev event.Event) bool {
+	return r.cfg.Retention > 0 && ev.State.Terminal() && !ev.UpdateTime.IsZero() &&
+		!ev.UpdateTime.After(r.cfg.Now().Add(-r.cfg.Retention))
 }
 
 // adoptOne feeds one listed job to the door and counts what it did. It

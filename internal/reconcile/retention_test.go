@@ -196,3 +196,85 @@ func TestRetentionWaitsForThePublish(t *testing.T) {
 		run(t, fsledger.New(client, nil).WithRetention(retention), ttl)
 	})
 }
+
+// TestAdoptionLeavesPrunedJobsAlone: a settled, published batch job stays
+// on Gemini's listing, which adoption reads every pass. Once retention has
+// deleted its operation, adoption used to take it for a new job: an error
+// every pass while its DONE claim was kept, then, once the claim had
+// expired (30 days), a second results message. Adoption now leaves alone
+// the jobs that settled longer ago than the retention, on every store.
+func TestAdoptionLeavesPrunedJobsAlone(t *testing.T) {
+	const retention = 8 * 24 * time.Hour
+	run := func(t *testing.T, s ledger.Ledger, ttl func(now time.Time)) {
+		fake := fakegemini.New()
+		srv := fake.Start(t)
+		clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+		log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
+		sink := &testutil.Recorder{}
+		door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: sink, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: clk.Now,
+			StuckAfter: 60 * 24 * time.Hour, BackoffMax: time.Hour, Retention: retention, AdoptPageSize: 50}
+		if p, ok := s.(reconcile.Pruner); ok {
+			cfg.Pruner = p
+		}
+		rec, err := reconcile.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fake.SetBatch("done", succeeded("done"))
+		mustRegister(t, door, "batches/done")
+		clk.Advance(2 * time.Minute)
+		if s := mustPass(t, rec); s.Settled != 1 {
+			t.Fatalf("first pass %+v: want 1 settled", s)
+		}
+		// Day by day past the retention (the operation goes) and past the
+		// claim's 30 days (the claim goes too).
+		for day := 1; day <= 40; day++ {
+			clk.Advance(24 * time.Hour)
+			ttl(clk.Now())
+			if s := mustPass(t, rec); s.Errors != 0 || s.Adopted != 0 {
+				t.Fatalf("pass on day %d: %+v, want no adoption and no error", day, s)
+			}
+		}
+		if _, err := s.GetOperation(t.Context(), "gemini:batches%2Fdone"); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("operation after 40 days: %v, want it deleted by the retention", err)
+		}
+		if n := sink.PerKey()["gemini:batches/done"]; n != 1 {
+			t.Fatalf("%d results messages, want 1", n)
+		}
+		// An orphan that settled within the retention is still adopted.
+		fake.SetBatch("orphan", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: clk.Now().Add(-time.Hour), ResponsesFile: "files/out-orphan"})
+		if s := mustPass(t, rec); s.Adopted != 1 || s.Settled != 1 {
+			t.Fatalf("pass with a recent orphan: %+v, want it adopted and settled", s)
+		}
+	}
+	t.Run("memory", func(t *testing.T) { run(t, testutil.MemLedger(t), func(time.Time) {}) })
+	t.Run("sqlite", func(t *testing.T) {
+		s, err := sqliteledger.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		run(t, s, func(time.Time) {})
+	})
+	t.Run("firestore", func(t *testing.T) {
+		client := testutil.Firestore(t)
+		ttl := func(now time.Time) { // the TTL policies on operations and claims
+			for _, coll := range []string{fsledger.Operations, fsledger.Claims} {
+				snaps, err := client.Collection(coll).Where("expire_at", "<=", now).Documents(t.Context()).GetAll()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, snap := range snaps {
+					if _, err := snap.Ref.Delete(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		run(t, fsledger.New(client, nil).WithRetention(retention), ttl)
+	})
+}
