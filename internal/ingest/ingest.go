@@ -97,6 +97,10 @@ var (
 	// claim, which holds the message to publish, is gone. It needs an
 	// operator (`lrosink replay`); every attempt until then fails with it.
 	ErrClaimMissing = errors.New("claim missing while its side effect is owed")
+	// ErrOperationMissing: a claim owes its results message but its
+	// operation is gone, so the claim cannot be seized. It is an
+	// ErrClaimMissing to every caller that classes errors.
+	ErrOperationMissing = fmt.Errorf("operation missing while its side effect is owed: %w", ErrClaimMissing)
 	// ErrStopping (always with ErrUnavailable): the process is stopping.
 	// The door takes no new work, and a caller still waiting for work in
 	// flight stops waiting: the work goes on, and Drain waits for it.
@@ -550,7 +554,14 @@ func (d *Door) recoverClaim(ctx context.Context, j *job, op *ledger.Operation, d
 	leaseUntil := now.Add(d.cfg.Lease)
 	lease, err := d.cfg.Store.SeizeClaim(ctx, c, d.cfg.NewToken(), leaseUntil, now.Add(d.cfg.ClaimTTL), now)
 	if errors.Is(err, ledger.ErrFenced) {
-		res.Outcome = OutcomeInProgress // someone else seized it first
+		// Someone else seized it first, or the operation whose mirror the
+		// seize patches is gone: then nobody can seize the claim and the
+		// message would be lost in silence. One read, on this path only,
+		// tells them apart.
+		if _, gerr := d.cfg.Store.GetOperation(ctx, id); errors.Is(gerr, ledger.ErrNotFound) {
+			return res, d.operationMissing(ctx, c)
+		}
+		res.Outcome = OutcomeInProgress
 		return res, nil
 	}
 	if err != nil {
@@ -608,6 +619,19 @@ func (d *Door) claimMissing(ctx context.Context, id string, op *ledger.Operation
 	}
 	d.cfg.Log.ErrorContext(ctx, "claim missing while its side effect is owed: run lrosink replay "+name, attrs...)
 	return res, fmt.Errorf("%w: %s (the claim holding its results message is gone; lrosink replay republishes it)", ErrClaimMissing, name)
+}
+
+// operationMissing reports a claim owing its message whose operation is
+// gone (deleted out of band, or by the TTL policy of a version that gave an
+// owed Firestore operation its expire_at): the claim cannot be seized, so
+// the message is published by nobody. One ERROR line "alert":"claim-missing"
+// (the alert that already pages for an owed message nobody can publish)
+// with "cause":"operation-missing", and ErrOperationMissing (a claim-missing
+// error to the callers' classes: counted, 503 to a webhook), every attempt.
+func (d *Door) operationMissing(ctx context.Context, c ledger.Claim) error {
+	d.cfg.Log.ErrorContext(ctx, "operation missing while its claim owes the results message: run lrosink replay "+c.Operation,
+		"alert", "claim-missing", "cause", "operation-missing", "operation", c.Operation, "claim_status", string(c.Status), "idempotency_key", c.Key)
+	return fmt.Errorf("%w: %s (its claim still holds the results message; lrosink replay publishes it)", ErrOperationMissing, c.Operation)
 }
 
 // doneCommitAttempts bounds the tries at the DONE commit after a publish.

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
@@ -11,12 +12,15 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/fsledger"
+	"github.com/lrosink/lrosink/internal/ledger/memledger"
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/results"
@@ -277,4 +281,62 @@ func TestAdoptionLeavesPrunedJobsAlone(t *testing.T) {
 		}
 		run(t, fsledger.New(client, nil).WithRetention(retention), ttl)
 	})
+}
+
+// goneOp is a memory ledger from which operation id has been deleted out
+// of band (its claim kept), as the port shows it: reads find nothing and
+// writes needing it fail their precondition.
+type goneOp struct {
+	*memledger.Store
+	id   string
+	gone atomic.Bool
+}
+
+func (g *goneOp) GetOperation(ctx context.Context, id string) (ledger.Operation, error) {
+	if g.gone.Load() && id == g.id {
+		return ledger.Operation{}, fmt.Errorf("operation %s: %w", id, ledger.ErrNotFound)
+	}
+	return g.Store.GetOperation(ctx, id)
+}
+
+func (g *goneOp) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Revision, error) {
+	for _, w := range writes {
+		if g.gone.Load() && ((w.Mirror != nil && w.Mirror.OpID == g.id) || (w.Op != nil && w.Op.ID == g.id)) {
+			return nil, fmt.Errorf("operation %s gone: %w", g.id, ledger.ErrConflict)
+		}
+	}
+	return g.Store.Apply(ctx, writes...)
+}
+
+// TestClaimWithoutItsOperationIsAnError: a claim owing its message whose
+// operation is gone cannot be seized (the seize patches the operation's
+// mirror). Its retry used to read as in-progress-elsewhere, with no error
+// and no alert, every pass: the message was lost in silence. It is now an
+// error with the claim-missing alert's ERROR line, "cause":"operation-missing".
+func TestClaimWithoutItsOperationIsAnError(t *testing.T) {
+	t.Parallel()
+	mem := memledger.New()
+	store := &goneOp{Store: mem, id: "gemini:batches%2Fowed"}
+	w := newWorldOn(t, 0, store, func() int64 { r, _, _ := mem.Counts().Snapshot(); return r })
+	sink := &downSink{}
+	sink.down.Store(true)
+	door, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: sink, Log: logging.New(w.logs, slog.LevelInfo, ""),
+		Now: w.clock.Now, Grace: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.fake.SetBatch("owed", succeeded("owed"))
+	if _, err := door.Ingest(t.Context(), event.Event{Name: "batches/owed", State: lifecycle.Succeeded, Source: event.SourceWebhook,
+		UpdateTime: tDone, Output: map[string]any{"responses_file": "files/out-owed"}}); !errors.Is(err, ingest.ErrSideEffect) {
+		t.Fatalf("first delivery with the sink down: %v, want a side-effect error", err)
+	}
+	store.gone.Store(true)
+	sink.down.Store(false)
+	w.clock.Advance(time.Minute)
+	if _, err := door.RetryClaim(t.Context(), "gemini:batches%2Fowed"); !errors.Is(err, ingest.ErrOperationMissing) || !errors.Is(err, ingest.ErrClaimMissing) {
+		t.Fatalf("retry of a claim whose operation is gone: %v, want ErrOperationMissing (a claim-missing error)", err)
+	}
+	if n := w.logs.CountLines(`"alert":"claim-missing","cause":"operation-missing"`); n != 1 {
+		t.Fatalf("%d operation-missing alerts, want 1", n)
+	}
 }
