@@ -128,6 +128,7 @@ type Store interface {
 	SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error)
 	ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error
 	CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error
+	CloseOrphanClaim(ctx context.Context, c ledger.Claim, now time.Time) error
 }
 
 // Config holds the door's dependencies.

@@ -20,7 +20,10 @@ var ErrNotSettled = errors.New("operation has not settled")
 // The message is the claim's. When the claim is gone (expired long after
 // completion, or lost while its effect was owed: the claim-missing alert)
 // the message is rebuilt from the settled operation, and the operation's
-// effect mirror is set DONE with the replay, so the alert stops.
+// effect mirror is set DONE with the replay, so the alert stops. When the
+// operation is gone instead (its operation-missing variant), the claim is
+// closed DONE, which stops that alert (a claim that changed since it was
+// read fails that step, ErrFenced, and the replay says so).
 func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (string, error) {
 	name, err := opname.Normalize(rawName, kind)
 	if err != nil {
@@ -56,11 +59,22 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 	// Record it; a concurrent writer only makes us re-read and append again,
 	// on the door's conflict schedule. The first attempt reuses the read
 	// the rebuilt message came from.
-	read := rebuilt
+	read, orphan := rebuilt, false
 	if _, err := d.conflictRetrier().Do(ctx, func(ctx context.Context) error {
 		if !read {
 			var err error
-			if op, err = d.cfg.Store.GetOperation(ctx, id); err != nil {
+			op, err = d.cfg.Store.GetOperation(ctx, id)
+			if errors.Is(err, ledger.ErrNotFound) {
+				// The claim's operation is gone (the operation-missing
+				// alert): nothing to record the replay on, and nobody can
+				// seize the claim, so the published message settles it.
+				orphan = true
+				if c.Status == ledger.ClaimDone {
+					return nil
+				}
+				return d.cfg.Store.CloseOrphanClaim(ctx, c, d.cfg.Now())
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -78,6 +92,6 @@ func (d *Door) Replay(ctx context.Context, rawName string, kind opname.Kind) (st
 		return replayID, fmt.Errorf("%w: replay %s published as %s but not recorded: %w", ErrUnavailable, name.Canonical, replayID, err)
 	}
 	d.cfg.Log.InfoContext(ctx, "replay", "operation", name.Canonical, "replay_id", replayID, "idempotency_key", m.IdempotencyKey,
-		"rebuilt_from_operation", rebuilt)
+		"rebuilt_from_operation", rebuilt, "operation_missing", orphan)
 	return replayID, nil
 }

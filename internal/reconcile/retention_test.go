@@ -22,6 +22,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -338,5 +339,25 @@ func TestClaimWithoutItsOperationIsAnError(t *testing.T) {
 	}
 	if n := w.logs.CountLines(`"alert":"claim-missing","cause":"operation-missing"`); n != 1 {
 		t.Fatalf("%d operation-missing alerts, want 1", n)
+	}
+
+	// The runbook's remedy: lrosink replay publishes the claim's message and
+	// closes the claim, so the alert stops (it used to repeat every pass,
+	// the replay unable to record anything on the missing operation).
+	if _, err := door.Replay(t.Context(), "batches/owed", opname.KindUnknown); err != nil {
+		t.Fatalf("replay of a claim whose operation is gone: %v", err)
+	}
+	if got := sink.All(); len(got) != 1 || got[0].Operation != "batches/owed" || got[0].ReplayID == "" {
+		t.Fatalf("published %+v, want the claim's message once, as a replay", got)
+	}
+	if c, err := store.GetClaim(t.Context(), "gemini:batches%2Fowed"); err != nil || c.Status != ledger.ClaimDone {
+		t.Fatalf("claim %+v %v after the replay, want DONE", c, err)
+	}
+	w.clock.Advance(time.Minute)
+	if _, err := door.RetryClaim(t.Context(), "gemini:batches%2Fowed"); err != nil {
+		t.Fatalf("retry after the replay: %v", err)
+	}
+	if n := w.logs.CountLines(`"cause":"operation-missing"`); n != 1 || len(sink.All()) != 1 {
+		t.Fatalf("after the replay: %d operation-missing alerts, %d messages; want 1 and 1", n, len(sink.All()))
 	}
 }

@@ -117,6 +117,19 @@ func (l *Ledger) CompleteClaim(ctx context.Context, le ledger.Lease, now time.Ti
 	return nil
 }
 
+// CloseOrphanClaim marks claim c (as read, at c.Rev) DONE without touching
+// an operation: the end of a replay that published the message of a claim
+// whose operation is gone, which nobody can seize (a seize patches the
+// operation's mirror) and which would otherwise stay owed, alerting every
+// pass. ErrFenced if the claim changed since it was read.
+func (l *Ledger) CloseOrphanClaim(ctx context.Context, c ledger.Claim, now time.Time) error {
+	c.Status, c.Holder, c.DoneAt, c.UpdatedAt = ledger.ClaimDone, "", now, now
+	if _, err := l.Apply(ctx, ledger.PutClaim(c)); err != nil {
+		return fenced("close claim "+c.ID, err)
+	}
+	return nil
+}
+
 // ScheduleCheck records a reconcile check without touching state: the next
 // check time, one more check, and a note (e.g. "not-found"). A zero next
 // means no check is scheduled: it reads back as zero and the operation is

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore ledgertest.NewStore) {
 		"RevisionCountsClaimWrites":     testClaimRevision,
 		"MirrorWriteFencesStaleWrites":  testMirrorFences,
 		"ScheduleCheckWithoutNext":      testScheduleNoNext,
+		"CloseOrphanFencedOnRead":       testCloseOrphan,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -96,6 +97,33 @@ func testCompleteFenced(t *testing.T, s *claims.Ledger) {
 	}
 	if err := s.CompleteClaim(t.Context(), *lease, t0.Add(2*time.Second)); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("second complete = %v, want ErrFenced", err)
+	}
+}
+
+// testCloseOrphan: a released claim, read once, is closed DONE by replay
+// without its operation (CloseOrphanClaim); a second close from the same,
+// now stale, read is fenced; the message is kept.
+func testCloseOrphan(t *testing.T, s *claims.Ledger) {
+	lease := settled(t, s, "a14", "h1", t0.Add(time.Hour))
+	if err := s.ReleaseClaim(t.Context(), *lease, far, t0); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	c, err := s.GetClaim(t.Context(), "a14")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseOrphanClaim(t.Context(), c, t0.Add(time.Second)); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	got, _ := s.GetClaim(t.Context(), "a14")
+	if got.Status != ledger.ClaimDone || !got.DoneAt.Equal(t0.Add(time.Second)) || got.Live(t0) || got.Message.Operation != c.Message.Operation {
+		t.Fatalf("claim after close %+v", got)
+	}
+	if err := s.CloseOrphanClaim(t.Context(), c, t0.Add(2*time.Second)); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("close from a stale read = %v, want ErrFenced", err)
+	}
+	if due, err := s.DueClaims(t.Context(), t0.Add(time.Hour), 10); err != nil || len(due) != 0 {
+		t.Fatalf("due claims after close: %+v %v, want none", due, err)
 	}
 }
 
