@@ -368,18 +368,22 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 		c.search(w, r, f)
 		return
 	}
-	ops, total, err := c.page(r.Context(), c.filter(f), f.After, c.cfg.PageSize)
+	// One row more than a page says whether a next page exists: a total
+	// that is a multiple of the page size must not offer an empty one.
+	ops, total, err := c.page(r.Context(), c.filter(f), f.After, c.cfg.PageSize+1)
 	if err != nil {
 		c.unavailable(w, r, err)
 		return
 	}
+	more := len(ops) > c.cfg.PageSize
+	ops = ops[:min(len(ops), c.cfg.PageSize)]
 	rows := c.rows(ops)
 	d := listData{Form: f, States: statesOf(), Kinds: kinds(), Rows: rows, Total: total,
 		First: f.From, Last: f.From + len(ops) - 1, StuckAfter: c.cfg.StuckAfter}
 	if !f.After.IsZero() {
 		d.Reset = f.query()
 	}
-	if len(ops) == c.cfg.PageSize {
+	if more {
 		last := ops[len(ops)-1]
 		d.Next = f.query("at", last.SubmittedAt.UTC().Format(time.RFC3339Nano), "id", last.ID, "from", strconv.Itoa(d.Last+1))
 	}

@@ -296,3 +296,28 @@ func TestOperationPageShowsLeaseOnlyWhileHeld(t *testing.T) {
 		t.Errorf("done claim: the page shows a lease")
 	}
 }
+
+// A total that is an exact multiple of the page size ends on a full page
+// with no "next »": there is nothing after it to show.
+func TestNoNextAfterAnExactlyFullLastPage(t *testing.T) {
+	s := store(t)
+	for i := range 6 {
+		op := ledgertest.Op(fmt.Sprintf("op%d", i))
+		op.SubmittedAt = now.Add(-time.Duration(10-i) * time.Minute)
+		commit(t, s, op, nil)
+	}
+	srv := newConsole(t, s, func(c *console.Config) { c.PageSize = 3 })
+	next := regexp.MustCompile(`<a href="([^"]*)" rel="next">`)
+	body, _ := get(t, srv.URL+"/ui/", http.StatusOK)
+	m := next.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("first of two full pages has no next link")
+	}
+	body, _ = get(t, srv.URL+strings.ReplaceAll(m[1], "&amp;", "&"), http.StatusOK)
+	if got := countRE.FindStringSubmatch(body)[1]; got != "4–6 of 6" {
+		t.Fatalf("second page label = %q, want 4–6 of 6", got)
+	}
+	if next.MatchString(body) {
+		t.Errorf("the last page (full, 6 of 6) offers next » to an empty page")
+	}
+}
