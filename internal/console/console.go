@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,8 +220,6 @@ type listForm struct {
 	From  int // 1-based position of the page's first row, for the label
 }
 
-var stateRE = regexp.MustCompile(`^[A-Z_]{1,40}$`)
-
 // kinds are the kinds the filter offers (a function: no package-level
 // mutable state).
 func kinds() []opname.Kind {
@@ -231,11 +228,11 @@ func kinds() []opname.Kind {
 
 func parseList(q url.Values) (listForm, error) {
 	var f listForm
-	if s := q.Get("state"); s != "" {
-		if !stateRE.MatchString(s) {
-			return f, errors.New("state: not a state name")
+	if s := lifecycle.State(q.Get("state")); s != "" {
+		if !slices.Contains(statesOf(), s) {
+			return f, errors.New("state: not one lrosink knows (" + strings.Join(stateNames(), ", ") + ")")
 		}
-		f.State = lifecycle.State(s)
+		f.State = s
 	}
 	if k := opname.Kind(q.Get("kind")); k != "" {
 		if !slices.Contains(kinds(), k) {
@@ -243,7 +240,11 @@ func parseList(q url.Values) (listForm, error) {
 		}
 		f.Kind = k
 	}
-	f.Stuck = q.Get("stuck") == "1"
+	stuck, ok := truthy(q.Get("stuck"))
+	if !ok {
+		return f, errors.New("stuck: not 1, true, on or yes (nor 0, false, off, no or empty)")
+	}
+	f.Stuck = stuck
 	f.Q = strings.TrimSpace(q.Get("q"))
 	if len(f.Q) > opname.MaxRawLen {
 		return f, errors.New("q: too long")
@@ -260,6 +261,28 @@ func parseList(q url.Values) (listForm, error) {
 		}
 	}
 	return f, nil
+}
+
+// truthy reads a yes/no URL parameter in the spellings people and forms
+// use: what strconv.ParseBool accepts, plus on/off (a checkbox without a
+// value sends "on") and yes/no, in any case; "" is no. ok is false for
+// anything else, so a typo is answered 400 rather than read as no.
+func truthy(v string) (yes, ok bool) {
+	switch strings.ToLower(v) {
+	case "", "0", "f", "false", "off", "no":
+		return false, true
+	case "1", "t", "true", "on", "yes":
+		return true, true
+	}
+	return false, false
+}
+
+func stateNames() []string {
+	var out []string
+	for _, s := range statesOf() {
+		out = append(out, string(s))
+	}
+	return out
 }
 
 // query returns the URL query of f without its cursor, with extra pairs.

@@ -321,3 +321,34 @@ func TestNoNextAfterAnExactlyFullLastPage(t *testing.T) {
 		t.Errorf("the last page (full, 6 of 6) offers next » to an empty page")
 	}
 }
+
+// A filter lrosink cannot apply is the user's mistake, said as such: an
+// unknown state is 400 like an unknown kind (not an empty list under a
+// select showing "any"), and stuck takes the usual truthy spellings or
+// is 400, never silently ignored.
+func TestFiltersAreCheckedNotIgnored(t *testing.T) {
+	s := store(t)
+	op := ledgertest.Op("old")
+	op.SubmittedAt = now.Add(-7 * time.Hour)
+	commit(t, s, op, nil)
+	young := ledgertest.Op("young")
+	young.SubmittedAt = now.Add(-time.Hour)
+	commit(t, s, young, nil)
+	srv := newConsole(t, s, nil)
+	for _, q := range []string{"state=SUCCEDED", "state=succeeded", "kind=nope", "stuck=maybe", "stuck=2"} {
+		body, _ := get(t, srv.URL+"/ui/?"+q, http.StatusBadRequest)
+		field, _, _ := strings.Cut(q, "=")
+		if !strings.Contains(body, "Bad filter: "+field) {
+			t.Errorf("?%s: the 400 does not name %s:\n%s", q, field, body)
+		}
+	}
+	for _, v := range []string{"1", "true", "TRUE", "on", "yes"} {
+		body, _ := get(t, srv.URL+"/ui/?stuck="+v, http.StatusOK)
+		if got := countRE.FindStringSubmatch(body)[1]; got != "1–1 of 1" || !strings.Contains(body, `name="stuck" value="1" checked`) {
+			t.Errorf("?stuck=%s: %q, or the box is not ticked: not read as stuck", v, got)
+		}
+	}
+	for _, v := range []string{"", "0", "false", "off", "no"} {
+		get(t, srv.URL+"/ui/?stuck="+v, http.StatusOK)
+	}
+}
