@@ -448,7 +448,7 @@ func qps(total float64, shards int) string {
 // Mux serves every function at its own path, as cmd/server does without
 // FUNCTION_TARGET, plus GET /healthz (liveness), GET /readyz (the store
 // answered recently), GET /metrics and the console under /ui/ (GET /
-// redirects there).
+// redirects there; GET /favicon.ico is its 204).
 func (a *App) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/Webhook", a.Webhook())
@@ -462,6 +462,7 @@ func (a *App) Mux() *http.ServeMux {
 	} else {
 		mux.Handle(console.Prefix, ui)
 		mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
+		mux.Handle("GET "+console.Favicon, ui)
 	}
 	mux.Handle("/healthz", httpapi.Healthz())
 	mux.Handle("GET /readyz", httpapi.Readyz(a.ProbeStore))

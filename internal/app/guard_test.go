@@ -13,15 +13,17 @@ import (
 
 // With LROSINK_ADMIN_TOKEN set, /metrics and the console need the token
 // (Bearer; the console also takes its sign-in cookie), /healthz stays open,
-// and GET / redirects to the console. Without a token all are open.
+// GET / redirects to the console, and a browser's /favicon.ico is 204 No
+// Content (no 404 in its console on a first visit). Without a token all
+// are open.
 func TestAdminTokenGuardsMetricsAndConsole(t *testing.T) {
 	const token = "admin-token-0123456789abcdef"
 	for _, tc := range []struct {
 		token string
 		want  map[string]int // path → status without credentials
 	}{
-		{token, map[string]int{"/metrics": 401, "/ui/": 401, "/ui/health": 401, "/healthz": 200, "/": 302}},
-		{"", map[string]int{"/metrics": 200, "/ui/": 200, "/ui/health": 200, "/healthz": 200, "/": 302}},
+		{token, map[string]int{"/metrics": 401, "/ui/": 401, "/ui/health": 401, "/healthz": 200, "/": 302, "/favicon.ico": 204}},
+		{"", map[string]int{"/metrics": 200, "/ui/": 200, "/ui/health": 200, "/healthz": 200, "/": 302, "/favicon.ico": 204}},
 	} {
 		a := newApp(t, testConfig(t, "http://127.0.0.1:1", func(c *config.Config) { c.AdminToken = tc.token }), nil, io.Discard, time.Now)
 		srv := httptest.NewServer(a.Mux())

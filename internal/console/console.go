@@ -149,6 +149,7 @@ func New(cfg Config) (http.Handler, error) {
 		w.Header().Set("Cache-Control", "max-age=300")
 		_, _ = w.Write(css)
 	})
+	mux.HandleFunc("GET "+Favicon, favicon)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusFound)
 	})
@@ -160,6 +161,17 @@ func New(cfg Config) (http.Handler, error) {
 		h = c.signIn(mux)
 	}
 	return secure(h), nil
+}
+
+// Favicon is where every browser asks for an icon on its first visit.
+const Favicon = "/favicon.ico"
+
+// favicon answers 204 No Content: the console has no icon, and a 404 would
+// be an error in the browser's console on every first visit. Open even
+// when guarded (like the stylesheet): it reveals nothing.
+func favicon(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "max-age=86400")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // secure sets the headers every answer carries: no script may run, nothing

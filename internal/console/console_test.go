@@ -352,3 +352,15 @@ func TestFiltersAreCheckedNotIgnored(t *testing.T) {
 		get(t, srv.URL+"/ui/?stuck="+v, http.StatusOK)
 	}
 }
+
+// A browser asks for /favicon.ico on its first visit: the console (served
+// at "/" as the Console function) answers 204 No Content, with or without
+// a token, rather than a 404 page in the browser's console.
+func TestFaviconIsNoContent(t *testing.T) {
+	for _, token := range []string{"", "favicon-admin-token-0123456789"} {
+		srv := newConsole(t, store(t), func(c *console.Config) { c.AdminToken = token })
+		if body, _ := get(t, srv.URL+"/favicon.ico", http.StatusNoContent); body != "" {
+			t.Errorf("token %t: /favicon.ico has a body %q", token != "", body)
+		}
+	}
+}

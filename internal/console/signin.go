@@ -26,14 +26,14 @@ const maxSignInBody = 4 << 10
 // session cookie the sign-in form sets (a browser cannot send the header).
 // The cookie holds an expiry and an HMAC of it keyed by the token, never
 // the token: it is worthless once the token is rotated, and nothing about
-// the token can be read from it. Only the stylesheet and the form itself
-// are open. The token is compared in constant time and never logged or
+// the token can be read from it. Only the stylesheet, the favicon's 204 and
+// the form itself are open. The token is compared in constant time and never logged or
 // echoed; a refusal is logged with its reason only.
 func (c *Console) signIn(next http.Handler) http.Handler {
 	want := admintoken.New(c.cfg.AdminToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case r.URL.Path == Prefix+"style.css":
+		case r.URL.Path == Prefix+"style.css", r.URL.Path == Favicon:
 			next.ServeHTTP(w, r)
 			return
 		case r.URL.Path == Prefix+"signin" && r.Method == http.MethodPost:
