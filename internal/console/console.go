@@ -443,7 +443,10 @@ type opData struct {
 	Output   string
 	Claim    *ledger.Claim
 	Message  string
-	Timeline []event
+	// Published: the claim is DONE, so Message went out; otherwise it is
+	// the message lrosink still owes (built at settlement, not yet sent).
+	Published bool
+	Timeline  []event
 	// Deliveries is the delivery log, newest first; LogKept says whether
 	// one is kept at all, LogError why it could not be read.
 	Deliveries []deliverylog.Entry
@@ -480,6 +483,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 			return
 		default:
 			d.Claim = &cl
+			d.Published = cl.Status == ledger.ClaimDone
 			if data, err := cl.Message.Data(); err != nil {
 				d.Message = "(cannot encode: " + err.Error() + ")"
 			} else {

@@ -364,3 +364,29 @@ func TestFaviconIsNoContent(t *testing.T) {
 		}
 	}
 }
+
+// Only a DONE claim's message was published: a claim still CLAIMED (or
+// RELEASED) shows the message lrosink owes, labelled as not yet published.
+func TestMessageIsPublishedOnlyOnceDone(t *testing.T) {
+	s := store(t)
+	held, c := settled("held", now.Add(-time.Hour))
+	commit(t, s, held, c)
+	done, dc := settled("done", now.Add(-time.Hour))
+	_, lease, err := claims.New(s).CommitOperation(t.Context(), done, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := claims.New(s).CompleteClaim(t.Context(), *lease, now.Add(-50*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/operations/held", http.StatusOK)
+	if strings.Contains(body, "as published") || !strings.Contains(body, "not yet published") ||
+		!strings.Contains(body, `&#34;idempotency_key&#34;: &#34;gemini:batches/held&#34;`) {
+		t.Errorf("CLAIMED claim: want its message shown as owed, not as published:\n%s", body)
+	}
+	body, _ = get(t, srv.URL+"/ui/operations/done", http.StatusOK)
+	if !strings.Contains(body, "Results message as published") || strings.Contains(body, "not yet published") {
+		t.Errorf("DONE claim: want its message shown as published")
+	}
+}
