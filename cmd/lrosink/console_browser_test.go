@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -404,4 +405,61 @@ func register(t *testing.T, base, body string) {
 func jsonString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 	return `"` + r.Replace(s) + `"`
+}
+
+// TestConsoleStuckClaimsOnAPhone: the Stuck page's claims that are not
+// done fit a 390 px phone, as every page does. Results go to /dev/full,
+// where every write fails, so each settled operation's claim is released
+// with its message still owed and stays on the page.
+func TestConsoleStuckClaimsOnAPhone(t *testing.T) {
+	browser := chromium(t)
+	bin := build(t, "")
+	secret := webhooktest.NewSecret()
+	p := serve(t, bin, t.TempDir(), []string{"LROSINK_WEBHOOK_SECRETS=" + secret, "LROSINK_RESULTS=file:/dev/full"})
+	for i, id := range []string{"br_owed_with_a_rather_long_identifier_0123456789abcdef", "br_owed_2"} {
+		// The sink fails, so the answer is not a success; the claim is
+		// what this test is after.
+		if _, _, err := deliver(t, p.base, secret, fmt.Sprintf("msg_owed_%d", i), body(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(390, 844),
+		chromedp.UserDataDir(t.TempDir()))
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(p.base+"/ui/stuck"), chromedp.WaitVisible("main h1")); err != nil {
+		t.Fatal(err)
+	}
+	page, err := chromedp.Run(ctx, chromedp.Text("main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Settled, so not among the stuck operations: listed as a claim.
+	if !strings.Contains(page, "batches/br_owed_2") {
+		t.Fatalf("claims not done: want batches/br_owed_2:\n%s", page)
+	}
+	w, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w > 390 {
+		t.Errorf("at 390 px, /ui/stuck with claims not done is %d px wide: it scrolls sideways", w)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := os.Getenv("LROSINK_ARTIFACTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	if err := os.WriteFile(filepath.Join(shots, "phone-stuck.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
