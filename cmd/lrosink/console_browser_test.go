@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -320,8 +322,9 @@ func TestConsoleInBrowser(t *testing.T) {
 }
 
 // TestConsoleSignInInBrowser: with LROSINK_ADMIN_TOKEN set, a browser gets
-// the sign-in form; a wrong token does not reach the list, the right one
-// does (through the session cookie), and sign-out ends it.
+// the sign-in form; a wrong token does not reach the page asked for, the
+// right one does (through the session cookie), a link from another site
+// opens a page signed in (SameSite=Lax), and sign-out ends it.
 func TestConsoleSignInInBrowser(t *testing.T) {
 	browser := chromium(t)
 	bin := build(t, "")
@@ -358,21 +361,38 @@ func TestConsoleSignInInBrowser(t *testing.T) {
 			chromedp.WaitVisible(`body:not([data-old]) main h1`))
 	}
 
-	run("console", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("form.signin"))
+	// A deep link: the sign-in lands on the page asked for.
+	run("console", chromedp.Navigate(p.base+"/ui/health"), chromedp.WaitVisible("form.signin"))
 	if h := h1(); h != "Sign in" {
-		t.Fatalf("unauthenticated /ui/ shows %q, want the sign-in form", h)
+		t.Fatalf("unauthenticated /ui/health shows %q, want the sign-in form", h)
 	}
 	signIn("not-the-token-at-all")
 	if h := h1(); h != "Sign in" {
 		t.Fatalf("a wrong token reached %q", h)
 	}
 	signIn(token)
-	if h := h1(); h != "Operations" {
-		t.Fatalf("the right token reached %q, want the list", h)
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
 	}
-	run("health", chromedp.Navigate(p.base+"/ui/health"), chromedp.WaitVisible("main h1"))
-	if h := h1(); h != "Health" {
-		t.Fatalf("after sign-in, /ui/health shows %q", h)
+	if h := h1(); h != "Health" || loc != p.base+"/ui/health" {
+		t.Fatalf("the right token reached %q at %s, want Health at /ui/health", h, loc)
+	}
+	run("list", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("main h1"))
+	if h := h1(); h != "Operations" {
+		t.Fatalf("after sign-in, /ui/ shows %q", h)
+	}
+	// A link on another site (localhost is not the same site as
+	// 127.0.0.1) opens the console signed in.
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, `<!doctype html><a id="alert" href="`+p.base+`/ui/stuck">see the stuck operations</a>`)
+	}))
+	defer elsewhere.Close()
+	run("link from another site", chromedp.Navigate(strings.Replace(elsewhere.URL, "127.0.0.1", "localhost", 1)),
+		chromedp.WaitVisible("#alert"), chromedp.Click("#alert"), chromedp.WaitVisible("main h1"))
+	if h := h1(); h != "Stuck" {
+		t.Fatalf("a link from another site reached %q, want the Stuck page signed in", h)
 	}
 	run("sign out", markPage(),
 		chromedp.Click(`form.signout button`), chromedp.WaitVisible(`body:not([data-old]) main h1`))

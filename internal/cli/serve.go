@@ -62,7 +62,7 @@ its lease by the next run).`,
                      0.0.0.0:8080); when set, POST /Register, /Reconcile and GET /metrics need the
                      header "Authorization: Bearer <token>" (401 otherwise), and the console at
                      /ui/ is guarded too: a browser signs in with the token through a form (an
-                     HttpOnly, SameSite=Strict cookie; Sign out ends it), scripts send the header.
+                     HttpOnly, SameSite=Lax cookie; Sign out ends it), scripts send the header.
                      /Webhook is authenticated by its signature and /healthz is open. 16+
                      characters: openssl rand -hex 32. On Cloud Run leave it unset: IAM guards
                      the services, the console included

@@ -171,7 +171,7 @@ func TestTimesAndColumns(t *testing.T) {
 }
 
 // With an admin token, a browser signs in through the form and gets an
-// HttpOnly, SameSite=Strict cookie (Secure only over TLS) that is not the
+// HttpOnly, SameSite=Lax cookie (Secure only over TLS) that is not the
 // token; a wrong token gets the form again (401); Bearer still works; the
 // token is never echoed; sign-out ends the session.
 func TestSignIn(t *testing.T) {
@@ -204,7 +204,7 @@ func TestSignIn(t *testing.T) {
 	}
 	res.Body.Close()
 	set := res.Header.Get("Set-Cookie")
-	if res.StatusCode != http.StatusSeeOther || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") ||
+	if res.StatusCode != http.StatusSeeOther || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Lax") ||
 		strings.Contains(set, "Secure") || strings.Contains(set, token) {
 		t.Fatalf("sign-in: %d, Set-Cookie %q", res.StatusCode, set)
 	}

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -60,35 +62,91 @@ func (c *Console) signIn(next http.Handler) http.Handler {
 			c.cfg.Log.WarnContext(r.Context(), "console request refused", "status", http.StatusUnauthorized,
 				"reason", "no-session", "path", truncate(r.URL.Path, 128))
 		}
-		// A browser gets the form; a script gets the 401 and the challenge.
+		// A browser gets the form, which carries the page it asked for (a
+		// deep link survives the sign-in); a script gets the 401 and the
+		// challenge.
+		next := r.URL.RequestURI()
+		if r.URL.Path == Prefix+"signin" {
+			next = r.URL.Query().Get("next")
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lrosink"`)
-		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signInData{})
+		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signInData{Next: localNext(next)})
 	})
 }
 
-type signInData struct{ Wrong bool }
+type signInData struct {
+	Wrong bool
+	// Next is where a sign-in goes: a local console path (localNext).
+	Next string
+}
+
+// maxNext bounds the return-to path a sign-in carries.
+const maxNext = 2048
+
+// localNext returns next if it is a path of this console, safe to redirect
+// to after a sign-in, else "" (go to Prefix). It comes from the client, so
+// it must never send the browser elsewhere (an open redirect): only a path
+// that starts with Prefix and stays there once cleaned, with no scheme or
+// host, no backslash (browsers read "/\host" as "//host") and no control
+// character (a header split, or a tab browsers drop).
+func localNext(next string) string {
+	if next == "" || len(next) > maxNext || strings.ContainsAny(next, `\`) {
+		return ""
+	}
+	for _, ch := range next {
+		if ch < 0x20 || ch == 0x7f {
+			return ""
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, Prefix) || strings.HasPrefix(next, "//") {
+		return ""
+	}
+	// http.Redirect cleans the path: what it sends must still be ours. The
+	// sign-in and sign-out forms themselves are no place to return to.
+	if clean := path.Clean(u.Path) + "/"; !strings.HasPrefix(clean, Prefix) ||
+		u.Path == Prefix+"signin" || u.Path == Prefix+"signout" {
+		return ""
+	}
+	return next
+}
 
 func (c *Console) postSignIn(w http.ResponseWriter, r *http.Request, want admintoken.Token) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxSignInBody)
-	if err := r.ParseForm(); err != nil || !want.Matches(r.PostForm.Get("token")) {
+	err := r.ParseForm()
+	next := localNext(r.PostForm.Get("next"))
+	if err != nil || !want.Matches(r.PostForm.Get("token")) {
 		c.cfg.Log.WarnContext(r.Context(), "console sign-in refused", "status", http.StatusUnauthorized, "reason", "invalid-token")
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lrosink"`)
-		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signInData{Wrong: true})
+		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signInData{Wrong: true, Next: next})
 		return
 	}
 	exp := c.cfg.Now().Add(sessionTTL).Unix()
 	http.SetCookie(w, c.cookie(r, strconv.FormatInt(exp, 10)+"."+c.mac(exp), int(sessionTTL/time.Second)))
 	c.cfg.Log.InfoContext(r.Context(), "console sign-in")
-	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	if next == "" {
+		next = Prefix
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // cookie is the session cookie: HttpOnly (no script could read it, and
-// none runs), SameSite=Strict (no other site's form or link carries it),
-// Secure when the request came over TLS (directly or through a proxy that
-// says so), scoped to the console. maxAge < 0 deletes it.
+// none runs), Secure when the request came over TLS (directly or through a
+// proxy that says so), scoped to the console. maxAge < 0 deletes it.
+//
+// SameSite=Lax, so that a link from elsewhere (an alert e-mail, another
+// console) opens the page signed in. Lax sends the cookie cross-site only
+// on top-level GET navigations, and every GET here only reads, on pages
+// no other site can frame (frame-ancestors 'none') or script (no CORS, a
+// CSP with no script). The only POSTs are the sign-in, which needs the
+// token itself, not the cookie, and the sign-out, which only deletes it;
+// Lax withholds the cookie from another site's POST anyway. /Register and
+// /Reconcile, which change the ledger, take the Bearer header only, and
+// the cookie's Path is the console's.
 func (c *Console) cookie(r *http.Request, value string, maxAge int) *http.Cookie {
 	return &http.Cookie{Name: sessionCookie, Value: value, Path: Prefix, MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")}
+		SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")}
 }
 
 // mac signs an expiry with the token.
