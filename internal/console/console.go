@@ -42,7 +42,7 @@ type Reader interface {
 	PageOperations(ctx context.Context, f ledger.Filter, after ledger.ListCursor, limit int) ([]ledger.Operation, error)
 	CountOperations(ctx context.Context, f ledger.Filter) (int64, error)
 	DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error)
-	SearchOperations(ctx context.Context, prefix string, limit int) ([]ledger.Operation, error)
+	SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error)
 }
 
 // Setting is one line of the health page's configuration table. Values

@@ -105,7 +105,7 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request, f listForm) {
 	var ops []ledger.Operation
 	lf := c.filter(f)
 	for _, p := range searchPrefixes(f.Q) {
-		found, err := c.cfg.Ledger.SearchOperations(r.Context(), p, c.cfg.PageSize)
+		found, err := c.cfg.Ledger.SearchOperations(r.Context(), p, "", c.cfg.PageSize)
 		if errors.Is(err, ledger.ErrBadPrefix) {
 			// What was typed, not the store: say so, as for a bad filter.
 			c.fail(w, r, http.StatusBadRequest, "Bad search: the name is too long to search", nil)

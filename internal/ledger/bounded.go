@@ -133,9 +133,9 @@ func (b *Bounded) CountOperations(ctx context.Context, f Filter) (int64, error) 
 }
 
 // SearchOperations implements Queries.
-func (b *Bounded) SearchOperations(ctx context.Context, prefix string, limit int) ([]Operation, error) {
+func (b *Bounded) SearchOperations(ctx context.Context, prefix, after string, limit int) ([]Operation, error) {
 	return call(b, ctx, "a query", func(ctx context.Context) ([]Operation, error) {
-		return b.l.SearchOperations(ctx, prefix, limit)
+		return b.l.SearchOperations(ctx, prefix, after, limit)
 	})
 }
 

@@ -504,10 +504,12 @@ type Queries interface {
 	// over the same index as PageOperations, which reads no documents.
 	CountOperations(ctx context.Context, f Filter) (int64, error)
 	// SearchOperations returns up to limit operations whose canonical name
-	// starts with prefix ("batches/batch_12"), in name order. Document ids
-	// are a prefix-preserving escape of the name (opname.DocID), so it is a
-	// range read on the id, which every store indexes: never a scan.
-	SearchOperations(ctx context.Context, prefix string, limit int) ([]Operation, error)
+	// starts with prefix ("batches/batch_12"), in document id order (name
+	// order, escapes aside), with an id strictly after after ("": from the
+	// first), so that a search reads on where its last page ended. Document
+	// ids are a prefix-preserving escape of the name (opname.DocID), so it
+	// is a range read on the id, which every store indexes: never a scan.
+	SearchOperations(ctx context.Context, prefix, after string, limit int) ([]Operation, error)
 }
 
 // NameRange returns the document-id range [lo, hi) of the operations whose

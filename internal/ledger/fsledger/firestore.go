@@ -746,7 +746,7 @@ func (s *Store) PageOperations(ctx context.Context, f ledger.Filter, after ledge
 
 // SearchOperations implements ledger.Queries: a range on the document id,
 // served by Firestore's built-in index on __name__ (no declared index).
-func (s *Store) SearchOperations(ctx context.Context, prefix string, limit int) ([]ledger.Operation, error) {
+func (s *Store) SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -755,8 +755,13 @@ func (s *Store) SearchOperations(ctx context.Context, prefix string, limit int) 
 		return nil, err
 	}
 	c := s.client.Collection(Operations)
-	q := c.Where("__name__", ">=", c.Doc(lo)).Where("__name__", "<", c.Doc(hi)).
-		OrderBy("__name__", firestore.Asc).Limit(limit)
+	from := c.Where("__name__", ">=", c.Doc(lo))
+	if after >= lo {
+		// Read on from the last page: after is itself in the range (or
+		// past it), so it is the tighter lower bound.
+		from = c.Where("__name__", ">", c.Doc(after))
+	}
+	q := from.Where("__name__", "<", c.Doc(hi)).OrderBy("__name__", firestore.Asc).Limit(limit)
 	return query(ctx, s, q, "search operations", fromOpDoc)
 }
 

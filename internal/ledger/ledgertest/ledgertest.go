@@ -756,9 +756,10 @@ func testEmptyLists(t *testing.T, s ledger.Ledger) {
 }
 
 // testSearchOperations pins the console's name search: exact and prefix
-// matches by canonical name, in name order, bounded by limit, with ids as
-// opname.DocID makes them ("/" escaped), so a name with "%" or a prefix
-// that ends mid-escape finds exactly what it should.
+// matches by canonical name, in name order, bounded by limit, read on
+// strictly after a cursor, with ids as opname.DocID makes them ("/"
+// escaped), so a name with "%" or a prefix that ends mid-escape finds
+// exactly what it should.
 func testSearchOperations(t *testing.T, s ledger.Ledger) {
 	names := []string{"batches/batch_12", "batches/batch_123", "batches/batch_2", "batches/b%25x", "operations/batch_1", "interactions/v1_a"}
 	for _, n := range names {
@@ -770,29 +771,41 @@ func testSearchOperations(t *testing.T, s ledger.Ledger) {
 		op.ID, op.Name, op.APIName = id, n, n
 		mustCommit(t, s, op, nil)
 	}
-	for _, c := range []struct {
-		prefix string
-		limit  int
-		want   []string
-	}{
-		{"batches/batch_1", 10, []string{"batches/batch_12", "batches/batch_123"}},
-		{"batches/batch_123", 10, []string{"batches/batch_123"}},
-		{"batches/", 2, []string{"batches/b%25x", "batches/batch_12"}},
-		{"batches/b%", 10, []string{"batches/b%25x"}},
-		{"batches/batch_1234", 10, nil},
-		{"operations/", 10, []string{"operations/batch_1"}},
-		{"", 0, nil},
-	} {
-		ops, err := s.SearchOperations(t.Context(), c.prefix, c.limit)
+	id := func(name string) string {
+		id, err := opname.DocID(opname.KeyPrefix + name)
 		if err != nil {
-			t.Fatalf("search %q: %v", c.prefix, err)
+			t.Fatal(err)
+		}
+		return id
+	}
+	for _, c := range []struct {
+		prefix, after string
+		limit         int
+		want          []string
+	}{
+		{"batches/batch_1", "", 10, []string{"batches/batch_12", "batches/batch_123"}},
+		{"batches/batch_123", "", 10, []string{"batches/batch_123"}},
+		{"batches/", "", 2, []string{"batches/b%25x", "batches/batch_12"}},
+		{"batches/b%", "", 10, []string{"batches/b%25x"}},
+		{"batches/batch_1234", "", 10, nil},
+		{"operations/", "", 10, []string{"operations/batch_1"}},
+		{"", "", 0, nil},
+		// Reading on: strictly after the last id read, within the range.
+		{"batches/", id("batches/batch_12"), 2, []string{"batches/batch_123", "batches/batch_2"}},
+		{"batches/", id("batches/batch_2"), 2, nil},
+		{"batches/batch_1", id("batches/b%25x"), 10, []string{"batches/batch_12", "batches/batch_123"}},
+		{"batches/", id("operations/batch_1"), 10, nil},
+	} {
+		ops, err := s.SearchOperations(t.Context(), c.prefix, c.after, c.limit)
+		if err != nil {
+			t.Fatalf("search %q after %q: %v", c.prefix, c.after, err)
 		}
 		var got []string
 		for _, o := range ops {
 			got = append(got, o.Name)
 		}
 		if !slices.Equal(got, c.want) {
-			t.Fatalf("search %q limit %d: %v, want %v", c.prefix, c.limit, got, c.want)
+			t.Fatalf("search %q after %q limit %d: %v, want %v", c.prefix, c.after, c.limit, got, c.want)
 		}
 	}
 }

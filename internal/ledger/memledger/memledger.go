@@ -428,13 +428,13 @@ func (s *Store) PageOperations(ctx context.Context, f ledger.Filter, after ledge
 
 // SearchOperations implements ledger.Queries: the id range of the names
 // starting with prefix, in id (and so name) order.
-func (s *Store) SearchOperations(ctx context.Context, prefix string, limit int) ([]ledger.Operation, error) {
+func (s *Store) SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error) {
 	lo, hi, err := ledger.NameRange(prefix)
 	if err != nil {
 		return nil, err
 	}
 	return s.selectOps(ctx, "search operations", limit, func(o ledger.Operation) bool {
-		return o.ID >= lo && o.ID < hi
+		return o.ID >= lo && o.ID > after && o.ID < hi
 	}, func(a, b ledger.Operation) int { return cmp.Compare(a.ID, b.ID) })
 }
 

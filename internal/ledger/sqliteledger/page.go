@@ -75,15 +75,16 @@ func (s *Store) CountOperations(ctx context.Context, f ledger.Filter) (int64, er
 }
 
 // sqlSearchOperations is a range read on the primary key: ids are a
-// prefix-preserving escape of the canonical name (ledger.NameRange).
+// prefix-preserving escape of the canonical name (ledger.NameRange), read
+// on strictly after the cursor ("" is before every id).
 const sqlSearchOperations = `SELECT ` + opColumns + ` FROM operations
-WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`
+WHERE id >= ? AND id > ? AND id < ? ORDER BY id LIMIT ?`
 
 // SearchOperations implements ledger.Queries.
-func (s *Store) SearchOperations(ctx context.Context, prefix string, limit int) ([]ledger.Operation, error) {
+func (s *Store) SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error) {
 	lo, hi, err := ledger.NameRange(prefix)
 	if err != nil {
 		return nil, err
 	}
-	return s.queryOps(ctx, "search operations", sqlSearchOperations, limit, lo, hi)
+	return s.queryOps(ctx, "search operations", sqlSearchOperations, limit, lo, after, hi)
 }

@@ -274,7 +274,7 @@ func TestQueryPlans(t *testing.T) {
 		"GetClaim":                {sqlGetClaim, "sqlite_autoindex_claims_1", []any{"x"}},
 		"UpdateClaim":             {updateClaim, "sqlite_autoindex_claims_1", updateClaimArgs},
 		"DueClaims":               {sqlDueClaims, "claims_due_at", []any{now, 10}},
-		"SearchOperations":        {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:c", 10}},
+		"SearchOperations":        {sqlSearchOperations, "sqlite_autoindex_operations_1", []any{"gemini:b", "gemini:b1", "gemini:c", 10}},
 		"CountPending":            {sqlCountPending, "operations_pending_since", nil},
 		"CountDue":                {sqlCountDue, "operations_next_check_at", []any{now}},
 		"GetDeliveries":           {sqlGetDeliveries, "sqlite_autoindex_deliveries_1", []any{"x"}},
