@@ -230,6 +230,9 @@ type listForm struct {
 	Stuck bool
 	After ledger.ListCursor
 	From  int // 1-based position of the page's first row, for the label
+	// SearchAfter is a name search's cursor: the document id its last
+	// page read to ("" on the first page).
+	SearchAfter string
 }
 
 // kinds are the kinds the filter offers (a function: no package-level
@@ -260,6 +263,10 @@ func parseList(q url.Values) (listForm, error) {
 	f.Q = strings.TrimSpace(q.Get("q"))
 	if len(f.Q) > opname.MaxRawLen {
 		return f, errors.New("q: too long")
+	}
+	f.SearchAfter = q.Get("after")
+	if len(f.SearchAfter) > opname.MaxDocIDLen {
+		return f, errors.New("after: too long")
 	}
 	f.From = 1
 	if at := q.Get("at"); at != "" {
@@ -330,9 +337,10 @@ type listData struct {
 	First, Last int
 	Next, Reset string
 	StuckAfter  time.Duration
-	// Searched: the rows are the name search's matches (one page, no
-	// cursor), after the other filters.
+	// Searched: the rows are a page of the name search's matches, after
+	// the other filters; Count says how many, as far as they were read.
 	Searched bool
+	Count    string
 }
 
 // row is one operation in a table.

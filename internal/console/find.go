@@ -92,49 +92,175 @@ func searchPrefixes(q string) []string {
 	return out
 }
 
+// maxSearchExtraPages bounds the pages of names one search reads beyond
+// each prefix's first: a filter that keeps few names reads on for more
+// matches, but one request stays a few reads (Firestore bills each name).
+const maxSearchExtraPages = 3
+
+// prefixScan is how far a search has read one prefix's names.
+type prefixScan struct {
+	prefix string
+	// last is the id of the last name read; done: the prefix's names ran
+	// out; kept counts the matches it gave.
+	last string
+	done bool
+	kept int
+}
+
 // search answers a list page with a name search: the operations whose
 // canonical name starts with one of q's prefixes (an exact name is its own
-// prefix), exact matches first, then in name order, one page at most,
-// kept only if they pass the other filters.
+// prefix) and pass the other filters, exact match first, then in name
+// (document id) order, one page at a time. The filters are applied to the
+// names read, so a prefix is read on, page by page, until it gives more
+// than a page of matches or its names run out, within maxSearchExtraPages.
+// What was not read is never counted: a page shows only the matches below
+// the point every prefix still open was read to, and says when more may
+// exist; "next »" reads on from there (after=<document id>).
 func (c *Console) search(w http.ResponseWriter, r *http.Request, f listForm) {
 	exact := ""
 	if n, err := opname.Normalize(strings.TrimPrefix(f.Q, opname.KeyPrefix), opname.KindUnknown); err == nil {
 		exact = n.Canonical
 	}
-	seen := map[string]bool{}
-	var ops []ledger.Operation
 	lf := c.filter(f)
+	var scans []*prefixScan
 	for _, p := range searchPrefixes(f.Q) {
-		found, err := c.cfg.Ledger.SearchOperations(r.Context(), p, "", c.cfg.PageSize)
-		if errors.Is(err, ledger.ErrBadPrefix) {
-			// What was typed, not the store: say so, as for a bad filter.
-			c.fail(w, r, http.StatusBadRequest, "Bad search: the name is too long to search", nil)
-			return
-		}
-		if err != nil {
-			c.unavailable(w, r, err)
-			return
-		}
-		for _, op := range found {
-			if !seen[op.ID] && keep(lf, op) {
-				seen[op.ID] = true
-				ops = append(ops, op)
-			}
+		if !slices.ContainsFunc(scans, func(s *prefixScan) bool { return s.prefix == p }) {
+			scans = append(scans, &prefixScan{prefix: p, last: f.SearchAfter})
 		}
 	}
-	slices.SortFunc(ops, func(a, b ledger.Operation) int {
-		ea, eb := a.Name == exact, b.Name == exact
-		if ea != eb {
-			if ea {
-				return -1
-			}
-			return 1
+	seen := map[string]bool{}
+	var ops []ledger.Operation
+	var exactOp *ledger.Operation
+	scanned := 0
+	read := func(s *prefixScan) error {
+		found, err := c.cfg.Ledger.SearchOperations(r.Context(), s.prefix, s.last, c.cfg.PageSize)
+		if err != nil {
+			return err
 		}
-		return cmp.Compare(a.Name, b.Name)
-	})
-	ops = ops[:min(len(ops), c.cfg.PageSize)]
-	c.render(w, r, http.StatusOK, "operations", "Search", listData{Form: f, States: statesOf(), Kinds: kinds(),
-		Rows: c.rows(ops), Total: int64(len(ops)), First: 1, Last: len(ops), StuckAfter: c.cfg.StuckAfter, Searched: true})
+		scanned += len(found)
+		for _, op := range found {
+			if seen[op.ID] {
+				continue
+			}
+			seen[op.ID] = true
+			switch {
+			case !keep(lf, op):
+			case op.Name == exact:
+				// First on the first page; a later page has shown it.
+				if f.SearchAfter == "" {
+					exactOp = &op
+				}
+			default:
+				ops = append(ops, op)
+				s.kept++
+			}
+		}
+		if len(found) < c.cfg.PageSize {
+			s.done = true
+		} else {
+			s.last = found[len(found)-1].ID
+		}
+		return nil
+	}
+	// Each prefix's first page, then further pages while a prefix is open
+	// and has not yet given more than a page.
+	var err error
+	for _, s := range scans {
+		if err = read(s); err != nil {
+			break
+		}
+	}
+	for extra := 0; err == nil && extra < maxSearchExtraPages; {
+		progressed := false
+		for _, s := range scans {
+			if s.done || s.kept > c.cfg.PageSize || extra == maxSearchExtraPages {
+				continue
+			}
+			if err = read(s); err != nil {
+				break
+			}
+			extra++
+			progressed = true
+		}
+		if !progressed {
+			break
+		}
+	}
+	if errors.Is(err, ledger.ErrBadPrefix) {
+		// What was typed, not the store: say so, as for a bad filter.
+		c.fail(w, r, http.StatusBadRequest, "Bad search: the name is too long to search", nil)
+		return
+	}
+	if err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
+	// frontier: every prefix still open was read up to it; past it a
+	// match may lie unread, so nothing past it is shown yet.
+	frontier := ""
+	for _, s := range scans {
+		if !s.done && (frontier == "" || s.last < frontier) {
+			frontier = s.last
+		}
+	}
+	slices.SortFunc(ops, func(a, b ledger.Operation) int { return cmp.Compare(a.ID, b.ID) })
+	if frontier != "" {
+		ops = slices.DeleteFunc(ops, func(op ledger.Operation) bool { return op.ID > frontier })
+	}
+	var shown []ledger.Operation
+	if exactOp != nil {
+		shown = append(shown, *exactOp)
+	}
+	room := max(c.cfg.PageSize-len(shown), 1) // a page of 1 still moves on
+	d := listData{Form: f, States: statesOf(), Kinds: kinds(), StuckAfter: c.cfg.StuckAfter, Searched: true}
+	switch {
+	case len(ops) > room:
+		d.Next = f.query("after", ops[room-1].ID)
+	case frontier != "":
+		d.Next = f.query("after", frontier)
+	}
+	shown = append(shown, ops[:min(len(ops), room)]...)
+	if f.SearchAfter != "" {
+		d.Reset = f.query()
+	}
+	matched := len(ops) + len(shown) - min(len(ops), room) // the exact match too
+	d.Rows, d.First, d.Last = c.rows(shown), 1, len(shown)
+	d.Count = searchCount(f, len(shown), matched, frontier == "", scanned)
+	c.render(w, r, http.StatusOK, "operations", "Search", d)
+}
+
+// searchCount is a search page's count line, saying only what was
+// established: when every prefix's names ran out (complete), matched is
+// every match from this page on; otherwise more may exist.
+func searchCount(f listForm, shown, matched int, complete bool, scanned int) string {
+	q := "“" + f.Q + "”"
+	names := func(n int) string {
+		if n == 1 {
+			return "1 name"
+		}
+		return thousands(n) + " names"
+	}
+	more := func(n int) string { return strings.Replace(names(n), " name", " more name", 1) }
+	switch {
+	case shown == 0 && complete && f.SearchAfter == "":
+		return "No name matching " + q
+	case shown == 0 && complete:
+		return "No more names matching " + q
+	case shown == 0:
+		return "No match among the " + names(scanned) + " read so far starting with " + q + "; there may be more (next »)"
+	case complete && f.SearchAfter == "" && matched == shown:
+		return names(shown) + " matching " + q
+	case complete && f.SearchAfter == "":
+		return "The first " + thousands(shown) + " of " + names(matched) + " matching " + q
+	case complete && matched == shown:
+		return more(shown) + " matching " + q + ", the last"
+	case complete:
+		return more(shown) + " matching " + q + ", of " + thousands(matched) + " from here on"
+	case f.SearchAfter == "":
+		return "The first " + names(shown) + " matching " + q + "; there may be more (next »)"
+	default:
+		return more(shown) + " matching " + q + "; there may be more (next »)"
+	}
 }
 
 // keep reports whether op passes f (the list filters applied to search

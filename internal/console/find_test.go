@@ -1,10 +1,12 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -287,5 +289,112 @@ func TestSearchTooLongIsTheUsersInput(t *testing.T) {
 	body, _ := get(t, srv.URL+"/ui/?q="+url.QueryEscape(q), http.StatusBadRequest)
 	if !strings.Contains(body, "too long to search") {
 		t.Fatalf("answer does not say why:\n%s", body)
+	}
+}
+
+// searchRows are the names a list page shows, in order.
+func searchRows(body string) []string {
+	var got []string
+	for _, part := range strings.Split(body, `<td class="name" data-label="Name"><a href="`)[1:] {
+		_, rest, _ := strings.Cut(part, `">`)
+		name, _, _ := strings.Cut(rest, "<")
+		got = append(got, name)
+	}
+	return got
+}
+
+var nextRE = regexp.MustCompile(`<a href="([^"]*)" rel="next">`)
+
+// A filtered search reads on past the first page of names until it has a
+// page of matches or the names run out, and never claims a count it did
+// not establish: 67 names under batches/, 9 of them FAILED (two past the
+// first 50 names).
+func TestSearchReadsOnAndCountsHonestly(t *testing.T) {
+	s := store(t)
+	var failed []string
+	for i := range 67 {
+		op := named(t, fmt.Sprintf("batches/b%03d", i))
+		if i%8 == 0 {
+			op.State = lifecycle.Failed
+			failed = append(failed, op.Name)
+		}
+		commit(t, s, op, nil)
+	}
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/?q=batches%2F&state=FAILED", http.StatusOK)
+	if got := searchRows(body); fmt.Sprint(got) != fmt.Sprint(failed) {
+		t.Errorf("q=batches/&state=FAILED: %d rows %v, want the 9 %v", len(got), got, failed)
+	}
+	if got := countRE.FindStringSubmatch(body)[1]; !strings.HasPrefix(got, "9 names matching “batches/”") || nextRE.MatchString(body) {
+		t.Errorf("q=batches/&state=FAILED: count %q (or a next link), want 9 names matching", got)
+	}
+
+	// Unfiltered: a page of 50 that says it is the first 50 of 67, and a
+	// next page with the other 17.
+	body, _ = get(t, srv.URL+"/ui/?q=batches%2F", http.StatusOK)
+	first := searchRows(body)
+	if got := countRE.FindStringSubmatch(body)[1]; len(first) != 50 || !strings.HasPrefix(got, "The first 50 of 67 names matching") {
+		t.Fatalf("q=batches/: %d rows, count %q; want the first 50 of 67", len(first), got)
+	}
+	m := nextRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("q=batches/: no next link to the other 17")
+	}
+	body, _ = get(t, srv.URL+strings.ReplaceAll(m[1], "&amp;", "&"), http.StatusOK)
+	rest := searchRows(body)
+	if got := countRE.FindStringSubmatch(body)[1]; len(rest) != 17 || !strings.HasPrefix(got, "17 more names matching") || nextRE.MatchString(body) {
+		t.Fatalf("q=batches/ next: %d rows, count %q; want the last 17", len(rest), got)
+	}
+	if all := append(first, rest...); len(all) != 67 || all[0] != "batches/b000" || all[50] != "batches/b050" || all[66] != "batches/b066" {
+		t.Errorf("q=batches/ in two pages: %v", all)
+	}
+}
+
+// countingReader counts the names the console's searches read.
+type countingReader struct {
+	console.Reader
+	names int
+}
+
+func (c *countingReader) SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error) {
+	ops, err := c.Reader.SearchOperations(ctx, prefix, after, limit)
+	c.names += len(ops)
+	return ops, err
+}
+
+// A filter that keeps nothing does not read every name: one request reads
+// at most four pages of them, says so, and "next »" reads on.
+func TestSearchReadsABoundedNumberOfNames(t *testing.T) {
+	s := store(t)
+	for i := range 30 {
+		commit(t, s, named(t, fmt.Sprintf("batches/b%03d", i)), nil)
+	}
+	r := &countingReader{Reader: s}
+	srv := newConsole(t, r, func(c *console.Config) { c.PageSize = 5 })
+	u := srv.URL + "/ui/?q=batches%2F&state=CANCELLED"
+	var counts []string
+	for pages := 0; ; pages++ {
+		r.names = 0
+		body, _ := get(t, u, http.StatusOK)
+		if r.names > 20 {
+			t.Fatalf("one search request read %d names, over 4 pages of 5", r.names)
+		}
+		if rows := searchRows(body); len(rows) != 0 {
+			t.Fatalf("CANCELLED matched %v", rows)
+		}
+		counts = append(counts, countRE.FindStringSubmatch(body)[1])
+		m := nextRE.FindStringSubmatch(body)
+		if m == nil {
+			break
+		}
+		if pages == 10 {
+			t.Fatalf("the search never ends: %q", counts)
+		}
+		u = srv.URL + strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	want := "[No match among the 20 names read so far starting with “batches/”; there may be more (next ») (exact first, then by name) " +
+		"No more names matching “batches/” (exact first, then by name)]"
+	if fmt.Sprint(counts) != want {
+		t.Errorf("counts %q\nwant %q", counts, want)
 	}
 }
