@@ -24,6 +24,7 @@ import (
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/redact"
 	"github.com/lrosink/lrosink/internal/retry"
 )
 
@@ -430,13 +431,19 @@ func withCause(ctxErr, last error) error {
 }
 
 // scrub keeps the API key out of error strings whatever layer put it there
-// (an SDK echoing its config, a proxy echoing headers). The chain is kept
-// for errors.Is/As.
+// (an SDK echoing its config, a proxy echoing headers), also one cut short
+// by a bounded error text (redact.Mask). The chain is kept for
+// errors.Is/As.
 func scrub(err error, key string) error {
-	if err == nil || key == "" || !strings.Contains(err.Error(), key) {
+	if err == nil || key == "" {
 		return err
 	}
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), key, "[REDACTED]"), err: err}
+	msg := err.Error()
+	masked := redact.Mask(msg, key)
+	if masked == msg {
+		return err
+	}
+	return &redactedError{msg: masked, err: err}
 }
 
 type redactedError struct {

@@ -1041,6 +1041,12 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 			echo(w, r, 503)
 		case strings.HasSuffix(r.URL.Path, "/echo404"):
 			echo(w, r, 404)
+		case strings.HasSuffix(r.URL.Path, "/echocut"):
+			// The key straddles the 512-byte bound of an error message:
+			// the bound keeps a prefix of it, which exact redaction missed.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, `{"error":{"code":403,"message":"%s %s","status":"PERMISSION_DENIED"}}`, strings.Repeat("-", 495), r.Header.Get("x-goog-api-key"))
 		case strings.HasSuffix(r.URL.Path, "/rawecho") && r.Header.Get("Content-Type") == "":
 			echo(w, r, 400) // only the Fetcher's raw GET sends no Content-Type
 		default:
@@ -1078,6 +1084,8 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 		{opname.KindInteraction, "interactions/echo400", true},
 		{opname.KindInteraction, "interactions/echo503", true},
 		{opname.KindInteraction, "interactions/echo404", true},
+		{opname.KindBatch, "batches/echocut", false},
+		{opname.KindInteraction, "interactions/echocut", false},
 		{opname.KindBatch, "batches/fail", false},
 		{opname.KindBatch, "batches/missing", false},
 		{opname.KindBatch, "bare", false},
@@ -1088,8 +1096,8 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 			t.Fatalf("%s: no error", c.name)
 		}
 		for _, s := range []string{err.Error(), fmt.Sprintf("%v", err), fmt.Sprintf("%+v", err)} {
-			if strings.Contains(s, key) {
-				t.Errorf("%s: error leaks the key: %s", c.name, s)
+			if strings.Contains(s, key[:12]) {
+				t.Errorf("%s: error leaks (part of) the key: %s", c.name, s)
 			}
 		}
 		if c.echoed && !strings.Contains(err.Error(), "[REDACTED]") {

@@ -14,9 +14,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/redact"
 )
 
 // Environment variables.
@@ -100,14 +100,12 @@ func (r *runner) addSensitive(s string) {
 	}
 }
 
-// redact replaces every sensitive string in s. Errors from the SDKs, the
-// transport or Secret Manager are not ours to trust: a proxy echoing
-// headers or a body echoed in an error would otherwise print the key.
+// redact masks every sensitive string in s, also one cut short by a
+// bounded error text (redact.Mask). Errors from the SDKs, the transport or
+// Secret Manager are not ours to trust: a proxy echoing headers or a body
+// echoed in an error would otherwise print the key.
 func (r *runner) redact(s string) string {
-	for _, v := range r.sensitive {
-		s = strings.ReplaceAll(s, v, "[REDACTED]")
-	}
-	return s
+	return redact.Mask(s, r.sensitive...)
 }
 
 // warnf writes one redacted line to stderr.

@@ -810,3 +810,25 @@ func TestWrongKeyHint(t *testing.T) {
 		t.Errorf("403: exit %d, stderr %q", res.code, res.stderr)
 	}
 }
+
+// TestKeyCutShortIsNotPrinted: a proxy's 403 echoes the request's headers
+// in a plain body, the key straddling the 512-byte bound of the printed
+// message. The bound kept a prefix of the key (28 of its 40 characters),
+// which exact redaction missed; no part of it may be printed.
+func TestKeyCutShortIsNotPrinted(t *testing.T) {
+	const key = "AIzaSyD-distinctive-proxy-key-0123456789"
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte("Forbidden by proxy policy. " + strings.Repeat("-", 440) + " x-goog-api-key: " + r.Header.Get("x-goog-api-key")))
+	}))
+	t.Cleanup(front.Close)
+	e := newEnv(t)
+	e.url, e.apiKey = front.URL, key
+	res := e.run(t, webhooks.Deps{}, "list")
+	if res.code != 1 || !strings.Contains(res.stderr, "check GEMINI_API_KEY") || !strings.Contains(res.stderr, "[REDACTED]") {
+		t.Errorf("exit %d, stderr %q; want 1, the key hint, and the echo redacted", res.code, res.stderr)
+	}
+	if strings.Contains(res.stdout+res.stderr, key[:12]) {
+		t.Errorf("part of the key was printed:\n%s", res.stderr)
+	}
+}
