@@ -278,12 +278,19 @@ func goQueries(t *testing.T) map[string]*goQuery {
 		conditional := map[*ast.CallExpr]bool{}
 		ast.Inspect(fd.Body, func(n ast.Node) bool {
 			if is, ok := n.(*ast.IfStmt); ok {
-				ast.Inspect(is.Body, func(m ast.Node) bool {
-					if call, ok := m.(*ast.CallExpr); ok {
-						conditional[call] = true
+				// Either branch of an if is conditional: a filter in the
+				// else is applied only when the condition is false.
+				for _, branch := range []ast.Node{is.Body, is.Else} {
+					if branch == nil {
+						continue
 					}
-					return true
-				})
+					ast.Inspect(branch, func(m ast.Node) bool {
+						if call, ok := m.(*ast.CallExpr); ok {
+							conditional[call] = true
+						}
+						return true
+					})
+				}
 			}
 			return true
 		})

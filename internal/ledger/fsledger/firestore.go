@@ -755,11 +755,13 @@ func (s *Store) SearchOperations(ctx context.Context, prefix, after string, limi
 		return nil, err
 	}
 	c := s.client.Collection(Operations)
-	from := c.Where("__name__", ">=", c.Doc(lo))
+	var from firestore.Query
 	if after >= lo {
 		// Read on from the last page: after is itself in the range (or
 		// past it), so it is the tighter lower bound.
 		from = c.Where("__name__", ">", c.Doc(after))
+	} else {
+		from = c.Where("__name__", ">=", c.Doc(lo))
 	}
 	q := from.Where("__name__", "<", c.Doc(hi)).OrderBy("__name__", firestore.Asc).Limit(limit)
 	return query(ctx, s, q, "search operations", fromOpDoc)
