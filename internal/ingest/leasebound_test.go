@@ -17,8 +17,9 @@ import (
 )
 
 // lateSink's first publish hangs for two seconds and then delivers anyway,
-// unless its context ends first (as a Pub/Sub publish does); later
-// publishes deliver at once.
+// unless its context ends first (as the file sinks' do: a line not yet
+// written when the context ends is not written); later publishes deliver
+// at once.
 type lateSink struct {
 	rec  *testutil.Recorder
 	mu   sync.Mutex

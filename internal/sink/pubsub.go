@@ -22,9 +22,8 @@ type PubSub struct {
 
 	mu     sync.Mutex
 	closed bool
-	// inflight counts Publish calls and the goroutines that resume an
-	// ordering key after a publish the caller stopped waiting for, so Close
-	// returns only once none of them can touch the publisher.
+	// inflight counts Publish calls, so Close returns only once none of
+	// them can touch the publisher.
 	inflight  sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -61,35 +60,19 @@ func (p *PubSub) Publish(ctx context.Context, m results.Message) error {
 	}
 	key := m.OrderingKey()
 	res := p.pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: m.Attributes(), OrderingKey: key})
-	if _, err := res.Get(ctx); err != nil {
-		p.resumeOnFailure(res, key)
+	// Once handed over, the message goes out or fails on the publisher's
+	// own context and timeout (60 s), whatever ctx does: ctx only bounds
+	// the flow control above. So wait for that outcome, not for ctx. An
+	// error returned at ctx's end would be a publish that may still be
+	// delivered; the door, told it failed, releases the claim and the next
+	// attempt publishes the message a second time without any crash.
+	if _, err := res.Get(context.WithoutCancel(ctx)); err != nil {
+		// A failed keyed publish pauses its key in the client; left
+		// paused, every later publish of the operation would fail.
+		p.pub.ResumePublish(key)
 		return fmt.Errorf("publish results for %s to %s: %w", m.Operation, p.topic, err)
 	}
 	return nil
-}
-
-// resumeOnFailure un-pauses key once res has failed. A failed keyed publish
-// pauses the key in the client; left paused, the door's retry of the same
-// operation would fail forever. If the caller gave up before the result was
-// known, wait for it in the background: it may still succeed (a duplicate the
-// consumer dedupes) or fail and pause the key.
-func (p *PubSub) resumeOnFailure(res *pubsub.PublishResult, key string) {
-	select {
-	case <-res.Ready():
-		if _, err := res.Get(context.Background()); err != nil {
-			p.pub.ResumePublish(key)
-		}
-		return
-	default:
-	}
-	p.inflight.Add(1) // the caller's count is still held, so this cannot race Wait
-	go func() {
-		defer p.inflight.Done()
-		<-res.Ready() // the publisher's own timeout, or Stop, bounds this
-		if _, err := res.Get(context.Background()); err != nil {
-			p.pub.ResumePublish(key)
-		}
-	}()
 }
 
 // Close flushes outstanding messages, stops the publisher and, if OpenPubSub

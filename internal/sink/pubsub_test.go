@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -14,8 +15,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
+	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/sink"
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 func createSub(ctx context.Context, t *testing.T, c *pubsub.Client, topic, sub string) {
@@ -211,5 +218,69 @@ func TestPubSubPublishAfterCloseFails(t *testing.T) {
 	}
 	if err := p.Publish(ctx, message("batches/after")); err == nil {
 		t.Fatal("publish after Close returned nil, want an error")
+	}
+}
+
+// TestPubSubSlowPublishIsNotReportedFailed: a publish Pub/Sub answers only
+// after the door's publish budget (its lease's) has run out. Once handed to
+// the client it goes out whatever the caller's context does, so the sink
+// reports its real outcome rather than a failure at the context's end:
+// told "failed", the door released the claim, its retry published again,
+// and a consumer got the message twice without any crash (CONTRACT §6
+// allows that only for a crash between the publish and DONE).
+func TestPubSubSlowPublishIsNotReportedFailed(t *testing.T) {
+	ctx := t.Context()
+	direct, project := emutest.PubSub(t)
+	topic := "projects/" + project + "/topics/slow"
+	sub := "projects/" + project + "/subscriptions/slow"
+	emutest.CreateTopic(t, direct, topic)
+	createSub(ctx, t, direct, topic, sub)
+	proxy := testutil.NewGatedProxy(t, emutest.PubSubHost(t))
+	t.Setenv("PUBSUB_EMULATOR_HOST", proxy.Addr)
+	c, err := pubsub.NewClient(ctx, project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	store := testutil.MemLedger(t)
+	const lease = 2 * time.Second
+	d, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: newPubSub(t, c, topic), Log: logging.Discard(),
+		Now: time.Now, Lease: lease, Grace: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Hold() // Pub/Sub turns slow
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Ingest(ctx, event.Event{Name: "batches/slow", State: lifecycle.Succeeded, GeminiStatus: "batch.succeeded",
+			UpdateTime: time.Now(), Source: event.SourceWebhook})
+		done <- err
+	}()
+	for proxy.Waiting() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(lease) // past the publish budget: the door's context for it has ended
+	proxy.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("a slow publish that went out was reported: %v", err)
+	}
+	if _, err := d.RetryClaim(ctx, "gemini:batches%2Fslow"); err != nil { // a redelivery, a reconcile pass
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds the wait for a second message
+	defer cancel()
+	var mu sync.Mutex
+	n := 0
+	_ = direct.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
+		m.Ack()
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Attributes["operation"] == "batches/slow" {
+			n++
+		}
+	})
+	if n != 1 {
+		t.Fatalf("%d messages for one completion without any crash, want 1", n)
 	}
 }

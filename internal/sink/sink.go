@@ -3,9 +3,13 @@
 //
 // Publish returns nil only once the message is durably accepted (Pub/Sub: the
 // server returned a message id; file: the line is written and fsynced). The
-// ingest door treats any error as "side effect failed" and retries the event,
-// so a sink errs on the side of reporting failure: a message may then be
-// delivered twice, and consumers deduplicate on the idempotency_key attribute.
+// ingest door treats any error as "side effect failed", releases the claim
+// and retries the event, so an error must mean "not published": a sink
+// never reports failure for a message that may still go out (Pub/Sub waits
+// for the publisher's own outcome, not for the caller's context). Where the
+// outcome cannot be known (an answer lost after Pub/Sub accepted the
+// message) a message may be delivered twice, and consumers deduplicate on
+// the idempotency_key attribute.
 //
 // Pub/Sub: data is the message JSON (results.Message.Data), attributes are
 // results.Message.Attributes, and the ordering key is the operation's
