@@ -494,7 +494,15 @@ func (d *Door) apply(ctx context.Context, j *job, op ledger.Operation, dec lifec
 		next.APIName = name.APIName
 	}
 	next.UserMetadata = d.keep(ctx, name, ev, "user_metadata", op.UserMetadata, ev.UserMetadata, ledger.MaxMetadataBytes)
-	next.Output = d.keep(ctx, name, ev, "output", op.Output, ev.Output, ledger.MaxOutputBytes)
+	base := op.Output
+	if dec.EntersTerminal {
+		// The event that settles the operation carries Gemini's final
+		// output: its keys win over what earlier, non-terminal observations
+		// stored (an interaction's output_text while it waited for a
+		// function result), which the message would otherwise carry.
+		base = withoutKeys(base, ev.Output)
+	}
+	next.Output = d.keep(ctx, name, ev, "output", base, ev.Output, ledger.MaxOutputBytes)
 	if next.Error == nil && ev.Error != nil {
 		e := *ev.Error
 		e.Message = ledger.Truncate(e.Message, ledger.MaxErrorMessageBytes)
@@ -799,6 +807,25 @@ func (d *Door) keep(ctx context.Context, name opname.Name, ev applied, field str
 		return base
 	}
 	return merged
+}
+
+// withoutKeys is base less the keys of drop (base itself when none is in
+// it).
+func withoutKeys(base, drop map[string]any) map[string]any {
+	var out map[string]any
+	for k := range drop {
+		if _, ok := base[k]; !ok {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(base)
+		}
+		delete(out, k)
+	}
+	if out == nil {
+		return base
+	}
+	return out
 }
 
 // mergeMissing adds keys of extra that base lacks; base wins, so what was

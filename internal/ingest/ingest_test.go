@@ -496,3 +496,29 @@ func TestEveryDecisionLogsOneLine(t *testing.T) {
 }
 
 type syncBuffer = testutil.SyncBuffer
+
+// TestSettlingOutputIsTheFinalOne: an interaction polled while it waited for
+// a function result already had output_text (the model's words before the
+// call); the completed interaction's final output_text must be what its
+// message carries. The output merge kept stored keys, so the stale text was
+// published and the final answer dropped. Keys the settling event lacks
+// stay; once settled, later events change nothing (first finalize wins).
+func TestSettlingOutputIsTheFinalOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	d := e.door(nil)
+	t0 := time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC)
+	mustIngest(t, d, event.Event{Name: "interactions/chat1", State: lifecycle.RequiresAction, GeminiStatus: "requires_action",
+		UpdateTime: t0, Source: event.SourceReconcile, Output: map[string]any{"output_text": "Let me look up the weather.", "step": "call"}})
+	mustIngest(t, d, event.Event{Name: "interactions/chat1", State: lifecycle.Succeeded, GeminiStatus: "completed",
+		UpdateTime: t0.Add(time.Minute), Source: event.SourceReconcile, Output: map[string]any{"output_text": "It is 21°C and sunny in Paris."}})
+	mustIngest(t, d, event.Event{Name: "interactions/chat1", State: lifecycle.Succeeded, GeminiStatus: "completed",
+		UpdateTime: t0.Add(2 * time.Minute), Source: event.SourceReconcile, Output: map[string]any{"output_text": "a later echo"}})
+	msgs := e.received()
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages, want 1", len(msgs))
+	}
+	if got := msgs[0].Output; got["output_text"] != "It is 21°C and sunny in Paris." || got["step"] != "call" {
+		t.Fatalf("published output %v, want the settling event's output_text and the earlier key it lacks", got)
+	}
+}
