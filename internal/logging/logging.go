@@ -6,10 +6,12 @@ package logging
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -117,10 +119,7 @@ func ContextWithTrace(ctx context.Context, h http.Header) context.Context {
 		id, rest, _ := strings.Cut(v, "/")
 		span, _, _ := strings.Cut(rest, ";")
 		if hexID.MatchString(id) {
-			if !spanD.MatchString(span) {
-				span = ""
-			}
-			return context.WithValue(ctx, traceKey{}, trace{id: id, span: span})
+			return context.WithValue(ctx, traceKey{}, trace{id: id, span: hexSpan(span)})
 		}
 	}
 	// Canonical keys: Get canonicalises any other form, an allocation per
@@ -129,6 +128,20 @@ func ContextWithTrace(ctx context.Context, h http.Header) context.Context {
 		return context.WithValue(ctx, traceKey{}, trace{id: m[1], span: m[2]})
 	}
 	return ctx
+}
+
+// hexSpan is X-Cloud-Trace-Context's span id (decimal) as Cloud Logging
+// wants a spanId: the Trace API v2 form, 16 hex digits ("1" → "0000000000000001",
+// as traceparent carries it already); "" when it is not a 64-bit decimal.
+func hexSpan(span string) string {
+	if !spanD.MatchString(span) {
+		return ""
+	}
+	n, err := strconv.ParseUint(span, 10, 64)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%016x", n)
 }
 
 // Middleware puts the request's trace into its context.

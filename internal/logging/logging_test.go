@@ -16,7 +16,10 @@ func TestCloudLoggingFields(t *testing.T) {
 		wantTrace string
 		wantSpan  string
 	}{
-		{"cloud trace header", http.Header{"X-Cloud-Trace-Context": {"105445aa7843bc8bf206b12000100000/1;o=1"}}, "projects/p1/traces/105445aa7843bc8bf206b12000100000", "1"},
+		{"cloud trace header", http.Header{"X-Cloud-Trace-Context": {"105445aa7843bc8bf206b12000100000/1;o=1"}}, "projects/p1/traces/105445aa7843bc8bf206b12000100000", "0000000000000001"},
+		// The header's span is decimal; Cloud Logging's spanId is 16 hex
+		// digits (a decimal one was logged as is).
+		{"cloud trace header, large span", http.Header{"X-Cloud-Trace-Context": {"105445aa7843bc8bf206b12000100000/1234567;o=1"}}, "projects/p1/traces/105445aa7843bc8bf206b12000100000", "000000000012d687"},
 		{"traceparent", http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}, "projects/p1/traces/4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"},
 		{"malformed header ignored", http.Header{"X-Cloud-Trace-Context": {"not a trace\"/x"}}, "", ""},
 		{"none", http.Header{}, "", ""},
