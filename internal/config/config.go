@@ -206,11 +206,22 @@ func (e *envReader) checkURLs(c Config) {
 	if _, err := webhook.ParseJWKSURL(c.JWKSURL); err != nil {
 		e.fail(fmt.Errorf("LROSINK_JWKS_URL: %q is not an http(s) URL or file:///path", c.JWKSURL))
 	}
-	if c.GeminiBaseURL != "" {
-		if u, err := url.Parse(c.GeminiBaseURL); err != nil || u.Host == "" {
-			e.fail(fmt.Errorf("GOOGLE_GEMINI_BASE_URL: %q is not a URL", c.GeminiBaseURL))
-		}
+	if err := CheckGeminiBaseURL(c.GeminiBaseURL); err != nil {
+		e.fail(err)
 	}
+}
+
+// CheckGeminiBaseURL checks GOOGLE_GEMINI_BASE_URL: unset, or a URL with a
+// host. The error names the variable (every command that talks to Gemini
+// checks it before it sends anything).
+func CheckGeminiBaseURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	if u, err := url.Parse(s); err != nil || u.Host == "" {
+		return fmt.Errorf("GOOGLE_GEMINI_BASE_URL: %q is not a URL", s)
+	}
+	return nil
 }
 
 // duration reads a positive duration; def when unset, or (with an error)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/config"
 	"google.golang.org/genai"
 	"google.golang.org/genai/interactions"
 	"google.golang.org/genai/interactions/models/apierrors"
@@ -29,11 +30,18 @@ func (r *runner) webhooksClient(ctx context.Context) (*interactions.Webhooks, er
 	r.addSensitive(key)
 	// The base URL comes through getenv like everything else, so tests can
 	// point the client at a fake; when it is empty the SDK falls back to
-	// its default (and to the process's own GOOGLE_GEMINI_BASE_URL).
+	// its default (and to the process's own GOOGLE_GEMINI_BASE_URL). A bad
+	// one is configuration (exit 2), checked before anything is sent: the
+	// request would fail without leaving, and create's "may have been
+	// created anyway" advice would be wrong.
+	base := strings.TrimSpace(r.getenv(envBaseURL))
+	if err := config.CheckGeminiBaseURL(base); err != nil {
+		return nil, &command.ConfigError{Err: err}
+	}
 	client, err := genai.NewClient(ctx, &genai.ClientConfig{
 		APIKey:      key,
 		Backend:     genai.BackendGeminiAPI,
-		HTTPOptions: genai.HTTPOptions{BaseURL: strings.TrimSpace(r.getenv(envBaseURL))},
+		HTTPOptions: genai.HTTPOptions{BaseURL: base},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create genai client: %w", err)

@@ -832,3 +832,18 @@ func TestKeyCutShortIsNotPrinted(t *testing.T) {
 		t.Errorf("part of the key was printed:\n%s", res.stderr)
 	}
 }
+
+// TestBadBaseURLIsConfiguration: a GOOGLE_GEMINI_BASE_URL that is no URL
+// exits 2 naming the variable, as every other command does, before
+// anything is sent. It used to fail at the request (exit 1) and tell the
+// operator the webhook "may have been created anyway".
+func TestBadBaseURLIsConfiguration(t *testing.T) {
+	e := newEnv(t)
+	e.url = "not a url"
+	for _, args := range [][]string{{"create", "--uri", "https://example.com/h"}, {"rotate", "wh1"}, {"list"}} {
+		res := e.run(t, webhooks.Deps{}, args...)
+		if res.code != 2 || !strings.Contains(res.stderr, "GOOGLE_GEMINI_BASE_URL") || strings.Contains(res.stderr, "anyway") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming GOOGLE_GEMINI_BASE_URL", args, res.code, res.stderr)
+		}
+	}
+}
