@@ -150,6 +150,18 @@ func openSimulateBackend(ctx context.Context, store, results string, stdout io.W
 		return b, closeAll, &command.ConfigError{Err: errors.New("--store firestore needs FIRESTORE_EMULATOR_HOST: the simulator writes thousands of documents; run it against the emulator")}
 	}
 	o := openers(false)
+	// A value no scheme takes is a usage mistake (exit 2), as in every
+	// other command; only a failure to open what is well formed is exit 1.
+	if err := o.Stores.Check(store, env); err != nil {
+		closeAll()
+		return b, func() {}, &command.ConfigError{Err: fmt.Errorf("--store: %w", err)}
+	}
+	if results != "" {
+		if err := o.Results.Check(results, env); err != nil {
+			closeAll()
+			return b, func() {}, &command.ConfigError{Err: fmt.Errorf("--results: %w", err)}
+		}
+	}
 	l, closeLedger, err := o.Stores.Open(ctx, store, env)
 	if err != nil {
 		closeAll()

@@ -48,8 +48,9 @@ func TestSimulateCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", args, r.code)
 		}
 	}
-	if r := simulateCmd(t, "--store", "mysql"); r.code != 1 {
-		t.Errorf("bad store: exit %d, want 1", r.code)
+	// A store no scheme takes is a configuration error (CONTRACT §1).
+	if r := simulateCmd(t, "--store", "mysql"); r.code != 2 {
+		t.Errorf("bad store: exit %d, want 2", r.code)
 	}
 }
 
@@ -77,6 +78,9 @@ func TestSimulateValidatesFlags(t *testing.T) {
 		{[]string{"--ops", "-3"}, "--ops"},
 		{[]string{"--horizon", "0s"}, "--horizon"},
 		{[]string{"--horizon", "-1h"}, "--horizon"},
+		// A scheme no opener takes (exit 1 before).
+		{[]string{"--store", "bogus:x"}, "--store"},
+		{[]string{"--results", "bogus:x"}, "--results"},
 	} {
 		r := simulateCmd(t, append(slices.Clone(tc.args), "--quiet")...)
 		msg := strings.TrimSpace(r.stderr)
