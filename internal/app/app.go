@@ -464,7 +464,7 @@ func (a *App) Mux() *http.ServeMux {
 		mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 		mux.Handle("GET "+console.Favicon, ui)
 	}
-	mux.Handle("/healthz", httpapi.Healthz())
+	mux.Handle("GET /healthz", httpapi.Healthz())
 	mux.Handle("GET /readyz", httpapi.Readyz(a.ProbeStore))
 	return mux
 }

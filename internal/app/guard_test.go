@@ -42,6 +42,18 @@ func TestAdminTokenGuardsMetricsAndConsole(t *testing.T) {
 				t.Errorf("GET / redirects to %q, want /ui/", res.Header.Get("Location"))
 			}
 		}
+		// The probes are GET only: a POST (lrosink send aimed at the wrong
+		// path) must not read as a delivered webhook.
+		for _, path := range []string{"/healthz", "/readyz"} {
+			res, err := http.Post(srv.URL+path, "application/json", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusMethodNotAllowed {
+				t.Errorf("POST %s = %d, want 405", path, res.StatusCode)
+			}
+		}
 		if tc.token == "" {
 			continue
 		}
