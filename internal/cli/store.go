@@ -49,10 +49,9 @@ const storeEnvDoc = `  LROSINK_STORE        sqlite:PATH or firestore (default sq
 func loadConfig(getenv func(string) string, fs *flag.FlagSet) (config.Config, error) {
 	vars := flagVars()
 	override := map[string]string{} // variable → value
-	flagOf := map[string]string{}   // variable → flag name
 	fs.Visit(func(f *flag.Flag) {
 		if v, ok := vars[f.Name]; ok {
-			override[v], flagOf[v] = f.Value.String(), f.Name
+			override[v] = f.Value.String()
 		}
 	})
 	cfg, err := config.Load(func(k string) string {
@@ -64,16 +63,44 @@ func loadConfig(getenv func(string) string, fs *flag.FlagSet) (config.Config, er
 	if err == nil {
 		return cfg, nil
 	}
+	return cfg, &command.ConfigError{Err: nameFlags(err, fs)}
+}
+
+// nameFlags rewrites each line of err that starts with a variable a flag of
+// fs set ("LROSINK_STORE: …") to name the flag too ("--store
+// (LROSINK_STORE): …"): the operator typed the flag, not the variable.
+// Errors of no such line are returned as they are (their chain kept).
+func nameFlags(err error, fs *flag.FlagSet) error {
+	vars := flagVars()
+	flagOf := map[string]string{} // variable → flag name
+	fs.Visit(func(f *flag.Flag) {
+		if v, ok := vars[f.Name]; ok {
+			flagOf[v] = f.Name
+		}
+	})
 	lines := strings.Split(err.Error(), "\n")
+	changed := false
 	for i, line := range lines {
 		for v, f := range flagOf {
 			if rest, ok := strings.CutPrefix(line, v+":"); ok {
-				lines[i] = "--" + f + " (" + v + "):" + rest
+				lines[i], changed = "--"+f+" ("+v+"):"+rest, true
 			}
 		}
 	}
-	return cfg, &command.ConfigError{Err: errors.New(strings.Join(lines, "\n"))}
+	if !changed {
+		return err
+	}
+	return &flagNamedError{msg: strings.Join(lines, "\n"), err: err}
 }
+
+// flagNamedError is an error's text with the flags named, its chain kept.
+type flagNamedError struct {
+	msg string
+	err error
+}
+
+func (e *flagNamedError) Error() string { return e.msg }
+func (e *flagNamedError) Unwrap() error { return e.err }
 
 // openers is cmd/lrosink's set of schemes: the container's plus sqlite:.
 // With mustExist, sqlite: refuses to create a new database (the read
@@ -92,7 +119,7 @@ func (e *env) openReadLedger(ctx context.Context, fs *flag.FlagSet) (ledger.Ledg
 	}
 	l, closeFn, err := openers(true).Stores.Open(ctx, cfg.Store, cfg.URLEnv(nil))
 	if err != nil {
-		return nil, cfg, nil, configIfBadPath(err)
+		return nil, cfg, nil, configIfBadPath(nameFlags(err, fs))
 	}
 	return l, cfg, func() { _ = closeFn() }, nil
 }
@@ -126,7 +153,10 @@ func (e *env) toolApp(ctx context.Context, fs *flag.FlagSet, newDB bool) (*app.A
 		stdout = noResultsSink{}
 	}
 	a, err := e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), newDB, func(o *app.Options) { o.Stdout = stdout })
-	return a, configIfBadPath(err)
+	if err != nil {
+		return nil, configIfBadPath(nameFlags(err, fs))
+	}
+	return a, nil
 }
 
 // configIfBadPath makes a store path that cannot hold a database (a
