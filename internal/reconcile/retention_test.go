@@ -129,25 +129,9 @@ func (d *downSink) Publish(ctx context.Context, m results.Message) error {
 func TestRetentionWaitsForThePublish(t *testing.T) {
 	const retention = 8 * 24 * time.Hour
 	run := func(t *testing.T, s ledger.Ledger, ttl func(now time.Time)) {
-		fake := fakegemini.New()
-		srv := fake.Start(t)
-		clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-		log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
 		sink := &downSink{}
 		sink.down.Store(true)
-		door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: sink, Log: log, Now: clk.Now, Grace: 90 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: clk.Now,
-			StuckAfter: 60 * 24 * time.Hour, BackoffMax: time.Hour, Retention: retention}
-		if p, ok := s.(reconcile.Pruner); ok {
-			cfg.Pruner = p
-		}
-		rec, err := reconcile.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fake, clk, door, rec := retentionRig(t, s, sink, retention, 0)
 		fake.SetBatch("owed", succeeded("owed"))
 		mustRegister(t, door, "batches/owed")
 		clk.Advance(2 * time.Minute)
@@ -176,30 +160,7 @@ func TestRetentionWaitsForThePublish(t *testing.T) {
 			t.Errorf("published operation past its retention: %v, want it deleted", err)
 		}
 	}
-	t.Run("memory", func(t *testing.T) { run(t, testutil.MemLedger(t), func(time.Time) {}) })
-	t.Run("sqlite", func(t *testing.T) {
-		s, err := sqliteledger.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		run(t, s, func(time.Time) {})
-	})
-	t.Run("firestore", func(t *testing.T) {
-		client := testutil.Firestore(t)
-		ttl := func(now time.Time) { // the TTL policy on operations.expire_at
-			snaps, err := client.Collection(fsledger.Operations).Where("expire_at", "<=", now).Documents(t.Context()).GetAll()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, snap := range snaps {
-				if _, err := snap.Ref.Delete(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		run(t, fsledger.New(client, nil).WithRetention(retention), ttl)
-	})
+	eachRetentionStore(t, retention, []string{fsledger.Operations}, run)
 }
 
 // TestAdoptionLeavesPrunedJobsAlone: a settled, published batch job stays
@@ -211,24 +172,8 @@ func TestRetentionWaitsForThePublish(t *testing.T) {
 func TestAdoptionLeavesPrunedJobsAlone(t *testing.T) {
 	const retention = 8 * 24 * time.Hour
 	run := func(t *testing.T, s ledger.Ledger, ttl func(now time.Time)) {
-		fake := fakegemini.New()
-		srv := fake.Start(t)
-		clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-		log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
 		sink := &testutil.Recorder{}
-		door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: sink, Log: log, Now: clk.Now, Grace: 90 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: clk.Now,
-			StuckAfter: 60 * 24 * time.Hour, BackoffMax: time.Hour, Retention: retention, AdoptPageSize: 50}
-		if p, ok := s.(reconcile.Pruner); ok {
-			cfg.Pruner = p
-		}
-		rec, err := reconcile.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fake, clk, door, rec := retentionRig(t, s, sink, retention, 50)
 		fake.SetBatch("done", succeeded("done"))
 		mustRegister(t, door, "batches/done")
 		clk.Advance(2 * time.Minute)
@@ -256,6 +201,40 @@ func TestAdoptionLeavesPrunedJobsAlone(t *testing.T) {
 			t.Fatalf("pass with a recent orphan: %+v, want it adopted and settled", s)
 		}
 	}
+	eachRetentionStore(t, retention, []string{fsledger.Operations, fsledger.Claims}, run)
+}
+
+// retentionRig is a fake Gemini, a clock, and a door and reconciler on s
+// with retention (and the store's own pruning, where it prunes in the
+// pass), publishing to sink; adopt is the adoption page size (0: none).
+func retentionRig(t *testing.T, s ledger.Ledger, sink ingest.Sink, retention time.Duration, adopt int) (*fakegemini.Server, *testutil.Clock, *ingest.Door, *reconcile.Reconciler) {
+	t.Helper()
+	fake := fakegemini.New()
+	srv := fake.Start(t)
+	clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
+	door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: sink, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log, Now: clk.Now,
+		StuckAfter: 60 * 24 * time.Hour, BackoffMax: time.Hour, Retention: retention, AdoptPageSize: adopt}
+	if p, ok := s.(reconcile.Pruner); ok {
+		cfg.Pruner = p
+	}
+	rec, err := reconcile.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake, clk, door, rec
+}
+
+// eachRetentionStore runs run on the memory, SQLite and Firestore ledgers
+// with retention. ttl(now) plays Firestore's TTL policies on the given
+// collections (the emulator runs none): it deletes what expire_at says
+// they delete by now. The other stores prune in the pass: their ttl does
+// nothing.
+func eachRetentionStore(t *testing.T, retention time.Duration, ttlCollections []string, run func(t *testing.T, s ledger.Ledger, ttl func(now time.Time))) {
 	t.Run("memory", func(t *testing.T) { run(t, testutil.MemLedger(t), func(time.Time) {}) })
 	t.Run("sqlite", func(t *testing.T) {
 		s, err := sqliteledger.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
@@ -267,8 +246,8 @@ func TestAdoptionLeavesPrunedJobsAlone(t *testing.T) {
 	})
 	t.Run("firestore", func(t *testing.T) {
 		client := testutil.Firestore(t)
-		ttl := func(now time.Time) { // the TTL policies on operations and claims
-			for _, coll := range []string{fsledger.Operations, fsledger.Claims} {
+		ttl := func(now time.Time) {
+			for _, coll := range ttlCollections {
 				snaps, err := client.Collection(coll).Where("expire_at", "<=", now).Documents(t.Context()).GetAll()
 				if err != nil {
 					t.Fatal(err)
