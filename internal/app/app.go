@@ -205,12 +205,12 @@ func (a *App) Close() error {
 // Stop stops srv, which serves a, gracefully within ctx (SIGTERM): srv
 // stops taking requests and waits for those in flight (after half the
 // budget the door takes no new work and lets its waiting callers go, both
-// answered 503 stopping), then
-// each of then runs (serve stops its reconcile loop there), then Shutdown
-// drains the door's detached work and closes the clients. A request still running when
-// ctx ends is cut off (its sender retries: Gemini redelivers, Scheduler
-// retries); door work still running then fails on the closed clients, and
-// its claim is seized after its lease. An error says what was cut off.
+// answered 503 stopping), then each of then runs (serve stops its
+// reconcile loop there), then Shutdown drains the door's detached work and
+// closes the clients. A request still running when ctx ends is cut off
+// (its sender retries: Gemini redelivers, Scheduler retries); door work
+// still running then fails on the closed clients, and its claim is seized
+// after its lease. An error says what was cut off.
 func (a *App) Stop(ctx context.Context, srv *http.Server, then ...func(context.Context)) error {
 	var errs []error
 	a.Log.InfoContext(ctx, "shutting down")
