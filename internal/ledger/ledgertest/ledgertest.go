@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"ClaimMessageFixedAtCreate":  testClaimMessageFixed,
 		"RangedQueries":              testRangedQueries,
 		"SchedulePatch":              testSchedulePatch,
+		"LimitZeroReadsNothing":      testLimitZero,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -455,6 +456,32 @@ func testDueClaims(t *testing.T, s ledger.Ledger) {
 	}
 	if !same(gotIDs, []string{"c2", "c1"}) {
 		t.Fatalf("due claims = %v, want [c2 c1]", gotIDs)
+	}
+}
+
+// testLimitZero: a query with a limit of 0 reads nothing on every store
+// (Firestore takes Limit(0) for no limit at all: an unbounded read of a
+// whole collection).
+func testLimitZero(t *testing.T, s ledger.Ledger) {
+	for i, id := range []string{"z1", "z2"} {
+		op := Op(id)
+		op.SubmittedAt = t0.Add(time.Duration(i-10) * time.Hour)
+		mustCommit(t, s, op, nil)
+	}
+	settled(t, s, "z3", "h3", t0.Add(time.Minute))
+	ctx := t.Context()
+	due, err1 := s.DueOperations(ctx, shard.All(), far, ledger.DueCursor{}, 0)
+	stuck, err2 := s.StuckOperations(ctx, shard.All(), far, 0)
+	claims, err3 := s.DueClaims(ctx, far, 0)
+	list, err4 := s.ListOperations(ctx, "", 0)
+	page, err5 := s.PageOperations(ctx, ledger.Filter{}, ledger.ListCursor{}, 0)
+	found, err6 := s.SearchOperations(ctx, "", "", 0)
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(due) + len(stuck) + len(claims) + len(list) + len(page) + len(found); n != 0 {
+		t.Fatalf("limit 0 read %d due, %d stuck, %d claims, %d listed, %d paged, %d found; want none",
+			len(due), len(stuck), len(claims), len(list), len(page), len(found))
 	}
 }
 
