@@ -230,6 +230,25 @@ func TestStuckPage(t *testing.T) {
 	if !strings.Contains(body, ">batches/held<") {
 		t.Errorf("claims not done: want held")
 	}
+	if strings.Contains(body, "there may be more") {
+		t.Errorf("one claim not done, yet the page says the list is cut")
+	}
+}
+
+// TestStuckPageSaysWhenClaimsAreCut: the list of claims not done shows at
+// most 200; a full list says there may be more, where it used to end as
+// if it were all.
+func TestStuckPageSaysWhenClaimsAreCut(t *testing.T) {
+	s := store(t)
+	for i := range 200 {
+		op, c := settled(fmt.Sprintf("held%03d", i), now.Add(-2*time.Hour))
+		commit(t, s, op, c)
+	}
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/stuck", http.StatusOK)
+	if !strings.Contains(body, "The first 200 by due time; there may be more.") {
+		t.Errorf("a full list of claims not done does not say it may be cut")
+	}
 }
 
 func TestHealthPage(t *testing.T) {
