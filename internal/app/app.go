@@ -409,6 +409,8 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_GRACE", Value: humantime.Duration(c.Grace)},
 		{Name: "LROSINK_STUCK_AFTER", Value: humantime.Duration(c.StuckAfter)},
 		{Name: "LROSINK_CLAIM_LEASE", Value: humantime.Duration(c.ClaimLease)},
+		// The operation page's overdue hint refers to it.
+		{Name: "LROSINK_RECONCILE_EVERY", Value: humantime.Duration(c.ReconcileEvery) + " (serve's own reconcile loop; on Cloud Run, Cloud Scheduler's schedule runs the passes)"},
 		{Name: "LROSINK_RECONCILE_DEADLINE", Value: humantime.Duration(c.ReconcileDeadline)},
 		{Name: "LROSINK_DELIVERY_LOG_TTL", Value: humantime.Duration(c.DeliveryLogTTL)},
 		{Name: "LROSINK_GEMINI_QPS", Value: qps(c.GeminiQPS, c.ReconcileShards)},

@@ -90,13 +90,19 @@ func TestReconcileStopsWithinItsDeadline(t *testing.T) {
 }
 
 // TestHealthPageShowsTheReconcileDeadline: the console's health page lists
-// the pass budget with the rest of the configuration.
+// the pass budget with the rest of the configuration, and serve's pass
+// interval, which the operation page's overdue hint refers to.
 func TestHealthPageShowsTheReconcileDeadline(t *testing.T) {
-	cfg := testConfig(t, "http://127.0.0.1:9", func(c *config.Config) { c.ReconcileDeadline = 2 * time.Minute })
+	cfg := testConfig(t, "http://127.0.0.1:9", func(c *config.Config) {
+		c.ReconcileDeadline, c.ReconcileEvery = 2*time.Minute, 45*time.Second
+	})
 	a := newApp(t, cfg, nil, io.Discard, func() time.Time { return now })
 	w := httptest.NewRecorder()
 	a.Mux().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ui/health", nil))
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "LROSINK_RECONCILE_DEADLINE") || !strings.Contains(w.Body.String(), `<td class="mono">2m</td>`) {
 		t.Fatalf("GET /ui/health: %d, no LROSINK_RECONCILE_DEADLINE 2m:\n%s", w.Code, w.Body.String())
+	}
+	if !strings.Contains(w.Body.String(), "LROSINK_RECONCILE_EVERY") || !strings.Contains(w.Body.String(), "45s (serve") {
+		t.Fatalf("GET /ui/health: no LROSINK_RECONCILE_EVERY 45s:\n%s", w.Body.String())
 	}
 }
