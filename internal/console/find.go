@@ -75,9 +75,18 @@ func (c *Console) lookup(r *http.Request, raw string) (ledger.Operation, error) 
 // searchPrefixes are the name prefixes a search for q reads: q as typed
 // and, when it normalizes, its canonical name (models/M/operations/ID →
 // operations/ID); a q without a collection ("batch_12") is looked for in
-// each kind's.
+// each kind's. The idempotency key and the document id, escaped once or
+// twice (gemini:batches%2FID, what the operation page shows), stand for
+// their name.
 func searchPrefixes(q string) []string {
 	q = strings.TrimPrefix(q, opname.KeyPrefix)
+	for i := 0; i < 2 && strings.Contains(q, "%"); i++ {
+		u, err := url.PathUnescape(q)
+		if err != nil {
+			break
+		}
+		q = u
+	}
 	out := []string{q}
 	if n, err := opname.Normalize(q, opname.KindUnknown); err == nil && n.Canonical != q {
 		out = append(out, n.Canonical)

@@ -92,7 +92,10 @@ func TestNameSearch(t *testing.T) {
 		"batch_1":           {"batches/batch_12", "batches/batch_123", "interactions/batch_1x"},
 		"batches/batch_123": {"batches/batch_123"},
 		"gemini:batches/ot": {"batches/other"},
-		"nothing":           nil,
+		// The document id the operation page shows, escaped once or twice.
+		"gemini:batches%2Fother":   {"batches/other"},
+		"gemini:batches%252Fother": {"batches/other"},
+		"nothing":                  nil,
 	} {
 		body, _ := get(t, srv.URL+"/ui/?q="+url.QueryEscape(q), http.StatusOK)
 		var got []string
