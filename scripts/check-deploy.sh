@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Offline checks of the deployment files, no cloud access needed:
 #   1. terraform fmt -check on terraform/
-#   2. tflint (core Terraform ruleset only, terraform/.tflint.hcl)
-#   3. the container binary, built exactly as the Dockerfile builds it
+#   2. terraform validate without the provider: the module loads (no
+#      duplicate definitions); only the missing provider is reported
+#   3. tflint (core Terraform ruleset only, terraform/.tflint.hcl)
+#   4. the container binary, built exactly as the Dockerfile builds it
 #      (scripts/build-flags.sh is the one definition of the build flags)
-#   4. the suite's version test on a copy of the source without .git (what
+#   5. the suite's version test on a copy of the source without .git (what
 #      `gcloud builds submit` uploads: .gcloudignore drops .git), so `make
 #      test` in Cloud Build cannot fail on a missing repository
 # The deployment rules test (deploy_test/: service accounts, public services,
@@ -13,8 +15,9 @@
 #
 #   scripts/check-deploy.sh
 #
-# terraform init/validate are not run: they need the google provider
-# binary, which this check must not download.
+# terraform init and a full validate are not run: they need the google
+# provider binary, which this check must not download; validate without it
+# still loads the module (step 2).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -29,6 +32,29 @@ command -v terraform >/dev/null 2>&1 ||
   die "terraform not found: install Terraform >= 1.5 from https://developer.hashicorp.com/terraform/install (or apt-get install terraform from https://apt.releases.hashicorp.com)"
 terraform fmt -check -recursive -diff terraform
 echo "terraform fmt: ok"
+
+step "terraform validate, without the provider"
+# Without the google provider (which this check must not download)
+# validate still loads the module, and refuses what Terraform itself
+# refuses whatever the provider: duplicate locals, variables, outputs or
+# resources, malformed blocks. The one error it must report is the missing
+# provider; any other is a module terraform apply would refuse (a local
+# defined in two files once stopped every step of DEPLOY.md).
+tfv=$(mktemp -d)
+cp terraform/*.tf "$tfv"/
+(cd "$tfv" && terraform validate -json -no-color) > "$tfv/validate.json" || true
+# One "summary" line per diagnostic in validate's JSON (no jq needed).
+summaries=$(grep -o '"summary": *"[^"]*"' "$tfv/validate.json" | sed 's/^"summary": *//' || true)
+other=$(printf '%s\n' "$summaries" | grep -v '^"Missing required provider"$' | grep -v '^$' || true)
+if [ -n "$other" ]; then
+  cat "$tfv/validate.json" >&2
+  rm -rf "$tfv"
+  die "terraform validate refuses the module: $other"
+fi
+rm -rf "$tfv"
+printf '%s\n' "$summaries" | grep -q '^"Missing required provider"$' ||
+  die "terraform validate reported no missing provider: the check did not load the module as expected"
+echo "terraform validate (module loads; provider not installed): ok"
 
 step "tflint $TFLINT_VERSION"
 # A versioned cache directory, so a different tflint on PATH never matters

@@ -5,7 +5,9 @@
 # serviceusage and cloudresourcemanager must already be enabled for
 # Terraform to enable these (docs/DEPLOY.md, "bootstrap APIs").
 locals {
-  services = toset([
+  # Not "services": run.tf's local.services is the Cloud Run services, and
+  # a module may define a local once (terraform refuses it otherwise).
+  apis = toset([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudscheduler.googleapis.com",
@@ -22,7 +24,7 @@ locals {
 }
 
 resource "google_project_service" "apis" {
-  for_each = local.services
+  for_each = local.apis
 
   project            = var.project_id
   service            = each.key
