@@ -451,7 +451,11 @@ func Register(door Door, log *slog.Logger) http.Handler {
 			replyKind(w, kindInvalidJSON, "body is not {\"name\",\"kind\",\"metadata\"} JSON: "+err.Error())
 			return
 		}
-		res, err := register.Register(r.Context(), door, register.Request{Name: req.Name, Kind: req.Kind, Metadata: req.Metadata})
+		// A settled operation's owed results message is left to the next
+		// reconcile pass: registering never publishes (the Register
+		// service may not publish on Cloud Run, terraform/iam.tf), and a
+		// submitter's call is no place to wait on the sink.
+		res, err := register.Register(r.Context(), door, register.Request{Name: req.Name, Kind: req.Kind, Metadata: req.Metadata, LeaveOwed: true})
 		// An invalid registration is answered by ingestAnswer from its kind
 		// (invalid-name, invalid-kind, invalid-metadata), as the webhook's.
 		status, a := ingestAnswer(res.Result, err)

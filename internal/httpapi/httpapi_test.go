@@ -22,11 +22,13 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/httpapi"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/memledger"
+	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -444,5 +446,47 @@ func TestRegister(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET: %d", resp.StatusCode)
+	}
+}
+
+// downSink refuses every publish.
+type downSink struct{}
+
+func (downSink) Publish(context.Context, results.Message) error { return errors.New("sink down") }
+
+// TestRegisterLeavesAnOwedMessage: registering a settled operation whose
+// results message is owed (its publish failed) answers 200 known and
+// publishes nothing: the message is the next reconcile pass's. Register
+// used to take the publish over, which the Register service may not do on
+// Cloud Run (terraform/iam.tf grants it no publisher role): every retry
+// failed until Reconcile published.
+func TestRegisterLeavesAnOwedMessage(t *testing.T) {
+	store := testutil.MemLedger(t)
+	clock := func() time.Time { return now }
+	failed, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: downSink{}, Log: logging.Discard(), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := failed.Ingest(t.Context(), event.Event{Name: "batches/owed", State: lifecycle.Succeeded, UpdateTime: now,
+		Source: event.SourceWebhook}); !errors.Is(err, ingest.ErrSideEffect) {
+		t.Fatalf("first delivery with the sink down: %v", err)
+	}
+	sink := &countingSink{}
+	door, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: sink, Log: logging.Discard(), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.Register(door, logging.Discard()))
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"name":"batches/owed"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || sink.n.Load() != 0 {
+		t.Fatalf("register of an owed operation: %d, %d publishes; want 200 and none", resp.StatusCode, sink.n.Load())
+	}
+	if c, err := store.GetClaim(t.Context(), "gemini:batches%2Fowed"); err != nil || c.Status != ledger.ClaimReleased {
+		t.Fatalf("claim %+v %v, want it still RELEASED (owed)", c, err)
 	}
 }
