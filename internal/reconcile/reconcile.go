@@ -831,12 +831,33 @@ func (r *Reconciler) alertStuck(ctx context.Context, rg shard.Range, now time.Ti
 		}
 		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
 		due := nextStuckAlert(since, op.StuckAlertedAt)
+		alert := !now.Before(due)
 		at := now
-		if now.Before(due) {
+		if alert {
+			due = nextStuckAlert(since, now)
+		} else {
 			// Its key is out of step (alerted before keys existed, or
 			// StuckAfter changed): put it back on its cadence, no line.
 			at = op.StuckAlertedAt
-		} else {
+		}
+		// Recorded first, fenced on the revision read, and the line written
+		// only by the pass whose record wins: two passes over one range at
+		// once (a redelivered shard request) read the same revision, and
+		// both used to raise the alert. A conflict means another pass
+		// recorded it, or the operation changed since it was read (a
+		// webhook, a check): the next pass reads it again.
+		_, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, at, due.Add(-r.cfg.StuckAfter))
+		switch {
+		case errors.Is(err, ledger.ErrConflict):
+			continue
+		case err != nil:
+			// Not recorded: alert all the same (a repeat next pass beats
+			// silence).
+			t.add(func(s *Summary) { s.Errors++ })
+			r.cfg.Log.WarnContext(ctx, "reconcile: could not record the stuck alert; it is repeated next pass",
+				"operation", op.Name, "error", err.Error())
+		}
+		if alert {
 			alerted++
 			attrs := []any{"alert", "stuck", "operation", op.Name, "state", string(op.State),
 				"submitted_at", op.SubmittedAt, "pending_for", now.Sub(op.SubmittedAt).Round(time.Second).String(),
@@ -845,15 +866,6 @@ func (r *Reconciler) alertStuck(ctx context.Context, rg shard.Range, now time.Ti
 				attrs = append(attrs, "previous_alert_at", op.StuckAlertedAt)
 			}
 			r.cfg.Log.ErrorContext(ctx, "operation stuck", attrs...)
-			due = nextStuckAlert(since, now)
-		}
-		// A conflict means the operation changed since it was read (a
-		// webhook, a check): the next pass reads it again and, if it is
-		// still stuck and the write was lost, repeats the line once.
-		if _, err := r.cfg.Ledger.RecordStuckAlert(ctx, op, at, due.Add(-r.cfg.StuckAfter)); err != nil && !errors.Is(err, ledger.ErrConflict) {
-			t.add(func(s *Summary) { s.Errors++ })
-			r.cfg.Log.WarnContext(ctx, "reconcile: could not record the stuck alert; it is repeated next pass",
-				"operation", op.Name, "error", err.Error())
 		}
 	}
 	t.add(func(s *Summary) { s.StuckAlerts = alerted })

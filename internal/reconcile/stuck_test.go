@@ -1,11 +1,13 @@
 package reconcile_test
 
 import (
+	"context"
 	"database/sql"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +194,48 @@ func TestStuckKeyLeftByAnEarlierVersionIsCleared(t *testing.T) {
 	}
 	if left, err := s.StuckOperations(t.Context(), shard.All(), w.clock.Now(), 10); err != nil || len(left) != 0 {
 		t.Fatalf("still in the stuck scan: %v, %v", left, err)
+	}
+}
+
+// barrierStuck holds each stuck scan until two have read: two passes over
+// one range then read the same revisions, as a redelivered shard request
+// running beside the first delivery does.
+type barrierStuck struct {
+	ledger.Ledger
+	wg *sync.WaitGroup
+}
+
+func (b barrierStuck) StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]ledger.Operation, error) {
+	ops, err := b.Ledger.StuckOperations(ctx, rg, cutoff, limit)
+	b.wg.Done()
+	b.wg.Wait()
+	return ops, err
+}
+
+// TestOverlappingPassesAlertStuckOnce: two passes of one range at once
+// raise one stuck alert for a stuck operation, not one each: the line is
+// written only by the pass whose fenced record of it wins.
+func TestOverlappingPassesAlertStuckOnce(t *testing.T) {
+	t.Parallel()
+	s := testutil.MemLedger(t)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	w := newWorldOn(t, 0, barrierStuck{s, &wg}, func() int64 { return 0 })
+	w.fake.SetBatch("x1", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	w.register("batches/x1")
+	w.clock.Advance(7 * time.Hour)
+	var passes sync.WaitGroup
+	for range 2 {
+		passes.Add(1)
+		go func() {
+			defer passes.Done()
+			if _, err := w.rec.PassRange(t.Context(), shard.All()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	passes.Wait()
+	if n := w.logs.CountLines(`"alert":"stuck"`); n != 1 {
+		t.Fatalf("%d stuck alert lines for one stuck operation, want 1", n)
 	}
 }
