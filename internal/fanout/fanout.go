@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -61,6 +62,10 @@ func ParseRequest(data []byte) (Request, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
 		return Request{}, fmt.Errorf("%w: data %s: want {\"range\":\"LO-HI\",\"tick\":\"RFC 3339 time\"}", ErrBadRequest, err)
+	}
+	// One JSON value, nothing after it: Decode reads only the first.
+	if _, err := dec.Token(); err != io.EOF {
+		return Request{}, fmt.Errorf("%w: data has more after its request object", ErrBadRequest)
 	}
 	if w.Range == "" {
 		return Request{}, fmt.Errorf("%w: data has no \"range\" (want e.g. \"0-16\")", ErrBadRequest)

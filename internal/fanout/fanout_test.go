@@ -74,3 +74,16 @@ func TestIsPush(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestIsOneValue: data with anything after its request object is
+// not a request (Decode read the first value and ran its range).
+func TestRequestIsOneValue(t *testing.T) {
+	for _, d := range []string{`{"range":"0-16"}garbage`, `{"range":"0-16"}{"range":"16-32"}`} {
+		if r, err := fanout.ParseRequest([]byte(d)); !errors.Is(err, fanout.ErrBadRequest) {
+			t.Errorf("ParseRequest(%s) = %v, %v; want ErrBadRequest", d, r.Range, err)
+		}
+	}
+	if _, err := fanout.ParseRequest([]byte(`{"range":"0-16"}` + "\n")); err != nil {
+		t.Errorf("a request and a newline: %v", err)
+	}
+}

@@ -106,8 +106,20 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping contex
 				reply(w, status, a)
 				return
 			}
-			if fanout.IsPush(bytes.TrimSpace(body)) {
+			switch trimmed := bytes.TrimSpace(body); {
+			case fanout.IsPush(trimmed):
 				push = body
+			case len(trimmed) > 0 && o.coord != nil:
+				// Sharded, a tick (Cloud Scheduler, a person) has an empty
+				// body; anything else is a push gone wrong (a truncated
+				// envelope, an unwrapped message). Run as a tick, it would
+				// hand the ranges out again and be acked; a 400 is a nack,
+				// and the subscription's dead-letter policy ends it.
+				// Unsharded, there is nothing to hand out: a body is
+				// ignored, as before sharding.
+				log.ErrorContext(r.Context(), "reconcile: not a shard request", "error", "the body is neither empty (a tick) nor a Pub/Sub push envelope")
+				replyKind(w, kindBadShardRequest, "the body is neither empty (a tick) nor a Pub/Sub push envelope")
+				return
 			}
 		}
 		ctx := r.Context()

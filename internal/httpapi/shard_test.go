@@ -169,3 +169,21 @@ func TestReconcileShardLedgerDownIs503(t *testing.T) {
 		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
 	}
 }
+
+// Sharded, a body that is neither empty (a tick) nor a push envelope is a
+// push gone wrong: 400 (a nack: the subscription dead-letters it), never a
+// tick. It used to run the coordinator, hand every range out again and be
+// acked.
+func TestReconcileMalformedPushIsNotATick(t *testing.T) {
+	for name, body := range map[string]string{
+		"truncated envelope":          pushBody(`{"range":"0-16"}`)[:40],
+		"envelope and trailing bytes": pushBody(`{"range":"0-16"}`) + "}",
+		"unwrapped message":           `{"range":"0-16","tick":"2026-11-25T04:00:00Z"}`,
+	} {
+		p := &passes{}
+		h := httpapi.Reconcile(p, logging.Discard(), 0, nil, httpapi.WithShardPasses(p), httpapi.WithCoordinator(p))
+		if w := postReconcile(h, body); w.Code != http.StatusBadRequest || len(p.ran) != 0 {
+			t.Errorf("%s: answered %d, ran %v; want 400 and no pass", name, w.Code, p.ran)
+		}
+	}
+}
