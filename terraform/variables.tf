@@ -195,8 +195,8 @@ variable "grace" {
   default     = "90s"
 
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.grace))
-    error_message = "grace must be a Go duration such as 90s, 2m or 1h30m."
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.grace)) && !can(regex("^(0+(\\.0+)?(ns|us|ms|s|m|h))+$", var.grace))
+    error_message = "grace must be a positive Go duration such as 90s, 2m or 1h30m."
   }
 }
 
@@ -206,8 +206,8 @@ variable "stuck_after" {
   default     = "6h"
 
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.stuck_after))
-    error_message = "stuck_after must be a Go duration such as 6h or 90m."
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.stuck_after)) && !can(regex("^(0+(\\.0+)?(ns|us|ms|s|m|h))+$", var.stuck_after))
+    error_message = "stuck_after must be a positive Go duration such as 6h or 90m."
   }
 }
 
@@ -217,8 +217,8 @@ variable "claim_lease" {
   default     = "10m"
 
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.claim_lease))
-    error_message = "claim_lease must be a Go duration such as 10m."
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.claim_lease)) && !can(regex("^(0+(\\.0+)?(ns|us|ms|s|m|h))+$", var.claim_lease))
+    error_message = "claim_lease must be a positive Go duration such as 10m."
   }
 }
 
@@ -343,8 +343,8 @@ variable "retention" {
   default     = ""
 
   validation {
-    condition     = var.retention == "" || try(can(regex("^[0-9]+d$", var.retention)) && tonumber(trimsuffix(var.retention, "d")) >= 7, false)
-    error_message = "retention must be \"\" (keep for ever) or whole days of at least 7, e.g. \"400d\"."
+    condition     = var.retention == "" || try(can(regex("^[0-9]+d$", var.retention)) && tonumber(trimsuffix(var.retention, "d")) >= 7 && tonumber(trimsuffix(var.retention, "d")) <= 36500, false)
+    error_message = "retention must be \"\" (keep for ever) or whole days from 7 to 36500, e.g. \"400d\"."
   }
 }
 
@@ -354,8 +354,8 @@ variable "gemini_qps" {
   default     = "0"
 
   validation {
-    condition     = can(tonumber(var.gemini_qps)) && try(tonumber(var.gemini_qps) >= 0, false)
-    error_message = "gemini_qps must be a number of requests a second, 0 or more (0: unlimited)."
+    condition     = can(tonumber(var.gemini_qps)) && try(tonumber(var.gemini_qps) >= 0 && tonumber(var.gemini_qps) <= 1000000, false)
+    error_message = "gemini_qps must be a number of requests a second from 0 (unlimited) to 1000000."
   }
 }
 
