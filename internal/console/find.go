@@ -79,14 +79,7 @@ func (c *Console) lookup(r *http.Request, raw string) (ledger.Operation, error) 
 // twice (gemini:batches%2FID, what the operation page shows), stand for
 // their name.
 func searchPrefixes(q string) []string {
-	q = strings.TrimPrefix(q, opname.KeyPrefix)
-	for i := 0; i < 2 && strings.Contains(q, "%"); i++ {
-		u, err := url.PathUnescape(q)
-		if err != nil {
-			break
-		}
-		q = u
-	}
+	q = searchName(q)
 	out := []string{q}
 	if n, err := opname.Normalize(q, opname.KindUnknown); err == nil && n.Canonical != q {
 		out = append(out, n.Canonical)
@@ -99,6 +92,20 @@ func searchPrefixes(q string) []string {
 		}
 	}
 	return out
+}
+
+// searchName is q as a name: without the idempotency key's prefix, and
+// unescaped (once or twice) when it is a document id.
+func searchName(q string) string {
+	q = strings.TrimPrefix(q, opname.KeyPrefix)
+	for i := 0; i < 2 && strings.Contains(q, "%"); i++ {
+		u, err := url.PathUnescape(q)
+		if err != nil {
+			break
+		}
+		q = u
+	}
+	return q
 }
 
 // maxSearchExtraPages bounds the pages of names one search reads beyond
@@ -127,7 +134,7 @@ type prefixScan struct {
 // exist; "next »" reads on from there (after=<document id>).
 func (c *Console) search(w http.ResponseWriter, r *http.Request, f listForm) {
 	exact := ""
-	if n, err := opname.Normalize(strings.TrimPrefix(f.Q, opname.KeyPrefix), opname.KindUnknown); err == nil {
+	if n, err := opname.Normalize(searchName(f.Q), opname.KindUnknown); err == nil {
 		exact = n.Canonical
 	}
 	lf := c.filter(f)
