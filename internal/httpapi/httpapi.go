@@ -351,25 +351,22 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	ev.Hint = verified.Method == webhook.MethodJWT || verified.Method == webhook.MethodV1A
 	au := auth{method: verified.Method, status: ev.GeminiStatus}
 	res, err := door.Ingest(ctx, ev)
+	if err != nil && res.Operation == "" {
+		// A door error before the door named the operation (our deadline,
+		// the sender gone, stopping, a ledger down): the operator still
+		// wants to know which.
+		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
+			res.Operation = n.Canonical
+		}
+	}
 	if k := cutShort(ctx); err != nil && k != "" {
 		// No ledger failure: the door's work goes on detached from this
 		// request (it completes, or releases its claim, as it would have);
 		// the redelivery finds it done or joins it.
-		op := ""
-		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
-			op = n.Canonical
-		}
-		status, a := answerOf(k, op, "")
+		status, a := answerOf(k, res.Operation, "")
 		return status, a, au
 	}
 	status, a := ingestAnswer(res, err)
-	if err != nil && a.Operation == "" {
-		// A door error before the door named the operation (stopping, a
-		// ledger down): the operator still wants to know which.
-		if n, nerr := opname.Normalize(ev.Name, ev.Kind); nerr == nil {
-			a.Operation = n.Canonical
-		}
-	}
 	return status, a, au
 }
 
