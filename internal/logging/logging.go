@@ -133,6 +133,7 @@ func ContextWithTrace(ctx context.Context, h http.Header) context.Context {
 // hexSpan is X-Cloud-Trace-Context's span id (decimal) as Cloud Logging
 // wants a spanId: the Trace API v2 form, 16 hex digits ("1" → "0000000000000001",
 // as traceparent carries it already); "" when it is not a 64-bit decimal.
+// Google's own libraries had it wrong (docs/GEMINI.md §11).
 func hexSpan(span string) string {
 	if !spanD.MatchString(span) {
 		return ""

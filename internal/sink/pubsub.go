@@ -65,7 +65,8 @@ func (p *PubSub) Publish(ctx context.Context, m results.Message) error {
 	// the flow control above. So wait for that outcome, not for ctx. An
 	// error returned at ctx's end would be a publish that may still be
 	// delivered; the door, told it failed, releases the claim and the next
-	// attempt publishes the message a second time without any crash.
+	// attempt publishes the message a second time without any crash
+	// (docs/GEMINI.md §11).
 	if _, err := res.Get(context.WithoutCancel(ctx)); err != nil {
 		// A failed keyed publish pauses its key in the client; left
 		// paused, every later publish of the operation would fail.
