@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
@@ -17,20 +18,28 @@ var (
 	_ deliverylog.BatchStore = (*Store)(nil)
 )
 
-// expireBatch bounds the expired logs one append deletes.
+// expireBatch bounds the entries one append considers for expiry.
 const expireBatch = 100
 
 // The delivery log's and the counts' statements (TestQueryPlans checks each
 // is served by an index).
 const (
-	sqlGetDeliveries = `SELECT entries FROM deliveries WHERE op_id = ?`
-	// A log is created without a read (most operations' first delivery
-	// finds none) and rewritten whole once merged with what it held.
-	sqlCreateDeliveries = `INSERT INTO deliveries (op_id, expire_at, entries) VALUES (?, ?, ?)
-	ON CONFLICT (op_id) DO NOTHING`
-	sqlUpdateDeliveries = `UPDATE deliveries SET expire_at = ?, entries = ? WHERE op_id = ?`
-	sqlExpireDeliveries = `DELETE FROM deliveries WHERE op_id IN
-	(SELECT op_id FROM deliveries WHERE expire_at <= ? ORDER BY expire_at LIMIT ?)`
+	sqlInsertDelivery = `INSERT INTO delivery_entries (op_id, at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// sqlTrimDeliveries keeps an operation's (?1) newest ?2 entries (by
+	// time, a later arrival first among equal times): it deletes those
+	// before the ?2-th newest, reading only that operation's entries on
+	// their index, and nothing when it has no more than ?2.
+	sqlTrimDeliveries = `DELETE FROM delivery_entries WHERE op_id = ?1 AND (at_ns, seq) < (
+	SELECT at_ns, seq FROM delivery_entries WHERE op_id = ?1 ORDER BY at_ns DESC, seq DESC LIMIT 1 OFFSET ?2 - 1)`
+	// sqlExpireDeliveries deletes, of the entries among the ?1 first
+	// sequence numbers still in the table, those at or before ?2: entries
+	// arrive in time order, so the oldest are there, and the read stays a
+	// bounded range of the rowid whatever the table holds.
+	sqlExpireDeliveries = `DELETE FROM delivery_entries
+	WHERE seq < (SELECT min(seq) FROM delivery_entries) + ?1 AND at_ns <= ?2`
+	sqlListDeliveries = `SELECT at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns
+FROM delivery_entries WHERE op_id = ? ORDER BY at_ns DESC, seq DESC`
 	sqlCountPending     = `SELECT count(*) FROM operations WHERE pending_since IS NOT NULL`
 	sqlCountDue         = `SELECT count(*) FROM operations WHERE next_check_at IS NOT NULL AND next_check_at <= ?`
 	sqlCountDueInBucket = `SELECT count(*) FROM operations WHERE bucket = ? AND next_check_at IS NOT NULL AND next_check_at <= ?`
@@ -42,11 +51,10 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 }
 
 // AppendDeliveryBatch implements deliverylog.BatchStore: one request to the
-// writer (one write of its group commit) that, for each operation,
-// reads its log, keeps the newest entries and writes it back, then deletes
-// a bounded batch of expired logs once. The Recorder sends up to a few
-// hundred operations at once: one commit cycle for all of them, where one
-// per operation let its queue fill under load.
+// writer (one write of its group commit) that inserts every entry, trims
+// each operation's log to what Merge keeps, then deletes a bounded batch of
+// expired entries. Nothing is read back or rewritten: an append to an
+// operation with a log costs what the first one did (docs/BENCHMARKS.md).
 func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.Append, r deliverylog.Retention) error {
 	var newest time.Time
 	for _, a := range batch {
@@ -60,100 +68,110 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 		return nil // no entry at all
 	}
 	r = r.WithDefaults()
-	// Each log as created from the batch's entries alone, encoded here on
-	// the caller's goroutine rather than on the writer's, which every write
-	// of the store waits for: most operations have no log yet.
-	fresh := make([]loggedEntries, len(batch))
-	for i, a := range batch {
-		if len(a.Entries) == 0 {
-			continue
-		}
-		kept, js, err := mergeLog(nil, a.Entries, r)
-		if err != nil {
-			return fmt.Errorf("sqlite: append deliveries: operation %s: %w", a.OpID, err)
-		}
-		fresh[i] = loggedEntries{kept, js}
-	}
 	return s.write(ctx, label("append deliveries"), func(ctx context.Context, tx *wtx) error {
-		for i, a := range batch {
+		for _, a := range batch {
 			if len(a.Entries) == 0 {
 				continue
 			}
-			if err := appendOne(ctx, tx, a, fresh[i], r); err != nil {
+			for _, e := range a.Entries {
+				if _, err := tx.exec(ctx, sqlInsertDelivery, a.OpID, e.At.UnixNano(), e.Source, e.DeliveryID, e.Status,
+					e.Auth, e.Outcome, e.Reason, int64(e.Answer), int64(e.Latency)); err != nil {
+					return fmt.Errorf("operation %s: %w", a.OpID, err)
+				}
+			}
+			if _, err := tx.exec(ctx, sqlTrimDeliveries, a.OpID, r.Keep); err != nil {
 				return fmt.Errorf("operation %s: %w", a.OpID, err)
 			}
 		}
-		// Expiry is judged by the batch's newest entry (about now): a log
-		// whose newest entry is older than the TTL before it is gone.
-		_, err := tx.exec(ctx, sqlExpireDeliveries, micros(newest), expireBatch)
+		// Expiry is judged by the batch's newest entry (about now).
+		_, err := tx.exec(ctx, sqlExpireDeliveries, expireBatch, newest.Add(-r.TTL).UnixNano())
 		return err
 	})
 }
 
-// loggedEntries is a log's entries as kept and their stored form.
-type loggedEntries struct {
-	kept []deliverylog.Entry
-	js   string
-}
-
-// appendOne merges a's entries into its operation's log within tx. It
-// first creates the log as fresh (a's entries alone): only when one exists
-// does it read and rewrite it (the read was a third of the delivery log's
-// writer time under load, docs/BENCHMARKS.md).
-func appendOne(ctx context.Context, tx *wtx, a deliverylog.Append, fresh loggedEntries, r deliverylog.Retention) error {
-	n, err := tx.exec(ctx, sqlCreateDeliveries, a.OpID, micros(fresh.kept[0].At.Add(r.TTL)), fresh.js)
-	if err != nil || n == 1 {
-		return err
-	}
-	var col sql.NullString
-	if err := tx.queryRow(ctx, sqlGetDeliveries, []any{a.OpID}, &col); err != nil {
-		return err // the log exists: no row is an error here
-	}
-	old, err := decodeLog(col)
-	if err != nil {
-		return err
-	}
-	kept, js, err := mergeLog(old, a.Entries, r)
-	if err != nil {
-		return err
-	}
-	_, err = tx.exec(ctx, sqlUpdateDeliveries, micros(kept[0].At.Add(r.TTL)), js, a.OpID)
-	return err
-}
-
-// mergeLog is deliverylog.Merge with its result's stored form. added
-// is never empty (AppendDeliveryBatch skips those), so neither is kept.
-func mergeLog(old, added []deliverylog.Entry, r deliverylog.Retention) ([]deliverylog.Entry, string, error) {
-	kept := deliverylog.Merge(old, added, r)
-	js, err := ledger.EncodeDeliveries(kept)
-	return kept, string(js), err
-}
-
-// decodeLog reads a stored log (ledger.DecodeDeliveries: its entries are read
-// back on the writer goroutine for every later delivery to the operation);
-// NULL is an empty log.
-func decodeLog(col sql.NullString) ([]deliverylog.Entry, error) {
-	if !col.Valid {
-		return nil, nil
-	}
-	return ledger.DecodeDeliveries([]byte(col.String))
-}
-
 // ListDeliveries implements deliverylog.Store.
 func (s *Store) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.Entry, error) {
-	var col sql.NullString
-	err := s.reader.QueryRowContext(ctx, sqlGetDeliveries, opID).Scan(&col)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
+	out, err := queryAll(ctx, s.reader, "list deliveries", sqlListDeliveries, scanDelivery, opID)
 	if err != nil {
-		return nil, fail(ctx, "list deliveries", err)
-	}
-	out, err := decodeLog(col)
-	if err != nil {
-		return nil, fail(ctx, "list deliveries", err)
+		return nil, err
 	}
 	return out, nil
+}
+
+func scanDelivery(sc scanner) (deliverylog.Entry, error) {
+	var (
+		e                 deliverylog.Entry
+		at, answer, latns int64
+	)
+	if err := sc.Scan(&at, &e.Source, &e.DeliveryID, &e.Status, &e.Auth, &e.Outcome, &e.Reason, &answer, &latns); err != nil {
+		return deliverylog.Entry{}, err
+	}
+	e.At, e.Answer, e.Latency = time.Unix(0, at).UTC(), int(answer), time.Duration(latns)
+	return e, nil
+}
+
+// migrateDeliveries moves every log of the version-6 table (one row per
+// operation, its entries a JSON array, newest first) to delivery_entries,
+// oldest entry first, and drops that table. Logs are moved one at a time:
+// a large ledger's logs need not fit in memory.
+func migrateDeliveries(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'deliveries'`)
+	if err != nil {
+		return fmt.Errorf("migrate delivery logs: %w", err)
+	}
+	exists := rows.Next()
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("migrate delivery logs: %w", err)
+	}
+	if !exists {
+		return nil
+	}
+	type log struct {
+		opID    string
+		entries sql.NullString
+	}
+	var last string
+	for {
+		// A page at a time, on the primary key, so no cursor is open while
+		// this transaction inserts.
+		var page []log
+		rows, err := tx.QueryContext(ctx, `SELECT op_id, entries FROM deliveries WHERE op_id > ? ORDER BY op_id LIMIT 500`, last)
+		if err != nil {
+			return fmt.Errorf("migrate delivery logs: %w", err)
+		}
+		for rows.Next() {
+			var l log
+			if err := rows.Scan(&l.opID, &l.entries); err != nil {
+				return errors.Join(fmt.Errorf("migrate delivery logs: %w", err), rows.Close())
+			}
+			page = append(page, l)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("migrate delivery logs: %w", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, l := range page {
+			var entries []deliverylog.Entry
+			if l.entries.Valid {
+				if entries, err = ledger.DecodeDeliveries([]byte(l.entries.String)); err != nil {
+					return fmt.Errorf("migrate delivery logs: operation %s: %w", l.opID, err)
+				}
+			}
+			for _, e := range slices.Backward(entries) {
+				if _, err := tx.ExecContext(ctx, sqlInsertDelivery, l.opID, e.At.UnixNano(), e.Source, e.DeliveryID, e.Status,
+					e.Auth, e.Outcome, e.Reason, int64(e.Answer), int64(e.Latency)); err != nil {
+					return fmt.Errorf("migrate delivery logs: operation %s: %w", l.opID, err)
+				}
+			}
+		}
+		last = page[len(page)-1].opID
+	}
+	if _, err := tx.ExecContext(ctx, `DROP TABLE deliveries`); err != nil {
+		return fmt.Errorf("migrate delivery logs: %w", err)
+	}
+	return nil
 }
 
 // CountPending implements ledger.Queries (partial index on pending_since,

@@ -2,17 +2,20 @@ package sqliteledger
 
 import (
 	"fmt"
+	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/ledgertest"
 )
 
 // TestDeliveryBatchIsOneTransaction: a batch of 100 operations' appends is
-// one write of one transaction; every operation's log holds
-// its entries, one with a stored log merges by Merge's rules (newest first,
-// at most Keep), and an expired log is deleted by the batch.
+// one write of one transaction; every operation's log holds its entries,
+// one with a stored log merges by Merge's rules (newest first, at most
+// Keep), and an expired entry is deleted by the batch.
 func TestDeliveryBatchIsOneTransaction(t *testing.T) {
 	const n = 100
 	ctx := t.Context()
@@ -55,4 +58,94 @@ func TestDeliveryBatchIsOneTransaction(t *testing.T) {
 	if got, err := s.ListDeliveries(ctx, "stale"); err != nil || len(got) != 0 {
 		t.Errorf("the expired log is still there: %+v, %v", got, err)
 	}
+}
+
+// TestMigratesDeliveryLogs: a version-8 database's delivery logs (a row per
+// operation, its entries a JSON array newest first) read back the same
+// after Open moved them to one row per entry, and later appends merge with
+// them by Merge's rules; the old table is gone.
+func TestMigratesDeliveryLogs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v8.db")
+	ctx := t.Context()
+	at := time.Date(2026, 11, 25, 8, 0, 0, 123456789, time.UTC)
+	logs := map[string][]deliverylog.Entry{
+		"op1": {
+			{At: at.Add(2 * time.Second), Source: deliverylog.SourceWebhook, DeliveryID: "msg_2", Status: "batch.succeeded",
+				Auth: "v1", Outcome: "duplicate", Reason: "same-terminal", Answer: 200, Latency: 1234 * time.Microsecond},
+			{At: at, Source: deliverylog.SourceWebhook, DeliveryID: "msg_1", Status: "batch.succeeded", Auth: "v1a",
+				Outcome: "completed", Answer: 200, Latency: 5 * time.Millisecond},
+		},
+		"op2": {{At: at.Add(time.Second), Source: deliverylog.SourceReconcile, Status: "JOB_STATE_RUNNING", Outcome: "applied"}},
+	}
+	s := openAt(t, path)
+	if _, err := s.writer.ExecContext(ctx, `DROP TABLE delivery_entries;
+CREATE TABLE deliveries (op_id TEXT PRIMARY KEY, expire_at INTEGER NOT NULL, entries TEXT NOT NULL) STRICT;
+CREATE INDEX deliveries_expire_at ON deliveries (expire_at);
+UPDATE schema_version SET version = 8`); err != nil {
+		t.Fatal(err)
+	}
+	for id, entries := range logs {
+		js, err := ledger.EncodeDeliveries(entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.writer.ExecContext(ctx, `INSERT INTO deliveries (op_id, expire_at, entries) VALUES (?, 0, ?)`, id, string(js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	for id, want := range logs {
+		got, err := s.ListDeliveries(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s after migration:\n got %+v\nwant %+v", id, got, want)
+		}
+	}
+	var n int
+	if err := s.writer.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE name = 'deliveries'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the version-8 table is still there (%d, %v)", n, err)
+	}
+	r := deliverylog.Retention{Keep: 2, TTL: time.Hour}
+	if err := s.AppendDeliveries(ctx, "op1", []deliverylog.Entry{{At: at.Add(time.Second), DeliveryID: "msg_new", Outcome: "duplicate"}}, r); err != nil {
+		t.Fatal(err)
+	}
+	if ids := ledgertest.DeliveryIDs(t, s, "op1"); fmt.Sprint(ids) != "[msg_2 msg_new]" {
+		t.Errorf("op1 after an append with Keep 2: %v, want [msg_2 msg_new]", ids)
+	}
+}
+
+// BenchmarkAppendDeliveries: the Recorder's batches as serve's load makes
+// them, 32 operations' entries per batch, 30 % of them to an operation
+// logged before (a repeat delivery) and the rest to a new one; reports the
+// writer's time per entry.
+func BenchmarkAppendDeliveries(b *testing.B) {
+	s := openTemp(b)
+	ctx := b.Context()
+	r := deliverylog.Retention{}
+	at := time.Now()
+	next := 0
+	for b.Loop() {
+		batch := make([]deliverylog.Append, 32)
+		for j := range batch {
+			id := next
+			if j%10 < 3 && next > 0 {
+				id = (next * 7919) % next
+			} else {
+				next++
+			}
+			at = at.Add(time.Microsecond)
+			batch[j] = deliverylog.Append{OpID: fmt.Sprint("gemini:batches%2Fbench_", id), Entries: []deliverylog.Entry{{At: at,
+				Source: deliverylog.SourceWebhook, DeliveryID: fmt.Sprint("msg_", next, "_", j), Status: "batch.succeeded", Auth: "v1",
+				Outcome: "completed", Answer: 200, Latency: 42 * time.Millisecond}}}
+		}
+		if err := s.AppendDeliveryBatch(ctx, batch, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*32), "us/entry")
 }

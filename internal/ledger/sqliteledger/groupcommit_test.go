@@ -417,7 +417,7 @@ func TestGroupRunsBareUntilAFailureChangedRows(t *testing.T) {
 
 	group("redo", func() error {
 		return s.write(ctx, label("insert, then conflict"), func(ctx context.Context, tx *wtx) error {
-			if _, err := tx.exec(ctx, `INSERT INTO deliveries (op_id, expire_at, entries) VALUES ('partial', 0, '[]')`); err != nil {
+			if _, err := tx.exec(ctx, `INSERT INTO delivery_entries (op_id, at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns) VALUES ('partial', 0, '', '', '', '', '', '', 0, 0)`); err != nil {
 				return err
 			}
 			return ledger.ErrConflict
@@ -430,7 +430,7 @@ func TestGroupRunsBareUntilAFailureChangedRows(t *testing.T) {
 		t.Errorf("the group was not run again in savepoints")
 	}
 	var n int
-	if err := s.writer.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE op_id = 'partial'`).Scan(&n); err != nil || n != 0 {
+	if err := s.writer.QueryRowContext(ctx, `SELECT count(*) FROM delivery_entries WHERE op_id = 'partial'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("the failed write's row: count %d, %v; want 0 (undone)", n, err)
 	}
 }

@@ -4,7 +4,8 @@
 // created in the same transaction as the operation's first terminal state,
 // and every claim write is fenced on the claim's own revision.
 //
-// Tables: `operations` and `claims`, keyed by opname.DocID of the key, plus
+// Tables: `operations` and `claims`, keyed by opname.DocID of the key, the
+// delivery log's `delivery_entries` (a row per entry, deliveries.go), and
 // `schema_version` for migrations. Times are INTEGER unix microseconds UTC,
 // the precision the port promises (lifecycle.ServerTime), so ordering and
 // equality are exact; a time the port treats as "zero = absent" is NULL.
@@ -60,7 +61,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 8
+const schemaVersion = 9
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -169,14 +170,39 @@ CREATE INDEX IF NOT EXISTS claims_done_expire_at ON claims (expire_at, id) WHERE
 ALTER TABLE operations ADD COLUMN bucket INTEGER;
 CREATE INDEX IF NOT EXISTS operations_bucket_next_check_at ON operations (bucket, next_check_at, id) WHERE next_check_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS operations_bucket_stuck_from ON operations (bucket, stuck_from, id) WHERE stuck_from IS NOT NULL;
+`, `
+-- The delivery log as one row per entry (deliveries.go): an append is an
+-- insert at the table's end and into one index, where a row per operation
+-- was read, merged, re-encoded and rewritten on every later delivery to it,
+-- and moved in an expiry index. seq (the rowid) is the arrival order.
+-- migrateDeliveries moves every log of version 6's table here and drops it.
+CREATE TABLE IF NOT EXISTS delivery_entries (
+	seq         INTEGER PRIMARY KEY,
+	op_id       TEXT    NOT NULL,
+	at_ns       INTEGER NOT NULL, -- unix nanoseconds: the entry's time exactly
+	source      TEXT    NOT NULL,
+	delivery_id TEXT    NOT NULL,
+	status      TEXT    NOT NULL,
+	auth        TEXT    NOT NULL,
+	outcome     TEXT    NOT NULL,
+	reason      TEXT    NOT NULL,
+	answer      INTEGER NOT NULL,
+	latency_ns  INTEGER NOT NULL
+) STRICT;
+-- One operation's log in order, newest last; the rowid (seq) ends every
+-- index entry, so ties in at_ns are in arrival order.
+CREATE INDEX IF NOT EXISTS delivery_entries_op ON delivery_entries (op_id, at_ns);
 `}
 }
 
 // afterMigration is the Go code the migration to version runs after its
 // statements, in the same transaction, or nil.
 func afterMigration(version int) func(context.Context, *sql.Tx) error {
-	if version == 8 {
+	switch version {
+	case 8:
 		return backfillBuckets
+	case 9:
+		return migrateDeliveries
 	}
 	return nil
 }
