@@ -52,9 +52,11 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 
 // AppendDeliveryBatch implements deliverylog.BatchStore: one request to the
 // writer (one write of its group commit) that inserts every entry, trims
-// each operation's log to what Merge keeps, then deletes a bounded batch of
-// expired entries. Nothing is read back or rewritten: an append to an
-// operation with a log costs what the first one did (docs/BENCHMARKS.md).
+// each operation's log to its newest r.Keep, then deletes, of the entries
+// that arrived first, those older than r.TTL before the batch's newest (a
+// bounded batch each time: what Merge drops by age goes with it, or later).
+// Nothing is read back or rewritten: an append to an operation with a log
+// costs what the first one did (docs/BENCHMARKS.md).
 func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.Append, r deliverylog.Retention) error {
 	var newest time.Time
 	for _, a := range batch {
@@ -91,11 +93,7 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 
 // ListDeliveries implements deliverylog.Store.
 func (s *Store) ListDeliveries(ctx context.Context, opID string) ([]deliverylog.Entry, error) {
-	out, err := queryAll(ctx, s.reader, "list deliveries", sqlListDeliveries, scanDelivery, opID)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return queryAll(ctx, s.reader, "list deliveries", sqlListDeliveries, scanDelivery, opID)
 }
 
 func scanDelivery(sc scanner) (deliverylog.Entry, error) {
