@@ -45,9 +45,9 @@ const (
 	// writer's groups and the sink's gathered fsyncs to fill (both take
 	// what is in flight at once). Measured at 500 senders: 64 lost 15 % of
 	// the rate; 160 gained 5 % over 128 once the delivery log stopped
-	// rewriting rows, p99 still under 90 ms, for 1–2 MB; 192 and 256 gained
-	// a few per cent more for 5–10 MB more and a longer tail
-	// (docs/BENCHMARKS.md).
+	// rewriting rows, for 1–2 MB and a p99 a few ms longer (85–90 ms in
+	// those runs); 192 and 256 gained a few per cent more for 5–10 MB more
+	// and a tail past 100 ms (docs/BENCHMARKS.md).
 	maxWorkers = 160
 	// workerLinger is how long an idle worker waits for work before it
 	// exits: long enough to carry a steady load from one delivery to the

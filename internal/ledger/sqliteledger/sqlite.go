@@ -9,6 +9,8 @@
 // `schema_version` for migrations. Times are INTEGER unix microseconds UTC,
 // the precision the port promises (lifecycle.ServerTime), so ordering and
 // equality are exact; a time the port treats as "zero = absent" is NULL.
+// A delivery-log entry's time is unix nanoseconds (at_ns), as the entry
+// carries it.
 //
 // Fencing: an operation's Revision.Version is its `version` column and a
 // claim's is its `rev` column; both grow by one on every write to the row.
