@@ -8,11 +8,12 @@ import (
 	"github.com/lrosink/lrosink/internal/deliverylog"
 )
 
-// The stored form of a delivery log is the JSON array of its entries, as
-// EncodeJSON writes it. An existing log is read, merged and written back on
-// every later delivery to its operation, on the SQLite writer goroutine that
-// every write of the store waits for, and encoding/json's reflection and
-// time handling were 11 % of that goroutine's time under load
+// The stored form of a delivery log document is the JSON array of its
+// entries, as EncodeJSON writes it: Firestore's deliveries/{id} (read,
+// merged and written back on every later delivery to its operation), and
+// the version-8 SQLite table that schema version 9 moves to a row per
+// entry. encoding/json's reflection and time handling were 11 % of the
+// SQLite writer goroutine's time under load when it merged such logs
 // (docs/BENCHMARKS.md).
 //
 // EncodeDeliveries and DecodeDeliveries write and read that same form

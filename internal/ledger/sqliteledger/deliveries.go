@@ -76,8 +76,7 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 				continue
 			}
 			for _, e := range a.Entries {
-				if _, err := tx.exec(ctx, sqlInsertDelivery, a.OpID, e.At.UnixNano(), e.Source, e.DeliveryID, e.Status,
-					e.Auth, e.Outcome, e.Reason, int64(e.Answer), int64(e.Latency)); err != nil {
+				if _, err := tx.exec(ctx, sqlInsertDelivery, deliveryArgs(a.OpID, e)...); err != nil {
 					return fmt.Errorf("operation %s: %w", a.OpID, err)
 				}
 			}
@@ -89,6 +88,11 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 		_, err := tx.exec(ctx, sqlExpireDeliveries, expireBatch, newest.Add(-r.TTL).UnixNano())
 		return err
 	})
+}
+
+// deliveryArgs are sqlInsertDelivery's arguments for entry e of opID's log.
+func deliveryArgs(opID string, e deliverylog.Entry) []any {
+	return []any{opID, e.At.UnixNano(), e.Source, e.DeliveryID, e.Status, e.Auth, e.Outcome, e.Reason, int64(e.Answer), int64(e.Latency)}
 }
 
 // ListDeliveries implements deliverylog.Store.
@@ -113,15 +117,11 @@ func scanDelivery(sc scanner) (deliverylog.Entry, error) {
 // oldest entry first, and drops that table. Logs are moved one at a time:
 // a large ledger's logs need not fit in memory.
 func migrateDeliveries(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'deliveries'`)
-	if err != nil {
+	var tables int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'deliveries'`).Scan(&tables); err != nil {
 		return fmt.Errorf("migrate delivery logs: %w", err)
 	}
-	exists := rows.Next()
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return fmt.Errorf("migrate delivery logs: %w", err)
-	}
-	if !exists {
+	if tables == 0 {
 		return nil
 	}
 	type log struct {
@@ -158,8 +158,7 @@ func migrateDeliveries(ctx context.Context, tx *sql.Tx) error {
 				}
 			}
 			for _, e := range slices.Backward(entries) {
-				if _, err := tx.ExecContext(ctx, sqlInsertDelivery, l.opID, e.At.UnixNano(), e.Source, e.DeliveryID, e.Status,
-					e.Auth, e.Outcome, e.Reason, int64(e.Answer), int64(e.Latency)); err != nil {
+				if _, err := tx.ExecContext(ctx, sqlInsertDelivery, deliveryArgs(l.opID, e)...); err != nil {
 					return fmt.Errorf("migrate delivery logs: operation %s: %w", l.opID, err)
 				}
 			}
