@@ -91,7 +91,8 @@ type Store interface {
 // Merge is what every adapter keeps after an append: stored (a log as
 // kept, newest first) with added (in arrival order), newest first by time,
 // a later arrival first among equal times; no entry older than r.TTL before
-// the newest; at most r.Keep.
+// the newest; at most r.Keep. (SQLite keeps the newest r.Keep at once and
+// drops by age in bounded batches at later appends: see Store.)
 func Merge(stored, added []Entry, r Retention) []Entry {
 	r = r.WithDefaults()
 	out := make([]Entry, 0, len(stored)+len(added))
