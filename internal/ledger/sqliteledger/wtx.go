@@ -46,20 +46,6 @@ func (w *wtx) exec(ctx context.Context, query string, args ...any) (int64, error
 	return n, err
 }
 
-// queryRow runs query with args and scans its first row into dest
-// (sql.ErrNoRows when there is none).
-func (w *wtx) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
-	nv, err := w.args(args)
-	if err != nil {
-		return err
-	}
-	row, err := firstRow(ctx, w.c, query, nv)
-	if err != nil {
-		return err
-	}
-	return row.Scan(dest...)
-}
-
 // firstRow runs query on c (its statement kept prepared) and returns its
 // first row as the driver gives it, sql.ErrNoRows when there is none.
 func firstRow(ctx context.Context, c *cachingConn, query string, args []driver.NamedValue) (rowValues, error) {
