@@ -482,13 +482,9 @@ func statesList() string {
 	return strings.Join(s, ", ")
 }
 
-// never reports whether t was never observed: absent, or the epoch an
-// event without a server time is stored at (it loses every tie).
-func never(t time.Time) bool { return t.IsZero() || t.Equal(time.Unix(0, 0)) }
-
 // when is t in UTC, or nil when it was never observed (JSON null).
 func when(t time.Time) *time.Time {
-	if never(t) {
+	if humantime.Never(t) {
 		return nil
 	}
 	u := t.UTC()
@@ -506,7 +502,7 @@ func ts[T time.Time | *time.Time](t T) string {
 			v = *x
 		}
 	}
-	if never(v) {
+	if humantime.Never(v) {
 		return "—"
 	}
 	return v.UTC().Format("2006-01-02T15:04:05Z")
@@ -518,11 +514,10 @@ func withRel(t *time.Time, now time.Time) string {
 	if t == nil {
 		return ts(t)
 	}
-	d := t.Sub(now)
-	if d >= 0 {
-		return ts(t) + " (in " + humantime.Age(d) + ")"
+	if r := humantime.Until(now, *t); r != "" {
+		return ts(t) + " (" + r + ")"
 	}
-	return ts(t) + " (" + humantime.Age(d) + " overdue)"
+	return ts(t)
 }
 
 func dash(s string) string {

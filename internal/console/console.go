@@ -118,10 +118,10 @@ func New(cfg Config) (http.Handler, error) {
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"ago":      func(t time.Time) string { return ago(cfg.Now(), t) },
-		"rel":      func(t time.Time) string { return rel(cfg.Now(), t) },
-		"overdue":  func(t time.Time) bool { return !never(t) && t.Before(cfg.Now()) },
+		"rel":      func(t time.Time) string { return humantime.Until(cfg.Now(), t) },
+		"overdue":  func(t time.Time) bool { return !humantime.Never(t) && t.Before(cfg.Now()) },
 		"ts":       stamp,
-		"never":    never,
+		"never":    humantime.Never,
 		"num":      thousands,
 		"opURL":    opURL,
 		"terminal": func(s lifecycle.State) bool { return s.Terminal() },
@@ -625,7 +625,7 @@ func statesOf() []lifecycle.State { return lifecycle.States() }
 // stamp formats a time for a table: UTC, seconds; "—" for a time never
 // observed (absent, or the epoch of an event that carried none).
 func stamp(t time.Time) string {
-	if never(t) {
+	if humantime.Never(t) {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
@@ -634,7 +634,7 @@ func stamp(t time.Time) string {
 // ago is a coarse duration between t and now: "45s", "12m", "3h05m",
 // "4d02h"; "in 5m" when t is after now; "" for a time never observed.
 func ago(now, t time.Time) string {
-	if never(t) {
+	if humantime.Never(t) {
 		return ""
 	}
 	d := now.Sub(t)

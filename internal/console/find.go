@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/opname"
 )
@@ -289,22 +288,6 @@ func keep(f ledger.Filter, op ledger.Operation) bool {
 		return !op.State.Terminal() && !op.SubmittedAt.After(f.StuckAt)
 	}
 	return true
-}
-
-// never reports whether t was never observed: absent, or the epoch an
-// event without a server time is stored at (it loses every tie).
-func never(t time.Time) bool { return t.IsZero() || t.Equal(time.Unix(0, 0)) }
-
-// rel says how far t is from now in words that cannot be misread: "in 5m"
-// ahead, "5m overdue" behind; "" when never observed.
-func rel(now, t time.Time) string {
-	if never(t) {
-		return ""
-	}
-	if d := t.Sub(now); d >= 0 {
-		return "in " + humantime.Age(d)
-	}
-	return humantime.Age(now.Sub(t)) + " overdue"
 }
 
 // lastAt is when lrosink last recorded an event of op (applied or

@@ -47,3 +47,20 @@ func Age(d time.Duration) string {
 		return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 	}
 }
+
+// Never reports whether t was never observed: absent, or the epoch that an
+// event without a server time is stored at (it loses every tie).
+func Never(t time.Time) bool { return t.IsZero() || t.Equal(time.Unix(0, 0)) }
+
+// Until says how far t is from now in words that cannot be misread: "in
+// 5m" ahead, "5m overdue" behind, so a past time never reads as a
+// countdown; "" when t was never observed.
+func Until(now, t time.Time) string {
+	if Never(t) {
+		return ""
+	}
+	if d := t.Sub(now); d >= 0 {
+		return "in " + Age(d)
+	}
+	return Age(now.Sub(t)) + " overdue"
+}

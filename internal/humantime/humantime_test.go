@@ -26,3 +26,22 @@ func TestAge(t *testing.T) {
 		}
 	}
 }
+
+func TestUntil(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		t    time.Time
+		want string
+	}{
+		{now.Add(5 * time.Minute), "in 5m"},
+		{now, "in 0s"},
+		{now.Add(-5 * time.Minute), "5m overdue"},
+		{now.Add(-26 * time.Hour), "1d02h overdue"},
+		{time.Time{}, ""},
+		{time.Unix(0, 0), ""},
+	} {
+		if got := Until(now, c.t); got != c.want {
+			t.Errorf("Until(%v) = %q, want %q", c.t, got, c.want)
+		}
+	}
+}
