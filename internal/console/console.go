@@ -500,11 +500,8 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// An event without a server time is stored at the epoch (it loses
-	// every tie): show none rather than 1970.
+	// every tie): the template shows no state time for it, applied or not.
 	for _, h := range op.History {
-		if humantime.Never(h.UpdateTime) {
-			h.UpdateTime = time.Time{}
-		}
 		d.Timeline = append(d.Timeline, event{At: h.At, Kind: "applied", State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
 	}
 	for _, h := range op.Conflicts {

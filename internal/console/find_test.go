@@ -156,6 +156,7 @@ func TestTimesAndColumns(t *testing.T) {
 	commit(t, s, op, nil)
 	failed, c := settled("f", now.Add(-2*time.Hour))
 	failed.State, failed.Error = lifecycle.Failed, &results.ErrorInfo{Code: 3, Message: "INVALID_ARGUMENT: bad input file"}
+	failed.History[0].UpdateTime, failed.Conflicts[0].UpdateTime = time.Unix(0, 0), time.Unix(0, 0)
 	commit(t, s, failed, c)
 	srv := newConsole(t, s, nil)
 	body, _ := get(t, srv.URL+"/ui/operations/batches/late", http.StatusOK)
@@ -166,6 +167,16 @@ func TestTimesAndColumns(t *testing.T) {
 	}
 	if strings.Contains(body, "1970") || strings.Contains(body, "(5m)") {
 		t.Errorf("operation page shows the epoch or an ambiguous countdown")
+	}
+	// The timeline too: an event that carried no server time (stored at
+	// the epoch), applied or conflicting, shows no state time; one that
+	// carried a time shows it.
+	body, _ = get(t, srv.URL+"/ui/operations/f", http.StatusOK)
+	if n := strings.Count(body, "state time "); n != 1 || !strings.Contains(body, "state time "+failed.History[1].UpdateTime.UTC().Format("2006-01-02 15:04:05Z")) {
+		t.Errorf("timeline shows %d state times, want only the applied SUCCEEDED's:\n%s", n, body)
+	}
+	if strings.Contains(body, "state time —") || strings.Contains(body, "1970") {
+		t.Errorf("timeline shows a state time for an event that carried none")
 	}
 	body, _ = get(t, srv.URL+"/ui/", http.StatusOK)
 	for _, want := range []string{"3 INVALID_ARGUMENT: bad input file", `<th title="when lrosink last recorded an event of this operation (applied or conflicting)">Last event</th>`, ">1h00m ago<"} {
