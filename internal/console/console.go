@@ -441,7 +441,9 @@ type event struct {
 	Source   string
 	Reason   string
 	Delivery string
-	Update   time.Time
+	// Update is the event's server time: the epoch when it carried none
+	// (it loses every tie), which the page shows as no state time.
+	Update time.Time
 }
 
 type opData struct {
@@ -499,13 +501,13 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	// An event without a server time is stored at the epoch (it loses
-	// every tie): the template shows no state time for it, applied or not.
-	for _, h := range op.History {
-		d.Timeline = append(d.Timeline, event{At: h.At, Kind: "applied", State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
-	}
-	for _, h := range op.Conflicts {
-		d.Timeline = append(d.Timeline, event{At: h.At, Kind: "conflict", State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
+	for _, k := range []struct {
+		kind    string
+		entries []ledger.HistoryEntry
+	}{{"applied", op.History}, {"conflict", op.Conflicts}} {
+		for _, h := range k.entries {
+			d.Timeline = append(d.Timeline, event{At: h.At, Kind: k.kind, State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
+		}
 	}
 	for _, rp := range op.Replays {
 		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", Reason: "replay " + rp.ID})
