@@ -2,7 +2,8 @@
 # deployment checks, the logic tests of ingest, reconcile and httpapi with no
 # emulator, then every Go test with the race detector against real
 # Firestore and Pub/Sub emulators (started and stopped by
-# scripts/with-emulators.sh), so the closing line is the test summary. Fuzz
+# scripts/with-emulators.sh), whose summary is followed only by tflint's
+# verdict (see below). Fuzz
 # targets run there on their seed and committed corpora only (plain go test);
 # exploration is `make fuzz`, outside the gate: a test run must never fail by
 # chance. The console's browser test needs Debian's chromium: `browser` finds
@@ -13,9 +14,21 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 PKGS      ?= ./...
 
-.PHONY: test fmt-check vet deploy-check browser go-test fuzz bench bench-serve run
+.PHONY: test fmt-check vet deploy-check deploy-check-before-tests browser go-test tflint-prefetch tflint fuzz bench bench-serve run
 
-test: fmt-check vet deploy-check browser go-test
+# On a fresh machine tflint is built from source first (scripts/tflint.sh:
+# about 3 minutes, 5 CPU-minutes): `make test` starts that build in the
+# background just before the Go tests, which leave about a third of the CPU
+# idle (vet and the other builds before them leave none), and lints after
+# them, so the tflint verdict comes after the test summary.
+test: fmt-check vet deploy-check-before-tests browser tflint-prefetch go-test tflint
+
+tflint-prefetch:
+	@scripts/tflint.sh prefetch
+
+tflint:
+	@printf '\n== tflint\n'
+	@scripts/tflint.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*' -not -path './.git/*')); \
@@ -24,11 +37,16 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-# terraform fmt -check, tflint (core rules, installed through the Go module
-# proxy), the Terraform rules test, and the container binary built with the
-# Dockerfile's flags.
+# terraform fmt -check, terraform validate, tflint (core rules, installed
+# through the Go module proxy; last in `make test`), the container binary
+# built with the Dockerfile's flags, and the version test on a copy without
+# .git (scripts/check-deploy.sh).
 deploy-check:
 	scripts/check-deploy.sh
+
+# What `make test` runs: all of the above but tflint, which comes last.
+deploy-check-before-tests:
+	LROSINK_TFLINT_LATER=1 scripts/check-deploy.sh
 
 browser:
 	@scripts/ensure-chromium.sh

@@ -3,7 +3,8 @@
 #   1. terraform fmt -check on terraform/
 #   2. terraform validate without the provider: the module loads (no
 #      duplicate definitions); only the missing provider is reported
-#   3. tflint (core Terraform ruleset only, terraform/.tflint.hcl)
+#   3. tflint (scripts/tflint.sh; `make test` sets LROSINK_TFLINT_LATER=1
+#      and runs it after the tests, so its first build overlaps them)
 #   4. the container binary, built exactly as the Dockerfile builds it
 #      (scripts/build-flags.sh is the one definition of the build flags)
 #   5. the suite's version test on a copy of the source without .git (what
@@ -21,8 +22,6 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-
-TFLINT_VERSION=v0.64.0
 
 step() { printf '\n== %s\n' "$*"; }
 die() { echo "check-deploy: $*" >&2; exit 1; }
@@ -56,18 +55,10 @@ printf '%s\n' "$summaries" | grep -q '^"Missing required provider"$' ||
   die "terraform validate reported no missing provider: the check did not load the module as expected"
 echo "terraform validate (module loads; provider not installed): ok"
 
-step "tflint $TFLINT_VERSION"
-# A versioned cache directory, so a different tflint on PATH never matters
-# and the go install happens once per machine.
-tflint_dir="$(go env GOPATH)/bin/lrosink-tools/tflint-$TFLINT_VERSION"
-tflint="$tflint_dir/tflint"
-if [ ! -x "$tflint" ]; then
-  echo "installing tflint $TFLINT_VERSION into $tflint_dir (go install, a few minutes the first time)"
-  # Run outside the module, so the install never touches go.mod.
-  (cd / && GOBIN="$tflint_dir" GOFLAGS='' go install "github.com/terraform-linters/tflint@$TFLINT_VERSION")
+if [ "${LROSINK_TFLINT_LATER:-0}" != 1 ]; then
+  step "tflint"
+  scripts/tflint.sh
 fi
-"$tflint" --chdir=terraform
-echo "tflint: ok"
 
 step "container binary (scripts/build-flags.sh, as in the Dockerfile)"
 # shellcheck source=scripts/build-flags.sh
