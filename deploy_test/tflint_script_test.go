@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,13 +150,7 @@ func TestTFLintLintWaitsForTheBackgroundInstall(t *testing.T) {
 // lint, whose own output then shows why when that fails too.
 func TestTFLintFailedBackgroundInstallIsRetriedInTheForeground(t *testing.T) {
 	t.Run("second try succeeds", func(t *testing.T) {
-		dir, env := tflintEnv(t)
-		touch(t, filepath.Join(dir, "gate"))
-		touch(t, filepath.Join(dir, "fail-1"))
-		if out, code := runTFLint(t, env, "prefetch"); code != 0 {
-			t.Fatalf("prefetch: exit %d, output %q", code, out)
-		}
-		waitForFailedBackgroundInstall(t, dir)
+		dir, env := failedPrefetch(t, 1)
 		out, code := runTFLint(t, env)
 		if code != 0 || !strings.Contains(out, "tflint: ok") {
 			t.Fatalf("lint: exit %d, output %q", code, out)
@@ -165,14 +160,7 @@ func TestTFLintFailedBackgroundInstallIsRetriedInTheForeground(t *testing.T) {
 		}
 	})
 	t.Run("both fail", func(t *testing.T) {
-		dir, env := tflintEnv(t)
-		touch(t, filepath.Join(dir, "gate"))
-		touch(t, filepath.Join(dir, "fail-1"))
-		touch(t, filepath.Join(dir, "fail-2"))
-		if out, code := runTFLint(t, env, "prefetch"); code != 0 {
-			t.Fatalf("prefetch: exit %d, output %q", code, out)
-		}
-		waitForFailedBackgroundInstall(t, dir)
+		_, env := failedPrefetch(t, 1, 2)
 		out, code := runTFLint(t, env)
 		if code == 0 || !strings.Contains(out, "proxy refused tflint") || strings.Contains(out, "tflint: ok") {
 			t.Fatalf("lint after two failed installs: exit %d, output %q (want a failure naming the cause)", code, out)
@@ -180,13 +168,23 @@ func TestTFLintFailedBackgroundInstallIsRetriedInTheForeground(t *testing.T) {
 	})
 }
 
-// waitForFailedBackgroundInstall waits until the prefetched install has
-// failed, so the lint is the second install and not the first.
-func waitForFailedBackgroundInstall(t *testing.T, dir string) {
+// failedPrefetch prefetches with the n-th install failing for each n in
+// failing, and returns once the background install (the first) has failed,
+// so the lint's is the second and not the first.
+func failedPrefetch(t *testing.T, failing ...int) (string, []string) {
 	t.Helper()
+	dir, env := tflintEnv(t)
+	touch(t, filepath.Join(dir, "gate"))
+	for _, n := range failing {
+		touch(t, filepath.Join(dir, fmt.Sprintf("fail-%d", n)))
+	}
+	if out, code := runTFLint(t, env, "prefetch"); code != 0 {
+		t.Fatalf("prefetch: exit %d, output %q", code, out)
+	}
 	log := filepath.Join(dir, "gopath", "bin", "lrosink-tools", "tflint-v0.64.0.install.log")
 	waitFor(t, "the background install to fail", func() bool {
 		b, _ := os.ReadFile(log)
 		return strings.Contains(string(b), "proxy refused tflint")
 	})
+	return dir, env
 }
