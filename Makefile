@@ -18,9 +18,10 @@ PKGS      ?= ./...
 
 # On a fresh machine tflint is built from source first (scripts/tflint.sh:
 # about 3 minutes, 5 CPU-minutes): `make test` starts that build in the
-# background just before the Go tests, which leave about a third of the CPU
-# idle (vet and the other builds before them leave none), and lints after
-# them, so the tflint verdict comes after the test summary.
+# background just before the Go tests, whose waits leave some CPU idle (vet
+# and the builds before them leave none), and lints after them, so the
+# tflint verdict comes after the test summary. That saved about 50 s of a
+# fresh machine's 17 minutes (docs/BENCHMARKS.md, "CI on a fresh machine").
 test: fmt-check vet deploy-check-before-tests browser tflint-prefetch go-test tflint
 
 tflint-prefetch:

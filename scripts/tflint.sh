@@ -10,8 +10,8 @@
 #   scripts/tflint.sh prefetch   start the install in the background when
 #                                tflint is missing, and return at once
 #
-# `make test` prefetches just before the Go tests and lints after them,
-# which leave a third of the CPU idle (docs/BENCHMARKS.md, "CI on a fresh
+# `make test` prefetches just before the Go tests, whose waits leave some
+# CPU idle, and lints after them (docs/BENCHMARKS.md, "CI on a fresh
 # machine"). One install at a time: it holds a lock that the lint takes
 # too, so the lint never sees a half-built tool.
 set -euo pipefail
