@@ -9,12 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 // fakeGo is a `go` for scripts/tflint.sh: `go env GOPATH` names the test's
 // directory and `go install` counts itself in $FAKE_DIR/installs, waits
-// until $FAKE_DIR/gate exists (or the directory is gone), then fails while $FAKE_DIR/fail-N exists
-// for its N-th call, or writes a tflint that echoes its arguments.
+// until $FAKE_DIR/gate exists (or the directory is gone), then fails when
+// $FAKE_DIR/fail-N exists for its N-th call, or else writes a tflint that
+// echoes its arguments.
 const fakeGo = `#!/usr/bin/env bash
 set -euo pipefail
 case "$1" in
@@ -56,14 +59,12 @@ func tflintCmd(env []string, args ...string) *exec.Cmd {
 
 func runTFLint(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	out, err := tflintCmd(env, args...).CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return string(out), ee.ExitCode()
-	} else if err != nil {
+	cmd := tflintCmd(env, args...)
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil { // it never ran
 		t.Fatal(err)
 	}
-	return string(out), 0
+	return string(out), cmd.ProcessState.ExitCode()
 }
 
 func installs(t *testing.T, dir string) int {
@@ -84,17 +85,6 @@ func touch(t *testing.T, path string) {
 	}
 }
 
-// waitFor polls cond for up to a minute: what it waits for is a background
-// process's first step, never a duration.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-	}
-}
-
 // TestTFLintLintWaitsForTheBackgroundInstall: `make test` prefetches tflint
 // and lints after the tests. The prefetch returns while the install is held
 // at the gate; the lint waits for that install instead of starting its own
@@ -107,7 +97,7 @@ func TestTFLintLintWaitsForTheBackgroundInstall(t *testing.T) {
 	}
 	// The install cannot finish before the gate opens, so prefetch returned
 	// without waiting for it.
-	waitFor(t, "the background install to start", func() bool { return installs(t, dir) == 1 })
+	testutil.WaitFor(t, "the background install to start", time.Minute, func() bool { return installs(t, dir) == 1 })
 
 	lint := tflintCmd(env)
 	var lintOut strings.Builder
@@ -182,7 +172,7 @@ func failedPrefetch(t *testing.T, failing ...int) (string, []string) {
 		t.Fatalf("prefetch: exit %d, output %q", code, out)
 	}
 	log := filepath.Join(dir, "gopath", "bin", "lrosink-tools", "tflint-v0.64.0.install.log")
-	waitFor(t, "the background install to fail", func() bool {
+	testutil.WaitFor(t, "the background install to fail", time.Minute, func() bool {
 		b, _ := os.ReadFile(log)
 		return strings.Contains(string(b), "proxy refused tflint")
 	})

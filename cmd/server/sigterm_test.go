@@ -101,16 +101,10 @@ func TestSIGTERMDrainsWorkInFlight(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond every 20 ms, failing after 20 s (a bound on a hang).
+// waitUntil polls cond, failing after 20 s (a bound on a hang).
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for range 1000 {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	testutil.WaitFor(t, what, 20*time.Second, cond)
 }
 
 // TestSIGTERMDuringReconcilePass: a reconcile pass runs under its own

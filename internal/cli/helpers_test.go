@@ -116,16 +116,10 @@ func delivery(t *testing.T, base, secret, id, msgID string) *http.Request {
 	return req
 }
 
-// waitFor polls cond every 20 ms for up to 10 s.
+// waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for range 500 {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	testutil.WaitFor(t, what, 10*time.Second, cond)
 }
 
 // The shared helpers under the names these tests use.

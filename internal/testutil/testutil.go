@@ -1,6 +1,7 @@
 // Package testutil holds small helpers shared by the tests of several
 // packages: a buffer a running component and a test can share, a results
-// sink that keeps what it is given, and a fake clock.
+// sink that keeps what it is given, a fake clock, and a poll for a
+// condition (WaitFor).
 package testutil
 
 import (
