@@ -3,8 +3,8 @@
 # emulator, then every Go test with the race detector against real
 # Firestore and Pub/Sub emulators (started and stopped by
 # scripts/with-emulators.sh), whose summary is followed only by tflint's
-# verdict (see below). Fuzz
-# targets run there on their seed and committed corpora only (plain go test);
+# verdict (see below). Fuzz targets run there on their seed and committed
+# corpora only (plain go test);
 # exploration is `make fuzz`, outside the gate: a test run must never fail by
 # chance. The console's browser test needs Debian's chromium: `browser` finds
 # or installs it, and LROSINK_REQUIRE_BROWSER=1 makes the test fail, not

@@ -171,10 +171,17 @@ func failedPrefetch(t *testing.T, failing ...int) (string, []string) {
 	if out, code := runTFLint(t, env, "prefetch"); code != 0 {
 		t.Fatalf("prefetch: exit %d, output %q", code, out)
 	}
-	log := filepath.Join(dir, "gopath", "bin", "lrosink-tools", "tflint-v0.64.0.install.log")
+	// The script names the log after its tflint version; the test does not
+	// repeat that version.
+	logs := filepath.Join(dir, "gopath", "bin", "lrosink-tools", "tflint-*.install.log")
 	testutil.WaitFor(t, "the background install to fail", time.Minute, func() bool {
-		b, _ := os.ReadFile(log)
-		return strings.Contains(string(b), "proxy refused tflint")
+		found, _ := filepath.Glob(logs)
+		for _, log := range found {
+			if b, _ := os.ReadFile(log); strings.Contains(string(b), "proxy refused tflint") {
+				return true
+			}
+		}
+		return false
 	})
 	return dir, env
 }
