@@ -32,9 +32,16 @@ import (
 // message published) is deleted once 8 days have passed: by the pass on
 // SQLite and memory, by the TTL policy on Firestore, which needs the
 // document's expire_at = settled_at + 8 d. A pending operation is kept, and
-// has no expire_at.
+// has no expire_at. So with 400 days, longer than its claim is kept (30
+// days): SQLite and memory used to prune only operations whose claim was
+// there and DONE, so once the claim had expired every pass pruned 0.
 func TestRetention(t *testing.T) {
-	const retention = 8 * 24 * time.Hour
+	for _, days := range []int{8, 400} {
+		t.Run(fmt.Sprintf("%dd", days), func(t *testing.T) { testRetention(t, time.Duration(days)*24*time.Hour) })
+	}
+}
+
+func testRetention(t *testing.T, retention time.Duration) {
 	run := func(t *testing.T, s ledger.Ledger, client *firestore.Client) {
 		fake := fakegemini.New()
 		srv := fake.Start(t)

@@ -298,3 +298,34 @@ func TestRetentionRule(t *testing.T) {
 		return ok && !at.After(now)
 	})
 }
+
+// TestRetentionBeyondClaimTTL: with LROSINK_RETENTION=400d a published
+// operation's expire_at is its settlement plus 400 days, whatever its
+// claim's (30 days). The TTL policies on operations and claims are played
+// from the stored expire_at.
+func TestRetentionBeyondClaimTTL(t *testing.T) {
+	ledgertest.RunRetentionBeyondClaimTTL(t, func(t *testing.T) ledger.Ledger {
+		c, _ := emutest.Firestore(t)
+		return New(c, nil).WithRetention(ledgertest.LongRetention)
+	}, func(t *testing.T, s ledger.Ledger, now time.Time) {
+		t.Helper()
+		playTTL(t, s.(*Store).client, now, Operations, Claims)
+	})
+}
+
+// playTTL deletes, in each collection, the documents whose expire_at is
+// at or before now: what its TTL policy deletes (some time) after then.
+func playTTL(t *testing.T, client *firestore.Client, now time.Time, collections ...string) {
+	t.Helper()
+	for _, coll := range collections {
+		snaps, err := client.Collection(coll).Where("expire_at", "<=", now).Documents(t.Context()).GetAll()
+		if err != nil {
+			t.Fatalf("expired %s: %v", coll, err)
+		}
+		for _, snap := range snaps {
+			if _, err := snap.Ref.Delete(t.Context()); err != nil {
+				t.Fatalf("delete %s: %v", snap.Ref.Path, err)
+			}
+		}
+	}
+}

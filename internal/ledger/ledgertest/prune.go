@@ -17,7 +17,7 @@ type Pruner interface {
 }
 
 // RunPrune checks PruneSettled: only settled operations whose message is
-// published (claim DONE) and that settled by the cutoff go, oldest first,
+// published (effect mirror DONE) and that settled by the cutoff go, oldest first,
 // at most limit a call; published claims go once past their ExpireAt, a
 // claim still held never.
 func RunPrune(t *testing.T, newStore func(*testing.T) Pruner) {
@@ -151,4 +151,69 @@ func RunRetention(t *testing.T, newStore func(*testing.T) ledger.Ledger, expired
 		}
 	}
 	notExpired("beside published ones", "rt-pending")
+}
+
+// LongRetention is a retention longer than a claim is kept (30 days in
+// Claim): LROSINK_RETENTION's documented example, 400d.
+const LongRetention = 400 * 24 * time.Hour
+
+// Expiry runs what store s deletes by now on its own, for a store keeping
+// settled operations for LongRetention: a prune at now (SQLite, memory), or
+// Firestore's TTL policies on operations and claims, played by the test
+// (the emulator runs none) from the stored expire_at.
+type Expiry func(t *testing.T, s ledger.Ledger, now time.Time)
+
+// PruneExpiry is Expiry for a Pruner.
+func PruneExpiry(t *testing.T, s ledger.Ledger, now time.Time) {
+	t.Helper()
+	if _, err := s.(Pruner).PruneSettled(t.Context(), now.Add(-LongRetention), now, 100); err != nil {
+		t.Fatalf("prune at %v: %v", now, err)
+	}
+}
+
+// RunRetentionBeyondClaimTTL checks the retention rule when the retention
+// outlasts the claims: an operation's own record (its effect mirror DONE)
+// says its message is published, so it expires LongRetention after its
+// settlement although its DONE claim expired long before. Prunes that
+// joined the claim found nothing to delete once it had gone, and never
+// deleted such an operation. One still owing its message is kept.
+func RunRetentionBeyondClaimTTL(t *testing.T, newStore func(*testing.T) ledger.Ledger, expire Expiry) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	mustCommit(t, s, Op("lr-pending"), nil)
+	done := settled(t, s, "lr-done", "h1", t0.Add(time.Minute))
+	done.Status, done.DoneAt = ledger.ClaimDone, t0.Add(time.Minute)
+	mustApply(t, s, ledger.PutClaim(done), ledger.PatchMirrorDone(done.ID, t0))
+	// Released; every retry moves an owed claim's expiry on (the door's
+	// ClaimTTL), so it outlives this test.
+	owed := settled(t, s, "lr-owed", "h2", t0.Add(time.Minute))
+	owed.Status, owed.Holder, owed.LeaseUntil, owed.ExpireAt = ledger.ClaimReleased, "", t0.Add(time.Minute), t0.Add(2*LongRetention)
+	mustApply(t, s, ledger.PutClaim(owed), ledger.PatchMirror(owed.ID, ledger.EffectMirror{Status: ledger.ClaimReleased, LeaseUntil: owed.LeaseUntil}))
+
+	present := func(step string, want map[string]bool) {
+		t.Helper()
+		for id, kept := range want {
+			_, err := s.GetOperation(ctx, id)
+			if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+				t.Fatalf("%s: get %s: %v", step, id, err)
+			}
+			if (err == nil) != kept {
+				t.Errorf("%s: operation %s present %v, want %v", step, id, err == nil, kept)
+			}
+		}
+	}
+	// Past the claim's expiry, within the retention: the DONE claim goes.
+	expire(t, s, t0.Add(31*24*time.Hour))
+	if c, err := s.GetClaim(ctx, done.ID); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("published claim 31 days after its creation: %+v, %v; want it expired", c, err)
+	}
+	present("claim expired", map[string]bool{"lr-pending": true, "lr-done": true, "lr-owed": true})
+	expire(t, s, t0.Add(LongRetention-time.Second))
+	present("just before the retention", map[string]bool{"lr-pending": true, "lr-done": true, "lr-owed": true})
+	expire(t, s, t0.Add(LongRetention))
+	present("at the retention", map[string]bool{"lr-pending": true, "lr-done": false, "lr-owed": true})
+	if _, err := s.GetClaim(ctx, owed.ID); err != nil {
+		t.Errorf("the owed claim: %v", err)
+	}
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // PruneSettled deletes up to limit operations settled at or before
-// settledBefore whose results message is published (claim DONE),
+// settledBefore whose results message is published (effect mirror DONE,
+// whether or not their claim, which expires on its own, is still there),
 // oldest settlement first, and up to limit published claims whose ExpireAt
 // is at or before now, as the SQLite adapter does. It returns the
 // operations deleted.
@@ -22,7 +23,7 @@ func (s *Store) PruneSettled(ctx context.Context, settledBefore, now time.Time, 
 	var old []ledger.Operation
 	for _, so := range s.ops {
 		o := so.op
-		if c, ok := s.claims[o.ID]; ok && c.c.Status == ledger.ClaimDone && !o.SettledAt.IsZero() && !o.SettledAt.After(settledBefore) {
+		if o.Effect.Status == ledger.ClaimDone && !o.SettledAt.IsZero() && !o.SettledAt.After(settledBefore) {
 			old = append(old, o)
 		}
 	}

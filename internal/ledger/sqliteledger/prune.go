@@ -6,18 +6,22 @@ import (
 )
 
 const (
-	// Only operations whose results message is published (their claim,
-	// of the same id, DONE): one still owing it is kept, whatever its age.
+	// The operation's own record decides (ledger.PatchMirrorDone): its
+	// effect mirror DONE says its results message is published. Its claim
+	// may be gone already: claims expire (30 days) on their own, often
+	// before a long retention ends. One still owing its message is kept,
+	// whatever its age. A range of the settled_at index.
 	sqlPruneOperations = `DELETE FROM operations WHERE id IN (
-SELECT o.id FROM operations o JOIN claims c ON c.id = o.id
-WHERE o.settled_at IS NOT NULL AND o.settled_at <= ? AND c.status = 'DONE'
-ORDER BY o.settled_at, o.id LIMIT ?)`
+SELECT id FROM operations
+WHERE settled_at IS NOT NULL AND settled_at <= ? AND effect_status = 'DONE'
+ORDER BY settled_at, id LIMIT ?)`
 	sqlPruneClaims = `DELETE FROM claims WHERE id IN (
 SELECT id FROM claims WHERE status = 'DONE' AND expire_at <= ? ORDER BY expire_at, id LIMIT ?)`
 )
 
 // PruneSettled deletes up to limit operations settled at or before
-// settledBefore whose results message is published (claim DONE), and up to limit
+// settledBefore whose results message is published (effect mirror DONE,
+// whether or not their claim is still there), and up to limit
 // published claims whose expire_at is at or before now: what the Firestore
 // TTL policies delete there. It returns the operations deleted. Both are
 // index range reads (schema version 6).

@@ -16,3 +16,9 @@ func TestPruneSettled(t *testing.T) {
 func TestRetentionRule(t *testing.T) {
 	ledgertest.RunRetention(t, func(t *testing.T) ledger.Ledger { return openTemp(t) }, ledgertest.PrunedBy)
 }
+
+// TestRetentionBeyondClaimTTL: with LROSINK_RETENTION=400d a published
+// operation is pruned 400 days after its settlement, its claim long gone.
+func TestRetentionBeyondClaimTTL(t *testing.T) {
+	ledgertest.RunRetentionBeyondClaimTTL(t, func(t *testing.T) ledger.Ledger { return openTemp(t) }, ledgertest.PruneExpiry)
+}

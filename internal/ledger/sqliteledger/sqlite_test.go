@@ -283,6 +283,8 @@ func TestQueryPlans(t *testing.T) {
 		"DueOperationsInBucket":   {sqlDueOperationsInBucket, "operations_bucket_next_check_at", []any{3, now, now, "x", 10}},
 		"StuckOperationsInBucket": {sqlStuckOperationsInBucket, "operations_bucket_stuck_from", []any{3, now, 10}},
 		"CountDueInBucket":        {sqlCountDueInBucket, "operations_bucket_next_check_at", []any{3, now}},
+		"PruneOperations":         {sqlPruneOperations, "operations_settled_at", []any{now, 10}},
+		"PruneClaims":             {sqlPruneClaims, "claims_done_expire_at", []any{now, 10}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			plan := explain(t, s.writer, q.sql, q.args...)
