@@ -79,9 +79,10 @@ func (r Retention) WithDefaults() Retention {
 type Store interface {
 	// AppendDeliveries adds entries to operation opID's log and keeps only
 	// the newest r.Keep, dropping those older than r.TTL before the newest
-	// entry; the log expires r.TTL after its newest entry. Dropping and
-	// expiry may come later (a TTL policy, or SQLite's bounded batch per
-	// append): readers show only what Live keeps.
+	// entry; the log expires r.TTL after its newest entry, whether or not
+	// it is appended to again (ledgertest.RunDeliveryExpiry). Dropping and
+	// expiry may come later (a TTL policy, or a later append's expiry on
+	// SQLite and memory): readers show only what Live keeps.
 	AppendDeliveries(ctx context.Context, opID string, entries []Entry, r Retention) error
 	// ListDeliveries returns opID's log, newest first (none: empty, no
 	// error).

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
@@ -328,4 +331,34 @@ func playTTL(t *testing.T, client *firestore.Client, now time.Time, collections 
 			}
 		}
 	}
+}
+
+// TestDeliveryExpiryKeepsUp: under sustained appends every log's expire_at
+// is its newest entry's time plus the TTL, so the TTL policy on
+// deliveries.expire_at (played here: the emulator runs none) deletes every
+// log with no entry within the TTL, and a log still written drops its
+// older entries at each append (deliverylog.Merge). What the test cannot
+// show is the policy itself: that it is enabled (terraform, deploy_test)
+// and how soon Firestore deletes after expire_at (typically within a day;
+// readers hide expired entries meanwhile, deliverylog.Live).
+func TestDeliveryExpiryKeepsUp(t *testing.T) {
+	ledgertest.RunDeliveryExpiry(t, func(t *testing.T) ledger.Ledger {
+		c, _ := emutest.Firestore(t)
+		return New(c, nil)
+	}, func(t *testing.T, ds deliverylog.Store, opID string, now time.Time) []deliverylog.Entry {
+		t.Helper()
+		s := ds.(*Store)
+		snap, err := s.client.Collection(Deliveries).Doc(opID).Get(t.Context())
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		if err != nil {
+			t.Fatalf("get %s's log: %v", opID, err)
+		}
+		// Without expire_at the policy never deletes it: it is held.
+		if at, ok := snap.Data()["expire_at"].(time.Time); ok && !at.After(now) {
+			return nil // the TTL policy's to delete
+		}
+		return ledgertest.Listed(t, s, opID, now)
+	})
 }

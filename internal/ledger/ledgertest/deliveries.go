@@ -140,3 +140,88 @@ func DeliveryIDs(t testing.TB, s deliverylog.Store, opID string) []string {
 	}
 	return ids
 }
+
+// DeliveriesHeld returns what store s still holds of opID's delivery log at
+// now: ListDeliveries, except where a TTL policy deletes logs by a stored
+// time (Firestore's deliveries.expire_at, which the emulator never runs).
+type DeliveriesHeld func(t *testing.T, s deliverylog.Store, opID string, now time.Time) []deliverylog.Entry
+
+// Listed is DeliveriesHeld for a store that deletes expired entries itself
+// (SQLite, memory): what ListDeliveries returns.
+func Listed(t *testing.T, s deliverylog.Store, opID string, _ time.Time) []deliverylog.Entry {
+	t.Helper()
+	got, err := s.ListDeliveries(t.Context(), opID)
+	if err != nil {
+		t.Fatalf("list deliveries %s: %v", opID, err)
+	}
+	return got
+}
+
+// RunDeliveryExpiry checks CONTRACT.md §2's promise for the delivery log
+// under sustained appends: an entry older than the TTL does not survive
+// later appends, whichever operation it belongs to and however many
+// entries each append brings. Every 10 minutes for 4 hours (TTL 1 h) one
+// batch logs 180 entries for 12 new operations, and 3 more for an
+// operation logged every time (trimmed to Keep); at the end nothing held
+// is older than the TTL before the newest entry, and the last hour's
+// entries are all held. (SQLite's expiry of at most 100 entries an append
+// fell behind: a week's TTL kept entries 19.5 days old.)
+func RunDeliveryExpiry(t *testing.T, newStore NewStore, held DeliveriesHeld) {
+	t.Parallel()
+	l := newStore(t)
+	s, ok := l.(deliverylog.Store)
+	if !ok {
+		t.Fatalf("%T does not implement deliverylog.Store", l)
+	}
+	const rounds, opsPerRound, perOp, hotPerRound = 24, 12, 15, 3
+	r := deliverylog.Retention{Keep: 16, TTL: time.Hour}
+	at := func(round, i int) time.Time {
+		return t0.Add(time.Duration(round)*10*time.Minute + time.Duration(i)*time.Millisecond)
+	}
+	entry := func(id string, when time.Time) deliverylog.Entry {
+		return deliverylog.Entry{At: when, Source: deliverylog.SourceWebhook, DeliveryID: id, Outcome: "duplicate", Answer: 200}
+	}
+	var ids []string
+	for round := range rounds {
+		hot := deliverylog.Append{OpID: "hot"}
+		for e := range hotPerRound {
+			hot.Entries = append(hot.Entries, entry(fmt.Sprint("hot-", round, "-", e), at(round, e)))
+		}
+		batch := []deliverylog.Append{hot}
+		for o := range opsPerRound {
+			id := fmt.Sprintf("r%02d-%02d", round, o)
+			ids = append(ids, id)
+			a := deliverylog.Append{OpID: id}
+			for e := range perOp {
+				a.Entries = append(a.Entries, entry(fmt.Sprint(id, "-", e), at(round, hotPerRound+o*perOp+e)))
+			}
+			batch = append(batch, a)
+		}
+		if lost, err := deliverylog.AppendBatch(t.Context(), s, batch, r); err != nil || lost != 0 {
+			t.Fatalf("round %d: %d operations' appends lost, %v", round, lost, err)
+		}
+	}
+	now := at(rounds-1, hotPerRound+opsPerRound*perOp-1)
+	cut := now.Add(-r.TTL)
+	old, oldest, live := 0, now, 0
+	for _, id := range append(ids, "hot") {
+		for _, e := range held(t, s, id, now) {
+			if e.At.After(cut) {
+				live++
+				continue
+			}
+			old++
+			if e.At.Before(oldest) {
+				oldest = e.At
+			}
+		}
+	}
+	if old > 0 {
+		t.Errorf("%d entries older than the TTL survive, the oldest %s before the newest entry (TTL %s)", old, now.Sub(oldest), r.TTL)
+	}
+	// The last 6 rounds are within the hour: their operations' entries,
+	// and the hot operation's newest Keep.
+	if want := 6*opsPerRound*perOp + r.Keep; live != want {
+		t.Errorf("%d entries of the last hour held, want %d", live, want)
+	}
+}

@@ -19,8 +19,48 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 	defer s.mu.Unlock()
 	s.counts.DeliveryReads.Add(1)
 	s.counts.DeliveryWrites.Add(1)
-	s.deliveries[opID] = deliverylog.Merge(s.deliveries[opID], entries, r)
+	kept := deliverylog.Merge(s.deliveries[opID], entries, r)
+	s.deliveries[opID] = kept
+	if len(kept) == 0 {
+		return nil
+	}
+	s.logExpiry = append(s.logExpiry, logExpiry{at: kept[0].At, opID: opID})
+	var newest time.Time
+	for _, e := range entries {
+		if e.At.After(newest) {
+			newest = e.At
+		}
+	}
+	s.expireLogs(newest.Add(-r.WithDefaults().TTL))
 	return nil
+}
+
+// logExpiry is one append's mark: opID's log had its newest entry at at.
+type logExpiry struct {
+	at   time.Time
+	opID string
+}
+
+// expireLogs deletes every delivery log whose newest entry is at or before
+// cut, as Firestore's TTL policy on deliveries.expire_at does and SQLite's
+// appends do: a log no later delivery touches is deleted all the same
+// (CONTRACT.md §2). Marks are appended in arrival order, which is time
+// order, so the expired ones are at the front; a mark whose log has
+// been appended to since is stale and only dropped. Not counted: Counts
+// tallies what calls cost, and a TTL policy's deletes are no call.
+func (s *Store) expireLogs(cut time.Time) {
+	n := 0
+	for _, m := range s.logExpiry {
+		if m.at.After(cut) {
+			break
+		}
+		n++
+		if log := s.deliveries[m.opID]; len(log) > 0 && !log[0].At.After(cut) {
+			delete(s.deliveries, m.opID)
+		}
+	}
+	// Re-sliced, not shifted: appends reallocate and drop the front.
+	s.logExpiry = s.logExpiry[n:]
 }
 
 // ListDeliveries implements deliverylog.Store.

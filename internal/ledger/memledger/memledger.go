@@ -50,7 +50,10 @@ type Store struct {
 	// deliveries is the delivery log, kept apart from the operations as
 	// the other adapters keep it in a collection or table of its own.
 	deliveries map[string][]deliverylog.Entry
-	counts     Counts
+	// logExpiry is the delivery logs in the order they expire
+	// (expireLogs).
+	logExpiry []logExpiry
+	counts    Counts
 	// due and stuck index the due and stuck orders per bucket (index.go).
 	due, stuck orderIndex
 }

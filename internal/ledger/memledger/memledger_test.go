@@ -273,3 +273,9 @@ func TestCountsFollowFirestoreBilling(t *testing.T) {
 		}
 	})
 }
+
+// TestDeliveryExpiryKeepsUp: under sustained appends nothing older than the
+// delivery log's TTL survives (CONTRACT.md §2).
+func TestDeliveryExpiryKeepsUp(t *testing.T) {
+	ledgertest.RunDeliveryExpiry(t, func(*testing.T) ledger.Ledger { return New() }, ledgertest.Listed)
+}

@@ -18,7 +18,16 @@ var (
 	_ deliverylog.BatchStore = (*Store)(nil)
 )
 
-// expireBatch bounds the entries one append considers for expiry.
+// expireWindow is how many sequence numbers, from the oldest entry's, one
+// append of inserted entries considers for expiry: twice what it inserted
+// (each insert takes the next sequence number, so the expired head moves
+// at least as fast as the tail grows, and a backlog drains at the append
+// rate), plus expireBatch. A fixed 100 fell behind any chunk inserting more
+// (a Recorder chunk inserts up to thousands): with a 7-day TTL, entries
+// 19.5 days old were kept. Bounded per append by its own size.
+func expireWindow(inserted int) int { return expireBatch + 2*inserted }
+
+// expireBatch is what an append considers beyond its own entries.
 const expireBatch = 100
 
 // The delivery log's and the counts' statements (TestQueryPlans checks each
@@ -33,9 +42,10 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlTrimDeliveries = `DELETE FROM delivery_entries WHERE op_id = ?1 AND (at_ns, seq) < (
 	SELECT at_ns, seq FROM delivery_entries WHERE op_id = ?1 ORDER BY at_ns DESC, seq DESC LIMIT 1 OFFSET ?2 - 1)`
 	// sqlExpireDeliveries deletes, of the entries among the ?1 first
-	// sequence numbers still in the table, those at or before ?2: entries
-	// arrive in time order, so the oldest are there, and the read stays a
-	// bounded range of the rowid whatever the table holds.
+	// sequence numbers still in the table (expireWindow), those at or
+	// before ?2: entries arrive in time order, so the oldest are there,
+	// and the read stays a bounded range of the rowid whatever the table
+	// holds.
 	sqlExpireDeliveries = `DELETE FROM delivery_entries
 	WHERE seq < (SELECT min(seq) FROM delivery_entries) + ?1 AND at_ns <= ?2`
 	sqlListDeliveries = `SELECT at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns
@@ -54,7 +64,8 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 // writer (one write of its group commit) that inserts every entry, trims
 // each operation's log to its newest r.Keep, then deletes, of the entries
 // that arrived first, those older than r.TTL before the batch's newest (a
-// bounded batch each time: what Merge drops by age goes with it, or later).
+// window twice the batch's size plus 100, expireWindow: what Merge drops
+// by age goes with it, or later).
 // Nothing is read back or rewritten: an append to an operation with a log
 // costs what the first one did (docs/BENCHMARKS.md).
 func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.Append, r deliverylog.Retention) error {
@@ -70,6 +81,10 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 		return nil // no entry at all
 	}
 	r = r.WithDefaults()
+	inserted := 0
+	for _, a := range batch {
+		inserted += len(a.Entries)
+	}
 	return s.write(ctx, label("append deliveries"), func(ctx context.Context, tx *wtx) error {
 		for _, a := range batch {
 			if len(a.Entries) == 0 {
@@ -85,7 +100,7 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 			}
 		}
 		// Expiry is judged by the batch's newest entry (about now).
-		_, err := tx.exec(ctx, sqlExpireDeliveries, expireBatch, newest.Add(-r.TTL).UnixNano())
+		_, err := tx.exec(ctx, sqlExpireDeliveries, expireWindow(inserted), newest.Add(-r.TTL).UnixNano())
 		return err
 	})
 }

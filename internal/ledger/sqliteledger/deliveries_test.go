@@ -149,3 +149,9 @@ func BenchmarkAppendDeliveries(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*32), "us/entry")
 }
+
+// TestDeliveryExpiryKeepsUp: under sustained appends nothing older than the
+// delivery log's TTL survives (CONTRACT.md §2).
+func TestDeliveryExpiryKeepsUp(t *testing.T) {
+	ledgertest.RunDeliveryExpiry(t, func(t *testing.T) ledger.Ledger { return openTemp(t) }, ledgertest.Listed)
+}
