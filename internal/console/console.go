@@ -41,7 +41,7 @@ type Reader interface {
 	GetClaim(ctx context.Context, id string) (ledger.Claim, error)
 	PageOperations(ctx context.Context, f ledger.Filter, after ledger.ListCursor, limit int) ([]ledger.Operation, error)
 	CountOperations(ctx context.Context, f ledger.Filter) (int64, error)
-	DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error)
+	DueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor, limit int) ([]ledger.Claim, error)
 	SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error)
 }
 
@@ -550,7 +550,7 @@ func (c *Console) stuck(w http.ResponseWriter, r *http.Request) {
 	// Every claim that is not DONE has a due time (its lease end, or its
 	// release): asking for those due by the far future lists them all,
 	// through the same index the reconciler uses.
-	claims, err := c.cfg.Ledger.DueClaims(r.Context(), c.cfg.Now().AddDate(100, 0, 0), maxStuckRows)
+	claims, err := c.cfg.Ledger.DueClaims(r.Context(), c.cfg.Now().AddDate(100, 0, 0), ledger.ClaimCursor{}, maxStuckRows)
 	if err != nil {
 		c.unavailable(w, r, err)
 		return

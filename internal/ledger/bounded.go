@@ -109,8 +109,13 @@ func (b *Bounded) StuckOperations(ctx context.Context, rg shard.Range, cutoff ti
 }
 
 // DueClaims implements Queries.
-func (b *Bounded) DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error) {
-	return call(b, ctx, "a query", func(ctx context.Context) ([]Claim, error) { return b.l.DueClaims(ctx, now, limit) })
+func (b *Bounded) DueClaims(ctx context.Context, now time.Time, after ClaimCursor, limit int) ([]Claim, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Claim, error) { return b.l.DueClaims(ctx, now, after, limit) })
+}
+
+// CountDueClaims implements Queries.
+func (b *Bounded) CountDueClaims(ctx context.Context, now time.Time, after ClaimCursor) (int64, error) {
+	return call(b, ctx, "a count", func(ctx context.Context) (int64, error) { return b.l.CountDueClaims(ctx, now, after) })
 }
 
 // ListOperations implements Queries.

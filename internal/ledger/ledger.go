@@ -490,8 +490,14 @@ type Queries interface {
 	// whose stuck alert is due, earliest due first.
 	StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]Operation, error)
 	// DueClaims returns up to limit claims that are not DONE and whose lease
-	// ended (or that were released) at or before now, earliest first.
-	DueClaims(ctx context.Context, now time.Time, limit int) ([]Claim, error)
+	// ended (or that were released) at or before now, in (LeaseUntil, ID)
+	// order, earliest first, starting strictly after the cursor (the zero
+	// cursor starts at the beginning).
+	DueClaims(ctx context.Context, now time.Time, after ClaimCursor, limit int) ([]Claim, error)
+	// CountDueClaims returns how many claims DueClaims would list for now
+	// and after, without a limit: a count aggregation over the same index,
+	// which reads no documents. A pass counts the due claims it left.
+	CountDueClaims(ctx context.Context, now time.Time, after ClaimCursor) (int64, error)
 	// ListOperations returns up to limit operations, newest submission first,
 	// optionally only those in state (empty: any).
 	ListOperations(ctx context.Context, state lifecycle.State, limit int) ([]Operation, error)
@@ -569,6 +575,18 @@ type DueCursor struct {
 
 // After returns the cursor just past op.
 func After(op Operation) DueCursor { return DueCursor{NextCheckAt: op.NextCheckAt, ID: op.ID} }
+
+// ClaimCursor is a position in the due-claims order: (LeaseUntil, ID), the
+// lease's end being when a claim not DONE is due (a release ends it). A
+// pass pages with it so that it moves past every claim it tried, even one
+// still due after its retry.
+type ClaimCursor struct {
+	DueAt time.Time
+	ID    string
+}
+
+// ClaimAfter returns the cursor just past c.
+func ClaimAfter(c Claim) ClaimCursor { return ClaimCursor{DueAt: c.LeaseUntil, ID: c.ID} }
 
 // Ledger is the port: a store of operation and claim documents. It reads
 // them, writes them under preconditions (Apply) and answers the indexed

@@ -434,7 +434,7 @@ func deadlineCame(ctx context.Context) bool {
 func cut(work context.Context) bool { return work.Err() != nil }
 
 func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) error {
-	claims, err := r.cfg.Ledger.DueClaims(ctx, now, r.cfg.PageSize)
+	claims, err := r.cfg.Ledger.DueClaims(ctx, now, ledger.ClaimCursor{}, r.cfg.PageSize)
 	if err != nil {
 		if cut(ctx) {
 			return nil

@@ -678,10 +678,30 @@ func inBuckets(rg shard.Range, limit int, order func(a, b ledger.Operation) int,
 	return ledger.FirstOf(limit, order, pages...), nil
 }
 
-// DueClaims implements ledger.Queries (single-field index on due_at).
-func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error) {
-	q := s.client.Collection(Claims).Where("due_at", "<=", now).OrderBy("due_at", firestore.Asc).Limit(limit)
-	return query(ctx, s, q, "due claims", fromClaimDoc)
+// DueClaims implements ledger.Queries (single-field index on due_at: its
+// entries are ordered by document id within a value, so the explicit
+// __name__ order the cursor needs costs no index).
+func (s *Store) DueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor, limit int) ([]ledger.Claim, error) {
+	q := s.client.Collection(Claims).Where("due_at", "<=", now).
+		OrderBy("due_at", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
+	return query(ctx, s, startAfterClaim(q, after), "due claims", fromClaimDoc)
+}
+
+// CountDueClaims implements ledger.Queries: a count aggregation over
+// DueClaims' query, on the same index.
+func (s *Store) CountDueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor) (int64, error) {
+	q := s.client.Collection(Claims).Where("due_at", "<=", now).
+		OrderBy("due_at", firestore.Asc).OrderBy("__name__", firestore.Asc)
+	return s.count(ctx, "count due claims", startAfterClaim(q, after))
+}
+
+// startAfterClaim starts q, ordered by (due_at, __name__), after the
+// cursor; the zero cursor at the beginning.
+func startAfterClaim(q firestore.Query, after ledger.ClaimCursor) firestore.Query {
+	if after.DueAt.IsZero() {
+		return q
+	}
+	return q.StartAfter(after.DueAt, after.ID)
 }
 
 // ListOperations implements ledger.Queries. With a state it needs the

@@ -445,17 +445,48 @@ func testDueClaims(t *testing.T, s ledger.Ledger) {
 	c3 := settled(t, s, "c3", "h3", t0)
 	c3.Status, c3.DoneAt = ledger.ClaimDone, t0 // DONE: never due
 	mustApply(t, s, ledger.PutClaim(c3))
-	settled(t, s, "c4", "h4", t0.Add(time.Hour)) // live
-	got, err := s.DueClaims(t.Context(), t0.Add(2*time.Minute), 10)
-	if err != nil {
-		t.Fatal(err)
+	settled(t, s, "c4", "h4", t0.Add(time.Hour))   // live
+	settled(t, s, "c0", "h0", t0.Add(time.Minute)) // lease ends with c1's: ordered by id
+	now := t0.Add(2 * time.Minute)
+	page := func(after ledger.ClaimCursor, limit int) []ledger.Claim {
+		t.Helper()
+		got, err := s.DueClaims(t.Context(), now, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
 	}
-	var gotIDs []string
-	for _, c := range got {
-		gotIDs = append(gotIDs, c.ID)
+	claimIDs := func(cs []ledger.Claim) []string {
+		out := []string{}
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		return out
 	}
-	if !same(gotIDs, []string{"c2", "c1"}) {
-		t.Fatalf("due claims = %v, want [c2 c1]", gotIDs)
+	all := page(ledger.ClaimCursor{}, 10)
+	if ids := claimIDs(all); !same(ids, []string{"c2", "c0", "c1"}) {
+		t.Fatalf("due claims = %v, want [c2 c0 c1]", ids)
+	}
+	// Paged: each page starts strictly after the last claim of the one
+	// before, a tie in the lease's end broken by id; the count is of what
+	// is after the cursor.
+	for i, want := range [][]string{{"c2", "c0"}, {"c1"}} {
+		after := ledger.ClaimCursor{}
+		if i > 0 {
+			after = ledger.ClaimAfter(all[1])
+		}
+		if ids := claimIDs(page(after, 2)); !same(ids, want) {
+			t.Errorf("page %d = %v, want %v", i, ids, want)
+		}
+	}
+	for i, want := range []int64{2, 1, 0} {
+		n, err := s.CountDueClaims(t.Context(), now, ledger.ClaimAfter(all[i]))
+		if err != nil || n != want {
+			t.Errorf("CountDueClaims after %s = %d, %v; want %d", all[i].ID, n, err, want)
+		}
+	}
+	if n, err := s.CountDueClaims(t.Context(), now, ledger.ClaimCursor{}); err != nil || n != 3 {
+		t.Errorf("CountDueClaims from the start = %d, %v; want 3", n, err)
 	}
 }
 
@@ -472,7 +503,7 @@ func testLimitZero(t *testing.T, s ledger.Ledger) {
 	ctx := t.Context()
 	due, err1 := s.DueOperations(ctx, shard.All(), far, ledger.DueCursor{}, 0)
 	stuck, err2 := s.StuckOperations(ctx, shard.All(), far, 0)
-	claims, err3 := s.DueClaims(ctx, far, 0)
+	claims, err3 := s.DueClaims(ctx, far, ledger.ClaimCursor{}, 0)
 	list, err4 := s.ListOperations(ctx, "", 0)
 	page, err5 := s.PageOperations(ctx, ledger.Filter{}, ledger.ListCursor{}, 0)
 	found, err6 := s.SearchOperations(ctx, "", "", 0)

@@ -459,8 +459,8 @@ func (s *Store) CountOperations(ctx context.Context, f ledger.Filter) (int64, er
 }
 
 // DueClaims implements ledger.Queries: claims not DONE whose lease ended (or
-// that were released) by now, earliest first (ties by id).
-func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error) {
+// that were released) by now, earliest first (ties by id), after the cursor.
+func (s *Store) DueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor, limit int) ([]ledger.Claim, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -468,15 +468,7 @@ func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledg
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	var hits []storedClaim
-	for _, sc := range s.claims {
-		if sc.due(now) {
-			hits = append(hits, sc)
-		}
-	}
-	slices.SortFunc(hits, func(a, b storedClaim) int {
-		return cmp.Or(a.c.LeaseUntil.Compare(b.c.LeaseUntil), cmp.Compare(a.c.ID, b.c.ID))
-	})
+	hits := s.dueClaims(now, after)
 	s.counts.Reads.Add(int64(max(1, min(limit, len(hits)))))
 	out := make([]ledger.Claim, 0, min(limit, len(hits)))
 	for _, sc := range hits[:min(limit, len(hits))] {
@@ -487,4 +479,31 @@ func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledg
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// CountDueClaims implements ledger.Queries, billed as a count aggregation
+// (one read per 1,000 counted).
+func (s *Store) CountDueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor) (int64, error) {
+	if err := s.lock(ctx, "count due claims"); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := int64(len(s.dueClaims(now, after)))
+	s.counts.Reads.Add(max(1, (n+999)/1000))
+	return n, nil
+}
+
+// dueClaims lists the claims due by now strictly after the cursor, in
+// (LeaseUntil, ID) order. The caller holds s.mu.
+func (s *Store) dueClaims(now time.Time, after ledger.ClaimCursor) []storedClaim {
+	var hits []storedClaim
+	for _, sc := range s.claims {
+		if sc.due(now) && cmp.Or(sc.c.LeaseUntil.Compare(after.DueAt), cmp.Compare(sc.c.ID, after.ID)) > 0 {
+			hits = append(hits, sc)
+		}
+	}
+	slices.SortFunc(hits, func(a, b storedClaim) int {
+		return cmp.Or(a.c.LeaseUntil.Compare(b.c.LeaseUntil), cmp.Compare(a.c.ID, b.c.ID))
+	})
+	return hits
 }

@@ -146,7 +146,7 @@ func TestValuesCopiedOut(t *testing.T) {
 	claimReads := map[string]func() (ledger.Claim, error){
 		"GetClaim": func() (ledger.Claim, error) { return s.GetClaim(t.Context(), "out2") },
 		"DueClaims": func() (ledger.Claim, error) {
-			cs, err := s.DueClaims(t.Context(), t0.Add(time.Hour), 10)
+			cs, err := s.DueClaims(t.Context(), t0.Add(time.Hour), ledger.ClaimCursor{}, 10)
 			if err != nil || len(cs) != 1 {
 				return ledger.Claim{}, errors.New("want one due claim")
 			}
@@ -260,7 +260,7 @@ func TestCountsFollowFirestoreBilling(t *testing.T) {
 	step("stale commit", [3]int64{0, 0, 1}, func() { _, _, _ = claims.New(s).CommitOperation(t.Context(), ledgertest.Op("n1"), nil) })
 	step("release", [3]int64{0, 2, 1}, func() { _ = claims.New(s).ReleaseClaim(t.Context(), *lease, far, t0) })
 	step("complete fenced out", [3]int64{0, 0, 1}, func() { _ = claims.New(s).CompleteClaim(t.Context(), *lease, t0) })
-	step("one due claim read", [3]int64{1, 0, 0}, func() { _, _ = s.DueClaims(t.Context(), t0.Add(time.Hour), 10) })
+	step("one due claim read", [3]int64{1, 0, 0}, func() { _, _ = s.DueClaims(t.Context(), t0.Add(time.Hour), ledger.ClaimCursor{}, 10) })
 	step("create", [3]int64{0, 1, 1}, func() { _, _, _ = claims.New(s).CommitOperation(t.Context(), ledgertest.Op("n2"), nil) })
 	step("list two", [3]int64{2, 0, 0}, func() { _, _ = s.ListOperations(t.Context(), "", 10) })
 	n2, err := s.GetOperation(t.Context(), "n2")

@@ -38,7 +38,8 @@ WHERE id = ? AND rev = ?`
 WHERE id = ?`
 
 	sqlDueClaims = `SELECT ` + claimColumns + ` FROM claims
-WHERE due_at <= ? ORDER BY due_at, id LIMIT ?`
+WHERE due_at <= ? AND (due_at, id) > (?, ?) ORDER BY due_at, id LIMIT ?`
+	sqlCountDueClaims = `SELECT count(*) FROM claims WHERE due_at <= ? AND (due_at, id) > (?, ?)`
 )
 
 // claimArgs returns the statement that puts c at rev and its arguments:
@@ -96,10 +97,15 @@ func (s *Store) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
 	return getOne(ctx, s.readers, "claim", sqlGetClaim, id, scanClaim)
 }
 
-// DueClaims implements ledger.Queries (partial index on due_at).
-func (s *Store) DueClaims(ctx context.Context, now time.Time, limit int) ([]ledger.Claim, error) {
+// DueClaims implements ledger.Queries (partial index on (due_at, id)).
+func (s *Store) DueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor, limit int) ([]ledger.Claim, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	return queryAll(ctx, s.reader, "due claims", sqlDueClaims, scanClaim, micros(now), limit)
+	return queryAll(ctx, s.reader, "due claims", sqlDueClaims, scanClaim, micros(now), micros(after.DueAt), after.ID, limit)
+}
+
+// CountDueClaims implements ledger.Queries: a range of the same index.
+func (s *Store) CountDueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor) (int64, error) {
+	return s.count(ctx, "count due claims", sqlCountDueClaims, micros(now), micros(after.DueAt), after.ID)
 }

@@ -122,7 +122,7 @@ func testCloseOrphan(t *testing.T, s *claims.Ledger) {
 	if err := s.CloseOrphanClaim(t.Context(), c, t0.Add(2*time.Second)); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("close from a stale read = %v, want ErrFenced", err)
 	}
-	if due, err := s.DueClaims(t.Context(), t0.Add(time.Hour), 10); err != nil || len(due) != 0 {
+	if due, err := s.DueClaims(t.Context(), t0.Add(time.Hour), ledger.ClaimCursor{}, 10); err != nil || len(due) != 0 {
 		t.Fatalf("due claims after close: %+v %v, want none", due, err)
 	}
 }
