@@ -49,6 +49,8 @@ type Metrics struct {
 	// dueBacklog and oldestOverdue say the reconciler is falling behind.
 	dueBacklog    *knownGauge
 	oldestOverdue *knownGauge
+	// claimsLeft says owed messages wait for the next pass.
+	claimsLeft *knownGauge
 
 	// counter, when set, refreshes pending and due on every scrape.
 	counter Counter
@@ -134,9 +136,13 @@ func New() *Metrics {
 			Name: "lrosink_reconcile_oldest_overdue_seconds",
 			Help: "How long the earliest operation the last successful reconcile pass left due had been due (its oldest_overdue_seconds).",
 		}),
+		claimsLeft: newKnownGauge(prometheus.GaugeOpts{
+			Name: "lrosink_reconcile_claims_due_after",
+			Help: "Owed results messages (due claims) the last successful reconcile pass did not reach before its budget ran out (its claims_due_after).",
+		}),
 	}
 	m.reg.MustRegister(m.decisions, m.webhookRequests, m.webhookDuration, m.publishFailures,
-		m.reconcilePasses, m.geminiCalls, m.pending, m.due, m.stuck, m.countErrors, m.rejections, m.dueBacklog, m.oldestOverdue,
+		m.reconcilePasses, m.geminiCalls, m.pending, m.due, m.stuck, m.countErrors, m.rejections, m.dueBacklog, m.oldestOverdue, m.claimsLeft,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -273,6 +279,9 @@ func (m *Metrics) ObservePass(_ time.Time, s reconcile.Summary, err error) {
 	if s.Measured(reconcile.FigureBacklog) {
 		m.dueBacklog.Set(float64(s.DueBacklog))
 		m.oldestOverdue.Set(float64(s.OldestOverdueSeconds))
+	}
+	if s.Measured(reconcile.FigureClaimsLeft) {
+		m.claimsLeft.Set(float64(s.ClaimsDueAfter))
 	}
 }
 

@@ -171,12 +171,15 @@ func gathered(t *testing.T, m *metrics.Metrics, name string) float64 {
 	return 0
 }
 
-// TestLatenessGauges: the last successful pass's due backlog and oldest
-// overdue age are gauges, so falling behind can be graphed and alerted on.
+// TestLatenessGauges: the last successful pass's due backlog, oldest
+// overdue age and due claims left are gauges, so falling behind can be
+// graphed and alerted on.
 func TestLatenessGauges(t *testing.T) {
 	m := metrics.New()
-	m.ObservePass(time.Time{}, reconcile.Summary{DueBacklog: 1200, OldestOverdueSeconds: 610, Counted: reconcile.FigureBacklog}, nil)
-	for name, want := range map[string]float64{"lrosink_reconcile_due_backlog": 1200, "lrosink_reconcile_oldest_overdue_seconds": 610} {
+	m.ObservePass(time.Time{}, reconcile.Summary{DueBacklog: 1200, OldestOverdueSeconds: 610, ClaimsDueAfter: 187,
+		Counted: reconcile.FigureBacklog | reconcile.FigureClaimsLeft}, nil)
+	for name, want := range map[string]float64{"lrosink_reconcile_due_backlog": 1200, "lrosink_reconcile_oldest_overdue_seconds": 610,
+		"lrosink_reconcile_claims_due_after": 187} {
 		if got := gathered(t, m, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
@@ -221,7 +224,7 @@ func TestGaugesAbsentUntilCounted(t *testing.T) {
 	}
 	body := scrape()
 	for _, name := range []string{"lrosink_operations_pending ", "lrosink_operations_due ", "lrosink_operations_stuck ",
-		"lrosink_reconcile_due_backlog ", "lrosink_reconcile_oldest_overdue_seconds "} {
+		"lrosink_reconcile_due_backlog ", "lrosink_reconcile_oldest_overdue_seconds ", "lrosink_reconcile_claims_due_after "} {
 		if strings.Contains(body, "\n"+name) {
 			t.Errorf("%s exported although never counted:\n%s", name, body)
 		}

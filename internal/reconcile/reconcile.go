@@ -137,10 +137,15 @@ type Observer interface {
 
 // Summary is the pass's answer (CONTRACT.md §4).
 type Summary struct {
-	Checked       int `json:"checked"`
-	Settled       int `json:"settled"`
-	StillPending  int `json:"still_pending"`
-	ClaimsRetried int `json:"claims_retried"`
+	Checked      int `json:"checked"`
+	Settled      int `json:"settled"`
+	StillPending int `json:"still_pending"`
+	// ClaimsRetried counts the owed messages the pass published (claims
+	// released or whose lease ran out); ClaimsDueAfter the claims due at
+	// the pass's start that it did not reach before its work time ran out
+	// (0 when it tried every one). Any left makes the pass Partial.
+	ClaimsRetried  int `json:"claims_retried"`
+	ClaimsDueAfter int `json:"claims_due_after"`
 	// Stuck counts the operations pending longer than StuckAfter (all of
 	// them: a count aggregation); StuckAlerts the stuck alert lines this
 	// pass raised.
@@ -184,12 +189,13 @@ func (s Summary) RangeOnly() bool { return s.rangeOnly }
 // Figure names a ledger-wide figure of a Summary.
 type Figure uint8
 
-// The figures a pass may establish: StillPending, Stuck, and DueBacklog
-// with OldestOverdueSeconds.
+// The figures a pass may establish: StillPending, Stuck, DueBacklog with
+// OldestOverdueSeconds, and ClaimsDueAfter.
 const (
 	FigureStillPending Figure = 1 << iota
 	FigureStuck
 	FigureBacklog
+	FigureClaimsLeft
 )
 
 // Measured reports whether the pass established figure f. A pass cut short
@@ -334,7 +340,7 @@ func (r *Reconciler) pass(ctx context.Context, rg shard.Range, d duties) (s Summ
 	work, cancel := workContext(ctx)
 	defer cancel()
 	if d.shared {
-		if err := r.retryClaims(work, now, &t); err != nil {
+		if err := r.retryClaims(work, ctx, now, &t); err != nil {
 			return t.s, err
 		}
 	}
@@ -395,7 +401,7 @@ func (r *Reconciler) pass(ctx context.Context, rg shard.Range, d duties) (s Summ
 	}
 	log(ctx, "reconcile pass", "range", rg.String(), "shared", d.shared, "ranged", d.ranged,
 		"concurrency", t.s.concurrency, "checked", t.s.Checked, "settled", t.s.Settled,
-		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "stuck", t.s.Stuck,
+		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "claims_due_after", t.s.ClaimsDueAfter, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
 		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial,
 		"due_backlog", t.s.DueBacklog, "oldest_overdue_seconds", t.s.OldestOverdueSeconds, "pruned", t.s.Pruned)
@@ -433,27 +439,57 @@ func deadlineCame(ctx context.Context) bool {
 // an error then is the deadline's, not the ledger's or Gemini's.
 func cut(work context.Context) bool { return work.Err() != nil }
 
-func (r *Reconciler) retryClaims(ctx context.Context, now time.Time, t *tally) error {
-	claims, err := r.cfg.Ledger.DueClaims(ctx, now, ledger.ClaimCursor{}, r.cfg.PageSize)
-	if err != nil {
-		if cut(ctx) {
-			return nil
-		}
-		return fmt.Errorf("reconcile: due claims: %w", err)
-	}
-	for _, c := range claims {
-		if cut(ctx) {
-			break
-		}
-		res, err := r.cfg.Door.RetryClaim(ctx, c.ID)
-		t.add(func(s *Summary) {
-			if err != nil {
-				s.Errors++
-			} else if res.Published {
-				s.ClaimsRetried++
+// retryClaims retries every claim due at now (owed messages: released, or
+// their lease ran out), page after page in (due, id) order, each page
+// starting after the last claim tried, until none is left or work ends.
+// One page used to be all a pass tried (100), saying nothing of the rest.
+// A claim tried and still due after (its retry failed) is not tried again
+// this pass: the cursor is past it. What work's end left is counted under
+// ctx, the whole pass's context, and makes the pass partial.
+func (r *Reconciler) retryClaims(work, ctx context.Context, now time.Time, t *tally) error {
+	var after ledger.ClaimCursor
+	for !cut(work) {
+		claims, err := r.cfg.Ledger.DueClaims(work, now, after, r.cfg.PageSize)
+		if err != nil {
+			if cut(work) {
+				break
 			}
-		})
+			return fmt.Errorf("reconcile: due claims: %w", err)
+		}
+		for _, c := range claims {
+			if cut(work) {
+				break
+			}
+			after = ledger.ClaimAfter(c)
+			res, err := r.cfg.Door.RetryClaim(work, c.ID)
+			if err != nil && cut(work) && errors.Is(err, work.Err()) {
+				// The caller's wait was cut: the door's work goes on
+				// with the claim held, so it is neither an error nor left.
+				break
+			}
+			t.add(func(s *Summary) {
+				if err != nil {
+					s.Errors++
+				} else if res.Published {
+					s.ClaimsRetried++
+				}
+			})
+		}
+		if len(claims) < r.cfg.PageSize && !cut(work) {
+			t.add(func(s *Summary) { s.Counted |= FigureClaimsLeft })
+			return nil // every due claim tried
+		}
 	}
+	n, err := r.cfg.Ledger.CountDueClaims(ctx, now, after)
+	if err != nil {
+		t.add(func(s *Summary) { s.Errors++ })
+		r.cfg.Log.WarnContext(ctx, "reconcile: could not count the due claims left", "error", err.Error())
+		return nil
+	}
+	t.add(func(s *Summary) {
+		s.ClaimsDueAfter, s.Counted = int(n), s.Counted|FigureClaimsLeft
+		s.Partial = s.Partial || n > 0
+	})
 	return nil
 }
 

@@ -54,8 +54,15 @@ func (r *Reconciler) checkWebhooks(ctx context.Context, now time.Time, t *tally,
 	if h.read && now.Sub(h.readAt) < r.cfg.WebhookCheckEvery {
 		return len(h.disabled) > 0
 	}
+	prev := h.readAt
 	h.readAt = now
 	hooks, err := r.cfg.Webhooks.ListWebhooks(ctx)
+	if err != nil && cut(ctx) {
+		// The pass's work time ran out first (claim retries can take all
+		// of it): not read, no error, and the next pass reads.
+		h.readAt = prev
+		return len(h.disabled) > 0
+	}
 	if err != nil {
 		// What was known stays in force until a read succeeds.
 		t.add(func(s *Summary) { s.Errors++ })
