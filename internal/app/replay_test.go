@@ -245,3 +245,31 @@ func TestNotFoundAfterTheWindowIsDropped(t *testing.T) {
 		t.Fatalf("messages %v, want none", msgs)
 	}
 }
+
+// TestHintWithTheBudgetSpent: hint confirmations draw from the reconciler's
+// Gemini budget (LROSINK_GEMINI_QPS). With it spent, a hint is answered 503
+// gemini-budget-spent with Retry-After at once, and Gemini is not called:
+// no burst, no queue.
+func TestHintWithTheBudgetSpent(t *testing.T) {
+	h := newHintServer(t, func(c *config.Config) { c.GeminiQPS = 0.001 }) // one request per 1,000 s
+	for _, id := range []string{"first", "second"} {
+		h.fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/" + id})
+	}
+	first := batchEnvelope("batch.succeeded", "batches/first", "")
+	if a := h.post(h.signed("msg_first", first), first); a.Status != http.StatusOK || a.Outcome != "completed" {
+		t.Fatalf("first hint: %s, want 200 completed (it takes the budget's one slot)", a)
+	}
+	second := batchEnvelope("batch.succeeded", "batches/second", "")
+	for i := range 3 {
+		a := h.post(h.signed(fmt.Sprintf("msg_second_%d", i), second), second)
+		if a.Status != http.StatusServiceUnavailable || a.Reason != "gemini-budget-spent" || a.RetryAfter != "30" {
+			t.Fatalf("hint %d with the budget spent: %s, want 503 gemini-budget-spent, Retry-After 30", i, a)
+		}
+	}
+	if n, all := h.fake.Calls("/v1beta/batches/second"), h.fake.TotalCalls(); n != 0 || all != 1 {
+		t.Fatalf("Gemini saw %d GETs of the second batch, %d requests in all; want 0 and 1", n, all)
+	}
+	if msgs := h.messages(); len(msgs) != 1 {
+		t.Fatalf("%d messages, want 1", len(msgs))
+	}
+}

@@ -58,6 +58,7 @@ const (
 	kindVideoModelUnknown kind = "video-model-unknown"
 	kindGeminiError       kind = "gemini-error"
 	kindGeminiUnavailable kind = "gemini-unavailable"
+	kindBudgetSpent       kind = "gemini-budget-spent"
 	kindNotFoundYet       kind = "not-found-yet"
 	kindRecalled          kind = "answered-from-memory"
 	kindSideEffectFailed  kind = "side-effect-failed"
@@ -122,6 +123,8 @@ var answers = map[kind]answerSpec{
 	kindVideoModelUnknown: {http.StatusServiceUnavailable, "error"},
 	kindGeminiError:       {http.StatusServiceUnavailable, "error"},
 	kindGeminiUnavailable: {http.StatusServiceUnavailable, "error"},
+	// A hint's confirmation found LROSINK_GEMINI_QPS spent: no call made.
+	kindBudgetSpent: {http.StatusServiceUnavailable, "error"},
 	// Gemini does not know the operation yet (ingest.NotFoundWindow):
 	// Gemini redelivers, and the door asks again.
 	kindNotFoundYet: {http.StatusServiceUnavailable, "error"},

@@ -194,8 +194,8 @@ func (d *Door) confirm(ctx context.Context, j *job, next handler) (Result, error
 		return d.confirmed(ctx, j, name, op, a, nil, next)
 	}
 	got, err := d.cfg.Confirmer.Fetch(ctx, name.Kind, name.APIName)
-	if err != nil && ctx.Err() != nil {
-		// Nothing was learnt: nothing to remember.
+	if errors.Is(err, fetcherr.ErrBudgetSpent) || (err != nil && ctx.Err() != nil) {
+		// No call was made, or nothing was learnt: nothing to remember.
 		return Result{Operation: name.Canonical}, fmt.Errorf("%w: %s: %w", ErrNotConfirmed, name.Canonical, err)
 	}
 	a := d.remember(j.id, name, got, err)

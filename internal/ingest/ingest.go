@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -767,7 +768,7 @@ func (d *Door) log(ctx context.Context, ev applied, recalled string, res Result,
 	}
 	level := slog.LevelInfo
 	switch {
-	case errors.Is(err, ErrNotFoundYet) || errors.Is(err, ErrRecalled):
+	case errors.Is(err, ErrNotFoundYet) || errors.Is(err, fetcherr.ErrBudgetSpent) || errors.Is(err, ErrRecalled):
 		// Expected answers that Gemini's redelivery settles (a replayed
 		// foreign delivery meets them too), or one already logged at its
 		// own level when the memory's answer was asked: no ERROR.

@@ -229,8 +229,8 @@ func (m *Metrics) ObserveDecision(source event.Source, res ingest.Result, err er
 // "not-confirmed" (the answer splits it by Gemini's error; a video named
 // without its model has its own, "video-model-unknown", and so have the
 // hint answers that made no call or wait for Gemini: "not-found-yet",
-// "answered-from-memory") and an injected crash is "crashed" (the answer
-// says ledger-unavailable).
+// "gemini-budget-spent", "answered-from-memory") and an injected crash is
+// "crashed" (the answer says ledger-unavailable).
 func errorReason(err error) string {
 	var invalid *event.InvalidError
 	switch {
@@ -240,6 +240,8 @@ func errorReason(err error) string {
 		return "claim-missing"
 	case errors.Is(err, ingest.ErrRecalled):
 		return "answered-from-memory" // no Gemini call
+	case errors.Is(err, fetcherr.ErrBudgetSpent):
+		return "gemini-budget-spent" // no Gemini call
 	case errors.Is(err, ingest.ErrNotFoundYet):
 		return "not-found-yet"
 	case errors.Is(err, ingest.ErrVideoModelUnknown):
@@ -358,6 +360,9 @@ func (c *countingFetcher) ListBatches(ctx context.Context, pageSize int, pageTok
 }
 
 func callResult(err error) string {
+	if errors.Is(err, fetcherr.ErrBudgetSpent) {
+		return "budget-spent" // refused before a request was sent
+	}
 	switch fetcherr.KindOf(err) {
 	case fetcherr.OK:
 		return "ok"
