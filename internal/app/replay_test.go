@@ -244,6 +244,10 @@ func TestNotFoundAfterTheWindowIsDropped(t *testing.T) {
 	if msgs := h.messages(); len(msgs) != 0 {
 		t.Fatalf("messages %v, want none", msgs)
 	}
+	want := []string{"503 not-found-yet", "503 not-found-yet", "503 not-found-yet", "200 not-confirmed", "200 answered-from-memory", "200 not-confirmed"}
+	if got := h.deliveryReasons("batches/ghost"); strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("delivery log %q, want %q", got, want)
+	}
 }
 
 // TestHintWithTheBudgetSpent: hint confirmations draw from the reconciler's

@@ -50,7 +50,7 @@ var ErrNotFoundYet = errors.New("Gemini does not know the operation (yet)")
 
 // ErrRecalled marks a door error answered from the memory of a recent
 // confirmation (a 404 inside the window, a failure), with no Gemini call:
-// the answer the call made then would give (503).
+// the 503 that confirmation was answered with, again.
 var ErrRecalled = errors.New("answered from the memory of a recent confirmation")
 
 // What the door remembers of its confirmations (CONTRACT.md §3). The
@@ -168,6 +168,11 @@ func bodyless(ev event.Event) applied {
 // Veo operation's model path, which deliveries may omit); the delivered
 // name is used only for an operation the ledger does not know, or knows by
 // nothing more than its canonical name. The read serves the apply too.
+//
+// A recent answer of Gemini's about the operation stands in for the call
+// (recalled): a replayed delivery, or any number of deliveries about one
+// operation, cost at most one call per RecheckEvery. A 404 for an operation
+// the ledger does not know is "not yet" for NotFoundWindow (confirmed).
 func (d *Door) confirm(ctx context.Context, j *job, next handler) (Result, error) {
 	id, name := j.id, j.name
 	if d.cfg.Confirmer == nil {
