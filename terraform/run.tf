@@ -84,7 +84,10 @@ locals {
       # lease ran out.
       cpu_idle      = false
       max_instances = var.max_instances.webhook
-      env = merge(local.common_env, var.jwt_audience == "" ? {} : {
+      # LROSINK_GEMINI_QPS: a hint's confirmation draws from the budget and
+      # never waits for it (503 gemini-budget-spent); each instance has its
+      # own budget (docs/OPERATIONS.md, "Replays and the Gemini budget").
+      env = merge(local.common_env, { LROSINK_GEMINI_QPS = var.gemini_qps }, var.jwt_audience == "" ? {} : {
         LROSINK_JWT_AUDIENCE = var.jwt_audience
       })
       # GEMINI_API_KEY: a dynamic-webhook (v1a or JWT) delivery is a hint,

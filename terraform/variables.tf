@@ -349,7 +349,7 @@ variable "retention" {
 }
 
 variable "gemini_qps" {
-  description = "LROSINK_GEMINI_QPS: Gemini requests a second Reconcile may send (retries included), shared out among the passes running at once; \"0\" is unlimited. Keep it under your project's Gemini quota less what submitters use: a budget too small shows as reconcile lateness, not errors."
+  description = "LROSINK_GEMINI_QPS: Gemini requests a second Reconcile may send (retries included), shared out among the passes running at once; each Webhook instance confirms dynamic-webhook hints within a budget of the same size and answers 503 gemini-budget-spent when it is spent; \"0\" is unlimited. Keep it under your project's Gemini quota less what submitters use: a budget too small shows as reconcile lateness (and hint 503s), not errors."
   type        = string
   default     = "0"
 

@@ -131,9 +131,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		a.Deliveries.Recorder = deliverylog.NewRecorder(ds, deliverylog.Retention{TTL: cfg.DeliveryLogTTL}, log)
 		a.Metrics.CountDeliveryLogDrops(a.Deliveries.Recorder)
 	}
-	// One Gemini fetcher serves the reconciler and the door, which confirms
-	// dynamic-webhook (v1a, JWT) terminals with it; without a key neither
-	// polls.
+	// Gemini is read by the reconciler and by the door, which confirms
+	// dynamic-webhook (v1a, JWT) hints; without a key neither polls.
 	dc := ingest.Config{Store: a.Claims, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
 	rc := reconcile.Config{Ledger: a.Claims, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
@@ -152,14 +151,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		rc.Pruner = p
 	}
 	if cfg.GeminiAPIKey != "" {
-		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log})
+		// One Gemini budget (LROSINK_GEMINI_QPS) for every request this
+		// process sends, retries included. The reconciler's fetcher waits
+		// for a slot; the door's confirmations answer a webhook within its
+		// deadline and never queue: with no slot free now, the hint is
+		// answered 503 gemini-budget-spent and Gemini redelivers.
+		budget := reconcile.NewBudget(cfg.GeminiQPS, cfg.ReconcileShards, time.Now, retry.Sleep)
+		f, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log,
+			Wait: budget.TryWait})
 		if err != nil {
 			return nil, fmt.Errorf("GEMINI_API_KEY / GOOGLE_GEMINI_BASE_URL: %w", err)
 		}
-		// The reconciler's own fetcher waits on the Gemini budget before
-		// every request; the door's confirmations answer a webhook within
-		// its deadline and are not deferred.
-		budget := reconcile.NewBudget(cfg.GeminiQPS, cfg.ReconcileShards, time.Now, retry.Sleep)
 		rf, err := gemini.New(gemini.Options{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL, HTTPClient: o.HTTPClient, Log: log,
 			Wait: budget.Wait})
 		if err != nil {

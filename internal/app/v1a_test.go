@@ -16,6 +16,7 @@ import (
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/testutil"
@@ -32,8 +33,9 @@ import (
 //     truncated signature, an RSA key used for v1a → 401 with a stable reason;
 //   - `v1,<wrong> v1a,<right>` is accepted;
 //   - a genuine v1a delivery about an operation Gemini does not know (another
-//     project's, replayed here) → 200 dropped/not-confirmed, nothing stored,
-//     nothing published.
+//     project's, replayed here) → 503 not-found-yet inside the window from
+//     its first delivery (Gemini may not know its own operation yet), then
+//     200 dropped/not-confirmed; nothing stored, nothing published.
 func TestV1AThroughTheWiring(t *testing.T) {
 	for _, store := range []string{"sqlite", "firestore"} {
 		t.Run(store, func(t *testing.T) { testV1AThroughTheWiring(t, store) })
@@ -62,7 +64,8 @@ func testV1AThroughTheWiring(t *testing.T, store string) {
 			c.Store, c.Project, c.FirestoreEmulatorHost = "firestore", emutest.ProjectID(t), emutest.FirestoreHost(t)
 		}
 	})
-	a := newApp(t, cfg, nil, &stdout, func() time.Time { return now })
+	clk := testutil.NewClock(now)
+	a := newApp(t, cfg, nil, &stdout, clk.Now)
 	srv := httptest.NewServer(a.Mux())
 	t.Cleanup(srv.Close)
 
@@ -158,12 +161,17 @@ func testV1AThroughTheWiring(t *testing.T, store string) {
 	// this project's Gemini does not know.
 	before := fake.TotalCalls()
 	foreign := body("someone-elses")
-	status, answer := post(t, signedBy(okp1, "msg_foreign", foreign, now), foreign)
-	if status != http.StatusOK || !strings.Contains(answer, `"outcome":"dropped"`) || !strings.Contains(answer, `"reason":"not-confirmed"`) {
-		t.Fatalf("replayed foreign delivery: %d %s, want 200 dropped not-confirmed", status, answer)
+	status, answer := post(t, signedBy(okp1, "msg_foreign", foreign, clk.Now()), foreign)
+	if status != http.StatusServiceUnavailable || !strings.Contains(answer, `"reason":"not-found-yet"`) {
+		t.Fatalf("replayed foreign delivery: %d %s, want 503 not-found-yet", status, answer)
 	}
-	if fake.TotalCalls()-before != 1 {
-		t.Fatalf("Gemini saw %d requests, want the one confirmation", fake.TotalCalls()-before)
+	clk.Advance(ingest.NotFoundWindow)
+	status, answer = post(t, signedBy(okp1, "msg_foreign", foreign, clk.Now()), foreign)
+	if status != http.StatusOK || !strings.Contains(answer, `"outcome":"dropped"`) || !strings.Contains(answer, `"reason":"not-confirmed"`) {
+		t.Fatalf("foreign delivery after the window: %d %s, want 200 dropped not-confirmed", status, answer)
+	}
+	if fake.TotalCalls()-before != 2 {
+		t.Fatalf("Gemini saw %d requests, want one confirmation per delivery", fake.TotalCalls()-before)
 	}
 	n, err := opname.Normalize("batches/someone-elses", opname.KindUnknown)
 	if err != nil {

@@ -47,8 +47,13 @@ type Event struct {
 	GeminiStatus string
 	UpdateTime   time.Time
 	Source       Source
-	// DeliveryID is the webhook-id of a delivery, for logs only.
+	// DeliveryID is the webhook-id of a delivery, shared by Gemini's
+	// retries of it.
 	DeliveryID string
+	// DeliveredAt is the delivery attempt's signed time (webhook-timestamp,
+	// or a JWT's iat): with DeliveryID it names one attempt. A replay
+	// repeats both; a retry by Gemini is signed anew, with a new time.
+	DeliveredAt time.Time
 	// Output is what the operation produced (file URIs, video URIs, ...).
 	Output map[string]any
 	// Error is set for failed operations when the source knows why.

@@ -277,6 +277,37 @@ func TestNotFoundAndDelete(t *testing.T) {
 	}
 }
 
+// TestNotFoundUntil: an operation scripted to be unknown for a while
+// answers 404 (and a batch is not listed) until then on the fake's clock,
+// and is answered as scripted from that time on.
+func TestNotFoundUntil(t *testing.T) {
+	now := t0
+	fake, client, _ := setup(t, fakegemini.WithClock(func() time.Time { return now }))
+	ctx := t.Context()
+	fake.SetBatch("late", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", NotFoundUntil: t0.Add(time.Minute)})
+	fake.SetInteraction("late", fakegemini.InteractionState{Status: "completed", NotFoundUntil: t0.Add(time.Minute)})
+
+	if _, err := client.Batches.Get(ctx, "batches/late", nil); apiCode(t, err) != 404 {
+		t.Errorf("batch before its time: %v, want 404", err)
+	}
+	if page, err := client.Batches.List(ctx, nil); err != nil || len(page.Items) != 0 {
+		t.Errorf("listing before its time: %d items, %v", len(page.Items), err)
+	}
+	if _, err := client.Interactions.Get(ctx, interactionReq("late")); err == nil {
+		t.Error("interaction before its time: no error")
+	}
+	now = t0.Add(time.Minute)
+	if job, err := client.Batches.Get(ctx, "batches/late", nil); err != nil || job.State != genai.JobStateRunning {
+		t.Errorf("batch at its time: %+v %v", job, err)
+	}
+	if page, err := client.Batches.List(ctx, nil); err != nil || len(page.Items) != 1 {
+		t.Errorf("listing at its time: %d items, %v", len(page.Items), err)
+	}
+	if resp, err := client.Interactions.Get(ctx, interactionReq("late")); err != nil || resp.Interaction.Status != "completed" {
+		t.Errorf("interaction at its time: %v", err)
+	}
+}
+
 func TestBatchListPaging(t *testing.T) {
 	fake, client, _ := setup(t)
 	ctx := t.Context()

@@ -38,6 +38,10 @@ type BatchState struct {
 	// Stats, when set, is sent as metadata.batchStats (the SDK drops it in
 	// Gemini mode; only a raw GET sees it).
 	Stats *BatchStats
+	// NotFoundUntil, when set, makes the batch unknown (GET 404, not
+	// listed) until that time on the fake's clock (WithClock): a genuine
+	// operation the API does not know yet (GEMINI.md §10).
+	NotFoundUntil time.Time
 }
 
 // BatchStats is metadata.batchStats. The API encodes the int64 counts as
@@ -90,6 +94,10 @@ type InteractionState struct {
 	// google.rpc.Status): where a failed interaction's error can sit while
 	// its top-level errors[] is empty (GEMINI.md §10).
 	StepError *StepError
+	// NotFoundUntil, when set, makes GET answer 404 until that time on the
+	// fake's clock (WithClock), as the live API has for a background
+	// interaction right after its create (GEMINI.md §10).
+	NotFoundUntil time.Time
 }
 
 // StepError is the google.rpc.Status of a model_output step.
@@ -268,9 +276,15 @@ func terminalBatchState(state string) bool {
 	return false
 }
 
+// known reports whether the API knows an operation scripted to stay
+// unknown until until (zero: known at once). Called with s.mu held.
+func (s *Server) known(until time.Time) bool {
+	return until.IsZero() || !s.now().Before(until)
+}
+
 func (s *Server) getBatch(id string) response {
 	st, ok := s.batches[id]
-	if !ok {
+	if !ok || !s.known(st.NotFoundUntil) {
 		return notFound()
 	}
 	return jsonResponse(http.StatusOK, batchBody(id, st))
@@ -315,7 +329,7 @@ func page(n int, sizeParam, tokenParam string) (start, end int, next string, err
 // (GEMINI.md §8): by CreateTime, latest first, and among equal (or unset)
 // create times the batch first Set last comes first.
 func (s *Server) listBatches(q url.Values) response {
-	order := slices.Clone(s.batchOrder)
+	order := slices.DeleteFunc(slices.Clone(s.batchOrder), func(id string) bool { return !s.known(s.batches[id].NotFoundUntil) })
 	slices.Reverse(order)
 	slices.SortStableFunc(order, func(a, b string) int { return s.batches[b].CreateTime.Compare(s.batches[a].CreateTime) })
 	start, end, next, errResp := page(len(order), q.Get("pageSize"), q.Get("pageToken"))
@@ -393,7 +407,7 @@ type interactionJSON struct {
 
 func (s *Server) getInteraction(id string) response {
 	st, ok := s.interactions[id]
-	if !ok {
+	if !ok || !s.known(st.NotFoundUntil) {
 		return notFound()
 	}
 	v := interactionJSON{ID: id, Status: st.Status, Created: rfc3339(st.Created), Updated: rfc3339(st.Updated)}

@@ -51,6 +51,13 @@ var (
 	ErrTransient = errors.New("transient failure")
 )
 
+// ErrBudgetSpent is what a call budget that may not be waited on (a hint's
+// confirmation must not queue behind the reconciler's checks) fails a
+// request with before it is sent: no call was made. Inside an adapter's
+// transient error its kind is Transient; a caller that answers it (503
+// gemini-budget-spent) tests for it with errors.Is.
+var ErrBudgetSpent = errors.New("the Gemini request budget (LROSINK_GEMINI_QPS) is spent for now")
+
 // KindOf classifies a fetch error: NotFound or Transient when it wraps
 // their sentinel, Permanent for any other error, OK for nil.
 func KindOf(err error) Kind {

@@ -17,30 +17,55 @@ import (
 	"github.com/lrosink/lrosink/internal/opname"
 )
 
-// maxOperationBody bounds the raw GET's answer; a batch Operation with
-// inlined responses can be large, but its error sits at the top.
+// maxOperationBody bounds a raw GET's answer; a batch Operation with
+// inlined responses can be large.
 const maxOperationBody = 64 << 20
 
+// fetchBatch reads a batch with one GET of its Operation, parsed in full:
+// the SDK's Batches.Get would drop the error and metadata.batchStats
+// (GEMINI.md §8), which then cost a second GET of the same resource.
+// The state, times and output are mapped as the SDK maps them
+// (batchJobFromMldev), so the event is the same either way.
 func (f *Fetcher) fetchBatch(ctx context.Context, name string) (event.Event, error) {
-	var job *genai.BatchJob
+	var op batchOperation
 	err := f.call(ctx, name, func(ctx context.Context) (err error) {
-		job, err = f.client.Batches.Get(ctx, name, &genai.GetBatchJobConfig{HTTPOptions: noSDKRetries()})
+		op, err = f.rawBatch(ctx, name)
 		return err
 	})
 	if err != nil {
 		return event.Event{}, err
 	}
+	job, d := op.view(), op.detail
 	ev := batchEvent(job, name)
 	f.holdUntilOutput(ctx, &ev, job)
-	if err := f.addBatchDetail(ctx, &ev, true); err != nil {
-		return event.Event{}, err
-	}
+	addDetail(&ev, d, true)
 	return ev, nil
 }
 
-// batchEvent maps a BatchJob. UpdateTime stays zero when the API sent none:
-// the reducer then treats the event as older than anything stored.
-func batchEvent(job *genai.BatchJob, fallbackName string) event.Event {
+// batchView is what the mapping reads of a batch job: the SDK's BatchJob
+// (a listing) or the raw Operation (a fetch).
+type batchView struct {
+	Name                            string
+	State                           genai.JobState
+	CreateTime, UpdateTime, EndTime time.Time
+	ResponsesFile                   string
+	InlinedResponses, InlinedEmbeds int
+	Output                          bool // metadata.output was present (the SDK's Dest)
+}
+
+// viewOfJob is what the SDK mapped.
+func viewOfJob(job *genai.BatchJob) batchView {
+	v := batchView{Name: job.Name, State: job.State, CreateTime: job.CreateTime, UpdateTime: job.UpdateTime, EndTime: job.EndTime}
+	if d := job.Dest; d != nil {
+		v.Output, v.ResponsesFile = true, d.FileName
+		v.InlinedResponses, v.InlinedEmbeds = len(d.InlinedResponses), len(d.InlinedEmbedContentResponses)
+	}
+	return v
+}
+
+// batchEvent maps a batch job. UpdateTime stays zero when the API sent
+// none: the reducer then treats the event as older than anything stored.
+func batchEvent(job batchView, fallbackName string) event.Event {
 	ev := event.Event{
 		Name:         job.Name,
 		Kind:         opname.KindBatch,
@@ -54,12 +79,12 @@ func batchEvent(job *genai.BatchJob, fallbackName string) event.Event {
 	if !job.UpdateTime.IsZero() {
 		ev.UpdateTime = job.UpdateTime.UTC()
 	}
-	if d := job.Dest; d != nil {
+	if job.Output {
 		out := map[string]any{}
-		if d.FileName != "" {
-			out["responses_file"] = d.FileName
+		if job.ResponsesFile != "" {
+			out["responses_file"] = job.ResponsesFile
 		}
-		if n := len(d.InlinedResponses) + len(d.InlinedEmbedContentResponses); n > 0 {
+		if n := job.InlinedResponses + job.InlinedEmbeds; n > 0 {
 			out["inlined_response_count"] = n
 		}
 		if len(out) > 0 {
@@ -80,7 +105,7 @@ func batchEvent(job *genai.BatchJob, fallbackName string) event.Event {
 // it is, with a WARNING: a batch whose output never shows must not stay
 // pending for ever. GeminiStatus stays JOB_STATE_SUCCEEDED, so
 // `ops show` tells what Gemini said.
-func (f *Fetcher) holdUntilOutput(ctx context.Context, ev *event.Event, job *genai.BatchJob) {
+func (f *Fetcher) holdUntilOutput(ctx context.Context, ev *event.Event, job batchView) {
 	if ev.State != lifecycle.Succeeded || ev.Output["responses_file"] != nil || ev.Output["inlined_response_count"] != nil {
 		return
 	}
@@ -127,39 +152,49 @@ func batchState(s genai.JobState) lifecycle.State {
 	}
 }
 
-// addBatchDetail fills what the SDK drops in Gemini mode for a terminal
-// batch, read with one raw GET of the same resource: the Operation's
-// "error" (ev.Error, FAILED only) and metadata.batchStats
-// (ev.Output["batch_stats"], any terminal state: a SUCCEEDED batch can hold
-// failed requests). A running batch gets no extra call: its counts would
-// be stale by the time it settles, and the first stored output is kept.
-// A listing (terminalToo false) reads the detail of FAILED jobs only: it
-// runs every pass over the same recent jobs, and one GET per listed
-// SUCCEEDED job each pass would cost far more than the statistics of a
-// rare adopted orphan are worth.
+// addListedDetail fills what the SDK's listing drops in Gemini mode for a
+// FAILED job, read with one raw GET of its Operation: its "error" and
+// metadata.batchStats. Other jobs get no extra call: a listing runs every
+// pass over the same recent jobs, and one GET per listed job would cost a
+// call per job per pass, far more than the statistics of a rare adopted
+// orphan are worth (its first check reads them anyway).
 //
 // The detail is best effort: Gemini already said the state, and
-// withholding it because the second GET failed would leave the operation
-// pending for as long as the GET keeps failing (and a listing page would
-// lose every job on it). So a GET that fails for good, or still fails when
-// the retries run out, leaves the event without the detail and is logged.
-// Only the end of the caller's context is returned: nothing will apply
-// this answer then, and the next check can still read the detail.
-func (f *Fetcher) addBatchDetail(ctx context.Context, ev *event.Event, terminalToo bool) error {
-	if ev.State != lifecycle.Failed && (!terminalToo || !ev.State.Terminal()) {
+// withholding it because the second GET failed would lose every job on
+// the page. So a GET that fails for good, or still fails when the retries
+// run out, leaves the event without the detail and is logged. Only the
+// end of the caller's context is returned: nothing will apply this answer
+// then, and the next check can still read the detail.
+func (f *Fetcher) addListedDetail(ctx context.Context, ev *event.Event) error {
+	if ev.State != lifecycle.Failed {
 		return nil
 	}
-	d, err := f.operationDetail(ctx, ev.Name)
+	var op batchOperation
+	err := f.call(ctx, ev.Name, func(ctx context.Context) (err error) {
+		op, err = f.rawBatch(ctx, ev.Name)
+		return err
+	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return err
+			return fmt.Errorf("raw GET for the error detail: %w", err)
 		}
-		msg := "gemini: batch without its statistics: the detail GET failed"
-		if ev.State == lifecycle.Failed {
-			msg = "gemini: FAILED batch without its error detail: the detail GET failed"
-		}
-		f.log.WarnContext(ctx, msg, "operation", ev.Name, "error", scrub(err, f.apiKey).Error())
+		f.log.WarnContext(ctx, "gemini: FAILED batch without its error detail: the detail GET failed",
+			"operation", ev.Name, "error", scrub(fmt.Errorf("raw GET for the error detail: %w", err), f.apiKey).Error())
 		return nil
+	}
+	addDetail(ev, op.detail, false)
+	return nil
+}
+
+// addDetail puts what the raw Operation says beyond the SDK's mapping on
+// ev: the error of a FAILED batch, and metadata.batchStats of a terminal
+// one (any terminal state: a SUCCEEDED batch can hold failed requests;
+// with terminalToo false, of a FAILED one only). A running batch gets no
+// statistics: its counts would be stale by the time it settles, and the
+// first stored output is kept.
+func addDetail(ev *event.Event, d operationDetail, terminalToo bool) {
+	if ev.State != lifecycle.Failed && (!terminalToo || !ev.State.Terminal()) {
+		return
 	}
 	if ev.State == lifecycle.Failed {
 		ev.Error = d.err
@@ -170,33 +205,73 @@ func (f *Fetcher) addBatchDetail(ctx context.Context, ev *event.Event, terminalT
 		}
 		ev.Output["batch_stats"] = d.stats
 	}
-	return nil
 }
 
-// operationDetail is what the raw GET reads.
+// operationDetail is what the raw Operation says that the SDK's mapping
+// drops.
 type operationDetail struct {
 	err   *event.ErrorInfo // the Operation's google.rpc.Status, or nil
 	stats map[string]any   // metadata.batchStats as integers, or nil
 }
 
-// operationDetail reads the detail of the Operation behind name.
-func (f *Fetcher) operationDetail(ctx context.Context, name string) (operationDetail, error) {
-	var d operationDetail
-	err := f.call(ctx, name, func(ctx context.Context) (err error) {
-		d, err = f.rawOperationDetail(ctx, name)
-		return err
-	})
-	if err != nil {
-		return d, fmt.Errorf("raw GET for the error detail: %w", err)
-	}
-	return d, nil
+// batchOperation is a batch's raw Operation, decoded.
+type batchOperation struct {
+	name     string
+	metadata batchMetadata
+	detail   operationDetail
 }
 
-// rawOperationDetail is one GET of {BaseURL}/{version}/{name}.
-func (f *Fetcher) rawOperationDetail(ctx context.Context, name string) (operationDetail, error) {
+// batchMetadata is the Operation's metadata (GenerateContentBatch) as the
+// SDK reads it (batchJobFromMldev), times parsed.
+type batchMetadata struct {
+	State                           string
+	CreateTime, UpdateTime, EndTime time.Time
+	Output                          *struct {
+		ResponsesFile    string `json:"responsesFile"`
+		InlinedResponses *struct {
+			InlinedResponses []json.RawMessage `json:"inlinedResponses"`
+		} `json:"inlinedResponses"`
+		InlinedEmbedContentResponses *struct {
+			InlinedResponses []json.RawMessage `json:"inlinedResponses"`
+		} `json:"inlinedEmbedContentResponses"`
+	}
+}
+
+// view maps the Operation as the SDK's Batches.Get would: BATCH_STATE_*
+// become JOB_STATE_* (its tJobState, other values pass), and the inlined
+// responses under metadata.output are counted.
+func (op batchOperation) view() batchView {
+	m := op.metadata
+	v := batchView{Name: op.name, State: jobState(m.State), CreateTime: m.CreateTime, UpdateTime: m.UpdateTime, EndTime: m.EndTime}
+	if o := m.Output; o != nil {
+		v.Output, v.ResponsesFile = true, o.ResponsesFile
+		if o.InlinedResponses != nil {
+			v.InlinedResponses = len(o.InlinedResponses.InlinedResponses)
+		}
+		if o.InlinedEmbedContentResponses != nil {
+			v.InlinedEmbeds = len(o.InlinedEmbedContentResponses.InlinedResponses)
+		}
+	}
+	return v
+}
+
+// jobState is the SDK's translation of a batch state (transformer.go
+// tJobState): the seven BATCH_STATE_* values become JOB_STATE_*, anything
+// else is kept as sent.
+func jobState(s string) genai.JobState {
+	switch s {
+	case "BATCH_STATE_UNSPECIFIED", "BATCH_STATE_PENDING", "BATCH_STATE_RUNNING", "BATCH_STATE_SUCCEEDED",
+		"BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED", "BATCH_STATE_EXPIRED":
+		return genai.JobState("JOB_STATE_" + strings.TrimPrefix(s, "BATCH_STATE_"))
+	}
+	return genai.JobState(s)
+}
+
+// rawBatch is one GET of {BaseURL}/{version}/{name}, decoded in full.
+func (f *Fetcher) rawBatch(ctx context.Context, name string) (batchOperation, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.apiRoot.JoinPath(name).String(), nil)
 	if err != nil {
-		return operationDetail{}, fmt.Errorf("build request: %w", err)
+		return batchOperation{}, fmt.Errorf("build request: %w", err)
 	}
 	for k, v := range f.headers {
 		req.Header[k] = append([]string(nil), v...)
@@ -205,37 +280,63 @@ func (f *Fetcher) rawOperationDetail(ctx context.Context, name string) (operatio
 	req.Header.Set("x-goog-api-key", f.apiKey)
 	resp, err := f.raw.Do(req)
 	if err != nil {
-		return operationDetail{}, err
+		return batchOperation{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxOperationBody))
 	if err != nil {
-		return operationDetail{}, fmt.Errorf("read operation: %w", err)
+		return batchOperation{}, fmt.Errorf("read operation: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		he := newHTTPError(resp.StatusCode, body)
 		he.RetryAfter = resp.Header.Get("Retry-After")
-		return operationDetail{}, he
+		return batchOperation{}, he
 	}
-	var op struct {
+	var raw struct {
+		Name     string         `json:"name"`
 		Error    map[string]any `json:"error"`
 		Metadata struct {
-			BatchStats map[string]json.RawMessage `json:"batchStats"`
+			State                           string `json:"state"`
+			CreateTime, UpdateTime, EndTime string
+			Output                          json.RawMessage            `json:"output"`
+			BatchStats                      map[string]json.RawMessage `json:"batchStats"`
 		} `json:"metadata"`
 	}
-	if err := json.Unmarshal(body, &op); err != nil {
-		return operationDetail{}, fmt.Errorf("decode operation: %w", err)
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return batchOperation{}, fmt.Errorf("decode operation: %w", err)
 	}
-	var d operationDetail
-	if op.Error != nil {
-		d.err = rpcError(op.Error)
-	}
-	if op.Metadata.BatchStats != nil {
-		if d.stats, err = batchStats(op.Metadata.BatchStats); err != nil {
-			return operationDetail{}, fmt.Errorf("decode metadata.batchStats: %w", err)
+	op := batchOperation{name: raw.Name, metadata: batchMetadata{State: raw.Metadata.State}}
+	for _, t := range []struct {
+		field, value string
+		into         *time.Time
+	}{
+		{"createTime", raw.Metadata.CreateTime, &op.metadata.CreateTime},
+		{"updateTime", raw.Metadata.UpdateTime, &op.metadata.UpdateTime},
+		{"endTime", raw.Metadata.EndTime, &op.metadata.EndTime},
+	} {
+		if t.value == "" {
+			continue
+		}
+		// The SDK decodes the times as time.Time, which fails the whole
+		// answer on a bad one; so does this.
+		if *t.into, err = time.Parse(time.RFC3339Nano, t.value); err != nil {
+			return batchOperation{}, fmt.Errorf("decode operation: metadata.%s: %w", t.field, err)
 		}
 	}
-	return d, nil
+	if len(raw.Metadata.Output) > 0 && string(raw.Metadata.Output) != "null" {
+		if err := json.Unmarshal(raw.Metadata.Output, &op.metadata.Output); err != nil {
+			return batchOperation{}, fmt.Errorf("decode operation: metadata.output: %w", err)
+		}
+	}
+	if raw.Error != nil {
+		op.detail.err = rpcError(raw.Error)
+	}
+	if raw.Metadata.BatchStats != nil {
+		if op.detail.stats, err = batchStats(raw.Metadata.BatchStats); err != nil {
+			return batchOperation{}, fmt.Errorf("decode metadata.batchStats: %w", err)
+		}
+	}
+	return op, nil
 }
 
 // batchStatsFields maps GenerateContentBatch.batchStats to the results

@@ -4,7 +4,9 @@
 //
 // The SDK is used as-is where it is right and bypassed only where it loses
 // information (see GEMINI.md §4): in Gemini mode it never fills
-// BatchJob.Error, so a FAILED batch costs one extra raw GET for its error.
+// BatchJob.Error nor the batch statistics, so a batch is read with one raw
+// GET of its Operation, mapped as the SDK maps it, and a listed FAILED job
+// costs one raw GET for its error.
 package gemini
 
 import (
@@ -97,8 +99,8 @@ func DefaultBackoff(attempt int) time.Duration {
 // Options configures a Fetcher.
 type Options struct {
 	// Client is a ready genai client in Gemini API mode. When set, APIKey,
-	// BaseURL and HTTPClient must be empty: the raw GET for batch errors
-	// uses the client's own resolved configuration instead.
+	// BaseURL and HTTPClient must be empty: the raw GET of a batch uses the
+	// client's own resolved configuration instead.
 	Client *genai.Client
 	// APIKey, BaseURL (default https://generativelanguage.googleapis.com/)
 	// and HTTPClient build a client when Client is nil. APIKey is required.
@@ -257,9 +259,8 @@ func New(o Options) (f *Fetcher, err error) {
 // Transient (*TransientError) for 408/429/5xx, transport failures and
 // context end, after up to MaxAttempts calls; Permanent for any other error
 // (other 4xx, undecodable answers), which is plain and not retried.
-// The error detail of a FAILED batch is best effort: if its extra GET fails
-// (other than by the end of ctx), the event has Error nil and a WARN is
-// logged.
+// A batch costs one GET (retries aside): its error and statistics come in
+// the same answer as its state.
 func (f *Fetcher) Fetch(ctx context.Context, kind opname.Kind, apiName string) (event.Event, error) {
 	ev, err := f.fetch(ctx, kind, apiName)
 	return ev, scrub(err, f.apiKey)
@@ -285,11 +286,12 @@ func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (
 // ListBatches returns one page of the project's batch jobs as events, for
 // adopting operations lrosink never registered. pageSize 0 lets the server
 // choose; the returned token is "" on the last page. FAILED jobs are
-// enriched with their error (and statistics) like Fetch does (one raw GET
-// each), because the event that settles an operation is the only chance to
-// record why; a job whose detail cannot be read is returned without it, as
-// Fetch does. Other terminal jobs are not: a listing runs every pass, and
-// one GET per listed job would cost a call per job per pass.
+// enriched with their error (and statistics) as Fetch reads them (one raw
+// GET each), because the event that settles an operation is the only
+// chance to record why; a job whose detail cannot be read is returned
+// without it, with a WARN. Other terminal jobs are not: a listing runs
+// every pass, and one GET per listed job would cost a call per job per
+// pass.
 func (f *Fetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error) {
 	evs, next, err := f.listBatches(ctx, pageSize, pageToken)
 	return evs, next, scrub(err, f.apiKey)
@@ -314,9 +316,10 @@ func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken strin
 		if job == nil || job.Name == "" {
 			return nil, "", fmt.Errorf("gemini: list batches: item %d has no name", i)
 		}
-		ev := batchEvent(job, "")
-		f.holdUntilOutput(ctx, &ev, job)
-		if err := f.addBatchDetail(ctx, &ev, false); err != nil {
+		v := viewOfJob(job)
+		ev := batchEvent(v, "")
+		f.holdUntilOutput(ctx, &ev, v)
+		if err := f.addListedDetail(ctx, &ev); err != nil {
 			return nil, "", err
 		}
 		evs = append(evs, ev)

@@ -193,24 +193,87 @@ func TestBatchFailedErrorDetail(t *testing.T) {
 	if ev.State != lifecycle.Failed || ev.Error == nil || *ev.Error != (event.ErrorInfo{Code: 3, Message: "invalid input file"}) {
 		t.Fatalf("event = %+v (error %+v)", ev, ev.Error)
 	}
-	// One SDK GET, one raw GET of the same resource, both with the key.
+	// One GET of the resource, with the key: the error comes from the same
+	// answer as the state.
 	reqs := h.fake.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d requests, want 2", len(reqs))
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
 	}
-	for _, r := range reqs {
-		if r.Method != http.MethodGet || r.Path != "/v1beta/batches/f" || !r.HasAPIKey {
-			t.Errorf("request %+v", r)
-		}
+	if r := reqs[0]; r.Method != http.MethodGet || r.Path != "/v1beta/batches/f" || !r.HasAPIKey {
+		t.Errorf("request %+v", r)
 	}
-
-	// A SUCCEEDED batch gets the raw GET too (for its statistics, see
-	// TestBatchStats), never an error.
 	if ev := h.fetch(t, opname.KindBatch, "batches/s"); ev.Error != nil {
 		t.Errorf("succeeded batch has error %+v", ev.Error)
 	}
-	if n := h.fake.Calls("/v1beta/batches/s"); n != 2 {
-		t.Errorf("succeeded batch: %d calls, want 2", n)
+	if n := h.fake.Calls("/v1beta/batches/s"); n != 1 {
+		t.Errorf("succeeded batch: %d calls, want 1", n)
+	}
+}
+
+// TestBatchCheckIsOneGET pins the cost of checking a batch (a reconcile
+// check, a hint's confirmation): one GET, whatever the state, its error and
+// statistics included, retries aside.
+func TestBatchCheckIsOneGET(t *testing.T) {
+	stats := &fakegemini.BatchStats{RequestCount: "3", SuccessfulRequestCount: "2", FailedRequestCount: "1"}
+	for name, st := range map[string]fakegemini.BatchState{
+		"pending":           {State: "BATCH_STATE_PENDING", UpdateTime: t0},
+		"running":           {State: "BATCH_STATE_RUNNING", UpdateTime: t0, Stats: stats},
+		"succeeded":         {State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/o", Stats: stats},
+		"succeeded inlined": {State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, InlinedResponses: 3, Stats: stats},
+		"succeeded no file": {State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0},
+		"failed":            {State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "bad", Stats: stats},
+		"cancelled":         {State: "BATCH_STATE_CANCELLED", UpdateTime: t0, Stats: stats},
+		"expired":           {State: "BATCH_STATE_EXPIRED", UpdateTime: t0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.fake.SetBatch("one", st)
+			ev := h.fetch(t, opname.KindBatch, "batches/one")
+			if n, total := h.fake.Calls("/v1beta/batches/one"), h.fake.TotalCalls(); n != 1 || total != 1 {
+				t.Fatalf("%s: %d GETs of the batch, %d requests in all; want one", ev.State, n, total)
+			}
+			if ev.State.Terminal() && st.Stats != nil && ev.Output["batch_stats"] == nil {
+				t.Errorf("%s: statistics missing from the one answer: %v", ev.State, ev.Output)
+			}
+			if ev.State == lifecycle.Failed && (ev.Error == nil || ev.Error.Code != 3) {
+				t.Errorf("failed: error %+v missing from the one answer", ev.Error)
+			}
+		})
+	}
+}
+
+// TestBatchFetchMapsAsTheSDK: the fetch reads the raw Operation, the
+// listing the SDK's BatchJob; both give the same event (state, Gemini's
+// status, time, output), so the SDK's mapping is kept whichever path saw
+// the job.
+func TestBatchFetchMapsAsTheSDK(t *testing.T) {
+	h := newHarness(t, func(o *gemini.Options) { o.Now = func() time.Time { return t0 } })
+	states := []fakegemini.BatchState{
+		{State: "BATCH_STATE_PENDING", CreateTime: t0},
+		{State: "BATCH_STATE_RUNNING", UpdateTime: t0, DisplayName: "d", Model: "models/m"},
+		{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/o"},
+		{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0.Add(-time.Minute), InlinedResponses: 2},
+		{State: "BATCH_STATE_SUCCEEDED", EndTime: t0}, // held: no output yet
+		{State: "BATCH_STATE_CANCELLED"},
+		{State: "BATCH_STATE_EXPIRED", UpdateTime: t0},
+		{State: "BATCH_STATE_UNSPECIFIED"},
+		{State: "JOB_STATE_PAUSED"},
+		{State: "BATCH_STATE_SOMETHING_NEW"},
+		{},
+	}
+	for i, st := range states {
+		h.fake.SetBatch(fmt.Sprintf("m%02d", i), st)
+	}
+	listed, _, err := h.f.ListBatches(t.Context(), 100, "")
+	if err != nil || len(listed) != len(states) {
+		t.Fatalf("ListBatches: %d events, %v", len(listed), err)
+	}
+	for _, l := range listed {
+		got := h.fetch(t, opname.KindBatch, l.Name)
+		if got.Name != l.Name || got.State != l.State || got.GeminiStatus != l.GeminiStatus || !got.UpdateTime.Equal(l.UpdateTime) ||
+			!reflect.DeepEqual(got.Output, l.Output) || got.Error != nil || l.Error != nil {
+			t.Errorf("%s: fetched %+v, the SDK's listing %+v", l.Name, got, l)
+		}
 	}
 }
 
@@ -223,42 +286,49 @@ func TestBatchFailedWithoutErrorBody(t *testing.T) {
 	}
 }
 
-func TestBatchErrorDetailRetried(t *testing.T) {
+// TestBatchCheckRetried: a transient failure of the one GET is retried,
+// and the answer that comes carries the state and the detail.
+func TestBatchCheckRetried(t *testing.T) {
 	h := newHarness(t)
 	h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", ErrorCode: 13, ErrorMessage: "internal"})
-	// Fail the second request to the path: the raw GET, not the SDK's.
-	seen := 0
-	h.fake.FailNextMatching(func(r *http.Request) bool {
-		if r.URL.Path != "/v1beta/batches/f" {
-			return false
-		}
-		seen++
-		return seen == 2
-	}, http.StatusServiceUnavailable, 1)
-
+	h.fake.FailNext("/v1beta/batches/f", http.StatusServiceUnavailable, 1)
 	ev := h.fetch(t, opname.KindBatch, "batches/f")
-	if ev.Error == nil || ev.Error.Code != 13 {
-		t.Errorf("error %+v", ev.Error)
+	if ev.State != lifecycle.Failed || ev.Error == nil || ev.Error.Code != 13 {
+		t.Errorf("event %+v error %+v", ev, ev.Error)
 	}
-	if n := h.fake.Calls("/v1beta/batches/f"); n != 3 {
-		t.Errorf("%d calls, want 3", n)
+	if n := h.fake.Calls("/v1beta/batches/f"); n != 2 {
+		t.Errorf("%d calls, want 2", n)
 	}
 	if n := len(h.slept()); n != 1 {
 		t.Errorf("%d sleeps, want 1", n)
 	}
 }
 
-// rawGET matches the Fetcher's own GET of path for a batch's error detail:
-// the SDK's requests carry a Content-Type, the raw GET none.
-func rawGET(path string) fakegemini.Matcher {
-	return func(r *http.Request) bool { return r.URL.Path == path && r.Header.Get("Content-Type") == "" }
+// TestBatchCheckUndecodable: an answer the Fetcher cannot read (a bad
+// time, as the SDK's decoding refuses it too) is a permanent error, not a
+// state.
+func TestBatchCheckUndecodable(t *testing.T) {
+	h := newHarness(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"name":"batches/x","metadata":{"state":"BATCH_STATE_SUCCEEDED","updateTime":"last tuesday"}}`))
+	}))
+	t.Cleanup(srv.Close)
+	f, err := gemini.New(gemini.Options{Client: genaiClient(t, srv.URL, fakegemini.DefaultAPIKey), Sleep: h.sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Fetch(t.Context(), opname.KindBatch, "batches/x")
+	if fetcherr.KindOf(err) != fetcherr.Permanent || !strings.Contains(err.Error(), "metadata.updateTime") {
+		t.Fatalf("err %v (kind %v), want a permanent decoding error naming the field", err, fetcherr.KindOf(err))
+	}
 }
 
-// TestBatchErrorDetailUnavailable: when the extra GET for a FAILED batch's
-// error detail keeps failing, the FAILED state Gemini already returned is
-// still the answer, without the detail; the GET is retried only while the
-// failure may be transient.
-func TestBatchErrorDetailUnavailable(t *testing.T) {
+// TestListedErrorDetailUnavailable: when the extra GET for a listed FAILED
+// job's error detail keeps failing, the FAILED state the listing returned
+// is still the answer, without the detail; the GET is retried only while
+// the failure may be transient.
+func TestListedErrorDetailUnavailable(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		status   int
@@ -273,8 +343,12 @@ func TestBatchErrorDetailUnavailable(t *testing.T) {
 			logs := &testutil.SyncBuffer{}
 			h := newHarness(t, func(o *gemini.Options) { o.Log = logging.New(logs, slog.LevelInfo, "") })
 			h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "invalid input file"})
-			h.fake.FailNextMatching(rawGET("/v1beta/batches/f"), c.status, -1)
-			ev := h.fetch(t, opname.KindBatch, "batches/f")
+			h.fake.FailNext("/v1beta/batches/f", c.status, -1)
+			evs, _, err := h.f.ListBatches(t.Context(), 10, "")
+			if err != nil || len(evs) != 1 {
+				t.Fatalf("ListBatches: %+v %v", evs, err)
+			}
+			ev := evs[0]
 			checkCommon(t, ev, opname.KindBatch, "batches/f")
 			if ev.State != lifecycle.Failed || ev.Error != nil || !ev.UpdateTime.Equal(t0) {
 				t.Fatalf("event %+v (error %+v), want FAILED at %v without detail", ev, ev.Error, t0)
@@ -285,8 +359,8 @@ func TestBatchErrorDetailUnavailable(t *testing.T) {
 			if n := len(h.slept()); n != c.rawCalls-1 {
 				t.Errorf("%d sleeps, want %d (%d raw GET attempts)", n, c.rawCalls-1, c.rawCalls)
 			}
-			if n := h.fake.Calls("/v1beta/batches/f"); c.status != fakegemini.Drop && n != 1+c.rawCalls {
-				t.Errorf("%d calls, want 1 SDK GET and %d raw GET(s)", n, c.rawCalls)
+			if n := h.fake.Calls("/v1beta/batches/f"); c.status != fakegemini.Drop && n != c.rawCalls {
+				t.Errorf("%d calls, want %d raw GET(s)", n, c.rawCalls)
 			}
 			if n := logs.CountLines(`"severity":"WARNING","message":"gemini: FAILED batch without its error detail`); n != 1 ||
 				logs.CountLines(`"operation":"batches/f"`) != 1 || logs.CountLines(`raw GET for the error detail`) != 1 {
@@ -296,26 +370,26 @@ func TestBatchErrorDetailUnavailable(t *testing.T) {
 	}
 }
 
-// TestBatchErrorDetailCallerGone: when the caller's context ends during the
-// detail GET, that is no failure of the detail: the fetch reports it, and
-// nothing applies a FAILED without detail that the next check could read in
-// full.
-func TestBatchErrorDetailCallerGone(t *testing.T) {
+// TestListedErrorDetailCallerGone: when the caller's context ends during
+// the detail GET of a listed FAILED job, that is no failure of the detail:
+// the listing reports it, and nothing applies a FAILED without detail that
+// the next check could read in full.
+func TestListedErrorDetailCallerGone(t *testing.T) {
 	h := newHarness(t)
 	h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "x"})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h.fake.FailNextMatching(func(r *http.Request) bool {
-		if rawGET("/v1beta/batches/f")(r) {
+		if r.URL.Path == "/v1beta/batches/f" {
 			cancel() // the caller gives up while the detail GET is answered
 			return true
 		}
 		return false
 	}, http.StatusServiceUnavailable, -1)
-	ev, err := h.f.Fetch(ctx, opname.KindBatch, "batches/f")
+	evs, _, err := h.f.ListBatches(ctx, 10, "")
 	var te *gemini.TransientError
 	if !errors.As(err, &te) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Fetch = %+v, %v; want a TransientError wrapping context.Canceled", ev, err)
+		t.Fatalf("ListBatches = %+v, %v; want a TransientError wrapping context.Canceled", evs, err)
 	}
 }
 
@@ -511,7 +585,7 @@ func pathIs(p string) fakegemini.Matcher {
 
 // TestRetryDelay: a 429 is retried no sooner than its RetryInfo.retryDelay
 // asks (37s, far above the backoff), through each client lrosink reads
-// with, and the raw detail GET too; a Retry-After header, when one comes,
+// with (the batch's raw GET among them); a Retry-After header, when one comes,
 // counts the same way. No wall time passes: the Sleep is recorded.
 func TestRetryDelay(t *testing.T) {
 	for _, k := range kinds {
@@ -532,7 +606,7 @@ func TestRetryDelay(t *testing.T) {
 	t.Run("raw GET with Retry-After", func(t *testing.T) {
 		h := newHarness(t)
 		h.fake.SetBatch("f", fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: t0, ErrorCode: 3, ErrorMessage: "bad"})
-		h.fake.FailNextWith(rawGET("/v1beta/batches/f"), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: -1, RetryAfter: "45"}, 1)
+		h.fake.FailNextWith(pathIs("/v1beta/batches/f"), fakegemini.Fault{Status: http.StatusTooManyRequests, RetryDelay: -1, RetryAfter: "45"}, 1)
 		if ev := h.fetch(t, opname.KindBatch, "batches/f"); ev.Error == nil || ev.Error.Message != "bad" {
 			t.Errorf("event %+v", ev)
 		}
@@ -1018,9 +1092,10 @@ func TestNewBuildsClientFromOptions(t *testing.T) {
 	if ev, err := f.Fetch(t.Context(), opname.KindInteraction, "interactions/i"); err != nil || ev.State != lifecycle.Pending {
 		t.Fatalf("interaction: %+v %v", ev, err)
 	}
-	// SDK GET, raw GET and the Interactions client all use the given client.
-	if tr.n != 3 || fake.TotalCalls() != 3 {
-		t.Errorf("transport saw %d requests, fake %d; want 3", tr.n, fake.TotalCalls())
+	// The raw GET of the batch and the Interactions client both use the
+	// given client.
+	if tr.n != 2 || fake.TotalCalls() != 2 {
+		t.Errorf("transport saw %d requests, fake %d; want 2", tr.n, fake.TotalCalls())
 	}
 }
 
@@ -1063,10 +1138,10 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A failed detail GET is no error of the fetch, but its logged reason
-	// must not leak the key either.
-	if ev, err := f.Fetch(t.Context(), opname.KindBatch, "batches/rawecho"); err != nil || ev.State != lifecycle.Failed {
-		t.Fatalf("rawecho: %+v %v", ev, err)
+	// A failed detail GET of a listed job is no error of the listing, but
+	// its logged reason must not leak the key either.
+	if evs, _, err := f.ListBatches(t.Context(), 10, ""); err != nil || len(evs) != 1 || evs[0].State != lifecycle.Failed {
+		t.Fatalf("rawecho: %+v %v", evs, err)
 	}
 	if strings.Contains(logs.String(), key) || logs.CountLines("[REDACTED]") != 1 {
 		t.Errorf("the detail GET's failure is not logged once, redacted: %s", logs.String())
@@ -1228,8 +1303,8 @@ func TestInteractionErrorShapes(t *testing.T) {
 
 // TestBatchStats: Gemini's batchStats (int64 as strings; proto3 JSON omits
 // zeros), which the SDK drops in Gemini mode, reach the event's output as
-// integers for every terminal batch, read with one raw GET. A running
-// batch costs no extra call and carries none (its counts would be stale
+// integers for every terminal batch, from the one GET that reads the
+// state. A running batch carries none (its counts would be stale
 // by the time it settles).
 func TestBatchStats(t *testing.T) {
 	h := newHarness(t)
@@ -1246,16 +1321,16 @@ func TestBatchStats(t *testing.T) {
 	if ev.State != lifecycle.Succeeded || !reflect.DeepEqual(ev.Output["batch_stats"], want) || ev.Output["responses_file"] != "files/o" || ev.Error != nil {
 		t.Errorf("partially failed batch: %+v, want batch_stats %v", ev.Output, want)
 	}
-	if n := h.fake.Calls("/v1beta/batches/partial"); n != 2 {
-		t.Errorf("terminal batch: %d calls, want the SDK GET and one raw GET", n)
+	if n := h.fake.Calls("/v1beta/batches/partial"); n != 1 {
+		t.Errorf("terminal batch: %d calls, want one GET", n)
 	}
 	ev = h.fetch(t, opname.KindBatch, "batches/failed")
 	want = map[string]any{"request_count": int64(4), "successful_request_count": int64(0), "failed_request_count": int64(4), "pending_request_count": int64(0)}
 	if ev.State != lifecycle.Failed || !reflect.DeepEqual(ev.Output["batch_stats"], want) || ev.Error == nil || *ev.Error != (event.ErrorInfo{Code: 3, Message: "bad"}) {
 		t.Errorf("failed batch: output %+v error %+v", ev.Output, ev.Error)
 	}
-	if n := h.fake.Calls("/v1beta/batches/failed"); n != 2 {
-		t.Errorf("failed batch: %d calls, want 2 (error and statistics from one raw GET)", n)
+	if n := h.fake.Calls("/v1beta/batches/failed"); n != 1 {
+		t.Errorf("failed batch: %d calls, want 1 (state, error and statistics from one answer)", n)
 	}
 	if ev := h.fetch(t, opname.KindBatch, "batches/running"); ev.Output["batch_stats"] != nil || h.fake.Calls("/v1beta/batches/running") != 1 {
 		t.Errorf("running batch: output %v, %d calls", ev.Output, h.fake.Calls("/v1beta/batches/running"))

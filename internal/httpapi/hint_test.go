@@ -20,6 +20,7 @@ import (
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/internal/webhook"
 )
 
 // hintRig is the Webhook function with a real genai-SDK fetcher against the
@@ -29,19 +30,31 @@ type hintRig struct {
 	fake *fakegemini.Server
 	rec  *testutil.Recorder
 	logs *testutil.SyncBuffer
+	// clk is the door's and the verifier's clock: moving it past
+	// ingest.RecheckEvery makes the door ask Gemini again.
+	clk *testutil.Clock
 }
 
-func newHintRig(t *testing.T, confirm bool) *hintRig {
+func newHintRig(t *testing.T, confirm bool) *hintRig { return newHintRigWith(t, confirm, nil) }
+
+// newHintRigWith is newHintRig with the verifier's configuration edited
+// (its clock is the rig's).
+func newHintRigWith(t *testing.T, confirm bool, verifierCfg func(*webhook.Config)) *hintRig {
 	t.Helper()
-	h := &hintRig{fake: fakegemini.New(), rec: &testutil.Recorder{}, logs: &testutil.SyncBuffer{}}
+	h := &hintRig{fake: fakegemini.New(), rec: &testutil.Recorder{}, logs: &testutil.SyncBuffer{}, clk: testutil.NewClock(now)}
 	srv := h.fake.Start(t)
 	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: srv.URL, HTTPClient: srv.Client(),
 		MaxAttempts: 2, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.rig = newRigWith(t, nil, func(c *ingest.Config) {
-		c.Sink = h.rec
+	h.rig = newRigWith(t, func(c *webhook.Config) {
+		c.Now = h.clk.Now
+		if verifierCfg != nil {
+			verifierCfg(c)
+		}
+	}, func(c *ingest.Config) {
+		c.Sink, c.Now = h.rec, h.clk.Now
 		if confirm {
 			c.Confirmer = f
 		}
@@ -49,10 +62,14 @@ func newHintRig(t *testing.T, confirm bool) *hintRig {
 	return h
 }
 
-// deliver posts a JWT-authenticated delivery.
+// deliver posts a JWT-authenticated delivery attempt, its token issued at
+// the rig's time (a new attempt, as Gemini's retries are).
 func (h *hintRig) deliver(t *testing.T, body string) (int, string, string) {
 	t.Helper()
-	status, a := h.do(t, request{name: body, method: http.MethodPost, body: []byte(body), header: jwtHeaders(h.token(t, nil))})
+	tok := h.token(t, func(c *jwt.Claims, _ *string) {
+		c.IssuedAt, c.Expiry = jwt.NewNumericDate(h.clk.Now()), jwt.NewNumericDate(h.clk.Now().Add(5*time.Minute))
+	})
+	status, a := h.do(t, request{name: body, method: http.MethodPost, body: []byte(body), header: jwtHeaders(tok)})
 	return status, a.Outcome, a.Reason
 }
 
@@ -85,17 +102,31 @@ func forged(typ, id string) string {
 
 // TestJWTTerminalIsConfirmedWithGemini: (a) a JWT delivery saying
 // batch.failed for a batch Gemini reports RUNNING does not settle it and
-// publishes nothing; Gemini's RUNNING is what is applied.
+// publishes nothing; Gemini's RUNNING is what is applied. Gemini is asked
+// at most once per ingest.RecheckEvery: a delivery sooner is answered from
+// the door's memory, with no call.
 func TestJWTTerminalIsConfirmedWithGemini(t *testing.T) {
 	t.Parallel()
 	h := newHintRig(t, true)
 	upd := now.Add(-time.Minute)
 	h.fake.SetBatch("b-run", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: upd})
 
-	for i := range 2 {
+	for i, want := range []struct {
+		after  time.Duration
+		reason string
+		calls  int
+	}{
+		{0, "first-sighting", 1},
+		{ingest.RecheckEvery - time.Second, "answered-from-memory", 1},
+		{ingest.RecheckEvery, "stale-or-equal-update-time", 2},
+	} {
+		h.clk.Set(now.Add(want.after))
 		status, outcome, reason := h.deliver(t, forged("batch.failed", "batches/b-run"))
-		if status != http.StatusOK {
-			t.Fatalf("delivery %d: %d %s %s", i, status, outcome, reason)
+		if status != http.StatusOK || reason != want.reason {
+			t.Fatalf("delivery %d: %d %s %s, want 200 %s", i, status, outcome, reason, want.reason)
+		}
+		if n := h.fake.Calls("/v1beta/batches/b-run"); n != want.calls {
+			t.Fatalf("delivery %d: Gemini was asked %d times, want %d", i, n, want.calls)
 		}
 	}
 	op, ok := h.operation(t, "batches/b-run")
@@ -108,14 +139,14 @@ func TestJWTTerminalIsConfirmedWithGemini(t *testing.T) {
 	if got := h.rec.All(); len(got) != 0 {
 		t.Fatalf("published %d message(s) for a forged FAILED", len(got))
 	}
-	if n := h.fake.Calls("/v1beta/batches/b-run"); n != 2 {
-		t.Fatalf("Gemini was asked %d times, want once per delivery", n)
-	}
 	if len(op.History) == 0 || !strings.Contains(op.History[0].Reason, "confirmed-by-gemini") || op.History[0].Source != "webhook" {
 		t.Fatalf("history does not show the confirmation: %+v", op.History)
 	}
-	if n := h.logs.CountLines(`"confirmed_by":"gemini"`); n != 2 {
-		t.Fatalf("%d ingest decisions say confirmed_by gemini, want 2:\n%s", n, h.logs)
+	if n := h.logs.CountLines(`"confirmed_by":"gemini"`); n != 3 {
+		t.Fatalf("%d ingest decisions say confirmed_by gemini, want 3:\n%s", n, h.logs)
+	}
+	if n := h.logs.CountLines(`"recalled":"state"`); n != 1 {
+		t.Fatalf("%d ingest decisions say recalled state, want 1:\n%s", n, h.logs)
 	}
 }
 
@@ -148,14 +179,21 @@ func TestJWTSucceededSettlesWithGeminiData(t *testing.T) {
 	}
 }
 
-// TestJWTTerminalGeminiNotFound: (c) Gemini answers 404: nothing is stored
-// and the answer is 200 with a clear reason (redelivering cannot help).
+// TestJWTTerminalGeminiNotFound: (c) Gemini answers 404 for an operation
+// the ledger does not know: nothing is stored, and inside
+// ingest.NotFoundWindow the answer is 503 not-found-yet (Gemini may not
+// know its own operation yet; its redelivery asks again), a redelivery
+// sooner than ingest.RecheckEvery answered from memory with no call.
+// After the window it is dropped (internal/app's
+// TestNotFoundAfterTheWindowIsDropped).
 func TestJWTTerminalGeminiNotFound(t *testing.T) {
 	t.Parallel()
 	h := newHintRig(t, true)
-	status, outcome, reason := h.deliver(t, forged("batch.failed", "batches/ghost"))
-	if status != http.StatusOK || outcome != "dropped" || reason != "not-confirmed" {
-		t.Fatalf("%d %s %s, want 200 dropped not-confirmed", status, outcome, reason)
+	for i, want := range []string{"not-found-yet", "answered-from-memory"} {
+		status, outcome, reason := h.deliver(t, forged("batch.failed", "batches/ghost"))
+		if status != http.StatusServiceUnavailable || outcome != "error" || reason != want {
+			t.Fatalf("delivery %d: %d %s %s, want 503 error %s", i, status, outcome, reason, want)
+		}
 	}
 	if _, ok := h.operation(t, "batches/ghost"); ok {
 		t.Fatal("an operation Gemini does not know was stored")
@@ -166,12 +204,16 @@ func TestJWTTerminalGeminiNotFound(t *testing.T) {
 	if h.fake.Calls("/v1beta/batches/ghost") != 1 {
 		t.Fatalf("Gemini calls %d, want 1", h.fake.Calls("/v1beta/batches/ghost"))
 	}
+	if n := h.logs.CountLines(`"severity":"ERROR"`); n != 0 {
+		t.Fatalf("%d ERROR lines for a 404 Gemini's redelivery settles, want none:\n%s", n, h.logs)
+	}
 }
 
 // TestJWTTerminalGeminiUnavailable: (d) a transient Gemini failure answers
 // 503 with Retry-After (checked by rig.do) and stores nothing; so does an
 // error that is not transient (here 403, a bad key), with its own reason;
-// once Gemini answers, the redelivery settles.
+// a delivery sooner than ingest.RecheckEvery after either is answered so
+// from memory, with no call; once Gemini answers, the redelivery settles.
 func TestJWTTerminalGeminiUnavailable(t *testing.T) {
 	t.Parallel()
 	h := newHintRig(t, true)
@@ -181,8 +223,15 @@ func TestJWTTerminalGeminiUnavailable(t *testing.T) {
 	if status != http.StatusServiceUnavailable || reason != "gemini-unavailable" {
 		t.Fatalf("transient: %d %s %s, want 503 gemini-unavailable", status, outcome, reason)
 	}
+	calls := h.fake.Calls("/v1beta/batches/b-busy")
+	if status, outcome, reason = h.deliver(t, forged("batch.succeeded", "batches/b-busy")); status != http.StatusServiceUnavailable ||
+		reason != "answered-from-memory" || h.fake.Calls("/v1beta/batches/b-busy") != calls {
+		t.Fatalf("again at once: %d %s %s, %d calls (was %d); want 503 answered-from-memory, no call", status, outcome, reason,
+			h.fake.Calls("/v1beta/batches/b-busy"), calls)
+	}
 	h.fake.ClearFaults()
 	h.fake.FailNext("/v1beta/batches/b-busy", http.StatusForbidden, 1)
+	h.clk.Advance(ingest.RecheckEvery)
 	status, outcome, reason = h.deliver(t, forged("batch.succeeded", "batches/b-busy"))
 	if status != http.StatusServiceUnavailable || reason != "gemini-error" {
 		t.Fatalf("permanent: %d %s %s, want 503 gemini-error", status, outcome, reason)
@@ -190,6 +239,7 @@ func TestJWTTerminalGeminiUnavailable(t *testing.T) {
 	if _, ok := h.operation(t, "batches/b-busy"); ok || len(h.rec.All()) != 0 {
 		t.Fatal("an unconfirmed terminal was stored or published")
 	}
+	h.clk.Advance(ingest.RecheckEvery)
 	status, outcome, reason = h.deliver(t, forged("batch.succeeded", "batches/b-busy"))
 	if status != http.StatusOK || outcome != "completed" || len(h.rec.All()) != 1 {
 		t.Fatalf("after recovery: %d %s %s, %d messages", status, outcome, reason, len(h.rec.All()))
@@ -266,6 +316,7 @@ func TestJWTTerminalWithoutConfirmer(t *testing.T) {
 func TestJWTClaimNamesLoggedOnce(t *testing.T) {
 	t.Parallel()
 	h := newHintRig(t, true)
+	h.fake.SetInteraction("i2", fakegemini.InteractionState{Status: "requires_action", Updated: now.Add(-time.Minute)})
 	for i := range 2 {
 		tok := h.token(t, func(c *jwt.Claims, _ *string) { c.Subject = "subject-value-" + fmt.Sprint(i) })
 		body := []byte(`{"type":"interaction.requires_action","data":{"id":"interactions/i2"}}`)

@@ -115,10 +115,16 @@ func TestBareVideoHintIsNotDropped(t *testing.T) {
 	if _, ok := h.operation(t, "operations/vid2"); ok || len(h.rec.All()) != 0 {
 		t.Fatal("an unconfirmed video was stored or published")
 	}
-	// Registered without its model, the ledger cannot name it better.
+	// Registered without its model, the ledger cannot name it better: the
+	// door asks under the same name, so within ingest.RecheckEvery its
+	// memory answers, and after it Gemini is asked again.
 	p.register(t, "operations/vid2")
+	if status, outcome, reason = h.deliver(t, body); status != http.StatusServiceUnavailable || reason != "answered-from-memory" {
+		t.Fatalf("registered without the model: %d %s %s, want 503 answered-from-memory", status, outcome, reason)
+	}
+	h.clk.Advance(ingest.RecheckEvery)
 	if status, outcome, reason = h.deliver(t, body); status != http.StatusServiceUnavailable || reason != "video-model-unknown" {
-		t.Fatalf("registered without the model: %d %s %s, want 503 video-model-unknown", status, outcome, reason)
+		t.Fatalf("registered without the model, asked again: %d %s %s, want 503 video-model-unknown", status, outcome, reason)
 	}
 	if op, ok := h.operation(t, "operations/vid2"); !ok || op.State != lifecycle.Pending {
 		t.Fatalf("the registered video is %+v (found %v), want PENDING", op, ok)
@@ -201,8 +207,9 @@ func TestVideoHintWithAnotherModelUsesTheLedgers(t *testing.T) {
 // TestNonTerminalHintAboutAnUnknownOperation: a non-terminal hint about an
 // operation the ledger does not know is confirmed like a terminal one: a
 // delivery about an interaction Gemini does not know (another project's,
-// replayed, or forged) stores nothing; one Gemini knows is recorded as
-// Gemini answers, with Gemini's state and time.
+// replayed, or forged) stores nothing (503 not-found-yet inside the
+// window); one Gemini knows is recorded as Gemini answers, with Gemini's
+// state and time.
 func TestNonTerminalHintAboutAnUnknownOperation(t *testing.T) {
 	t.Parallel()
 	h := newHintRig(t, true)
@@ -210,8 +217,8 @@ func TestNonTerminalHintAboutAnUnknownOperation(t *testing.T) {
 		return `{"type":"interaction.requires_action","timestamp":"9999-12-31T23:59:59Z","data":{"id":"interactions/` + id + `"}}`
 	}
 	status, outcome, reason := h.deliver(t, body("foreign"))
-	if status != http.StatusOK || outcome != "dropped" || reason != "not-confirmed" {
-		t.Fatalf("unknown to Gemini: %d %s %s, want 200 dropped not-confirmed", status, outcome, reason)
+	if status != http.StatusServiceUnavailable || outcome != "error" || reason != "not-found-yet" {
+		t.Fatalf("unknown to Gemini: %d %s %s, want 503 error not-found-yet", status, outcome, reason)
 	}
 	if _, ok := h.operation(t, "interactions/foreign"); ok {
 		t.Fatal("an operation Gemini does not know was stored")

@@ -114,6 +114,15 @@ func doorKind(err error) kind {
 	switch {
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return kindClaimMissing
+	case errors.Is(err, ingest.ErrRecalled):
+		// Whatever a recent confirmation answered 503 for (a 404 inside
+		// the window, a failure), said again without a Gemini call.
+		return kindRecalled
+	case errors.Is(err, fetcherr.ErrBudgetSpent):
+		// Checked before ErrNotConfirmed, which wraps it.
+		return kindBudgetSpent
+	case errors.Is(err, ingest.ErrNotFoundYet):
+		return kindNotFoundYet
 	case errors.Is(err, ingest.ErrVideoModelUnknown):
 		// A bare operations/ID that Gemini cannot be asked about: 503 so
 		// Gemini redelivers (a registration with the model path settles it).
@@ -207,9 +216,12 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		}
 		level := slog.LevelInfo
 		switch {
-		case a.Reason == string(kindStopping):
-			// Every deploy and scale-in stops instances: expected, and no
-			// failure (the work is drained), so not an ERROR.
+		case a.Reason == string(kindStopping), a.Reason == string(kindNotFoundYet), a.Reason == string(kindBudgetSpent),
+			a.Reason == string(kindRecalled):
+			// Every deploy and scale-in stops instances; Gemini may not
+			// know its operation yet; the hint budget is spent for now; an
+			// answer from memory repeats one already logged at its level:
+			// expected, each settled by the redelivery, so not an ERROR.
 			level = slog.LevelWarn
 		case status >= 500:
 			level = slog.LevelError

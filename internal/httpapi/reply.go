@@ -58,6 +58,9 @@ const (
 	kindVideoModelUnknown kind = "video-model-unknown"
 	kindGeminiError       kind = "gemini-error"
 	kindGeminiUnavailable kind = "gemini-unavailable"
+	kindBudgetSpent       kind = "gemini-budget-spent"
+	kindNotFoundYet       kind = "not-found-yet"
+	kindRecalled          kind = "answered-from-memory"
 	kindSideEffectFailed  kind = "side-effect-failed"
 	kindLedgerUnavailable kind = "ledger-unavailable"
 	kindDeadlineExceeded  kind = "deadline-exceeded"
@@ -120,6 +123,15 @@ var answers = map[kind]answerSpec{
 	kindVideoModelUnknown: {http.StatusServiceUnavailable, "error"},
 	kindGeminiError:       {http.StatusServiceUnavailable, "error"},
 	kindGeminiUnavailable: {http.StatusServiceUnavailable, "error"},
+	// A hint's confirmation found LROSINK_GEMINI_QPS spent: no call made.
+	kindBudgetSpent: {http.StatusServiceUnavailable, "error"},
+	// Gemini does not know the operation yet (ingest.NotFoundWindow):
+	// Gemini redelivers, and the door asks again.
+	kindNotFoundYet: {http.StatusServiceUnavailable, "error"},
+	// The 503 a recent confirmation gave, answered again from the door's
+	// memory with no Gemini call (a 200 from memory keeps its outcome, with
+	// this reason).
+	kindRecalled:          {http.StatusServiceUnavailable, "error"},
 	kindSideEffectFailed:  {http.StatusServiceUnavailable, "error"},
 	kindLedgerUnavailable: {http.StatusServiceUnavailable, "error"},
 	kindDeadlineExceeded:  {http.StatusServiceUnavailable, "error"},

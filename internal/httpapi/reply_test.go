@@ -126,6 +126,9 @@ func TestEveryJSONAnswer(t *testing.T) {
 	// the answer to each is what is checked.
 	failing := func(err error) http.Handler { return httpapi.Webhook(failingDoor{err}, v, log, 32<<10) }
 	notConfirmed := fmt.Errorf("%w: %w", ingest.ErrNotConfirmed, fetcherr.ErrTransient)
+	notFoundYet := fmt.Errorf("%w: %w", ingest.ErrNotConfirmed, ingest.ErrNotFoundYet)
+	budgetSpent := fmt.Errorf("%w: %w: %w", ingest.ErrNotConfirmed, fetcherr.ErrTransient, fetcherr.ErrBudgetSpent)
+	recalled := fmt.Errorf("%w: %w", ingest.ErrRecalled, notFoundYet)
 	stuck := httpapi.Webhook(stuckDoor{}, v, log, 32<<10, httpapi.WithDeadline(time.Millisecond))
 	// A sender that hung up while the door worked.
 	gone := func() *http.Request {
@@ -164,6 +167,9 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"webhook video model unknown", failing(ingest.ErrVideoModelUnknown), signed(good), 503, shapeAnswer},
 		{"webhook Gemini error", failing(ingest.ErrNotConfirmed), signed(good), 503, shapeAnswer},
 		{"webhook Gemini unavailable", failing(notConfirmed), signed(good), 503, shapeAnswer},
+		{"webhook not found yet", failing(notFoundYet), signed(good), 503, shapeAnswer},
+		{"webhook Gemini budget spent", failing(budgetSpent), signed(good), 503, shapeAnswer},
+		{"webhook answered from memory", failing(recalled), signed(good), 503, shapeAnswer},
 		{"webhook side effect failed", failing(ingest.ErrSideEffect), signed(good), 503, shapeAnswer},
 		{"webhook deadline exceeded", stuck, signed(good), 503, shapeAnswer},
 		{"webhook sender gone", httpapi.Webhook(stuckDoor{}, v, log, 32<<10), gone, 499, shapeAnswer},

@@ -38,9 +38,11 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
+	"github.com/lrosink/lrosink/internal/recall"
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/retry"
 )
@@ -162,6 +164,10 @@ type Config struct {
 	// Observer is told every decision the door logs (metrics); nil is a
 	// no-op.
 	Observer Observer
+	// RecallEntries bounds each memory of the confirm stage (what Gemini
+	// answered per operation; the delivery attempts answered);
+	// DefaultRecallEntries when not positive.
+	RecallEntries int
 }
 
 // Observer is told each decision the door logs as "ingest decision", with
@@ -214,6 +220,11 @@ type Door struct {
 	cfg    Config
 	flight *flight // coalesces identical work and runs it (flight.go)
 	handle handler // the stages of pipeline around decide
+	// answers and attempts are the confirm stage's memory (confirm.go):
+	// Gemini's answer per operation id; the operation id per delivery
+	// attempt answered.
+	answers  *recall.Memory[answer]
+	attempts *recall.Memory[string]
 
 	mu       sync.Mutex
 	draining bool
@@ -254,7 +265,11 @@ func New(cfg Config) (*Door, error) {
 	if cfg.NewToken == nil {
 		cfg.NewToken = randomToken
 	}
-	d := &Door{cfg: cfg, flight: newFlight(), stopped: make(chan struct{})}
+	if cfg.RecallEntries <= 0 {
+		cfg.RecallEntries = DefaultRecallEntries
+	}
+	d := &Door{cfg: cfg, flight: newFlight(), stopped: make(chan struct{}),
+		answers: recall.New[answer](cfg.RecallEntries, cfg.Now), attempts: recall.New[string](cfg.RecallEntries, cfg.Now)}
 	d.handle = d.chain()
 	return d, nil
 }
@@ -724,7 +739,7 @@ func (d *Door) completeClaim(ctx context.Context, l ledger.Lease, leaseUntil tim
 	return err
 }
 
-func (d *Door) log(ctx context.Context, ev applied, res Result, err error, start time.Time) {
+func (d *Door) log(ctx context.Context, ev applied, recalled string, res Result, err error, start time.Time) {
 	d.notify(ev.Source, res, err)
 	// Typed attributes (LogAttrs): one line per delivery, so boxing every
 	// value for the key-value form showed in serve's profile.
@@ -747,8 +762,19 @@ func (d *Door) log(ctx context.Context, ev applied, res Result, err error, start
 	if res.MetadataMerged {
 		attrs = append(attrs, slog.Bool("metadata_merged", true))
 	}
+	if recalled != "" {
+		// Answered from the confirm stage's memory: no Gemini call.
+		attrs = append(attrs, slog.String("recalled", recalled))
+	}
 	level := slog.LevelInfo
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotFoundYet) || errors.Is(err, fetcherr.ErrBudgetSpent) || errors.Is(err, ErrRecalled):
+		// Expected answers that Gemini's redelivery settles (a replayed
+		// foreign delivery meets them too), or one already logged at its
+		// own level when the memory's answer was asked: no ERROR.
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error", err.Error()))
+	case err != nil:
 		level = slog.LevelError
 		attrs = append(attrs, slog.String("error", err.Error()))
 		if errors.Is(err, ErrSideEffect) {

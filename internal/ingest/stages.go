@@ -90,6 +90,9 @@ type job struct {
 	read *ledger.Operation
 	// confirm: ev is a hint to confirm with Gemini before anything applies.
 	confirm bool
+	// recalled: confirm answered from its memory, with no Gemini call (the
+	// kind of answer remembered: state, not-found, failure).
+	recalled string
 	// recover: RetryClaim's work, a due claim's side effect; no event.
 	recover bool
 	// effect is the side effect decide took a claim for; the effect stage
@@ -159,7 +162,7 @@ func (d *Door) admit(next handler) handler {
 func (d *Door) observe(next handler) handler {
 	return func(ctx context.Context, j *job) (res Result, err error) {
 		start := d.cfg.Now()
-		defer func() { d.log(ctx, j.ev, res, err, start) }()
+		defer func() { d.log(ctx, j.ev, j.recalled, res, err, start) }()
 		return next(ctx, j)
 	}
 }

@@ -233,8 +233,10 @@ func (m *Metrics) ObserveDecision(source event.Source, res ingest.Result, err er
 // whatever the error says. The names are the Webhook function's answer
 // reasons (httpapi), except that a failed confirmation is one
 // "not-confirmed" (the answer splits it by Gemini's error; a video named
-// without its model has its own, "video-model-unknown") and an injected
-// crash is "crashed" (the answer says ledger-unavailable).
+// without its model has its own, "video-model-unknown", and so have the
+// hint answers that made no call or wait for Gemini: "not-found-yet",
+// "gemini-budget-spent", "answered-from-memory") and an injected crash is
+// "crashed" (the answer says ledger-unavailable).
 func errorReason(err error) string {
 	var invalid *event.InvalidError
 	switch {
@@ -242,6 +244,12 @@ func errorReason(err error) string {
 		return "invalid-name"
 	case errors.Is(err, ingest.ErrClaimMissing):
 		return "claim-missing"
+	case errors.Is(err, ingest.ErrRecalled):
+		return "answered-from-memory" // no Gemini call
+	case errors.Is(err, fetcherr.ErrBudgetSpent):
+		return "gemini-budget-spent" // no Gemini call
+	case errors.Is(err, ingest.ErrNotFoundYet):
+		return "not-found-yet"
 	case errors.Is(err, ingest.ErrVideoModelUnknown):
 		return "video-model-unknown" // needs a registration with the model path, not a retry
 	case errors.Is(err, ingest.ErrNotConfirmed):
@@ -361,6 +369,9 @@ func (c *countingFetcher) ListBatches(ctx context.Context, pageSize int, pageTok
 }
 
 func callResult(err error) string {
+	if errors.Is(err, fetcherr.ErrBudgetSpent) {
+		return "budget-spent" // refused before a request was sent
+	}
 	switch fetcherr.KindOf(err) {
 	case fetcherr.OK:
 		return "ok"

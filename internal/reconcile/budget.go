@@ -2,8 +2,11 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/fetcherr"
 )
 
 // Budget paces Gemini calls to a rate: calls start at least 1/rate apart
@@ -43,6 +46,28 @@ func NewBudget(qps float64, shards int, now func() time.Time, sleep func(context
 func (b *Budget) Wait(ctx context.Context) error {
 	_, err := b.Take(ctx)
 	return err
+}
+
+// TryWait takes the next call's slot only if the call may start now; else
+// it fails at once with fetcherr.ErrBudgetSpent and takes nothing. The
+// door's confirmations of hints call it (gemini.Options.Wait): they draw
+// from the reconciler's budget but answer a webhook, which must not queue
+// behind the reconciler's checks; Gemini redelivers after the 503.
+func (b *Budget) TryWait(ctx context.Context) error {
+	if b == nil {
+		return ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if b.next.After(now) {
+		return fmt.Errorf("%w: the next request may start in %v", fetcherr.ErrBudgetSpent, b.next.Sub(now))
+	}
+	b.next = now.Add(b.every)
+	return nil
 }
 
 // Take is Wait that also says when, on the budget's clock, the call was

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/gemini"
 	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
@@ -159,5 +161,49 @@ func TestTooSmallABudgetIsLateness(t *testing.T) {
 	}
 	if s.Errors != 0 || !s.Partial || s.Checked > 21 || s.Checked+s.DueBacklog != 100 || s.OldestOverdueSeconds <= 0 {
 		t.Fatalf("summary %+v: want partial, no errors, at most 21 checked, the rest as backlog, overdue > 0", s)
+	}
+}
+
+// TestTryWaitNeverQueues: TryWait (a hint's confirmation) takes a slot only
+// when one is free now and otherwise fails at once with ErrBudgetSpent,
+// taking nothing; it shares the slots of Wait (the reconciler's), so the
+// two together never exceed the rate. A nil budget never refuses.
+func TestTryWaitNeverQueues(t *testing.T) {
+	clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	slept := 0
+	b := reconcile.NewBudget(2, 1, clk.Now, func(ctx context.Context, d time.Duration) error {
+		slept++
+		clk.Advance(d)
+		return ctx.Err()
+	})
+	if err := b.TryWait(t.Context()); err != nil {
+		t.Fatalf("first TryWait: %v", err)
+	}
+	for range 3 {
+		if err := b.TryWait(t.Context()); !errors.Is(err, fetcherr.ErrBudgetSpent) {
+			t.Fatalf("TryWait within 500 ms of a call: %v, want ErrBudgetSpent", err)
+		}
+	}
+	// The refusals took nothing: the reconciler's next call waits the one
+	// interval, not four.
+	start := clk.Now()
+	if at, err := b.Take(t.Context()); err != nil || !at.Equal(start.Add(500*time.Millisecond)) || slept != 1 {
+		t.Fatalf("Take after refused TryWaits: at %v (%v), %d sleeps; want %v", at, err, slept, start.Add(500*time.Millisecond))
+	}
+	if err := b.TryWait(t.Context()); !errors.Is(err, fetcherr.ErrBudgetSpent) {
+		t.Fatalf("TryWait right after the reconciler's call: %v", err)
+	}
+	clk.Advance(500 * time.Millisecond)
+	if err := b.TryWait(t.Context()); err != nil || slept != 1 {
+		t.Fatalf("TryWait once the slot is free: %v (%d sleeps; it must never sleep)", err, slept)
+	}
+	var none *reconcile.Budget
+	if err := none.TryWait(t.Context()); err != nil {
+		t.Fatalf("nil budget: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := b.TryWait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ended context: %v", err)
 	}
 }

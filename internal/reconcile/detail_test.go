@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,41 +10,45 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 )
 
-// failDetailGET makes every raw GET for a batch's error detail fail for
-// good (403); the SDK's own GET of the job, which carries a Content-Type,
-// still answers.
+// failDetailGET makes every GET of a batch fail for good (403): a listed
+// FAILED job's error detail cannot be read (the listing itself, GET
+// /v1beta/batches, still answers).
 func failDetailGET(f *fakegemini.Server, id string) {
-	f.FailNextMatching(func(r *http.Request) bool {
-		return r.URL.Path == "/v1beta/batches/"+id && r.Header.Get("Content-Type") == ""
-	}, http.StatusForbidden, -1)
+	f.FailNext("/v1beta/batches/"+id, http.StatusForbidden, -1)
 }
 
 func failed(id string) fakegemini.BatchState {
 	return fakegemini.BatchState{State: "BATCH_STATE_FAILED", UpdateTime: tDone, ErrorCode: 3, ErrorMessage: "bad input " + id}
 }
 
-// TestFailedBatchSettlesWithoutErrorDetail: Gemini says FAILED but the
-// error detail cannot be read. The state is applied (the detail is best
-// effort), in the first pass, and published with a null error.
-func TestFailedBatchSettlesWithoutErrorDetail(t *testing.T) {
+// TestBatchCheckCostsOneGET: a pass that checks a batch and settles it
+// FAILED makes one Gemini request for it, and the message carries the
+// error and the statistics all the same: they come with the state.
+func TestBatchCheckCostsOneGET(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 0)
-	w.register("batches/nodetail")
-	w.fake.SetBatch("nodetail", failed("nodetail"))
-	failDetailGET(w.fake, "nodetail")
+	w.register("batches/onecall")
+	st := failed("onecall")
+	st.Stats = &fakegemini.BatchStats{RequestCount: "2", FailedRequestCount: "2"}
+	w.fake.SetBatch("onecall", st)
 	w.clock.Advance(2 * time.Minute)
 	if s := w.pass(); s.Checked != 1 || s.Settled != 1 || s.Errors != 0 {
 		t.Fatalf("summary %+v", s)
 	}
-	if op := w.op("batches/nodetail"); op.State != lifecycle.Failed || op.Error != nil || op.SettledBy != "reconcile" {
-		t.Fatalf("operation %s error %+v settled by %q", op.State, op.Error, op.SettledBy)
+	// The pass's other request is its webhook health check.
+	var batchRequests int
+	for _, r := range w.fake.Requests() {
+		if strings.HasPrefix(r.Path, "/v1beta/batches") {
+			batchRequests++
+		}
+	}
+	if n := w.fake.Calls("/v1beta/batches/onecall"); n != 1 || batchRequests != 1 {
+		t.Fatalf("the check cost %d GETs of the batch (%d batch requests in all), want 1", n, batchRequests)
 	}
 	msgs := w.sink.All()
-	if len(msgs) != 1 || msgs[0].State != string(lifecycle.Failed) || msgs[0].Error != nil {
-		t.Fatalf("messages %+v", msgs)
-	}
-	if n := w.logs.CountLines(`"severity":"WARNING","message":"gemini: FAILED batch without its error detail`); n != 1 {
-		t.Fatalf("%d warnings about the missing detail, want 1:\n%s", n, w.logs.String())
+	if len(msgs) != 1 || msgs[0].State != string(lifecycle.Failed) || msgs[0].Error == nil || msgs[0].Error.Message != "bad input onecall" ||
+		msgs[0].Output["batch_stats"] == nil {
+		t.Fatalf("messages %+v, want one FAILED with Gemini's error and statistics", msgs)
 	}
 }
 

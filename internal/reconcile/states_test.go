@@ -148,7 +148,7 @@ func TestReconcileOnlyEndStatesSettleOnce(t *testing.T) {
 
 // TestPartiallyFailedBatchCarriesBatchStats: a batch that SUCCEEDED with
 // failed requests is published with output.batch_stats as integers (the
-// SDK drops Gemini's batchStats; the fetch reads them with a raw GET) and
+// SDK drops Gemini's batchStats; the fetch reads the raw Operation) and
 // the operation keeps them, on both stores.
 func TestPartiallyFailedBatchCarriesBatchStats(t *testing.T) {
 	testutil.EachStore(t, func(t *testing.T, s ledger.Ledger) {

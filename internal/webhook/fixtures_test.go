@@ -158,7 +158,7 @@ func TestFixturesHMAC(t *testing.T) {
 			}
 			want := event.Event{
 				Name: env.Data.ID, Kind: e.kind, State: e.state, GeminiStatus: env.Type, UpdateTime: e.time,
-				Source: event.SourceWebhook, DeliveryID: d.ID, Output: e.out, Error: e.err, UserMetadata: e.meta,
+				Source: event.SourceWebhook, DeliveryID: d.ID, DeliveredAt: got.Timestamp, Output: e.out, Error: e.err, UserMetadata: e.meta,
 			}
 			if !eventsEqual(ev, want) {
 				t.Fatalf("Parse =\n %+v\nwant\n %+v", ev, want)
@@ -304,7 +304,7 @@ func TestFixturesJWT(t *testing.T) {
 		want := event.Event{
 			Name: "batch_jwt", Kind: opname.KindBatch, State: lifecycle.Succeeded, GeminiStatus: "batch.succeeded",
 			UpdateTime: time.Date(2026, 1, 22, 14, 0, 0, 0, time.UTC), Source: event.SourceWebhook,
-			DeliveryID: "msg_dyn_2", Output: map[string]any{"output_file_uri": "files/jwt-out"},
+			DeliveryID: "msg_dyn_2", DeliveredAt: got.Timestamp, Output: map[string]any{"output_file_uri": "files/jwt-out"},
 			UserMetadata: map[string]any{"job": "jwt"},
 		}
 		if !eventsEqual(ev, want) {

@@ -215,6 +215,7 @@ func newEvent(typ, id string, v Verified) event.Event {
 		GeminiStatus: typ,
 		Source:       event.SourceWebhook,
 		DeliveryID:   v.ID,
+		DeliveredAt:  v.Timestamp,
 	}
 }
 
