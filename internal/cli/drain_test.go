@@ -211,8 +211,9 @@ func TestServeStopAnswersWaitingDeliveries(t *testing.T) {
 	secret := webhooktest.NewSecret()
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	vars["LROSINK_WEBHOOK_SECRETS"], vars["LROSINK_RESULTS"] = secret, "file:"+results
-	// The default budget (8 s): the answer comes at 4 s, and the drain
-	// then has 4 s for a publish and a commit, also on a loaded machine.
+	// The default budget (8 s): the answer comes at 3.75 s, and the drain
+	// then has until 7.5 s for a publish and a commit, also on a loaded
+	// machine.
 	s := startServeWith(t, vars, []Option{WithFaults(g)})
 	type answer struct {
 		status            int
