@@ -20,8 +20,8 @@ import (
 // (app.StopTimeout, counted from SIGTERM) for what comes after the stop's
 // own deadline: the last lines written, os.Exit, the kernel reaping the
 // process and the test's Wait returning, on a loaded machine under -race.
-// Measured at 2–40 ms (docs/OPERATIONS.md); Cloud Run's kill comes 2 s
-// after the bound.
+// Measured at 3–94 ms on a loaded 2-core machine (docs/OPERATIONS.md);
+// Cloud Run's kill comes 2 s after the bound.
 const ExitSlack = 250 * time.Millisecond
 
 // Answer is how an HTTP request was answered: the status, the JSON body's
