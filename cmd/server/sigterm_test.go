@@ -219,7 +219,7 @@ func TestSIGTERMStopBound(t *testing.T) {
 		return claimStatus() == "CLAIMED" && pubsubProxy.Waiting() > 0
 	})
 	slow := []byte(`{"type":"batch.succeeded","version":"v1","data":{"id":"batch_slow"}}`)
-	closed := testutil.Dribble(t, strings.TrimPrefix(base, "http://"), "/Webhook", webhooktest.Headers("msg_slow", time.Now(), slow, secret), len(slow))
+	testutil.Dribble(t, strings.TrimPrefix(base, "http://"), "/Webhook", webhooktest.Headers("msg_slow", time.Now(), slow, secret), len(slow))
 
 	took := testutil.SIGTERMToExit(t, cmd.Process, exited)
 	t.Logf("SIGTERM to exit: %v (bound %v + %v slack)", took.Round(time.Millisecond), app.StopTimeout, testutil.ExitSlack)
@@ -237,11 +237,6 @@ func TestSIGTERMStopBound(t *testing.T) {
 	}
 	if a := <-answered; a.Err != nil || a.Status != http.StatusServiceUnavailable || a.Reason != "stopping" || a.RetryAfter == "" {
 		t.Errorf("the delivery whose publish was held was answered %+v, want 503 stopping with Retry-After", a)
-	}
-	select {
-	case <-closed:
-	default:
-		t.Error("the slow request's connection is still open after the process exited")
 	}
 	if st := claimStatus(); st != "CLAIMED" {
 		t.Errorf("claim %q after a stop that cut its publish off, want CLAIMED (seized after its lease)", st)

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -74,10 +73,9 @@ func PostInHandler(t testing.TB, url string, h http.Header, body []byte) <-chan 
 
 // Dribble sends a POST of path to addr with h announcing a body of n bytes
 // and returns once the server's handler reads the body (its 100 Continue);
-// it then sends one byte every 100 ms, never the last: a client on a slow
-// link. The returned channel is closed when the server closes the
-// connection; the connection is closed when the test ends.
-func Dribble(t testing.TB, addr, path string, h http.Header, n int) <-chan struct{} {
+// it then sends one byte every 100 ms, never the last, until the server
+// closes the connection or the test ends: a client on a slow link.
+func Dribble(t testing.TB, addr, path string, h http.Header, n int) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -104,27 +102,16 @@ func Dribble(t testing.TB, addr, path string, h http.Header, n int) <-chan struc
 	if blank, err := r.ReadString('\n'); err != nil || blank != "\r\n" {
 		t.Fatalf("POST %s with a slow body: 100 Continue followed by %q %v", path, blank, err)
 	}
-	_ = c.SetReadDeadline(time.Time{})
-	closed := make(chan struct{})
-	go func() { // the server's close ends the read, and so does the test's
-		defer close(closed)
-		_, _ = io.Copy(io.Discard, r)
-	}()
 	go func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for range n - 1 {
-			select {
-			case <-closed:
-				return
-			case <-tick.C:
-			}
+			<-tick.C
 			if _, err := c.Write([]byte{' '}); err != nil {
-				return
+				return // closed, by the server or the test
 			}
 		}
 	}()
-	return closed
 }
 
 // SIGTERMToExit sends SIGTERM to p and returns the wall time until exited
