@@ -322,7 +322,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 // Run's kill. The process then exits without waiting, which loses nothing
 // the door counted as published or committed: a message still being
 // flushed belongs to a claim not yet DONE, seized and published again after
-// its lease, and SQLite's journal keeps the file whole.
+// its lease, and SQLite's write-ahead log keeps every committed
+// transaction, as after a crash.
 func closeWithin(ctx context.Context, closers []func() error) error {
 	err := within(ctx, func() error {
 		var errs []error

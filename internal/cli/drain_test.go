@@ -39,6 +39,18 @@ func (g *gate) At(_ context.Context, p ingest.FaultPoint, _ string) error {
 	return nil
 }
 
+// wait waits for the work to be held, failing (not hanging the package's
+// tests until their timeout) if it never gets there: a delivery answered
+// before its commit, say by a slow emulator.
+func (g *gate) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second): // bounds a hang
+		t.Fatal("the delivery's work never reached the door's after-commit point")
+	}
+}
+
 // eachServeStore runs f with a serve environment on each store.
 func eachServeStore(t *testing.T, f func(t *testing.T, vars map[string]string)) {
 	t.Run("sqlite", func(t *testing.T) { f(t, storeEnv(t)) })
@@ -81,7 +93,7 @@ func stopWithWorkInFlight(t *testing.T, vars map[string]string, g *gate, opts []
 		}
 		answered <- err
 	}()
-	<-g.entered
+	g.wait(t)
 	hangUp()
 	if err := <-answered; err == nil {
 		t.Fatal("the delivery was answered although its work is held")
@@ -232,7 +244,7 @@ func TestServeStopAnswersWaitingDeliveries(t *testing.T) {
 		err = json.NewDecoder(resp.Body).Decode(&a)
 		answered <- answer{resp.StatusCode, a.Reason, a.Operation, resp.Header.Get("Retry-After"), err}
 	}()
-	<-g.entered
+	g.wait(t)
 	exited := make(chan int, 1)
 	go func() { exited <- s.stop() }()
 	a := <-answered // the work is still held
