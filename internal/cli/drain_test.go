@@ -39,15 +39,17 @@ func (g *gate) At(_ context.Context, p ingest.FaultPoint, _ string) error {
 	return nil
 }
 
-// wait waits for the work to be held, failing (not hanging the package's
-// tests until their timeout) if it never gets there: a delivery answered
-// before its commit, say by a slow emulator.
-func (g *gate) wait(t *testing.T) {
+// await receives from c, failing (not hanging the package's tests until
+// their timeout) if nothing comes within 30 s.
+func await[T any](t *testing.T, what string, c <-chan T) T {
 	t.Helper()
 	select {
-	case <-g.entered:
+	case v := <-c:
+		return v
 	case <-time.After(30 * time.Second): // bounds a hang
-		t.Fatal("the delivery's work never reached the door's after-commit point")
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
 	}
 }
 
@@ -93,7 +95,7 @@ func stopWithWorkInFlight(t *testing.T, vars map[string]string, g *gate, opts []
 		}
 		answered <- err
 	}()
-	g.wait(t)
+	await(t, "the delivery's work to reach the door's after-commit point", g.entered)
 	hangUp()
 	if err := <-answered; err == nil {
 		t.Fatal("the delivery was answered although its work is held")
@@ -195,7 +197,7 @@ func TestServeStopEndsAPassInFlight(t *testing.T) {
 	// (the defect) fails fast, yet ample for a stop with nothing to drain.
 	budget := func(e *env) { e.shutdownTimeout = 4 * time.Second }
 	s := startServeWith(t, vars, []Option{budget})
-	<-askedCh // the start-up pass is waiting on Gemini
+	await(t, "the start-up pass to call Gemini", askedCh)
 
 	if code := s.stop(); code != 0 {
 		t.Fatalf("serve exit %d, want 0:\n%s", code, s.stderr.String())
@@ -244,10 +246,10 @@ func TestServeStopAnswersWaitingDeliveries(t *testing.T) {
 		err = json.NewDecoder(resp.Body).Decode(&a)
 		answered <- answer{resp.StatusCode, a.Reason, a.Operation, resp.Header.Get("Retry-After"), err}
 	}()
-	g.wait(t)
+	await(t, "the delivery's work to reach the door's after-commit point", g.entered)
 	exited := make(chan int, 1)
 	go func() { exited <- s.stop() }()
-	a := <-answered // the work is still held
+	a := await(t, "the answer to the delivery whose work is held", answered)
 	if a.err != nil || a.status != http.StatusServiceUnavailable || a.reason != "stopping" || a.op != "batches/drain1" || a.retry == "" {
 		t.Fatalf("answer while stopping: %+v; want 503 stopping with Retry-After", a)
 	}
