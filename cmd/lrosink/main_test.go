@@ -285,6 +285,8 @@ func TestBinary(t *testing.T) {
 	t.Run("RestartAfterCrash", func(t *testing.T) { testRestartAfterCrash(t, faulty) })
 	t.Run("GracefulShutdown", func(t *testing.T) { testGracefulShutdown(t, bin) })
 	t.Run("SIGTERMDrainsDetachedWork", func(t *testing.T) { testSIGTERMDrainsDetachedWork(t, bin) })
+	t.Run("StopBoundWriteLockedLedger", func(t *testing.T) { testStopBoundWriteLockedLedger(t, bin) })
+	t.Run("StopBoundSlowBody", func(t *testing.T) { testStopBoundSlowBody(t, bin) })
 	t.Run("FaultNeedsTheBuildTag", func(t *testing.T) { testFaultNeedsTheBuildTag(t, bin) })
 	t.Run("VersionNamesTheRevision", func(t *testing.T) { testVersionNamesTheRevision(t, bin) })
 	t.Run("BrokenSetupExitsBeforeListening", func(t *testing.T) { testBrokenSetupExitsBeforeListening(t, bin) })

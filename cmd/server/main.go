@@ -11,12 +11,12 @@
 // was ever served.
 //
 // SIGTERM (Cloud Run's stop, 10 s before it kills) or SIGINT stops it
-// gracefully within app.StopTimeout (8 s): no new connections, requests in
-// flight finish (a /Reconcile pass ends at once, "partial":true), the
-// ingest door's detached work (a webhook answered 503
-// deadline-exceeded) publishes and commits DONE, then the store and the
-// sink are closed. Exit status 0; 1 if something was cut off (a claim it
-// held is then seized after its lease).
+// gracefully within app.StopTimeout (8 s), the clients' close included: no
+// new connections, requests in flight finish (a /Reconcile pass ends at
+// once, "partial":true), the ingest door's detached work (a webhook
+// answered 503 deadline-exceeded) publishes and commits DONE, then the
+// store and the sink are closed in the last 0.5 s. Exit status 0; 1 if
+// something was cut off (a claim it held is then seized after its lease).
 package main
 
 import (

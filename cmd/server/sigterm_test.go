@@ -12,6 +12,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/emutest"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
@@ -174,5 +175,70 @@ func TestSIGTERMDuringReconcilePass(t *testing.T) {
 	}
 	if out := logs.String(); strings.Contains(out, "reconcile pass failed") {
 		t.Fatalf("a pass ended by the stop was logged as failed:\n%s", out)
+	}
+}
+
+// TestSIGTERMStopBound: the slowest stop the container binary can meet,
+// within the documented bound (app.StopTimeout from SIGTERM, the clients'
+// close included). A delivery's publish is held at a Pub/Sub that never
+// answers again, so its work is still in flight at the drain's end and the
+// Pub/Sub client's Close flushes it for up to 60 s; another client
+// dribbles a body the handler is reading (its read deadline is the webhook
+// deadline, 10 s). The delivery is answered 503 stopping, the slow request,
+// the drain and the close are cut off, and the process exits 1 naming
+// them; the claim stays CLAIMED, seized after its lease.
+func TestSIGTERMStopBound(t *testing.T) {
+	bin := buildServer(t)
+	fs, fsProject := emutest.Firestore(t)
+	ps, psProject := emutest.PubSub(t)
+	topic := "projects/" + psProject + "/topics/stopbound"
+	if _, err := ps.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	pubsubProxy := testutil.NewGatedProxy(t, emutest.PubSubHost(t))
+	secret := webhooktest.NewSecret()
+	cmd, base, logs := startCmd(t, bin, "GOOGLE_CLOUD_PROJECT="+fsProject, "LROSINK_RESULTS=pubsub:"+topic,
+		"LROSINK_WEBHOOK_SECRETS="+secret, "PUBSUB_EMULATOR_HOST="+pubsubProxy.Addr)
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+
+	pubsubProxy.Hold()
+	b := []byte(`{"type":"batch.succeeded","version":"v1","timestamp":"` + time.Now().UTC().Format(time.RFC3339) +
+		`","data":{"id":"batch_stopbound"}}`)
+	answered := testutil.PostInHandler(t, base+"/Webhook", webhooktest.Headers("msg_stopbound", time.Now(), b, secret), b)
+	claim := fs.Collection("claims").Doc("gemini:batches%2Fbatch_stopbound")
+	claimStatus := func() string {
+		snap, err := claim.Get(t.Context())
+		if err != nil {
+			return ""
+		}
+		st, _ := snap.Data()["status"].(string)
+		return st
+	}
+	waitUntil(t, "the claim committed and its publish held at Pub/Sub", func() bool {
+		return claimStatus() == "CLAIMED" && pubsubProxy.Waiting() > 0
+	})
+	slow := []byte(`{"type":"batch.succeeded","version":"v1","data":{"id":"batch_slow"}}`)
+	testutil.Dribble(t, strings.TrimPrefix(base, "http://"), "/Webhook", webhooktest.Headers("msg_slow", time.Now(), slow, secret), len(slow))
+
+	took := testutil.SIGTERMToExit(t, cmd.Process, exited)
+	t.Logf("SIGTERM to exit: %v (bound %v + %v slack)", took.Round(time.Millisecond), app.StopTimeout, testutil.ExitSlack)
+	if took > app.StopTimeout+testutil.ExitSlack {
+		t.Errorf("the stop took %v from SIGTERM to exit; the bound is %v (+%v to exit)", took, app.StopTimeout, testutil.ExitSlack)
+	}
+	out := logs.String()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit status %d, want 1 (something was cut off)", code)
+	}
+	for _, want := range []string{"requests still running were cut off", "drain: 1 in flight", "closing the clients outlasted the stop's budget"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the stop's error does not say %q", want)
+		}
+	}
+	if a := <-answered; a.Err != nil || a.Status != http.StatusServiceUnavailable || a.Reason != "stopping" || a.RetryAfter == "" {
+		t.Errorf("the delivery whose publish was held was answered %+v, want 503 stopping with Retry-After", a)
+	}
+	if st := claimStatus(); st != "CLAIMED" {
+		t.Errorf("claim %q after a stop that cut its publish off, want CLAIMED (seized after its lease)", st)
 	}
 }

@@ -192,10 +192,20 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	return a, nil
 }
 
-// StopTimeout bounds a graceful stop in all (Stop, Close): Cloud Run sends
-// SIGTERM and kills the instance 10 s later, and so do most supervisors;
-// 8 s leaves the last log lines time to get out.
-const StopTimeout = 8 * time.Second
+// killAfter is how long Cloud Run waits between SIGTERM and SIGKILL, as do
+// most supervisors: the one figure every stop's timing derives from.
+const killAfter = 10 * time.Second
+
+// StopTimeout bounds a graceful stop in all (Stop, Close), from the signal
+// to the clients closed: killAfter less 2 s for the last lines to get out
+// and the process to exit. Nothing of the stop runs past it.
+const StopTimeout = killAfter - 2*time.Second
+
+// closeGrace is the end of a stop's budget kept for closing the clients
+// (ledger, sink): the requests, the reconcile loop and the door's drain end
+// closeGrace before the stop's deadline. Enough for a ledger and a sink with
+// nothing outstanding; one still busy at the deadline is left behind.
+const closeGrace = 500 * time.Millisecond
 
 // Close is Shutdown bounded by StopTimeout.
 func (a *App) Close() error {
@@ -204,39 +214,44 @@ func (a *App) Close() error {
 	return a.Shutdown(ctx)
 }
 
-// Stop stops srv, which serves a, gracefully within ctx (SIGTERM): srv
-// stops taking requests and waits for those in flight (after half the
-// budget the door takes no new work and lets its waiting callers go, both
-// answered 503 stopping), then each of then runs (serve stops its
-// reconcile loop there), then Shutdown drains the door's detached work and
-// closes the clients. A request still running when ctx ends is cut off
-// (its sender retries: Gemini redelivers, Scheduler retries); door work
-// still running then fails on the closed clients, and its claim is seized
-// after its lease. An error says what was cut off.
+// Stop stops srv, which serves a, gracefully by ctx's deadline (SIGTERM):
+// srv stops taking requests and waits for those in flight (after half of
+// their part of the budget the door takes no new work and lets its waiting
+// callers go, both answered 503 stopping), then each of then runs with that
+// same part (serve stops its reconcile loop there), then Shutdown drains the
+// door's detached work and closes the clients in the last closeGrace. A
+// request still running when its part ends is cut off (its sender retries:
+// Gemini redelivers, Scheduler retries); door work still running then
+// fails on the closed clients, and its claim is seized after its lease. No
+// step outlasts ctx; an error says what was cut off.
 func (a *App) Stop(ctx context.Context, srv *http.Server, then ...func(context.Context)) error {
 	var errs []error
 	a.Log.InfoContext(ctx, "shutting down")
 	a.endPasses()
+	work, cancel := workPart(ctx)
+	defer cancel()
 	if a.Door != nil {
-		// The requests in flight get half of what is left of the budget to
+		// The requests in flight get half of their part of the budget to
 		// finish as usual. Then the door takes no new work and lets those
 		// still waiting on it go, answered 503 stopping, so that they do
 		// not hold srv.Shutdown for up to the webhook deadline (10 s, past
 		// the budget): their work goes on, and Shutdown drains it.
 		stopWaiting := func() { a.Door.StopTaking(); a.Door.LetWaitersGo() }
-		if dl, ok := ctx.Deadline(); ok {
+		if dl, ok := work.Deadline(); ok {
 			t := time.AfterFunc(time.Until(dl)/2, stopWaiting)
 			defer t.Stop()
 		} else {
 			stopWaiting()
 		}
 	}
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := srv.Shutdown(work); err != nil {
 		errs = append(errs, fmt.Errorf("shutdown: requests still running were cut off: %w", err))
 		_ = srv.Close()
 	}
 	for _, f := range then {
-		f(ctx)
+		if err := within(ctx, func() error { f(work); return nil }); err != nil {
+			errs = append(errs, fmt.Errorf("a step of the stop outlasted the budget: %w", err))
+		}
 	}
 	if err := a.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("close: %w", err))
@@ -245,6 +260,16 @@ func (a *App) Stop(ctx context.Context, srv *http.Server, then ...func(context.C
 		a.Log.InfoContext(ctx, "stopped")
 	}
 	return errors.Join(errs...)
+}
+
+// workPart is the part of a stop's budget (ctx) before the clients' close:
+// it ends closeGrace before ctx's deadline (at once when less is left), or
+// with ctx if it has none.
+func workPart(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, dl.Add(-closeGrace))
+	}
+	return context.WithCancel(ctx)
 }
 
 // Stopping ends when Stop (or Shutdown) starts: a reconcile pass run
@@ -261,23 +286,28 @@ func (a *App) endPasses() {
 }
 
 // Shutdown drains the ingest door (no new work; the work in flight, which
-// runs detached from its callers, finishes) until ctx ends, then releases
-// clients and flushes the sink, in reverse order of opening. Work still
-// running when ctx ends fails on the closed clients; a claim it held is
-// seized after its lease.
+// runs detached from its callers, finishes) until closeGrace before ctx's
+// deadline, then releases clients and flushes the sink, in reverse order of
+// opening, until ctx ends. Work still running when the drain ends fails on
+// the closed clients; a claim it held is seized after its lease. A client
+// still closing when ctx ends is left behind: Shutdown returns by ctx's
+// end.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.endPasses()
+	work, cancel := workPart(ctx)
+	defer cancel()
 	var errs []error
 	if a.Door != nil {
 		a.Log.InfoContext(ctx, "draining the ingest door")
-		if err := a.Door.Drain(ctx); err != nil {
+		if err := a.Door.Drain(work); err != nil {
 			errs = append(errs, fmt.Errorf("%w; closing anyway (a claim it holds is seized after its lease)", err))
 		}
 	}
 	// The delivery log's queue is written before the ledger closes; what
-	// is still queued when ctx ends is lost (only the log, never state).
+	// is still queued when the drain's time ends is lost (only the log,
+	// never state).
 	if a.Deliveries != nil && a.Deliveries.Recorder != nil {
-		if err := a.Deliveries.Recorder.Close(ctx); err != nil {
+		if err := a.Deliveries.Recorder.Close(work); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -287,38 +317,48 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// closeGrace is how long the clients may take to close once the stop's
-// budget is already spent: enough for a ledger and a sink with nothing
-// outstanding, within the 2 s Cloud Run leaves after StopTimeout.
-const closeGrace = 500 * time.Millisecond
-
 // closeWithin runs closers in reverse order and waits for them until ctx
-// ends (at least closeGrace). A Pub/Sub sink's Close flushes for up to its
-// publish timeout (60 s), past Cloud Run's kill; the process then exits
-// without waiting, which loses nothing the door counted as published: a
-// message still being flushed belongs to a claim not yet DONE, seized and
-// published again after its lease.
+// ends. A Pub/Sub sink's Close flushes for up to its publish timeout (60 s),
+// and a SQLite ledger's waits for its writer, which may be waiting up to
+// busy_timeout (10 s) for another process's write lock: both past Cloud
+// Run's kill. The process then exits without waiting, which loses nothing
+// the door counted as published or committed: a message still being
+// flushed belongs to a claim not yet DONE, seized and published again after
+// its lease, and SQLite's write-ahead log keeps every committed
+// transaction, as after a crash.
 func closeWithin(ctx context.Context, closers []func() error) error {
-	done := make(chan error, 1)
-	go func() {
+	err := within(ctx, func() error {
 		var errs []error
 		for i := len(closers) - 1; i >= 0; i-- {
 			errs = append(errs, closers[i]())
 		}
-		done <- errors.Join(errs...)
-	}()
-	grace := time.NewTimer(closeGrace)
-	defer grace.Stop()
+		return errors.Join(errs...)
+	})
+	if errors.Is(err, errOutlasted) {
+		return fmt.Errorf("closing the clients outlasted the stop's budget; not waiting for them (a message still being flushed is published again after its claim's lease): %w", context.Cause(ctx))
+	}
+	return err
+}
+
+// errOutlasted: within returned at ctx's end, with f still running.
+var errOutlasted = errors.New("still running at the stop's deadline")
+
+// within runs f and returns its error, or errOutlasted (wrapping ctx's
+// cause) once ctx ends with f still running, which goes on unwaited.
+func within(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 	}
+	// Both ready: f's own answer, not a cut-off that is none.
 	select {
 	case err := <-done:
 		return err
-	case <-grace.C:
-		return fmt.Errorf("closing the clients outlasted the stop's budget; not waiting for them (a message still being flushed is published again after its claim's lease): %w", context.Cause(ctx))
+	default:
+		return fmt.Errorf("%w: %w", errOutlasted, context.Cause(ctx))
 	}
 }
 

@@ -39,6 +39,20 @@ func (g *gate) At(_ context.Context, p ingest.FaultPoint, _ string) error {
 	return nil
 }
 
+// await receives from c, failing (not hanging the package's tests until
+// their timeout) if nothing comes within 30 s.
+func await[T any](t *testing.T, what string, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(30 * time.Second): // bounds a hang
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
 // eachServeStore runs f with a serve environment on each store.
 func eachServeStore(t *testing.T, f func(t *testing.T, vars map[string]string)) {
 	t.Run("sqlite", func(t *testing.T) { f(t, storeEnv(t)) })
@@ -81,7 +95,7 @@ func stopWithWorkInFlight(t *testing.T, vars map[string]string, g *gate, opts []
 		}
 		answered <- err
 	}()
-	<-g.entered
+	await(t, "the delivery's work to reach the door's after-commit point", g.entered)
 	hangUp()
 	if err := <-answered; err == nil {
 		t.Fatal("the delivery was answered although its work is held")
@@ -183,7 +197,7 @@ func TestServeStopEndsAPassInFlight(t *testing.T) {
 	// (the defect) fails fast, yet ample for a stop with nothing to drain.
 	budget := func(e *env) { e.shutdownTimeout = 4 * time.Second }
 	s := startServeWith(t, vars, []Option{budget})
-	<-askedCh // the start-up pass is waiting on Gemini
+	await(t, "the start-up pass to call Gemini", askedCh)
 
 	if code := s.stop(); code != 0 {
 		t.Fatalf("serve exit %d, want 0:\n%s", code, s.stderr.String())
@@ -211,8 +225,9 @@ func TestServeStopAnswersWaitingDeliveries(t *testing.T) {
 	secret := webhooktest.NewSecret()
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	vars["LROSINK_WEBHOOK_SECRETS"], vars["LROSINK_RESULTS"] = secret, "file:"+results
-	// The default budget (8 s): the answer comes at 4 s, and the drain
-	// then has 4 s for a publish and a commit, also on a loaded machine.
+	// The default budget (8 s): the answer comes at 3.75 s, and the drain
+	// then has until 7.5 s for a publish and a commit, also on a loaded
+	// machine.
 	s := startServeWith(t, vars, []Option{WithFaults(g)})
 	type answer struct {
 		status            int
@@ -231,10 +246,10 @@ func TestServeStopAnswersWaitingDeliveries(t *testing.T) {
 		err = json.NewDecoder(resp.Body).Decode(&a)
 		answered <- answer{resp.StatusCode, a.Reason, a.Operation, resp.Header.Get("Retry-After"), err}
 	}()
-	<-g.entered
+	await(t, "the delivery's work to reach the door's after-commit point", g.entered)
 	exited := make(chan int, 1)
 	go func() { exited <- s.stop() }()
-	a := <-answered // the work is still held
+	a := await(t, "the answer to the delivery whose work is held", answered)
 	if a.err != nil || a.status != http.StatusServiceUnavailable || a.reason != "stopping" || a.op != "batches/drain1" || a.retry == "" {
 		t.Fatalf("answer while stopping: %+v; want 503 stopping with Retry-After", a)
 	}

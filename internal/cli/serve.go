@@ -24,8 +24,8 @@ import (
 	"github.com/lrosink/lrosink/internal/webhook"
 )
 
-// shutdownTimeout bounds a graceful stop (app.StopTimeout, 8 s): most
-// supervisors kill a process 10 s after SIGTERM.
+// shutdownTimeout bounds a graceful stop, the clients' close included
+// (app.StopTimeout, 8 s): most supervisors kill a process 10 s after SIGTERM.
 const shutdownTimeout = app.StopTimeout
 
 // defaultAddr is loopback only: serve is the local, embedded run, and
@@ -51,9 +51,10 @@ stderr (never in a log record); a delivery signed otherwise gets 401 with that h
 
 SIGINT or SIGTERM stops it gracefully, within 8s in all: no new connections, requests
 in flight finish, the reconcile loop stops, work the ingest door still runs for callers
-that hung up finishes (publish and DONE), then the ledger and the results sink are
-closed. Exit status 0; 1 if something was cut off (a claim it held is then seized after
-its lease by the next run).`,
+that hung up finishes (publish and DONE) until 7.5s, then the ledger and the results
+sink are closed, and left behind at 8s if still closing (a ledger another process holds
+write-locked). Exit status 0; 1 if something was cut off (a claim it held is then seized
+after its lease by the next run).`,
 		Env: `  Each flag has a variable (named in its help); a flag overrides its variable.
   PORT, HOST         when --addr is not given: listen on port $PORT (default 8080) of $HOST
                      (default 127.0.0.1); PORT alone never exposes serve beyond this machine.
