@@ -112,6 +112,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		return nil, errors.New("app: config.Config.Openers is not set (load the configuration with config.Load)")
 	}
 	env := cfg.URLEnv(o.Stdout)
+	env.Log = log
 	l, closeLedger, err := cfg.Openers.Stores.Open(ctx, cfg.Store, env)
 	if err != nil {
 		return nil, err

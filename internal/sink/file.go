@@ -2,8 +2,10 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,6 +17,13 @@ import (
 
 // File appends results messages to a JSON-lines file; Publish returns once
 // its line is fsynced.
+//
+// The file never ends in part of a line: a write that fails part-way is
+// cut back to the last newline before Publish returns its error, and
+// NewFile does the same to a file whose last line is incomplete (a process
+// killed mid-write, or a version that left a torn line), saying so in one
+// WARN line. A line is written whole or not at all, so the next message is
+// always a line of its own.
 //
 // Concurrent publishes share fsyncs (group sync): each line is written
 // under mu, then its publisher waits for an fsync that began after the
@@ -30,9 +39,17 @@ import (
 // a lone publish syncs at once.
 type File struct {
 	path    string
+	log     *slog.Logger
+	regular bool       // a regular file: repaired, and its tail can be read (not /dev/full or a pipe)
 	mu      sync.Mutex // one writer at a time, so lines never interleave
 	f       *os.File   // nil once closed
 	written int64      // lines written, under mu
+	// torn: a failed write left part of a line that could not be cut off
+	// (the truncate failed too); every write first tries again, and none is
+	// made while it stays. Under mu.
+	torn bool
+	// write appends p to f (f.Write; a test injects a short write).
+	write func(f *os.File, p []byte) (int, error)
 
 	syncMu sync.Mutex // one fsync at a time
 	synced int64      // lines covered by a completed fsync, under syncMu
@@ -50,10 +67,16 @@ type File struct {
 // covers every line written meanwhile.
 const syncWindow = 2 * time.Millisecond
 
-// NewFile opens path for appending, creating it if needed. The directory must
-// exist: creating it would hide a mistyped path.
-func NewFile(path string) (*File, error) {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+// NewFile opens path for appending, creating it if needed, and repairs an
+// incomplete last line (one WARN line on log says how many bytes were
+// removed). The directory must exist: creating it would hide a mistyped
+// path.
+func NewFile(path string, log *slog.Logger) (*File, error) {
+	if log == nil {
+		return nil, errors.New("open results file: no logger given")
+	}
+	// Read as well as write: the repair reads the file's tail.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open results file: %w", err)
 	}
@@ -63,7 +86,30 @@ func NewFile(path string) (*File, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("open results file %s: %w", path, err)
 	}
-	return &File{path: path, f: f, gather: func() { time.Sleep(syncWindow) }}, nil
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("open results file %s: %w", path, err)
+	}
+	s := &File{path: path, log: log, f: f, regular: st.Mode().IsRegular(), gather: func() { time.Sleep(syncWindow) },
+		write: func(f *os.File, p []byte) (int, error) { return f.Write(p) }}
+	if !s.regular {
+		return s, nil // a device or a pipe: nothing to repair or read back
+	}
+	removed, size, err := cutIncomplete(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("open results file %s: remove its incomplete last line: %w", path, err)
+	}
+	if removed > 0 {
+		if err := f.Sync(); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("open results file %s: sync the removal of its incomplete last line: %w", path, err)
+		}
+		log.Warn("results file ended in an incomplete line: removed it",
+			slog.String("path", path), slog.Int64("bytes_removed", removed), slog.Int64("size", size))
+	}
+	return s, nil
 }
 
 func syncDir(dir string) error {
@@ -81,7 +127,8 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Publish appends one line and returns once it is fsynced.
+// Publish appends one line and returns once it is fsynced. A write that
+// fails leaves the file as it was before it.
 func (s *File) Publish(ctx context.Context, m results.Message) error {
 	line, err := jsonLine(m)
 	if err != nil {
@@ -99,12 +146,7 @@ func (s *File) Publish(ctx context.Context, m results.Message) error {
 		s.mu.Unlock()
 		return fmt.Errorf("write results for %s to %s: %w", m.Operation, s.path, os.ErrClosed)
 	}
-	// One Write call per line: O_APPEND places it atomically at the end.
-	if n, err := s.f.Write(line); err != nil {
-		if n > 0 {
-			// Best effort: end the torn line so the next line parses on its own.
-			_, _ = s.f.Write([]byte("\n"))
-		}
+	if err := s.writeLine(line); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("write results for %s to %s: %w", m.Operation, s.path, err)
 	}
@@ -115,6 +157,83 @@ func (s *File) Publish(ctx context.Context, m results.Message) error {
 		return fmt.Errorf("fsync results for %s to %s: %w", m.Operation, s.path, err)
 	}
 	return nil
+}
+
+// writeLine appends line whole or not at all (under mu). One Write call per
+// line: O_APPEND places it atomically at the end. Part of a line written
+// (the disk filled up half-way) is cut off again before the error returns;
+// were that to fail too, no later line is written until it succeeds, so no
+// message is ever appended to a fragment.
+func (s *File) writeLine(line []byte) error {
+	if s.torn {
+		if err := s.repair(); err != nil {
+			return fmt.Errorf("an earlier failed write left part of a line that cannot be removed yet: %w", err)
+		}
+	}
+	n, err := s.write(s.f, line)
+	if err == nil && n < len(line) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		return nil
+	}
+	if n > 0 && s.regular {
+		s.torn = true
+		if rerr := s.repair(); rerr != nil {
+			return errors.Join(err, fmt.Errorf("remove the %d bytes written: %w", n, rerr))
+		}
+	}
+	return err
+}
+
+// repair cuts an incomplete last line off (under mu).
+func (s *File) repair() error {
+	if _, _, err := cutIncomplete(s.f); err != nil {
+		return err
+	}
+	s.torn = false
+	return nil
+}
+
+// cutIncomplete truncates f after its last newline (to nothing if it has
+// none) and returns how many bytes it removed and the size left.
+func cutIncomplete(f *os.File) (removed, size int64, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	end := st.Size()
+	keep, err := lastLineEnd(f, end)
+	if err != nil {
+		return 0, 0, err
+	}
+	if keep == end {
+		return 0, end, nil
+	}
+	if err := f.Truncate(keep); err != nil {
+		return 0, 0, fmt.Errorf("truncate to %d bytes: %w", keep, err)
+	}
+	return end - keep, keep, nil
+}
+
+// lastLineEnd returns the offset just past the last newline before end (0
+// if there is none), reading back from end.
+func lastLineEnd(r io.ReaderAt, end int64) (int64, error) {
+	buf := make([]byte, min(end, 64<<10))
+	for hi := end; hi > 0; {
+		lo := max(hi-int64(len(buf)), 0)
+		b := buf[:hi-lo]
+		if _, err := r.ReadAt(b, lo); err != nil {
+			return 0, fmt.Errorf("read the file's tail: %w", err)
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] == '\n' {
+				return lo + int64(i) + 1, nil
+			}
+		}
+		hi = lo
+	}
+	return 0, nil
 }
 
 // syncUpTo returns once an fsync that began after line n was written has
