@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,12 +19,13 @@ import (
 // File appends results messages to a JSON-lines file; Publish returns once
 // its line is fsynced.
 //
-// The file never ends in part of a line: a write that fails part-way is
-// cut back to the last newline before Publish returns its error, and
-// NewFile does the same to a file whose last line is incomplete (a process
-// killed mid-write, or a version that left a torn line), saying so in one
-// WARN line. A line is written whole or not at all, so the next message is
-// always a line of its own.
+// The file never ends in part of a line: what a write that fails part-way
+// put in the file is cut off again before Publish returns its error, and
+// NewFile cuts an incomplete last line (a process killed mid-write, or a
+// version that left a torn line) back to the last newline, saying so in one
+// WARN line. So the next message is always a line of its own. NewFile does
+// that only when no other File has the file open (an advisory lock): a
+// line another process is writing looks incomplete until its write returns.
 //
 // Concurrent publishes share fsyncs (group sync): each line is written
 // under mu, then its publisher waits for an fsync that began after the
@@ -44,10 +46,10 @@ type File struct {
 	mu      sync.Mutex // one writer at a time, so lines never interleave
 	f       *os.File   // nil once closed
 	written int64      // lines written, under mu
-	// torn: a failed write left part of a line that could not be cut off
-	// (the truncate failed too); every write first tries again, and none is
-	// made while it stays. Under mu.
-	torn bool
+	// fragment is the part of a line a failed write left at the end of the
+	// file and could not cut off (the truncate failed too): every write
+	// first tries again, and none is made while it stays. Under mu.
+	fragment []byte
 	// write appends p to f (f.Write; a test injects a short write).
 	write func(f *os.File, p []byte) (int, error)
 
@@ -59,6 +61,8 @@ type File struct {
 	// gather lets the lines of concurrent publishes be written before an
 	// fsync (sleeps syncWindow; tests replace it).
 	gather func()
+
+	tail tail // InTail's view of the lines written before this process opened the file
 }
 
 // syncWindow is how long an fsync leader waits for concurrent publishes to
@@ -75,7 +79,7 @@ func NewFile(path string, log *slog.Logger) (*File, error) {
 	if log == nil {
 		return nil, errors.New("open results file: no logger given")
 	}
-	// Read as well as write: the repair reads the file's tail.
+	// Read as well as write: the repair and InTail read the file's tail.
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open results file: %w", err)
@@ -96,10 +100,16 @@ func NewFile(path string, log *slog.Logger) (*File, error) {
 	if !s.regular {
 		return s, nil // a device or a pipe: nothing to repair or read back
 	}
-	removed, size, err := cutIncomplete(f)
-	if err != nil {
+	removed, size := int64(0), st.Size()
+	if lockAlone(f) {
+		if removed, size, err = cutIncomplete(f); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("open results file %s: remove its incomplete last line: %w", path, err)
+		}
+	}
+	if err := lockShared(f); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("open results file %s: remove its incomplete last line: %w", path, err)
+		return nil, fmt.Errorf("open results file %s: lock it: %w", path, err)
 	}
 	if removed > 0 {
 		if err := f.Sync(); err != nil {
@@ -109,6 +119,7 @@ func NewFile(path string, log *slog.Logger) (*File, error) {
 		log.Warn("results file ended in an incomplete line: removed it",
 			slog.String("path", path), slog.Int64("bytes_removed", removed), slog.Int64("size", size))
 	}
+	s.tail.end = size
 	return s, nil
 }
 
@@ -165,10 +176,11 @@ func (s *File) Publish(ctx context.Context, m results.Message) error {
 // were that to fail too, no later line is written until it succeeds, so no
 // message is ever appended to a fragment.
 func (s *File) writeLine(line []byte) error {
-	if s.torn {
-		if err := s.repair(); err != nil {
-			return fmt.Errorf("an earlier failed write left part of a line that cannot be removed yet: %w", err)
+	if s.fragment != nil {
+		if err := s.cutOwn(s.fragment); err != nil && !errors.Is(err, errNotLast) {
+			return fmt.Errorf("an earlier failed write left %d bytes of a line that cannot be removed yet: %w", len(s.fragment), err)
 		}
+		s.fragment = nil
 	}
 	n, err := s.write(s.f, line)
 	if err == nil && n < len(line) {
@@ -178,20 +190,42 @@ func (s *File) writeLine(line []byte) error {
 		return nil
 	}
 	if n > 0 && s.regular {
-		s.torn = true
-		if rerr := s.repair(); rerr != nil {
-			return errors.Join(err, fmt.Errorf("remove the %d bytes written: %w", n, rerr))
+		if cerr := s.cutOwn(line[:n]); cerr != nil {
+			if !errors.Is(cerr, errNotLast) { // else trying again cannot help
+				s.fragment = bytes.Clone(line[:n])
+			}
+			return errors.Join(err, fmt.Errorf("remove the %d bytes written: %w", n, cerr))
 		}
 	}
 	return err
 }
 
-// repair cuts an incomplete last line off (under mu).
-func (s *File) repair() error {
-	if _, _, err := cutIncomplete(s.f); err != nil {
+// errNotLast: the bytes to cut are no longer the file's last ones.
+var errNotLast = errors.New("another process appended after them; they stay")
+
+// cutOwn truncates frag, which a failed write left, off the end of the
+// file: only if the file still ends with it, so that a line another
+// process appended since is never cut (then frag stays where it is:
+// errNotLast).
+func (s *File) cutOwn(frag []byte) error {
+	st, err := s.f.Stat()
+	if err != nil {
 		return err
 	}
-	s.torn = false
+	at := st.Size() - int64(len(frag))
+	last := make([]byte, len(frag))
+	if at < 0 {
+		return errNotLast
+	}
+	if _, err := s.f.ReadAt(last, at); err != nil {
+		return fmt.Errorf("read the file's tail: %w", err)
+	}
+	if !bytes.Equal(last, frag) {
+		return errNotLast
+	}
+	if err := s.f.Truncate(at); err != nil {
+		return fmt.Errorf("truncate to %d bytes: %w", at, err)
+	}
 	return nil
 }
 

@@ -226,3 +226,64 @@ func lineOps(t *testing.T, b []byte) []string {
 
 // tailOf is the end of b, short enough for a failure message.
 func tailOf(b []byte) []byte { return b[max(len(b)-80, 0):] }
+
+// TestFileLeavesAnotherWritersTailAlone: a file another File holds open
+// (`lrosink replay` beside `serve`) may end in a line that process is
+// still writing, so opening it cuts nothing; alone with it, the next open
+// repairs it. And a failed write whose bytes another process appended
+// after is not cut at the cost of that line: it stays, and the sink keeps
+// writing.
+func TestFileLeavesAnotherWritersTailAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.jsonl")
+	first, err := NewFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Publish(t.Context(), bigMessage("batches/one", 10)); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := []byte(`{"operation":"batches/in-flight"`)
+	appendBytes(t, path, inFlight)
+	var logs bytes.Buffer
+	second, err := NewFile(path, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, path); !bytes.HasSuffix(got, inFlight) || logs.Len() != 0 {
+		t.Fatalf("opened beside another File: the file ends %q and it logged %q; want the line in flight left alone", tailOf(got), logs.String())
+	}
+	_ = second.Close()
+	_ = first.Close()
+	third, err := NewFile(path, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = third.Close() })
+	if got := readFile(t, path); bytes.HasSuffix(got, inFlight) || !strings.Contains(logs.String(), `"bytes_removed":32`) {
+		t.Fatalf("opened alone: the file ends %q and it logged %q; want the fragment cut, with a WARN", tailOf(got), logs.String())
+	}
+
+	other, err := jsonLine(bigMessage("batches/other-process", 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := third.write
+	third.write = func(f *os.File, p []byte) (int, error) {
+		n, err := next(f, p[:len(p)/2])
+		if err != nil {
+			return n, err
+		}
+		appendBytes(t, path, other) // another process, between the write and its error
+		return n, syscall.ENOSPC
+	}
+	if err := third.Publish(t.Context(), bigMessage("batches/failed", 10)); !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, errNotLast) {
+		t.Fatalf("a failed write followed by another process's line: %v, want ENOSPC and errNotLast", err)
+	}
+	if got := readFile(t, path); !bytes.HasSuffix(got, other) {
+		t.Fatalf("the other process's line was cut: the file ends %q", tailOf(got))
+	}
+	third.write = next
+	if err := third.Publish(t.Context(), bigMessage("batches/later", 10)); err != nil {
+		t.Fatalf("the sink stopped writing after a fragment it could not cut: %v", err)
+	}
+}
