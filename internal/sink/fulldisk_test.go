@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/testutil"
 )
 
 // TestFileFullDisk (issue #47, item 1): a publish that meets a full disk
@@ -43,13 +44,13 @@ func TestFileFullDisk(t *testing.T) {
 			}
 		}, func() { short = false })
 	})
-	dir := smallFS(t)
+	dir := testutil.SmallFS(t, "64k")
 	if dir == "" {
-		return
+		return // the injected short write above stands in
 	}
 	t.Run("tmpfs of 64 KiB", func(t *testing.T) {
 		filler := filepath.Join(dir, "filler")
-		fullDiskCase(t, dir, func(*File) { fill(t, filler) }, func() {
+		fullDiskCase(t, dir, func(*File) { testutil.FillFS(t, filler) }, func() {
 			if err := os.Remove(filler); err != nil {
 				t.Fatal(err)
 			}
@@ -157,26 +158,6 @@ func bigMessage(op string, n int) results.Message {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	return results.Message{Operation: op, APIName: results.APIName(op), Kind: "batch", State: "SUCCEEDED", UpdateTime: t0,
 		SettledBy: "webhook", SettledAt: t0, IdempotencyKey: "gemini:" + op, Output: map[string]any{"pad": strings.Repeat("x", n)}}
-}
-
-// fill writes path until the filesystem has no room left.
-func fill(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	block := make([]byte, 1024)
-	for range 1 << 10 {
-		if _, err := f.Write(block); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill %s: %v", path, err)
-			}
-			return
-		}
-	}
-	t.Fatalf("wrote 1 MiB into %s without filling its filesystem", path)
 }
 
 func readFile(t *testing.T, path string) []byte {
