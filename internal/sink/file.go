@@ -346,3 +346,34 @@ func (s *Writer) Publish(ctx context.Context, m results.Message) error {
 
 // Close is a no-op: the writer belongs to the caller.
 func (s *Writer) Close() error { return nil }
+
+// probeBlock is what ProbeWrite writes: one block, the least a new line
+// can need from a filesystem.
+const probeBlock = 4096
+
+// ProbeWrite tries a write where the results go, without touching them: a
+// temporary file beside the results file gets a block, fsynced, and is
+// removed. /readyz runs it to learn that a full disk has room again when
+// no publish comes to say so. A device or pipe has nowhere beside it to
+// try: an error.
+func (s *File) ProbeWrite(context.Context) error {
+	if !s.regular {
+		return fmt.Errorf("%s is not a regular file: no write to try beside it", s.path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(s.path), ".lrosink-probe-*")
+	if err != nil {
+		return fmt.Errorf("probe write beside %s: %w", s.path, err)
+	}
+	defer func() { _ = os.Remove(f.Name()) }()
+	_, err = f.Write(make([]byte, probeBlock))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("probe write beside %s: %w", s.path, err)
+	}
+	return nil
+}
