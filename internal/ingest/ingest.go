@@ -11,6 +11,8 @@
 //     first entry into a terminal state creates the claim in the same commit.
 //  4. Publish the results message, then mark the claim DONE only if this
 //     holder still holds it. A failed publish releases the claim at once.
+//     A claim seized after its lease ran out first asks a sink that can
+//     tell (TailChecker) whether the dead holder published it already.
 //
 // Steps 2 to 4 are decide and the effect stage; the stages around them are
 // listed in order, each with why, in one place: Door.pipeline (stages.go).
