@@ -41,7 +41,6 @@ import (
 // a lone publish syncs at once.
 type File struct {
 	path    string
-	log     *slog.Logger
 	regular bool       // a regular file: repaired, and its tail can be read (not /dev/full or a pipe)
 	mu      sync.Mutex // one writer at a time, so lines never interleave
 	f       *os.File   // nil once closed
@@ -73,8 +72,8 @@ const syncWindow = 2 * time.Millisecond
 
 // NewFile opens path for appending, creating it if needed, and repairs an
 // incomplete last line (one WARN line on log says how many bytes were
-// removed). The directory must exist: creating it would hide a mistyped
-// path.
+// removed) unless another File has the file open. The directory must
+// exist: creating it would hide a mistyped path.
 func NewFile(path string, log *slog.Logger) (*File, error) {
 	if log == nil {
 		return nil, errors.New("open results file: no logger given")
@@ -95,7 +94,7 @@ func NewFile(path string, log *slog.Logger) (*File, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("open results file %s: %w", path, err)
 	}
-	s := &File{path: path, log: log, f: f, regular: st.Mode().IsRegular(), gather: func() { time.Sleep(syncWindow) },
+	s := &File{path: path, f: f, regular: st.Mode().IsRegular(), gather: func() { time.Sleep(syncWindow) },
 		write: func(f *os.File, p []byte) (int, error) { return f.Write(p) }}
 	if !s.regular {
 		return s, nil // a device or a pipe: nothing to repair or read back

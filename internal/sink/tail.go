@@ -24,9 +24,9 @@ const TailBytes = 8 << 20
 // opened the file: they never change, so they are read once, on the first
 // question (a process that recovers no claim never reads them).
 type tail struct {
-	end  int64 // the file's size at open (after the repair)
-	mu   sync.Mutex
-	keys map[string]struct{} // tailKey of each line in [end-TailBytes, end); nil until read
+	end  int64               // the file's size at open (after the repair)
+	mu   sync.Mutex          // one InTail at a time
+	keys map[string]struct{} // tailKey of each line in [end-TailBytes, end); nil until read, under mu
 }
 
 // InTail reports whether a line of m's message (the same idempotency_key,
@@ -48,10 +48,14 @@ func (s *File) InTail(ctx context.Context, m results.Message) (bool, error) {
 	if f == nil {
 		return false, fmt.Errorf("look for %s in %s: %w", m.IdempotencyKey, s.path, errClosed)
 	}
+	// One question at a time: a scan holds a chunk of the file in memory,
+	// and questions are few (claims recovered after a crash).
+	s.tail.mu.Lock()
 	found, err := s.tail.has(ctx, f, want)
 	if err == nil && !found {
 		found, err = s.sinceOpen(ctx, f, m.IdempotencyKey, want)
 	}
+	s.tail.mu.Unlock()
 	if err != nil {
 		return false, fmt.Errorf("look for %s in the last %d bytes of %s: %w", m.IdempotencyKey, TailBytes, s.path, err)
 	}
@@ -66,10 +70,9 @@ func (s *File) InTail(ctx context.Context, m results.Message) (bool, error) {
 	return true, nil
 }
 
-// has reads the lines before the open once and looks want up among them.
+// has reads the lines before the open once and looks want up among them
+// (under t.mu).
 func (t *tail) has(ctx context.Context, f io.ReaderAt, want string) (bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.keys == nil {
 		keys := map[string]struct{}{}
 		err := scanBack(ctx, f, max(t.end-TailBytes, 0), t.end, scanChunk, func(line []byte) bool {

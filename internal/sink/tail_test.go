@@ -177,3 +177,46 @@ func appendLine(t *testing.T, path string, m results.Message) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkInTail is one question about a key that is not there, the
+// worst case: the cached 8 MiB before the open looked up, and 8 MiB
+// written since read back. (The first question also reads the part before
+// the open once; it is outside the loop.)
+func BenchmarkInTail(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "results.jsonl")
+	var lines bytes.Buffer
+	for i := 0; lines.Len() <= 2*TailBytes; i++ {
+		l, err := jsonLine(bigMessage(fmt.Sprintf("batches/bench-%06d", i), 400))
+		if err != nil {
+			b.Fatal(err)
+		}
+		lines.Write(l)
+	}
+	half := bytes.IndexByte(lines.Bytes()[TailBytes:], '\n') + TailBytes + 1
+	if err := os.WriteFile(path, lines.Bytes()[:half], 0o644); err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.Write(lines.Bytes()[half:]); err != nil {
+		b.Fatal(err)
+	}
+	_ = f.Close()
+	m := bigMessage("batches/absent", 10)
+	if found, err := s.InTail(b.Context(), m); err != nil || found {
+		b.Fatalf("InTail = %v, %v", found, err)
+	}
+	b.SetBytes(TailBytes)
+	for b.Loop() {
+		if _, err := s.InTail(b.Context(), m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
