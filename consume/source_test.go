@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,7 +170,7 @@ func TestPubSubSource(t *testing.T) {
 // lines; TailFile follows the file, including lines written after it started.
 func TestTailFileSource(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "results.jsonl")
-	f, err := sink.NewFile(path)
+	f, err := sink.NewFile(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

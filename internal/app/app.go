@@ -63,6 +63,9 @@ type App struct {
 	DeliveryStore deliverylog.Store
 	now           func() time.Time
 	closers       []func() error
+	// ledgerWrites and resultsWrites follow the outcome of every write of
+	// the claim protocol and every publish of the door, for /readyz.
+	ledgerWrites, resultsWrites *httpapi.Writes
 	// stopping ends when Stop starts: a reconcile pass in flight ends
 	// early (partial) instead of outliving the stop's budget.
 	stopping context.Context
@@ -112,11 +115,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		return nil, errors.New("app: config.Config.Openers is not set (load the configuration with config.Load)")
 	}
 	env := cfg.URLEnv(o.Stdout)
+	env.Log = log
 	l, closeLedger, err := cfg.Openers.Stores.Open(ctx, cfg.Store, env)
 	if err != nil {
 		return nil, err
 	}
-	a.Ledger, a.Claims, a.closers = l, claims.New(l), append(a.closers, closeLedger)
+	a.ledgerWrites = httpapi.NewWrites("ledger", "ledger-writes-failing", a.probeLedgerWrite, o.Now)
+	a.Ledger, a.Claims, a.closers = l, claims.New(watchedLedger{l, a.ledgerWrites}), append(a.closers, closeLedger)
 	if c, ok := ledger.As[metrics.CheckpointCounter](l); ok {
 		a.Metrics.CountCheckpointFailures(c)
 	}
@@ -125,6 +130,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		return nil, err
 	}
 	a.Results, a.closers = s, append(a.closers, closeSink)
+	a.resultsWrites = httpapi.NewWrites("results", "results-writes-failing", resultsProbe(s), o.Now)
 	a.Deliveries = &deliverylog.Log{Traffic: deliverylog.NewTraffic(o.Now)}
 	if ds, ok := a.Ledger.(deliverylog.Store); ok {
 		a.DeliveryStore = ds
@@ -133,7 +139,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	}
 	// Gemini is read by the reconciler and by the door, which confirms
 	// dynamic-webhook (v1a, JWT) hints; without a key neither polls.
-	dc := ingest.Config{Store: a.Claims, Sink: a.Metrics.Sink(a.Results), Log: log, Now: o.Now,
+	dc := ingest.Config{Store: a.Claims, Sink: a.Metrics.Sink(watchSink(a.Results, a.resultsWrites)), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
 	rc := reconcile.Config{Ledger: a.Claims, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
 		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}, Deliveries: a.Deliveries}
@@ -491,8 +497,9 @@ func qps(total float64, shards int) string {
 
 // Mux serves every function at its own path, as cmd/server does without
 // FUNCTION_TARGET, plus GET /healthz (liveness), GET /readyz (the store
-// answered recently), GET /metrics and the console under /ui/ (GET /
-// redirects there; GET /favicon.ico is its 204).
+// answered recently, and its writes and the results sink's are not
+// failing), GET /metrics and the console under /ui/ (GET / redirects
+// there; GET /favicon.ico is its 204).
 func (a *App) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/Webhook", a.Webhook())
@@ -509,7 +516,7 @@ func (a *App) Mux() *http.ServeMux {
 		mux.Handle("GET "+console.Favicon, ui)
 	}
 	mux.Handle("GET /healthz", httpapi.Healthz())
-	mux.Handle("GET /readyz", httpapi.Readyz(a.ProbeStore))
+	mux.Handle("GET /readyz", httpapi.Readyz(a.ProbeStore, a.ledgerWrites, a.resultsWrites))
 	return mux
 }
 

@@ -38,7 +38,7 @@ func serveDoc() command.Doc {
 		Path: "serve",
 		Args: "[flags]",
 		Summary: `Run every function on one HTTP server: POST /Webhook, POST /Register, POST /Reconcile,
-GET /healthz (liveness), GET /readyz (503 while the store does not answer), GET /metrics
+GET /healthz (liveness), GET /readyz (503 while the store does not answer or writes fail), GET /metrics
 (Prometheus) and the read-only operations console at GET /ui/ (GET / redirects there). The ledger defaults to the SQLite file ./lrosink.db and results go to
 stdout as JSON lines, one per results message; stdout carries nothing else. Logs go to
 stderr as JSON. A reconcile pass runs at start-up (so claims left by a crash are retried)

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/fsledger"
+	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/simulate"
 	"github.com/lrosink/lrosink/internal/urlopen"
 )
@@ -91,7 +93,7 @@ func runSimulate(ctx context.Context, e *env, args []string) error {
 	if !*quiet && !*asJSON && isTerminal(e.stderr) {
 		o.Progress = e.stderr
 	}
-	b, closeFn, err := openSimulateBackend(ctx, *store, *results, e.stdout, e.getenv)
+	b, closeFn, err := openSimulateBackend(ctx, *store, *results, e.stdout, e.stderr, e.getenv)
 	if err != nil {
 		return err
 	}
@@ -128,7 +130,7 @@ func isTerminal(w io.Writer) bool {
 // openSimulateBackend opens the store and the optional results sink through
 // the same registry of schemes as `lrosink serve` (openers), so a value
 // means the same here; "sqlite" alone is a temporary database.
-func openSimulateBackend(ctx context.Context, store, results string, stdout io.Writer, getenv func(string) string) (simulate.Backend, func(), error) {
+func openSimulateBackend(ctx context.Context, store, results string, stdout, stderr io.Writer, getenv func(string) string) (simulate.Backend, func(), error) {
 	var b simulate.Backend
 	var closers []func()
 	closeAll := func() {
@@ -137,7 +139,10 @@ func openSimulateBackend(ctx context.Context, store, results string, stdout io.W
 		}
 	}
 	env := urlopen.Env{Project: getenv("GOOGLE_CLOUD_PROJECT"), FirestoreDatabase: getenv("LROSINK_FIRESTORE_DATABASE"),
-		FirestoreEmulatorHost: getenv("FIRESTORE_EMULATOR_HOST"), Stdout: stdout}
+		FirestoreEmulatorHost: getenv("FIRESTORE_EMULATOR_HOST"), Stdout: stdout,
+		// Only what opening says (a results file's repaired last line): the
+		// run's own decisions go to its report.
+		Log: logging.New(stderr, slog.LevelWarn, getenv("GOOGLE_CLOUD_PROJECT"))}
 	if store == "sqlite" {
 		dir, err := os.MkdirTemp("", "lrosink-simulate-")
 		if err != nil {

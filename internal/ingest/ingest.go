@@ -11,6 +11,8 @@
 //     first entry into a terminal state creates the claim in the same commit.
 //  4. Publish the results message, then mark the claim DONE only if this
 //     holder still holds it. A failed publish releases the claim at once.
+//     A claim seized after its lease ran out first asks a sink that can
+//     tell (TailChecker) whether the dead holder published it already.
 //
 // Steps 2 to 4 are decide and the effect stage; the stages around them are
 // listed in order, each with why, in one place: Door.pipeline (stages.go).
@@ -52,6 +54,20 @@ type Sink interface {
 	Publish(ctx context.Context, m results.Message) error
 }
 
+// TailChecker is optionally implemented by a Sink that can say whether a
+// message is among what it wrote recently (the file sink: the tail of its
+// file, sink.TailBytes). The door asks before it publishes the message of a
+// claim seized after its lease ran out, whose holder may have published and
+// died before it committed DONE: found, the door commits DONE without
+// publishing again, which makes such a sink's results exactly once across
+// crashes. The question is the sink's; the decision is the door's.
+type TailChecker interface {
+	// InTail reports whether m (the same idempotency_key, and the same
+	// replay_id or none) is in the sink's recent tail, and durable there.
+	// false means "not found" or "cannot tell": the door publishes.
+	InTail(ctx context.Context, m results.Message) (bool, error)
+}
+
 // Outcome is what an ingest did, as reported to callers and logs.
 type Outcome string
 
@@ -81,6 +97,10 @@ type Result struct {
 	// next check) fences on it without reading the operation again.
 	Rev       ledger.Revision
 	Published bool
+	// AlreadyPublished: the message of a claim seized after its lease ran
+	// out was found in the sink (TailChecker), so it was not published
+	// again; Published is true too (the message is out).
+	AlreadyPublished bool
 	// MetadataMerged: a register added metadata keys to a known operation
 	// (its state untouched).
 	MetadataMerged bool
@@ -595,7 +615,9 @@ func (d *Door) recoverClaim(ctx context.Context, j *job, op *ledger.Operation, d
 	if c.Status == ledger.ClaimHeld {
 		res.Reason = "lease-expired"
 	}
-	j.effect = &effect{lease: lease, leaseUntil: leaseUntil, message: c.Message}
+	// A released claim's holder failed to publish (a sink's error means
+	// "not published"); one whose lease ran out may have published.
+	j.effect = &effect{lease: lease, leaseUntil: leaseUntil, message: c.Message, expired: c.Status == ledger.ClaimHeld}
 	return res, nil
 }
 
@@ -679,7 +701,17 @@ func (d *Door) runEffect(ctx context.Context, e effect, res Result) (Result, err
 	// then would be a second message outside the crash window. Cut short,
 	// it fails and releases the claim like any failed publish.
 	pctx, pcancel := context.WithTimeout(ctx, publishBudget(leaseUntil.Sub(d.cfg.Now())))
-	err := d.cfg.Sink.Publish(pctx, m)
+	found, err := d.published(pctx, e)
+	if err != nil {
+		pcancel()
+		// Left held: whoever seizes it after this lease asks again, where a
+		// release would have it published without asking.
+		return res, fmt.Errorf("%w: look for %s's message in the results before publishing it again (the claim is retried after its lease): %w",
+			ErrSideEffect, m.Operation, err)
+	}
+	if !found {
+		err = d.cfg.Sink.Publish(pctx, m)
+	}
 	pcancel()
 	if err != nil {
 		// Release at once so the next delivery or reconcile pass retries
@@ -692,7 +724,7 @@ func (d *Door) runEffect(ctx context.Context, e effect, res Result) (Result, err
 		}
 		return res, fmt.Errorf("%w: publish %s: %w", ErrSideEffect, m.Operation, err)
 	}
-	res.Published = true
+	res.Published, res.AlreadyPublished = true, found
 	if err := d.fault(ctx, FaultAfterPublish, m.Operation); err != nil {
 		return res, err
 	}
@@ -713,6 +745,16 @@ func (d *Door) runEffect(ctx context.Context, e effect, res Result) (Result, err
 		return res, fmt.Errorf("%w: published %s but could not record DONE (the claim is retried after its lease): %w", ErrUnavailable, m.Operation, err)
 	}
 	return res, nil
+}
+
+// published asks a TailChecker sink whether the message of a claim seized
+// after its lease is already out; every other effect is published.
+func (d *Door) published(ctx context.Context, e effect) (bool, error) {
+	tc, ok := d.cfg.Sink.(TailChecker)
+	if !e.expired || !ok {
+		return false, nil
+	}
+	return tc.InTail(ctx, e.message)
 }
 
 // publishBudget is how long a publish may take when left of the lease:
@@ -765,6 +807,9 @@ func (d *Door) log(ctx context.Context, ev applied, recalled string, res Result,
 	if recalled != "" {
 		// Answered from the confirm stage's memory: no Gemini call.
 		attrs = append(attrs, slog.String("recalled", recalled))
+	}
+	if res.AlreadyPublished {
+		attrs = append(attrs, slog.Bool("already_published", true))
 	}
 	level := slog.LevelInfo
 	switch {

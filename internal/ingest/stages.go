@@ -107,6 +107,10 @@ type effect struct {
 	lease      *ledger.Lease
 	leaseUntil time.Time
 	message    results.Message
+	// expired: the claim was seized from a holder whose lease ran out,
+	// who may have published before it died (the crash window): the sink
+	// is asked first (TailChecker).
+	expired bool
 }
 
 type outcome struct {

@@ -323,9 +323,23 @@ type Publisher interface {
 	Publish(ctx context.Context, msg results.Message) error
 }
 
-// Sink counts the publishes p refuses.
+// Sink counts the publishes p refuses. A p that can say what it wrote
+// recently (ingest.TailChecker, the file sink) is still asked through it.
 func (m *Metrics) Sink(p Publisher) Publisher {
-	return &countingSink{p: p, failures: m.publishFailures}
+	c := &countingSink{p: p, failures: m.publishFailures}
+	if tc, ok := p.(ingest.TailChecker); ok {
+		return &countingTailSink{countingSink: c, tc: tc}
+	}
+	return c
+}
+
+type countingTailSink struct {
+	*countingSink
+	tc ingest.TailChecker
+}
+
+func (s *countingTailSink) InTail(ctx context.Context, msg results.Message) (bool, error) {
+	return s.tc.InTail(ctx, msg)
 }
 
 type countingSink struct {

@@ -105,6 +105,9 @@ type Report struct {
 		SettledRecon   int `json:"settled_by_reconcile"`
 		Messages       int `json:"messages"`
 		ExtraExplained int `json:"extra_messages_explained"`
+		// ExactlyOnce: the results sink says what it wrote (a file), so
+		// no extra message is allowed, whatever was injected.
+		ExactlyOnce bool `json:"results_exactly_once"`
 		// ExtraByCause splits the extra messages by what left a claim
 		// HELD after its holder published: a kill after publish, a DONE
 		// commit that failed (after its retries), a lease that ran out
@@ -320,6 +323,7 @@ func (r *runner) check(ctx context.Context) {
 func (r *runner) reportRun() {
 	rep := &r.rep
 	rep.Seed, rep.Ops, rep.Backend = r.o.Seed, r.o.Ops, r.b.Name
+	rep.Final.ExactlyOnce = r.sink.tails()
 	rep.Options = optJSON{r.o.Dup, r.o.Reorder, r.o.Drop, r.o.Crash, r.o.LedgerErrors, r.o.PublishErrors, r.o.SlowEffects,
 		r.o.NeverNotified, r.o.NeverFinish, r.o.Horizon.String(), r.o.ReconcileEvery.String(), r.o.Lease.String(), r.o.StuckAfter.String(),
 		r.o.UnstorableMetadata, r.o.Poison, r.o.Incomplete, r.o.PartialBatches, r.o.ErrorObjects, r.o.WebhookOutage.String()}
@@ -414,6 +418,11 @@ func (r *runner) checkMessages(p plan, id string, op ledger.Operation, got []res
 	allowed := 1 + r.faults.explained(p.name) + r.ledgerExplained(id)
 	if slow {
 		allowed++
+	}
+	if r.sink.tails() {
+		// Exactly once (CONTRACT.md §6): every recovered claim found its
+		// message in the results file instead of publishing it again.
+		allowed = 1
 	}
 	if len(got) == 0 {
 		r.violate("%s settled %s but no results message was published", p.name, op.State)
@@ -774,8 +783,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "final              %d terminal (%d by webhook, %d by reconcile), %d never finished (%d stuck), %d messages for %d keys (%d explained extras: the documented crash window, same key), %d checked reads\n",
 		fi.Terminal, fi.SettledWebhook, fi.SettledRecon, fi.NeverFinished, fi.StuckUnresolved, fi.Messages, fi.DistinctKeys, fi.ExtraExplained, fi.ObservedReads)
 	ec := fi.ExtraByCause
-	fmt.Fprintf(&b, "extras by cause    %d kill after publish, %d DONE-commit error, %d lease expired mid-effect, %d other\n",
-		ec.CrashAfterPublish, ec.DoneCommitError, ec.LeaseExpired, ec.Other)
+	once := ""
+	if fi.ExactlyOnce {
+		once = " (results file: exactly once, no extra allowed)"
+	}
+	fmt.Fprintf(&b, "extras by cause    %d kill after publish, %d DONE-commit error, %d lease expired mid-effect, %d other%s\n",
+		ec.CrashAfterPublish, ec.DoneCommitError, ec.LeaseExpired, ec.Other, once)
 	l := rep.Latency
 	fmt.Fprintf(&b, "latency            settle after Gemini finished (simulated): p50 %s  p90 %s  p99 %s  max %s; webhook HTTP (wall): p50 %.1f ms  p99 %.1f ms\n",
 		l.SettleP50, l.SettleP90, l.SettleP99, l.SettleMax, l.HTTPP50ms, l.HTTPP99ms)

@@ -2,7 +2,9 @@ package simulate_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,8 +13,10 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/ingest"
 	"github.com/lrosink/lrosink/internal/ledger/fsledger"
 	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
+	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/results/resultstest"
 	"github.com/lrosink/lrosink/internal/simulate"
@@ -53,6 +57,17 @@ type schemaChecked struct {
 	next interface {
 		Publish(context.Context, results.Message) error
 	}
+}
+
+// tailChecked is schemaChecked over a sink that can say what it wrote (the
+// file), and still asked through it.
+type tailChecked struct {
+	schemaChecked
+	tc ingest.TailChecker
+}
+
+func (s tailChecked) InTail(ctx context.Context, m results.Message) (bool, error) {
+	return s.tc.InTail(ctx, m)
 }
 
 func (s schemaChecked) Publish(ctx context.Context, m results.Message) error {
@@ -232,5 +247,62 @@ func TestSimulateOutageBoundCountsFailedChecks(t *testing.T) {
 	slowest, err := time.ParseDuration(rep.Outage.SlowestSettle)
 	if err != nil || rep.Outage.Watched == 0 || slowest <= 4*o.ReconcileEvery || rep.Outage.SlowestFailedChecks < 4 {
 		t.Fatalf("outage %+v: no operation needed more than four passes, the run proves nothing about the bound", rep.Outage)
+	}
+}
+
+// TestSimulateFileResultsExactlyOnce (issue #47, item 1): with results in a
+// file, every claim recovered after a kill after publish, a DONE commit
+// that failed or a lease that ran out finds its line in the file and
+// publishes nothing more: the simulator allows no extra message, and the
+// file holds exactly one line per settled operation.
+func TestSimulateFileResultsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	b := sqliteBackend(t)
+	path := filepath.Join(t.TempDir(), "results.jsonl")
+	f, err := sink.NewFile(path, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	b.Name, b.Results = "sqlite+file", tailChecked{schemaChecked{t, f}, f}
+	o := simulate.Defaults()
+	o.Ops, o.Seed, o.Crash, o.LedgerErrors, o.SlowEffects = 400, 47, 0.05, 0.03, 0.03
+	rep := run(t, o, b)
+	if !rep.OK() {
+		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
+	}
+	fi := rep.Final
+	if !fi.ExactlyOnce || fi.ExtraExplained != 0 || fi.Messages != fi.DistinctKeys {
+		t.Fatalf("final %+v: want exactly once, no extra message", fi)
+	}
+	// The run had what used to make extras: kills after publish, DONE
+	// commits given up, leases run out mid-effect (each claim of those
+	// recovered through the file), and claims retried by the reconciler.
+	if rep.Faults.CrashAfterPublish == 0 || rep.Faults.SlowEffects == 0 || rep.Faults.LedgerErrors == 0 || rep.Reconcile.ClaimsRetried == 0 ||
+		rep.Outcomes["recovered"] == 0 {
+		t.Fatalf("faults %+v, reconcile %+v, outcomes %v: the run lacked a crash window", rep.Faults, rep.Reconcile, rep.Outcomes)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	keys := map[string]int{}
+	for i, l := range lines {
+		var m struct {
+			Key string `json:"idempotency_key"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m.Key == "" {
+			t.Fatalf("line %d of the results file is not a results line (%v): %.80q", i+1, err, l)
+		}
+		keys[m.Key]++
+	}
+	for k, n := range keys {
+		if n != 1 {
+			t.Errorf("%s: %d lines in the results file, want 1", k, n)
+		}
+	}
+	if len(keys) != fi.Terminal || len(lines) != fi.Messages {
+		t.Fatalf("%d lines for %d keys in the file; the run settled %d operations with %d messages", len(lines), len(keys), fi.Terminal, fi.Messages)
 	}
 }

@@ -99,7 +99,7 @@ func checkAllOnce(t *testing.T, ops []string, n int) {
 
 func TestFileConcurrentPublishAndAppend(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "results.jsonl")
-	f, err := sink.NewFile(path)
+	f, err := sink.NewFile(path, discard)
 	if err != nil {
 		t.Fatalf("NewFile: %v", err)
 	}
@@ -118,7 +118,7 @@ func TestFileConcurrentPublishAndAppend(t *testing.T) {
 	}
 
 	// Reopening appends rather than truncating.
-	f2, err := sink.NewFile(path)
+	f2, err := sink.NewFile(path, discard)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -143,12 +143,12 @@ func TestFileConcurrentPublishAndAppend(t *testing.T) {
 
 func TestFileErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := sink.NewFile(filepath.Join(dir, "missing", "results.jsonl")); err == nil {
+	if _, err := sink.NewFile(filepath.Join(dir, "missing", "results.jsonl"), discard); err == nil {
 		t.Error("NewFile in a missing directory returned nil error")
 	}
 
 	path := filepath.Join(dir, "results.jsonl")
-	f, err := sink.NewFile(path)
+	f, err := sink.NewFile(path, discard)
 	if err != nil {
 		t.Fatalf("NewFile: %v", err)
 	}

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -107,7 +108,7 @@ func waitWritten(f *File, n int64) {
 // test ends.
 func tempFile(t *testing.T) *File {
 	t.Helper()
-	f, err := NewFile(filepath.Join(t.TempDir(), "results.jsonl"))
+	f, err := NewFile(filepath.Join(t.TempDir(), "results.jsonl"), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -85,3 +86,6 @@ func checkSchema(t *testing.T, raw []byte) {
 }
 
 func opName(i int) string { return fmt.Sprintf("batches/op-%03d", i) }
+
+// discard is the logger of a test that reads no log line.
+var discard = slog.New(slog.DiscardHandler)

@@ -118,8 +118,8 @@ func File() Scheme[sink.Sink] {
 			}
 			return nil
 		},
-		Open: func(_ context.Context, path string, _ Env) (sink.Sink, func() error, error) {
-			f, err := sink.NewFile(path)
+		Open: func(_ context.Context, path string, env Env) (sink.Sink, func() error, error) {
+			f, err := sink.NewFile(path, env.Log)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -47,6 +48,10 @@ type Env struct {
 	Retention time.Duration
 	// Stdout receives `stdout` results; Open fails without it.
 	Stdout io.Writer
+	// Log receives what opening a value has to say (a `file:` results file
+	// whose incomplete last line was removed); Open of `file:` fails
+	// without it.
+	Log *slog.Logger
 }
 
 // Scheme opens one scheme of a setting.

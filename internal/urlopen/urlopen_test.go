@@ -3,6 +3,7 @@ package urlopen_test
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,7 +156,7 @@ func TestOpenResults(t *testing.T) {
 	for _, value := range []string{"stdout", "file:" + file, "pubsub:" + topic} {
 		t.Run(value, func(t *testing.T) {
 			var stdout bytes.Buffer
-			s, closeFn, err := o.Results.Open(ctx, value, urlopen.Env{Stdout: &stdout})
+			s, closeFn, err := o.Results.Open(ctx, value, urlopen.Env{Stdout: &stdout, Log: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
