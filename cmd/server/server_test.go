@@ -55,7 +55,11 @@ func startCmd(t *testing.T, bin string, env ...string) (*exec.Cmd, string, *test
 	t.Helper()
 	port := freePort(t)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), append(env, "PORT="+port, "HOST=127.0.0.1")...)
+	// The emulator can take longer than the 5 s default store timeout to
+	// answer a new process's first read while other packages load the
+	// machine; a test that wants the default (or less) sets it, later
+	// entries winning.
+	cmd.Env = append(os.Environ(), append(append([]string{"LROSINK_STORE_TIMEOUT=30s"}, env...), "PORT="+port, "HOST=127.0.0.1")...)
 	logs := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

@@ -84,8 +84,10 @@ func record(ctx context.Context, w *httpapi.Writes, err error) {
 // bounds its read.
 const writeProbeTimeout = readyProbeTimeout
 
-// probeLedgerWrite sends the store a write that cannot apply: the effect
-// mirror of readyProbeID, which never exists. The store refusing it
+// probeLedgerWrite sends the store a write that cannot apply: the
+// reconciler's fields of readyProbeID, which never exists, fenced on a
+// revision it cannot have (claim state is the claim protocol's alone to
+// write, so the probe writes none). The store refusing it
 // (ErrConflict) is the store taking writes; any other error is not. It
 // proves the store answers a write, not that the write would fit: on a full
 // disk SQLite refuses only a write that needs a new page, so readiness then
@@ -93,7 +95,7 @@ const writeProbeTimeout = readyProbeTimeout
 func (a *App) probeLedgerWrite(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, writeProbeTimeout)
 	defer cancel()
-	_, err := a.Ledger.Apply(ctx, ledger.PatchMirror(readyProbeID, ledger.EffectMirror{Status: ledger.ClaimDone}))
+	_, err := a.Ledger.Apply(ctx, ledger.PatchSchedule(ledger.Operation{ID: readyProbeID, Rev: ledger.Revision{Version: ledger.FirstVersion}}))
 	if err == nil || errors.Is(err, ledger.ErrConflict) {
 		return nil
 	}
