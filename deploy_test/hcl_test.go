@@ -68,9 +68,16 @@ type config struct {
 
 func loadConfig(t *testing.T) *config {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(tfDir, "*.tf"))
+	return loadConfigDir(t, tfDir)
+}
+
+// loadConfigDir loads the configuration in dir (a copy of terraform/ in
+// the tests that change one on purpose).
+func loadConfigDir(t *testing.T, dir string) *config {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.tf"))
 	if err != nil || len(paths) == 0 {
-		t.Fatalf("no .tf files in %s (err %v)", tfDir, err)
+		t.Fatalf("no .tf files in %s (err %v)", dir, err)
 	}
 	c := &config{
 		resources: map[string]block{}, data: map[string]block{},
@@ -116,7 +123,7 @@ func loadConfig(t *testing.T) *config {
 	}
 	e, err := newEvaluator(c, nil)
 	if err != nil {
-		t.Fatalf("evaluate %s: %v", tfDir, err)
+		t.Fatalf("evaluate %s: %v", dir, err)
 	}
 	c.eval = e
 	return c
