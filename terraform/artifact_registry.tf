@@ -11,7 +11,7 @@
 resource "google_artifact_registry_repository" "images" {
   project       = var.project_id
   location      = var.region
-  repository_id = var.artifact_repository_id
+  repository_id = local.names.artifact_repository
   format        = "DOCKER"
   description   = "lrosink container images (cmd/server), built by Cloud Build from the Dockerfile"
 

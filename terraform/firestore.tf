@@ -2,7 +2,7 @@
 # `claims` (one per idempotency key), see internal/ledger/fsledger.
 resource "google_firestore_database" "default" {
   project     = var.project_id
-  name        = "(default)"
+  name        = local.names.firestore_database
   location_id = coalesce(var.firestore_location, var.region)
   type        = "FIRESTORE_NATIVE"
 

@@ -301,7 +301,7 @@ resource "google_logging_metric" "reconcile_job_failures" {
 locals {
   threshold_alerts = {
     stuck_operations = {
-      display_name = "lrosink: stuck operations"
+      display_name = "${var.name_prefix}: stuck operations"
       condition    = "Reconcile reported a stuck operation"
       metric       = google_logging_metric.stuck_operations.name
       resource     = "cloud_run_revision"
@@ -315,7 +315,7 @@ locals {
       EOT
     }
     publish_failures = {
-      display_name = "lrosink: results publish failures"
+      display_name = "${var.name_prefix}: results publish failures"
       condition    = "Results message could not be published"
       metric       = google_logging_metric.publish_failures.name
       resource     = "cloud_run_revision"
@@ -330,7 +330,7 @@ locals {
       EOT
     }
     reconcile_job_failures = {
-      display_name = "lrosink: reconcile job failing"
+      display_name = "${var.name_prefix}: reconcile job failing"
       condition    = "Cloud Scheduler could not run Reconcile"
       metric       = google_logging_metric.reconcile_job_failures.name
       resource     = "cloud_scheduler_job"
@@ -344,7 +344,7 @@ locals {
       EOT
     }
     webhook_disabled = {
-      display_name = "lrosink: project webhook disabled"
+      display_name = "${var.name_prefix}: project webhook disabled"
       condition    = "Gemini reports a project webhook disabled"
       metric       = google_logging_metric.webhook_disabled.name
       resource     = "cloud_run_revision"
@@ -358,7 +358,7 @@ locals {
       EOT
     }
     claim_missing = {
-      display_name = "lrosink: results claim missing"
+      display_name = "${var.name_prefix}: results claim missing"
       condition    = "A settled operation's results claim is gone"
       metric       = google_logging_metric.claim_missing.name
       resource     = "cloud_run_revision"
@@ -373,7 +373,7 @@ locals {
       EOT
     }
     webhook_unauthorized = {
-      display_name = "lrosink: webhook deliveries refused"
+      display_name = "${var.name_prefix}: webhook deliveries refused"
       condition    = "Webhook deliveries answered 401"
       metric       = google_logging_metric.webhook_unauthorized.name
       resource     = "cloud_run_revision"
@@ -435,7 +435,7 @@ resource "google_monitoring_alert_policy" "threshold" {
 # due set shows only here.
 resource "google_monitoring_alert_policy" "reconcile_late" {
   project               = var.project_id
-  display_name          = "lrosink: reconcile falling behind"
+  display_name          = "${var.name_prefix}: reconcile falling behind"
   combiner              = "OR"
   notification_channels = var.notification_channels
 
@@ -476,7 +476,7 @@ resource "google_monitoring_alert_policy" "reconcile_late" {
 # (job paused or deleted, Cloud Scheduler API disabled).
 resource "google_monitoring_alert_policy" "reconcile_absent" {
   project               = var.project_id
-  display_name          = "lrosink: no reconcile pass"
+  display_name          = "${var.name_prefix}: no reconcile pass"
   combiner              = "OR"
   notification_channels = var.notification_channels
 

@@ -2,7 +2,7 @@
 # ordering key = the operation's canonical name, attribute idempotency_key.
 resource "google_pubsub_topic" "results" {
   project = var.project_id
-  name    = var.results_topic
+  name    = local.names.results_topic
 
   # Keep published messages for a week, so a new or repaired subscription
   # can be seeked back (gcloud pubsub subscriptions seek --time=...).
@@ -15,7 +15,7 @@ resource "google_pubsub_topic" "results" {
 # dead_letter_max_delivery_attempts times.
 resource "google_pubsub_topic" "dead_letter" {
   project = var.project_id
-  name    = "${var.results_topic}-dead-letter"
+  name    = "${local.names.results_topic}-dead-letter"
 
   message_retention_duration = "604800s"
 
@@ -26,7 +26,7 @@ resource "google_pubsub_topic" "dead_letter" {
 # keeps dead letters for inspection and replay (docs/OPERATIONS.md).
 resource "google_pubsub_subscription" "dead_letter" {
   project = var.project_id
-  name    = "${var.results_topic}-dead-letter-hold"
+  name    = "${local.names.results_topic}-dead-letter-hold"
   topic   = google_pubsub_topic.dead_letter.id
 
   message_retention_duration = "604800s"
@@ -47,7 +47,7 @@ resource "google_pubsub_subscription" "dead_letter" {
 # Example pull subscription for a downstream worker (examples/worker).
 resource "google_pubsub_subscription" "results" {
   project = var.project_id
-  name    = var.results_subscription
+  name    = local.names.results_subscription
   topic   = google_pubsub_topic.results.id
 
   ack_deadline_seconds       = 60

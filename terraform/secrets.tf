@@ -19,10 +19,10 @@ locals {
   secrets = {
     # LROSINK_WEBHOOK_SECRETS: comma-separated signing secrets (several during
     # a rotation). Read by the Webhook service only.
-    webhook = var.webhook_secret_id
+    webhook = local.names.webhook_secret
     # GEMINI_API_KEY: used by the Reconcile service to ask Gemini for the
     # state of overdue operations.
-    gemini_api_key = var.gemini_api_key_secret_id
+    gemini_api_key = local.names.gemini_api_key_secret
   }
 }
 

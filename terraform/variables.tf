@@ -27,8 +27,19 @@ variable "region" {
   }
 }
 
+variable "firestore_database" {
+  description = "ID of the Firestore database holding the ledger (LROSINK_FIRESTORE_DATABASE). null: \"(default)\" with the default name_prefix (where deployments before this variable kept it), NAME_PREFIX-ledger with any other, so that a second instance in the project gets a database of its own. Cannot be changed after creation (docs/DEPLOY.md, \"Two instances in one project\")."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.firestore_database == null || can(regex("^(\\(default\\)|[a-z][a-z0-9-]{2,61}[a-z0-9])$", var.firestore_database))
+    error_message = "firestore_database must be \"(default)\" or a database ID: 4-63 lowercase letters, digits and hyphens, starting with a letter, not ending with a hyphen."
+  }
+}
+
 variable "firestore_location" {
-  description = "Location of the (default) Firestore database: a region (e.g. europe-west1) or a multi-region (eur3, nam5). null means var.region. Cannot be changed after creation."
+  description = "Location of the lrosink Firestore databases: a region (e.g. europe-west1) or a multi-region (eur3, nam5). null means var.region. Cannot be changed after creation."
   type        = string
   default     = null
 
@@ -45,7 +56,7 @@ variable "firestore_point_in_time_recovery" {
 }
 
 variable "name_prefix" {
-  description = "Prefix of every resource name (services, service accounts, metrics). Change it to deploy a second instance into the same project."
+  description = "Prefix of every resource name (services, service accounts, topics, secrets, the image repository, the Firestore database, metrics, alerts). A second instance in the same project takes another prefix; every name derives from it unless set explicitly (docs/DEPLOY.md, \"Two instances in one project\")."
   type        = string
   default     = "lrosink"
 
@@ -68,34 +79,34 @@ variable "image" {
 }
 
 variable "artifact_repository_id" {
-  description = "ID of the Artifact Registry Docker repository holding the lrosink image."
+  description = "ID of the Artifact Registry Docker repository holding the lrosink image. null: name_prefix."
   type        = string
-  default     = "lrosink"
+  default     = null
 
   validation {
-    condition     = can(regex("^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.artifact_repository_id))
+    condition     = var.artifact_repository_id == null || can(regex("^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.artifact_repository_id))
     error_message = "artifact_repository_id must be lowercase letters, digits and hyphens, starting with a letter."
   }
 }
 
 variable "results_topic" {
-  description = "Name (not full path) of the Pub/Sub topic receiving one results message per operation (CONTRACT.md §6)."
+  description = "Name (not full path) of the Pub/Sub topic receiving one results message per operation (CONTRACT.md §6). null: NAME_PREFIX-results."
   type        = string
-  default     = "lrosink-results"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_topic)) && !startswith(var.results_topic, "goog")
+    condition     = var.results_topic == null || can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_topic)) && !startswith(coalesce(var.results_topic, "x"), "goog")
     error_message = "results_topic must be a Pub/Sub topic name: 3-255 characters, starting with a letter, not starting with goog."
   }
 }
 
 variable "results_subscription" {
-  description = "Name of the example pull subscription on the results topic, for a worker like examples/worker (exactly-once, ordered, with a dead-letter topic)."
+  description = "Name of the example pull subscription on the results topic, for a worker like examples/worker (exactly-once, ordered, with a dead-letter topic). null: NAME_PREFIX-results-worker."
   type        = string
-  default     = "lrosink-results-worker"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_subscription)) && !startswith(var.results_subscription, "goog")
+    condition     = var.results_subscription == null || can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_subscription)) && !startswith(coalesce(var.results_subscription, "x"), "goog")
     error_message = "results_subscription must be a Pub/Sub subscription name: 3-255 characters, starting with a letter, not starting with goog."
   }
 }
@@ -123,23 +134,23 @@ variable "dead_letter_max_delivery_attempts" {
 }
 
 variable "webhook_secret_id" {
-  description = "Secret Manager secret ID holding LROSINK_WEBHOOK_SECRETS (comma-separated whsec_ secrets). Terraform creates the secret, never a version."
+  description = "Secret Manager secret ID holding LROSINK_WEBHOOK_SECRETS (comma-separated whsec_ secrets). Terraform creates the secret, never a version. null: NAME_PREFIX-webhook-secrets."
   type        = string
-  default     = "lrosink-webhook-secrets"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9_-]{1,255}$", var.webhook_secret_id))
+    condition     = var.webhook_secret_id == null || can(regex("^[A-Za-z0-9_-]{1,255}$", var.webhook_secret_id))
     error_message = "webhook_secret_id must be 1-255 letters, digits, hyphens or underscores."
   }
 }
 
 variable "gemini_api_key_secret_id" {
-  description = "Secret Manager secret ID holding the Gemini API key used by the Reconcile service (GEMINI_API_KEY). Terraform creates the secret, never a version."
+  description = "Secret Manager secret ID holding the Gemini API key of the Reconcile and Webhook services (GEMINI_API_KEY). Terraform creates the secret, never a version. null: \"gemini-api-key\" with the default name_prefix (the name deployments before this default kept), NAME_PREFIX-gemini-api-key with any other."
   type        = string
-  default     = "gemini-api-key"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9_-]{1,255}$", var.gemini_api_key_secret_id))
+    condition     = var.gemini_api_key_secret_id == null || can(regex("^[A-Za-z0-9_-]{1,255}$", var.gemini_api_key_secret_id))
     error_message = "gemini_api_key_secret_id must be 1-255 letters, digits, hyphens or underscores."
   }
 }
