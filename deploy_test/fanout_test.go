@@ -201,11 +201,14 @@ func checkPush(t *testing.T, e *evaluator, s, rec instance, runtime, passDeadlin
 			role, _ := g.str(nil, "role")
 			agentPublishes = agentPublishes || resourceOf(tp) == resourceOf(dlt) && role == "roles/pubsub.publisher" && strings.Contains(m, "gcp-sa-pubsub")
 		}
+		name, _ := s.str(nil, "name")
 		for _, g := range e.ofType("google_pubsub_subscription_iam_member") {
 			sub, _ := g.str(nil, "subscription")
 			m, _ := g.str(nil, "member")
 			role, _ := g.str(nil, "role")
-			agentAcks = agentAcks || resourceOf(sub) == s.addr() && role == "roles/pubsub.subscriber" && strings.Contains(m, "gcp-sa-pubsub")
+			// By reference or by the subscription's name.
+			onIt := resourceOf(sub) == s.addr() || sub == name
+			agentAcks = agentAcks || onIt && role == "roles/pubsub.subscriber" && strings.Contains(m, "gcp-sa-pubsub")
 		}
 		if !agentPublishes || !agentAcks {
 			t.Errorf("%s: the Pub/Sub service agent needs publisher on %s (%v) and subscriber on the subscription (%v) to dead-letter", s, resourceOf(dlt), agentPublishes, agentAcks)

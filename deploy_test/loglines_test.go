@@ -80,10 +80,7 @@ func TestLogMetricFiltersMatchTheCodesLines(t *testing.T) {
 	c := loadConfig(t)
 	prefix := c.eval.vars["name_prefix"].AsString()
 	lines := generateLines(t, prefix)
-	metrics := map[string]instance{}
-	for _, m := range c.eval.ofType("google_logging_metric") {
-		metrics[m.Labels[1]] = m
-	}
+	metrics := logMetrics(c.eval)
 	for name, m := range metrics {
 		filter, ok := m.str(nil, "filter")
 		if !ok {
@@ -127,9 +124,23 @@ func TestLogMetricFiltersMatchTheCodesLines(t *testing.T) {
 	}
 	for name := range metricScenarios {
 		if _, ok := metrics[name]; !ok {
-			t.Errorf("metricScenarios names google_logging_metric.%s, which is not declared", name)
+			t.Errorf("metricScenarios names the log metric %s, which is not declared", name)
 		}
 	}
+}
+
+// logMetrics are the google_logging_metric instances by their key in
+// local.log_metrics (monitoring.tf).
+func logMetrics(e *evaluator) map[string]instance {
+	out := map[string]instance{}
+	for _, m := range e.ofType("google_logging_metric") {
+		key := m.key
+		if key == "" {
+			key = m.Labels[1]
+		}
+		out[key] = m
+	}
+	return out
 }
 
 // The reason label of lrosink_claims_recovered is described by the values
@@ -139,13 +150,10 @@ func TestClaimsRecoveredReasonsAreDescribed(t *testing.T) {
 	c := loadConfig(t)
 	lines := generateLines(t, c.eval.vars["name_prefix"].AsString())
 	var desc string
-	for _, m := range c.eval.ofType("google_logging_metric") {
-		if m.Labels[1] != "claims_recovered" {
-			continue
-		}
-		for _, l := range children(bodyOf(child(m.Body, "metric_descriptor")), "labels") {
-			if k, _ := m.str(l.Body, "key"); k == "reason" {
-				desc, _ = m.str(l.Body, "description")
+	if m, ok := logMetrics(c.eval)["claims_recovered"]; ok {
+		for _, l := range dynBlocks(bodyOf(child(m.Body, "metric_descriptor")), "labels", m.ctx) {
+			if k, _ := evalString(attr(l.body, "key"), l.ctx); k == "reason" {
+				desc, _ = evalString(attr(l.body, "description"), l.ctx)
 			}
 		}
 	}

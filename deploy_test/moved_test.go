@@ -106,8 +106,9 @@ func splitAddr(a string) (res, key string) {
 }
 
 // follow applies the moved blocks to an address until none applies: an
-// instance moves with its resource (`from = a.b` carries a.b["k"] to
-// <to>["k"]) or on its own.
+// instance moves on its own, or with its resource (`from = a.b, to = a.c`
+// carries a.b["k"] to a.c["k"]; `to = a.c["k"]` is where the un-keyed
+// a.b goes).
 func (r refactoring) follow(a string) string {
 	for range 10 {
 		res, key := splitAddr(a)
@@ -116,7 +117,7 @@ func (r refactoring) follow(a string) string {
 			switch {
 			case m[0] == a:
 				next = m[1]
-			case key != "" && m[0] == res:
+			case key != "" && m[0] == res && !strings.Contains(m[1], "["):
 				next = m[1] + key
 			}
 		}

@@ -379,13 +379,14 @@ func TestTerraformHygiene(t *testing.T) {
 		if m := basic.FindString(string(r.src[r.Range().Start.Byte:r.Range().End.Byte])); m != "" {
 			t.Errorf("%s: basic role %s", r, m)
 		}
-		if r.Labels[0] == "google_project_iam_member" {
-			if role, _ := literal(attr(r.Body, "role")); !slices.Contains(projectRoles, role) {
-				t.Errorf("%s: project-level %q; grant it on the resource, or add it to this test's allowlist with a reason", r, role)
-			}
-		}
 		if strings.HasSuffix(r.Labels[0], "_iam_policy") || strings.HasSuffix(r.Labels[0], "_iam_binding") {
 			t.Errorf("%s: authoritative IAM would remove grants made outside this configuration; use _iam_member", r)
+		}
+	}
+
+	for _, g := range c.eval.ofType("google_project_iam_member") {
+		if role, _ := g.str(nil, "role"); !slices.Contains(projectRoles, role) {
+			t.Errorf("%s: project-level %q; grant it on the resource, or add it to this test's allowlist with a reason", g, role)
 		}
 	}
 
@@ -461,25 +462,40 @@ func mapValues(m map[string]block) []block {
 }
 
 // `terraform destroy` must not half-succeed: the resources holding data
-// (undelivered results, dead letters, the images, the ledger) stop it at
-// plan time with prevent_destroy, before anything is deleted; the secrets
-// and services refuse deletion while var.deletion_protection is on.
-// docs/DEPLOY.md "Tearing down" has the steps to do it on purpose.
+// (results and dead letters, undelivered or kept for seeking back, the
+// images, the ledger) stop it at plan time with prevent_destroy, before
+// anything is deleted; the secrets and services refuse deletion while
+// var.deletion_protection is on. docs/DEPLOY.md "Tearing down" has the
+// steps to do it on purpose.
 func TestDestroySafety(t *testing.T) {
 	c := loadConfig(t)
-	// The reconcile fan-out's subscriptions hold only shard requests, which
-	// the next tick publishes again: nothing to keep.
+	// The reconcile fan-out's topics and subscription hold only shard
+	// requests, which the next tick publishes again: nothing to keep.
 	fanout := fanOutTopic(c.serviceByTarget(t)["Reconcile"])
-	for _, typ := range []string{"google_pubsub_subscription", "google_artifact_registry_repository", "google_firestore_database"} {
+	worthless := map[string]bool{fanout: fanout != ""}
+	for _, s := range c.ofType("google_pubsub_subscription") {
+		if a := attr(s.Body, "topic"); a != nil && fanout != "" {
+			if tp := refs(a.Expr); len(tp) == 1 && resourceOf(tp[0]) == fanout {
+				worthless[s.addr()] = true
+				if dl := attr(bodyOf(child(s.Body, "dead_letter_policy")), "dead_letter_topic"); dl != nil {
+					for _, r := range refs(dl.Expr) {
+						worthless[resourceOf(r)] = true
+					}
+				}
+			}
+		}
+	}
+	if len(worthless) < 3 {
+		t.Errorf("found %d fan-out resources (%v): the fan-out topic, its push subscription and its dead-letter topic", len(worthless), worthless)
+	}
+	for _, typ := range []string{"google_pubsub_topic", "google_pubsub_subscription", "google_artifact_registry_repository", "google_firestore_database"} {
 		rs := c.ofType(typ)
 		if len(rs) == 0 {
 			t.Errorf("no %s", typ)
 		}
 		for _, r := range rs {
-			if a := attr(r.Body, "topic"); a != nil && fanout != "" {
-				if tp := refs(a.Expr); len(tp) == 1 && resourceOf(tp[0]) == fanout {
-					continue
-				}
+			if worthless[r.addr()] {
+				continue
 			}
 			if a := attr(bodyOf(child(r.Body, "lifecycle")), "prevent_destroy"); a == nil || r.text(a.Expr) != "true" {
 				t.Errorf("%s: lifecycle { prevent_destroy = true } missing: it holds data `terraform destroy` would lose", r)

@@ -1,18 +1,3 @@
-output "webhook_url" {
-  description = "Public URL of the Webhook service: register it with Gemini (lrosink webhooks create --uri ...)."
-  value       = google_cloud_run_v2_service.service["webhook"].uri
-}
-
-output "register_url" {
-  description = "URL of the Register service (IAM-protected; call it with an identity token of a register_invokers member)."
-  value       = google_cloud_run_v2_service.service["register"].uri
-}
-
-output "reconcile_url" {
-  description = "URL of the Reconcile service (IAM-protected; called by Cloud Scheduler)."
-  value       = google_cloud_run_v2_service.service["reconcile"].uri
-}
-
 output "reconcile_fanout_topic" {
   description = "Full name of the topic the reconcile coordinator publishes shard requests to (LROSINK_RECONCILE_FANOUT_TOPIC); publish {\"range\":\"LO-HI\"} there to re-run one range by hand."
   value       = google_pubsub_topic.reconcile_fanout.id
@@ -64,11 +49,6 @@ output "service_names" {
 }
 
 output "service_urls" {
-  description = "Cloud Run service URLs by key of local.services."
+  description = "Cloud Run service URLs by key of local.services: webhook (register it with Gemini: lrosink webhooks create --uri ...; public), register (call it with an identity token of a register_invokers member), reconcile (called by Cloud Scheduler), console (open it with gcloud run services proxy, docs/OPERATIONS.md)."
   value       = { for k, s in google_cloud_run_v2_service.service : k => s.uri }
-}
-
-output "console_url" {
-  description = "URL of the Console service (IAM-protected): open it with gcloud run services proxy (docs/OPERATIONS.md)."
-  value       = google_cloud_run_v2_service.service["console"].uri
 }
