@@ -125,6 +125,7 @@ func hclFunctions() map[string]function.Function {
 		"lower": stdlib.LowerFunc, "upper": stdlib.UpperFunc, "replace": stdlib.ReplaceFunc,
 		"toset": toset, "tonumber": to(cty.Number), "tostring": to(cty.String), "tolist": to(cty.List(cty.String)),
 		"startswith": startswith, "alltrue": alltrue, "try": tryfunc.TryFunc, "can": tryfunc.CanFunc,
+		"sort": stdlib.SortFunc,
 	}
 }
 

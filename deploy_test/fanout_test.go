@@ -157,16 +157,14 @@ func checkPush(t *testing.T, e *evaluator, s, rec instance, runtime, passDeadlin
 	}
 	// (3) It may invoke Reconcile, and only Reconcile.
 	invokes := false
-	for _, g := range e.ofType("google_cloud_run_v2_service_iam_member") {
-		if m, _ := g.str(nil, "member"); m != sa+".member" {
+	for _, g := range runGrants(t, e) {
+		if g.member != sa+".member" {
 			continue
 		}
-		role, _ := g.str(nil, "role")
-		name, _ := g.str(nil, "name")
-		if resourceOf(name) == rec.addr() && role == "roles/run.invoker" {
+		if g.service == rec.addr() && g.role == "roles/run.invoker" {
 			invokes = true
 		} else {
-			t.Errorf("%s: the push account %s also has %s on %s", g, sa, role, resourceOf(name))
+			t.Errorf("%s: the push account %s also has %s on %s", g.from, sa, g.role, g.service)
 		}
 	}
 	if !invokes {

@@ -61,17 +61,14 @@ func publicAccess(t *testing.T, c *config, access string) map[string][]string {
 			t.Errorf("%s: invoker_iam_disabled cannot be evaluated", svc)
 		}
 	}
-	for _, g := range e.ofType("google_cloud_run_v2_service_iam_member") {
-		m, _ := g.str(nil, "member")
-		if m != "allUsers" && m != "allAuthenticatedUsers" {
+	for _, g := range runGrants(t, e) {
+		if g.member != "allUsers" && g.member != "allAuthenticatedUsers" {
 			continue
 		}
-		role, _ := g.str(nil, "role")
-		name, _ := g.str(nil, "name")
-		if role != "roles/run.invoker" {
-			t.Errorf("%s: %s granted %s", g, m, role)
+		if g.role != "roles/run.invoker" {
+			t.Errorf("%s: %s granted %s", g.from, g.member, g.role)
 		}
-		out[resourceOf(name)] = append(out[resourceOf(name)], m)
+		out[g.service] = append(out[g.service], g.member)
 	}
 	return out
 }
@@ -96,7 +93,7 @@ func TestOnlyWebhookIsPublic(t *testing.T) {
 	}
 	public := regexp.MustCompile(`\ball(Authenticated)?Users\b`)
 	for _, r := range c.resources {
-		if r.Labels[0] == "google_cloud_run_v2_service_iam_member" {
+		if strings.HasPrefix(r.Labels[0], "google_cloud_run_v2_service_iam_") {
 			continue // evaluated above
 		}
 		hclsyntax.VisitAll(r.Body, func(n hclsyntax.Node) hcl.Diagnostics {
@@ -301,13 +298,10 @@ func TestSchedulerCallsReconcileWithOIDC(t *testing.T) {
 		}
 		// The scheduler account may invoke Reconcile, and nothing else.
 		invokes := map[string]bool{}
-		for _, g := range c.eval.ofType("google_cloud_run_v2_service_iam_member") {
-			if m, _ := g.str(nil, "member"); resourceOf(m) != sa {
-				continue
+		for _, g := range runGrants(t, c.eval) {
+			if resourceOf(g.member) == sa {
+				invokes[g.service] = g.role == "roles/run.invoker"
 			}
-			role, _ := g.str(nil, "role")
-			name, _ := g.str(nil, "name")
-			invokes[resourceOf(name)] = role == "roles/run.invoker"
 		}
 		if !invokes[reconcile] {
 			t.Errorf("%s: %s has no roles/run.invoker on %s", job, sa, reconcile)
@@ -379,8 +373,14 @@ func TestTerraformHygiene(t *testing.T) {
 		if m := basic.FindString(string(r.src[r.Range().Start.Byte:r.Range().End.Byte])); m != "" {
 			t.Errorf("%s: basic role %s", r, m)
 		}
-		if strings.HasSuffix(r.Labels[0], "_iam_policy") || strings.HasSuffix(r.Labels[0], "_iam_binding") {
-			t.Errorf("%s: authoritative IAM would remove grants made outside this configuration; use _iam_member", r)
+		// Authoritative IAM removes grants made outside this configuration:
+		// only where that is the point (who may invoke a service,
+		// TestEveryInvokerGrantIsAuthoritative), and never a whole policy.
+		if strings.HasSuffix(r.Labels[0], "_iam_policy") {
+			t.Errorf("%s: a whole authoritative policy would remove every grant made outside this configuration", r)
+		}
+		if role, _ := literal(attr(r.Body, "role")); strings.HasSuffix(r.Labels[0], "_iam_binding") && (r.Labels[0] != "google_cloud_run_v2_service_iam_binding" || role != "roles/run.invoker") {
+			t.Errorf("%s: authoritative binding of %q: only roles/run.invoker on the services is owned outright; use _iam_member", r, role)
 		}
 	}
 

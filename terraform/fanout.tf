@@ -123,7 +123,7 @@ resource "google_pubsub_subscription" "reconcile_fanout" {
   # grant from local.services (iam.tf); the service agent dead-letters
   # through local.dead_letters (pubsub.tf).
   depends_on = [
-    google_cloud_run_v2_service_iam_member.invoker,
+    google_cloud_run_v2_service_iam_binding.invoker,
     google_service_account_iam_member.reconcile_fanout_token_creator,
     google_pubsub_topic_iam_member.dead_letter_publisher,
   ]

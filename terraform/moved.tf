@@ -51,16 +51,6 @@ moved {
 }
 
 moved {
-  from = google_cloud_run_v2_service_iam_member.webhook_public
-  to   = google_cloud_run_v2_service_iam_member.invoker["webhook/allUsers"]
-}
-
-moved {
-  from = google_cloud_run_v2_service_iam_member.reconcile_scheduler
-  to   = google_cloud_run_v2_service_iam_member.invoker["reconcile/scheduler"]
-}
-
-moved {
   from = google_monitoring_alert_policy.stuck_operations
   to   = google_monitoring_alert_policy.threshold["stuck_operations"]
 }
@@ -95,14 +85,40 @@ moved {
   to   = google_secret_manager_secret.secret["gemini_api_key"]
 }
 
-# The Register and Console invoker grants were keyed by member; a moved
-# block cannot name keys that come from a variable. `removed` with
-# destroy = false forgets them without revoking anything, and the new
-# google_cloud_run_v2_service_iam_member.invoker["register/<member>"]
-# grants (the same role to the same members) are created over them: an
-# _iam_member create of a binding that exists is a no-op, so no invoker
-# loses access in between. (Destroying the old ones instead could run
-# after the new ones were created and revoke the binding both manage.)
+# Invoker grants were _iam_member resources: first one per service
+# (webhook_public, reconcile_scheduler, then register_invokers and
+# console_invokers keyed by member), then one per (service, invoker)
+# (invoker["service/name"]). They are one authoritative
+# google_cloud_run_v2_service_iam_binding.invoker per service now (run.tf),
+# which moved cannot express (another resource type). `removed` with
+# destroy = false forgets them without revoking anything, and each
+# binding, created with the same members, takes the role over: no invoker
+# loses access in between. (Destroying them instead could run after the
+# binding was created and remove members it holds.)
+removed {
+  from = google_cloud_run_v2_service_iam_member.invoker
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = google_cloud_run_v2_service_iam_member.webhook_public
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = google_cloud_run_v2_service_iam_member.reconcile_scheduler
+
+  lifecycle {
+    destroy = false
+  }
+}
+
 removed {
   from = google_cloud_run_v2_service_iam_member.register_invokers
 

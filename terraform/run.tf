@@ -157,13 +157,6 @@ locals {
       ledger = "read"
     }
   } : k => merge(local.service_defaults, s) }
-
-  # One roles/run.invoker grant per (service, invoker), keyed "service/name".
-  invoker_grants = merge([
-    for svc, s in local.services : {
-      for name, member in s.invokers : "${svc}/${name}" => { service = svc, member = member }
-    }
-  ]...)
 }
 
 resource "google_cloud_run_v2_service" "service" {
@@ -248,12 +241,19 @@ resource "google_cloud_run_v2_service" "service" {
   ]
 }
 
-resource "google_cloud_run_v2_service_iam_member" "invoker" {
-  for_each = local.invoker_grants
+# Who may invoke each service: ONE authoritative binding of
+# roles/run.invoker per service, holding exactly the invokers of its entry
+# (none for most). A member added by hand (allUsers on Register or the
+# Console) shows as drift in `terraform plan`, and the next apply removes
+# it; an _iam_member grant would never see it. An empty binding is kept in
+# the state and still corrects a hand-added member
+# (GoogleCloudPlatform/magic-modules#1926).
+resource "google_cloud_run_v2_service_iam_binding" "invoker" {
+  for_each = local.services
 
   project  = var.project_id
-  location = google_cloud_run_v2_service.service[each.value.service].location
-  name     = google_cloud_run_v2_service.service[each.value.service].name
+  location = google_cloud_run_v2_service.service[each.key].location
+  name     = google_cloud_run_v2_service.service[each.key].name
   role     = "roles/run.invoker"
-  member   = each.value.member
+  members  = sort(values(each.value.invokers))
 }
