@@ -44,9 +44,14 @@ var unnamed = regexp.MustCompile(`_iam_(member|binding)$|^google_project_service
 
 // instanceNames evaluates c with name_prefix = prefix and returns, per
 // identity (type and naming values), the address that has it.
-func instanceNames(t *testing.T, c *config, prefix string) (ids map[string]string, names map[string][]string) {
+func instanceNames(t *testing.T, c *config, prefix string, overrides map[string]string) (ids map[string]string, names map[string][]string) {
 	t.Helper()
-	e, err := newEvaluator(c, map[string]string{"name_prefix": fmt.Sprintf("%q", prefix)})
+	overrides = maps.Clone(overrides)
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	overrides["name_prefix"] = fmt.Sprintf("%q", prefix)
+	e, err := newEvaluator(c, overrides)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +106,7 @@ func resolveName(e *evaluator, v string) string {
 		typ, _, _ := strings.Cut(res, ".")
 		found := false
 		for _, in := range e.ofType(typ) {
-			if in.addr() == res {
+			if e.stateAddr(in) == res {
 				if s, ok := in.str(nil, attrName); ok {
 					v, found = s, true
 				}
@@ -114,11 +119,21 @@ func resolveName(e *evaluator, v string) string {
 	return v
 }
 
+// Evaluated with the defaults, and with every optional resource present
+// (invokers, subscribers, the consumer database of its own).
 func TestTwoInstancesInOneProjectShareNoName(t *testing.T) {
 	c := loadConfig(t)
+	all := maps.Clone(everyOptional)
+	all["separate_consumer_database"] = "true"
+	for name, overrides := range map[string]map[string]string{"defaults": nil, "every optional resource": all} {
+		t.Run(name, func(t *testing.T) { checkTwoInstances(t, c, overrides) })
+	}
+}
+
+func checkTwoInstances(t *testing.T, c *config, overrides map[string]string) {
 	prefixes := []string{"lrosink", "lrosink-b"}
-	a, _ := instanceNames(t, c, prefixes[0])
-	b, namesB := instanceNames(t, c, prefixes[1])
+	a, _ := instanceNames(t, c, prefixes[0], overrides)
+	b, namesB := instanceNames(t, c, prefixes[1], overrides)
 	if len(a) < 40 || len(a) != len(b) {
 		t.Fatalf("%d and %d named instances: the evaluation is broken", len(a), len(b))
 	}

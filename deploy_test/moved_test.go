@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,11 +59,7 @@ func instanceAddrs(t *testing.T, c *config) []string {
 			t.Fatalf("%s: for_each/count cannot be evaluated without a provider: its addresses are unknown", b)
 		}
 		for _, i := range is {
-			if e.counted[b.addr()] {
-				out = append(out, fmt.Sprintf("%s[%s]", b.addr(), i.key))
-			} else {
-				out = append(out, i.addr())
-			}
+			out = append(out, e.stateAddr(i))
 		}
 	}
 	slices.Sort(out)

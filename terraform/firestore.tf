@@ -35,6 +35,38 @@ resource "google_firestore_database" "default" {
   depends_on = [google_project_service.apis]
 }
 
+# The workers' processed records (package consume), in a database of their
+# own when var.separate_consumer_database is set: the results_subscribers'
+# Firestore grant (iam.tf) then reaches no ledger document. Otherwise they
+# live in the ledger database.
+resource "google_firestore_database" "consumer" {
+  count = var.separate_consumer_database ? 1 : 0
+
+  project                           = var.project_id
+  name                              = "${var.name_prefix}-consumer"
+  location_id                       = coalesce(var.firestore_location, var.region)
+  type                              = "FIRESTORE_NATIVE"
+  concurrency_mode                  = "OPTIMISTIC"
+  point_in_time_recovery_enablement = var.firestore_point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
+  delete_protection_state           = "DELETE_PROTECTION_ENABLED"
+  deletion_policy                   = "ABANDON"
+
+  # What the workers have processed: losing it processes every result again.
+  lifecycle {
+    prevent_destroy = true
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+locals {
+  # What IAM conditions compare for a Firestore database and what it holds
+  # (docs/DEPLOY.md, "Firestore access").
+  ledger_database_resource   = "projects/${var.project_id}/databases/${google_firestore_database.default.name}"
+  consumer_database          = var.separate_consumer_database ? google_firestore_database.consumer[0].name : google_firestore_database.default.name
+  consumer_database_resource = "projects/${var.project_id}/databases/${local.consumer_database}"
+}
+
 # TTL policies on expire_at, one per collection whose documents carry it;
 # Firestore deletes expired documents asynchronously (usually within 24 h of
 # expiry). No lrosink query reads expire_at, so its single-field indexes are
@@ -68,7 +100,7 @@ locals {
     # consume.NewFirestoreStore(client, "processed")): each carries expire_at
     # (its retention after its last write); without this policy the
     # collection grows for ever.
-    processed = { database = google_firestore_database.default.name, collection = var.consumer_processed_collection }
+    processed = { database = local.consumer_database, collection = var.consumer_processed_collection }
   }
 }
 

@@ -48,15 +48,48 @@ resource "google_service_account" "scheduler" {
   depends_on = [google_project_service.apis]
 }
 
-# Firestore has no per-collection IAM for the data plane: read/write
-# documents (roles/datastore.user, no index or database admin) or read only
-# (roles/datastore.viewer) at project level is the narrowest role.
+# Firestore has no per-collection IAM: read/write documents
+# (roles/datastore.user, no index or database admin) or read only
+# (roles/datastore.viewer), granted on the project with an IAM condition on
+# the one database, is the narrowest grant it supports (docs/DEPLOY.md,
+# "Firestore access").
+#
+# create_before_destroy: deployments before the condition hold the same
+# role unconditioned; the conditioned binding replaces it only once it
+# exists, so no revision loses the ledger in between.
 resource "google_project_iam_member" "ledger" {
   for_each = { for svc, s in local.services : svc => s.ledger if s.ledger != null }
 
   project = var.project_id
   role    = local.ledger_roles[each.value]
   member  = google_service_account.runtime[each.key].member
+
+  condition {
+    title       = "${var.name_prefix} ledger database only"
+    description = "Documents of the lrosink ledger database, no other database of the project"
+    expression  = "resource.name == \"${local.ledger_database_resource}\" || resource.name.startsWith(\"${local.ledger_database_resource}/\")"
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+# The workers (var.results_subscribers) claim each result in the processed
+# collection (package consume): read/write on the consumer database only,
+# which is the ledger's unless var.separate_consumer_database.
+resource "google_project_iam_member" "consumer" {
+  for_each = var.consumer_processed_collection == "" ? toset([]) : toset(var.results_subscribers)
+
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = each.value
+
+  condition {
+    title       = "${var.name_prefix} consumer database only"
+    description = "Documents of the database holding the workers' processed records, no other database of the project"
+    expression  = "resource.name == \"${local.consumer_database_resource}\" || resource.name.startsWith(\"${local.consumer_database_resource}/\")"
+  }
 }
 
 # Publishing: on each topic the service publishes to, nothing else.

@@ -327,7 +327,7 @@ variable "image_keep_count" {
 }
 
 variable "consumer_processed_collection" {
-  description = "Firestore collection (in this project's (default) database) where consume.NewFirestoreStore keeps a worker's processed records; Terraform adds the TTL policy on its expire_at field. Empty: no TTL policy (the worker keeps its records elsewhere)."
+  description = "Firestore collection where consume.NewFirestoreStore keeps a worker's processed records, in the consumer database (see separate_consumer_database); Terraform adds the TTL policy on its expire_at field and grants the results_subscribers roles/datastore.user on that database only. Empty: neither (the worker keeps its records elsewhere)."
   type        = string
   default     = "processed"
 
@@ -335,6 +335,12 @@ variable "consumer_processed_collection" {
     condition     = var.consumer_processed_collection == "" || can(regex("^[A-Za-z0-9_-]{1,100}$", var.consumer_processed_collection))
     error_message = "consumer_processed_collection must be a collection id (letters, digits, _ and -) or empty."
   }
+}
+
+variable "separate_consumer_database" {
+  description = "Keep the workers' processed records in a Firestore database of their own (NAME_PREFIX-consumer, created here), so that the results_subscribers' grant reaches no ledger document. false: they share the ledger database (examples/worker opens (default)), and their roles/datastore.user on it lets them read and write the ledger (docs/DEPLOY.md, \"Firestore access\")."
+  type        = bool
+  default     = false
 }
 
 variable "reconcile_absent_after" {
