@@ -14,14 +14,19 @@
 #   moved.tf              earlier resource addresses, so upgrades move, not re-create
 #   scheduler.tf          Cloud Scheduler -> Reconcile (OIDC)
 #   monitoring.tf         log-based metrics and alert policies
-#   build.tf              Cloud Build account and source bucket for cloudbuild.yaml
+#   build.tf              build account (cloudbuild.yaml: tests, image) and
+#                         deployer account (the rollout trigger), apart
 #   outputs.tf            URLs and names for the next deployment steps
 #
 # deploy_test/ checks the security and consistency rules of these files
-# (distinct service accounts, only Webhook public, no secret values, indexes
-# matching the code's queries, Scheduler -> Reconcile with OIDC, every
-# rolled-out service granted to the build account, log filters matching the
-# code's log lines) without a provider; scripts/check-deploy.sh runs it with terraform fmt and tflint.
+# without a provider (distinct service accounts, only Webhook public,
+# authoritative invoker bindings, Firestore grants scoped to one database, a
+# build account that cannot deploy and a deployer that cannot delete, no
+# secret values, indexes matching the code's queries, Scheduler -> Reconcile
+# with OIDC, two instances sharing no name, moved blocks for every renamed
+# address, log and alert filters matching the code's lines and answers), and
+# every attribute against the google provider's schema;
+# scripts/check-deploy.sh runs terraform fmt, validate and tflint.
 
 # The names that must be unique in the project, derived from
 # var.name_prefix unless a variable sets one: two instances with different

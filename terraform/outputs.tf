@@ -34,8 +34,23 @@ output "image_repository" {
 }
 
 output "build_service_account" {
-  description = "Resource name of the Cloud Build account, for gcloud builds submit --service-account."
+  description = "Resource name of the build account (tests and image; cannot deploy), for gcloud builds submit --service-account."
   value       = google_service_account.build.id
+}
+
+output "build_substitutions" {
+  description = "cloudbuild.yaml's substitutions, derived from the variables, for gcloud builds submit --substitutions \"SHORT_SHA=...,<this>\" (the build trigger passes the same)."
+  value       = join(",", [for k, v in local.build_substitutions : "${k}=${v}"])
+}
+
+output "deployer_service_account" {
+  description = "Resource name of the rollout account (updates the services' image; cannot create or delete them)."
+  value       = google_service_account.deployer.id
+}
+
+output "rollout_trigger" {
+  description = "Name of the Cloud Build trigger that rolls a pushed image out to every service (gcloud builds list --region REGION --filter=\"buildTriggerId=<its id>\"; approve with gcloud builds approve)."
+  value       = google_cloudbuild_trigger.rollout.name
 }
 
 output "build_source_staging_dir" {
@@ -44,7 +59,7 @@ output "build_source_staging_dir" {
 }
 
 output "service_names" {
-  description = "Cloud Run service names by key of local.services: what cloudbuild.yaml rolls out (_SERVICE_PREFIX-KEY) and gcloud run services update takes."
+  description = "Cloud Run service names by key of local.services: what the rollout trigger updates and gcloud run services update takes."
   value       = { for k, s in google_cloud_run_v2_service.service : k => s.name }
 }
 

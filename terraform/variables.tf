@@ -315,6 +315,26 @@ variable "secret_replica_locations" {
   }
 }
 
+variable "build_trigger" {
+  description = "The Cloud Build trigger running cloudbuild.yaml (tests, image build and push, under the build account) on every push to a branch, for a repository connected to Cloud Build (2nd gen): repository = projects/PROJECT/locations/REGION/connections/CONNECTION/repositories/REPO, branch = a regular expression (default ^main$). null: no trigger; builds are submitted by hand (docs/DEPLOY.md)."
+  type = object({
+    repository = string
+    branch     = optional(string, "^main$")
+  })
+  default = null
+
+  validation {
+    condition     = var.build_trigger == null || can(regex("^projects/[^/]+/locations/[^/]+/connections/[^/]+/repositories/[^/]+$", var.build_trigger.repository))
+    error_message = "build_trigger.repository must be a Cloud Build repository: projects/PROJECT/locations/REGION/connections/CONNECTION/repositories/REPO."
+  }
+}
+
+variable "rollout_approval_required" {
+  description = "Hold each rollout (the image Cloud Build pushed, going out to every service under the deployer account) until someone with roles/cloudbuild.builds.approver approves it (gcloud builds approve). false: every pushed image rolls out at once, so whatever could push an image (the build account running the tests' dependencies) could deploy it."
+  type        = bool
+  default     = true
+}
+
 variable "image_keep_count" {
   description = "Artifact Registry cleanup: the most recent image versions always kept (rollback candidates); older versions are deleted once 30 days old."
   type        = number
