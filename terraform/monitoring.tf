@@ -96,6 +96,21 @@ locals {
         reason = "Why the delivery was refused (e.g. no-matching-signature, timestamp-too-old)"
       }
     }
+    # Webhook deliveries answered 5xx: the ledger, Pub/Sub or Gemini
+    # unavailable, the door past LROSINK_WEBHOOK_DEADLINE, a claim missing.
+    # Gemini retries each for 24 h and disables a webhook whose deliveries
+    # keep failing (disabled_due_to_failed_deliveries): the alert below
+    # fires first. A 503 "stopping" (an instance shutting down: every
+    # rollout and scale-in, logged WARNING, retried onto a live instance) is
+    # not counted.
+    webhook_5xx = {
+      description  = "Webhook deliveries answered 5xx (ledger, Pub/Sub or Gemini unavailable, deadline exceeded, claim missing), by reason; not an instance that is stopping."
+      filter       = "${local.run_logs} AND jsonPayload.message=\"webhook answer\" AND jsonPayload.status>=500 AND jsonPayload.reason!=\"stopping\""
+      display_name = "lrosink webhook 5xx"
+      labels = {
+        reason = "Why the delivery was answered 5xx (e.g. ledger-unavailable, side-effect-failed, deadline-exceeded, claim-missing, gemini-unavailable)"
+      }
+    }
     # One line per finished reconcile pass: the absence alert below fires
     # when none arrives (Scheduler stopped, the job was paused or deleted, or
     # every pass fails before its end).
@@ -259,6 +274,29 @@ locals {
         names the operation.
       EOT
     }
+    # Before Gemini gives up: it retries a failing delivery for 24 h with
+    # exponential backoff (the schedule is unpublished; Standard Webhooks'
+    # example is immediate, 5 s, 5 m, 30 m, 2 h, ...) and disables a webhook
+    # that keeps failing after an undocumented number of failures
+    # (docs/GEMINI.md). More than 2 answers >= 500 in 5 minutes is a second
+    # failing delivery, or one past its first retries: the alert fires while
+    # Gemini is still in its quick retries, hours before it stops.
+    webhook_5xx = {
+      display_name = "${var.name_prefix}: webhook deliveries failing (5xx)"
+      condition    = "Webhook deliveries answered 5xx"
+      metric       = google_logging_metric.metric["webhook_5xx"].name
+      resource     = "cloud_run_revision"
+      above        = 2
+      period       = "300s"
+      auto_close   = "1800s"
+      section      = "alert-webhook-deliveries-failing-5xx"
+      text         = <<-EOT
+        The Webhook answered more than 2 deliveries with 5xx in 5 minutes (the reason label says
+        why: the ledger, Pub/Sub or Gemini unavailable, the deadline exceeded, a claim missing).
+        Gemini retries them, and disables a webhook whose deliveries keep failing: fix the cause
+        before it does.
+      EOT
+    }
     webhook_unauthorized = {
       display_name = "${var.name_prefix}: webhook deliveries refused"
       condition    = "Webhook deliveries answered 401"
@@ -395,3 +433,75 @@ resource "google_monitoring_alert_policy" "reconcile_absent" {
     content   = "No reconcile pass ran to its end for ${var.reconcile_absent_after} (schedule ${var.reconcile_schedule}).\nRunbook: ${local.runbook}#alert-no-reconcile-pass"
   }
 }
+
+# Shard requests failing, from Pub/Sub's own metrics of the fan-out push
+# subscription (fanout.tf): pushes Reconcile answered other than 2xx (503:
+# the ledger could not be queried; 400: not a shard request; 429: no free
+# instance; 403: the push identity lost run.invoker, which reaches no
+# lrosink log line), and requests dead-lettered after 5 attempts (a range
+# that missed its pass five times). Pub/Sub counts each push by
+# response_class, "ack" for a 2xx
+# (https://cloud.google.com/pubsub/docs/push-troubleshooting), and the
+# messages it forwards to the dead-letter topic
+# (https://cloud.google.com/pubsub/docs/monitoring). With one shard nothing
+# is published, and nothing fires.
+resource "google_monitoring_alert_policy" "reconcile_fanout" {
+  project               = var.project_id
+  display_name          = "${var.name_prefix}: reconcile shard requests failing"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "Shard requests dead-lettered"
+
+    condition_threshold {
+      filter          = "resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${google_pubsub_subscription.reconcile_fanout.name}\" AND metric.type=\"pubsub.googleapis.com/subscription/dead_letter_message_count\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  # A single 429 or 503 is retried 10 to 60 s later and usually succeeds:
+  # more than 3 failed pushes in 10 minutes is a shard failing, not a blip.
+  conditions {
+    display_name = "Shard pushes answered other than 2xx"
+
+    condition_threshold {
+      filter          = "resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${google_pubsub_subscription.reconcile_fanout.name}\" AND metric.type=\"pubsub.googleapis.com/subscription/push_request_count\" AND metric.labels.response_class!=\"ack\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 3
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "Reconcile shard requests are failing (pushes answered other than 2xx, or dead-lettered after 5 attempts): their ranges' due operations wait for the next tick, later each time.\nRunbook: ${local.runbook}#alert-reconcile-shard-requests-failing"
+  }
+}
+
