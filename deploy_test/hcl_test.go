@@ -4,8 +4,13 @@
 // no network) and reads internal/ledger/fsledger/firestore.go with
 // go/parser. scripts/check-deploy.sh and `make test` run it.
 //
-// This file loads the configuration; the rules are in terraform_test.go and
-// queries_test.go.
+// This file loads the configuration (eval_test.go evaluates it); the rules
+// are in the other files: terraform_test.go (accounts, public access,
+// secrets, hygiene), queries_test.go (indexes), schema_test.go (the
+// provider's schema), invokers_test.go, firestore_access_test.go,
+// rollout_test.go (build and rollout accounts), instances_test.go (two
+// instances), moved_test.go (upgrades), alerts_test.go and loglines_test.go
+// (filters against the code's lines and answers).
 package deploy_test
 
 import (

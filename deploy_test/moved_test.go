@@ -32,14 +32,16 @@ var destroyedOnPurpose = map[string]string{
 }
 
 // everyOptional are variable values under which the resources that exist
-// only for some settings exist too (an allUsers grant, invokers and
-// subscribers keyed by member), so that their addresses are compared as
-// well. Both configurations are evaluated with them.
+// only for some settings exist too (an allUsers grant, invokers,
+// subscribers and approvers keyed by member), so that their addresses are
+// compared as well. Both configurations are evaluated with those of them
+// they declare.
 var everyOptional = map[string]string{
 	"webhook_public_access": `"allUsers"`,
 	"register_invokers":     `["serviceAccount:submitter@p.iam.gserviceaccount.com"]`,
 	"console_invokers":      `["group:oncall@example.com"]`,
 	"results_subscribers":   `["serviceAccount:worker@p.iam.gserviceaccount.com"]`,
+	"rollout_approvers":     `["group:release@example.com"]`,
 }
 
 // instanceAddrs lists every resource instance of c evaluated with
@@ -48,7 +50,14 @@ var everyOptional = map[string]string{
 // to that resource.
 func instanceAddrs(t *testing.T, c *config) []string {
 	t.Helper()
-	e, err := newEvaluator(c, everyOptional)
+	// Only the variables c declares: the base configuration predates some.
+	overrides := map[string]string{}
+	for _, v := range c.variables {
+		if x, ok := everyOptional[v.Labels[0]]; ok {
+			overrides[v.Labels[0]] = x
+		}
+	}
+	e, err := newEvaluator(c, overrides)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -368,7 +368,8 @@ func TestTerraformHygiene(t *testing.T) {
 	// Firestore has no data-plane IAM below the project: datastore.user
 	// (read-write) for the ingest paths, datastore.viewer (read-only) for
 	// the console.
-	projectRoles := []string{"roles/datastore.user", "roles/datastore.viewer", "roles/logging.logWriter"}
+	// Approving a held rollout is a permission on the project's builds.
+	projectRoles := []string{"roles/datastore.user", "roles/datastore.viewer", "roles/logging.logWriter", "roles/cloudbuild.builds.approver"}
 	for _, r := range c.resources {
 		if m := basic.FindString(string(r.src[r.Range().Start.Byte:r.Range().End.Byte])); m != "" {
 			t.Errorf("%s: basic role %s", r, m)

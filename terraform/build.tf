@@ -167,6 +167,16 @@ resource "google_project_iam_member" "deployer_log_writer" {
   member  = google_service_account.deployer.member
 }
 
+# Who approves a held rollout: approval is on the build, a project
+# resource, so the role has no narrower place to be granted.
+resource "google_project_iam_member" "rollout_approver" {
+  for_each = toset(var.rollout_approvers)
+
+  project = var.project_id
+  role    = "roles/cloudbuild.builds.approver"
+  member  = each.value
+}
+
 # The rollout: when an image of local.image is pushed with a tag, Artifact
 # Registry publishes to the project's `gcr` topic (it creates the topic when
 # its API is enabled; https://cloud.google.com/artifact-registry/docs/configure-notifications),

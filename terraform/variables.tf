@@ -335,6 +335,17 @@ variable "rollout_approval_required" {
   default     = true
 }
 
+variable "rollout_approvers" {
+  description = "IAM members who may approve or reject a held rollout (roles/cloudbuild.builds.approver on the project), e.g. group:release@example.com. Project Owners can anyway."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.rollout_approvers : can(regex("^(serviceAccount|user|group|principal|principalSet):", m))])
+    error_message = "rollout_approvers entries must be IAM members such as group:release@example.com (allUsers and allAuthenticatedUsers are refused)."
+  }
+}
+
 variable "image_keep_count" {
   description = "Artifact Registry cleanup: the most recent image versions always kept (rollback candidates); older versions are deleted once 30 days old."
   type        = number
