@@ -221,8 +221,18 @@ moved {
 }
 
 moved {
-  from = google_project_iam_member.datastore_user
-  to   = google_project_iam_member.ledger
+  from = google_project_iam_member.datastore_user["webhook"]
+  to   = google_project_iam_member.ledger["webhook"]
+}
+
+moved {
+  from = google_project_iam_member.datastore_user["reconcile"]
+  to   = google_project_iam_member.ledger["reconcile"]
+}
+
+moved {
+  from = google_project_iam_member.datastore_user["register"]
+  to   = google_project_iam_member.ledger["register"]
 }
 
 moved {
