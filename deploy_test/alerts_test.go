@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/zclconf/go-cty/cty"
 )
 
 // operatorAlerts are the "alert" values lrosink logs for an operator to act
@@ -28,10 +30,9 @@ func TestOperatorAlertsArePaged(t *testing.T) {
 				t.Fatalf("no Go source under internal/ logs the alert %q: remove it from operatorAlerts or log it", alert)
 			}
 			metric := ""
-			for _, b := range c.ofType("google_logging_metric") {
-				f := attr(bodyOf(b.Block), "filter")
-				if f != nil && strings.Contains(b.text(f.Expr), `jsonPayload.alert=\"`+alert+`\"`) {
-					metric = b.addr()
+			for _, m := range c.eval.ofType("google_logging_metric") {
+				if f, _ := m.str(nil, "filter"); strings.Contains(f, `jsonPayload.alert="`+alert+`"`) {
+					metric = m.addr()
 				}
 			}
 			if metric == "" {
@@ -54,7 +55,7 @@ func TestOperatorAlertsArePaged(t *testing.T) {
 // policy is one alert policy instance, evaluated.
 type policy struct {
 	instance
-	metrics []string // google_logging_metric.X of its conditions
+	metrics []string // the google_logging_metric instances of its conditions
 	doc     string
 	anchors []string // #anchors in its documentation
 	absent  bool     // has a metric-absence condition
@@ -62,7 +63,7 @@ type policy struct {
 
 func alertPolicies(c *config) []policy {
 	var out []policy
-	metricRef := regexp.MustCompile(`logging\.googleapis\.com/user/(google_logging_metric\.[A-Za-z0-9_]+)\.name`)
+	metricRef := regexp.MustCompile(`logging\.googleapis\.com/user/(google_logging_metric\.[A-Za-z0-9_]+(?:\["[^"]+"\])?)\.name`)
 	anchor := regexp.MustCompile(`#([a-z0-9-]+)`)
 	for _, in := range c.eval.ofType("google_monitoring_alert_policy") {
 		p := policy{instance: in}
@@ -134,9 +135,11 @@ func headingSlugs(md string) map[string]bool {
 func TestReconcileAbsenceIsAlerted(t *testing.T) {
 	c := loadConfig(t)
 	passes := ""
-	for _, b := range c.ofType("google_logging_metric") {
-		if f := attr(b.Body, "filter"); f != nil && strings.Contains(b.text(f.Expr), `jsonPayload.message=\"reconcile pass\"`) {
-			passes = b.addr()
+	for _, m := range c.eval.ofType("google_logging_metric") {
+		f, _ := m.str(nil, "filter")
+		// The count, not the lateness distribution of the same lines.
+		if ve := m.val(nil, "value_extractor"); strings.Contains(f, `jsonPayload.message="reconcile pass"`) && (ve == cty.NilVal || ve.IsNull()) {
+			passes = m.addr()
 		}
 	}
 	if passes == "" {

@@ -30,7 +30,17 @@ type instance struct {
 	ctx *hcl.EvalContext
 }
 
-// addr is `type.name` or `type.name["key"]` (as Terraform names it).
+// stateAddr is the instance's address as Terraform writes it: a count
+// index unquoted (`type.name[0]`), a for_each key quoted.
+func (e *evaluator) stateAddr(i instance) string {
+	if i.key != "" && e.counted[i.block.addr()] {
+		return fmt.Sprintf("%s[%s]", i.block.addr(), i.key)
+	}
+	return i.addr()
+}
+
+// addr is `type.name` or `type.name["key"]` (a count index is quoted too:
+// stateAddr writes it as Terraform does).
 func (i instance) addr() string {
 	if i.key == "" {
 		return i.block.addr()
@@ -125,6 +135,7 @@ func hclFunctions() map[string]function.Function {
 		"lower": stdlib.LowerFunc, "upper": stdlib.UpperFunc, "replace": stdlib.ReplaceFunc,
 		"toset": toset, "tonumber": to(cty.Number), "tostring": to(cty.String), "tolist": to(cty.List(cty.String)),
 		"startswith": startswith, "alltrue": alltrue, "try": tryfunc.TryFunc, "can": tryfunc.CanFunc,
+		"sort": stdlib.SortFunc,
 	}
 }
 

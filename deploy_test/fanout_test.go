@@ -157,16 +157,14 @@ func checkPush(t *testing.T, e *evaluator, s, rec instance, runtime, passDeadlin
 	}
 	// (3) It may invoke Reconcile, and only Reconcile.
 	invokes := false
-	for _, g := range e.ofType("google_cloud_run_v2_service_iam_member") {
-		if m, _ := g.str(nil, "member"); m != sa+".member" {
+	for _, g := range runGrants(t, e) {
+		if g.member != sa+".member" {
 			continue
 		}
-		role, _ := g.str(nil, "role")
-		name, _ := g.str(nil, "name")
-		if resourceOf(name) == rec.addr() && role == "roles/run.invoker" {
+		if g.service == rec.addr() && g.role == "roles/run.invoker" {
 			invokes = true
 		} else {
-			t.Errorf("%s: the push account %s also has %s on %s", g, sa, role, resourceOf(name))
+			t.Errorf("%s: the push account %s also has %s on %s", g.from, sa, g.role, g.service)
 		}
 	}
 	if !invokes {
@@ -201,11 +199,14 @@ func checkPush(t *testing.T, e *evaluator, s, rec instance, runtime, passDeadlin
 			role, _ := g.str(nil, "role")
 			agentPublishes = agentPublishes || resourceOf(tp) == resourceOf(dlt) && role == "roles/pubsub.publisher" && strings.Contains(m, "gcp-sa-pubsub")
 		}
+		name, _ := s.str(nil, "name")
 		for _, g := range e.ofType("google_pubsub_subscription_iam_member") {
 			sub, _ := g.str(nil, "subscription")
 			m, _ := g.str(nil, "member")
 			role, _ := g.str(nil, "role")
-			agentAcks = agentAcks || resourceOf(sub) == s.addr() && role == "roles/pubsub.subscriber" && strings.Contains(m, "gcp-sa-pubsub")
+			// By reference or by the subscription's name.
+			onIt := resourceOf(sub) == s.addr() || sub == name
+			agentAcks = agentAcks || onIt && role == "roles/pubsub.subscriber" && strings.Contains(m, "gcp-sa-pubsub")
 		}
 		if !agentPublishes || !agentAcks {
 			t.Errorf("%s: the Pub/Sub service agent needs publisher on %s (%v) and subscriber on the subscription (%v) to dead-letter", s, resourceOf(dlt), agentPublishes, agentAcks)

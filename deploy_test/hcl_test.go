@@ -4,8 +4,13 @@
 // no network) and reads internal/ledger/fsledger/firestore.go with
 // go/parser. scripts/check-deploy.sh and `make test` run it.
 //
-// This file loads the configuration; the rules are in terraform_test.go and
-// queries_test.go.
+// This file loads the configuration (eval_test.go evaluates it); the rules
+// are in the other files: terraform_test.go (accounts, public access,
+// secrets, hygiene), queries_test.go (indexes), schema_test.go (the
+// provider's schema), invokers_test.go, firestore_access_test.go,
+// rollout_test.go (build and rollout accounts), instances_test.go (two
+// instances), moved_test.go (upgrades), alerts_test.go and loglines_test.go
+// (filters against the code's lines and answers).
 package deploy_test
 
 import (
@@ -68,9 +73,16 @@ type config struct {
 
 func loadConfig(t *testing.T) *config {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(tfDir, "*.tf"))
+	return loadConfigDir(t, tfDir)
+}
+
+// loadConfigDir loads the configuration in dir (a copy of terraform/ in
+// the tests that change one on purpose).
+func loadConfigDir(t *testing.T, dir string) *config {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.tf"))
 	if err != nil || len(paths) == 0 {
-		t.Fatalf("no .tf files in %s (err %v)", tfDir, err)
+		t.Fatalf("no .tf files in %s (err %v)", dir, err)
 	}
 	c := &config{
 		resources: map[string]block{}, data: map[string]block{},
@@ -116,7 +128,7 @@ func loadConfig(t *testing.T) *config {
 	}
 	e, err := newEvaluator(c, nil)
 	if err != nil {
-		t.Fatalf("evaluate %s: %v", tfDir, err)
+		t.Fatalf("evaluate %s: %v", dir, err)
 	}
 	c.eval = e
 	return c

@@ -3,11 +3,13 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -28,6 +30,7 @@ import (
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/results"
+	"github.com/lrosink/lrosink/internal/shard"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
@@ -52,6 +55,7 @@ var metricScenarios = map[string][]string{
 	"publish_failures":      {"publish-failed"},
 	"webhook_unauthorized":  {"unauthorized"},
 	"webhook_disabled":      {"webhook-disabled"},
+	"webhook_5xx":           {"webhook-5xx"},
 	"claim_missing":         {"claim-missing"},
 	"reconcile_passes":      {"reconcile-pass"},
 	"reconcile_lateness":    {"reconcile-pass"},
@@ -64,8 +68,11 @@ var metricScenarios = map[string][]string{
 var metricNotScenarios = map[string][]string{
 	"publish_failures":      {"claim-missing", "done-commit-failed", "completed", "recovered", "recovered-lease-expired"},
 	"reconcile_completions": {"completed"},
-	"webhook_unauthorized":  {"completed", "bad-envelope"},
-	"claim_missing":         {"publish-failed"},
+	"webhook_unauthorized":  {"completed", "bad-envelope", "webhook-5xx"},
+	// An instance that is stopping answers 503 at every rollout: retried
+	// onto a live one, not a failing delivery.
+	"webhook_5xx":   {"webhook-stopping", "unauthorized", "bad-envelope"},
+	"claim_missing": {"publish-failed"},
 }
 
 // logEntry is a captured line as Cloud Logging stores it.
@@ -76,14 +83,14 @@ type logEntry struct {
 	raw      string
 }
 
+// The alert conditions on Pub/Sub's own metrics of the fan-out push
+// subscription are checked against the answers the Reconcile handler
+// gives shard pushes (checkPubSubAlertFilters).
 func TestLogMetricFiltersMatchTheCodesLines(t *testing.T) {
 	c := loadConfig(t)
 	prefix := c.eval.vars["name_prefix"].AsString()
 	lines := generateLines(t, prefix)
-	metrics := map[string]instance{}
-	for _, m := range c.eval.ofType("google_logging_metric") {
-		metrics[m.Labels[1]] = m
-	}
+	metrics := logMetrics(c.eval)
 	for name, m := range metrics {
 		filter, ok := m.str(nil, "filter")
 		if !ok {
@@ -127,9 +134,24 @@ func TestLogMetricFiltersMatchTheCodesLines(t *testing.T) {
 	}
 	for name := range metricScenarios {
 		if _, ok := metrics[name]; !ok {
-			t.Errorf("metricScenarios names google_logging_metric.%s, which is not declared", name)
+			t.Errorf("metricScenarios names the log metric %s, which is not declared", name)
 		}
 	}
+	checkPubSubAlertFilters(t, c, generatePushAnswers(t))
+}
+
+// logMetrics are the google_logging_metric instances by their key in
+// local.log_metrics (monitoring.tf).
+func logMetrics(e *evaluator) map[string]instance {
+	out := map[string]instance{}
+	for _, m := range e.ofType("google_logging_metric") {
+		key := m.key
+		if key == "" {
+			key = m.Labels[1]
+		}
+		out[key] = m
+	}
+	return out
 }
 
 // The reason label of lrosink_claims_recovered is described by the values
@@ -139,13 +161,10 @@ func TestClaimsRecoveredReasonsAreDescribed(t *testing.T) {
 	c := loadConfig(t)
 	lines := generateLines(t, c.eval.vars["name_prefix"].AsString())
 	var desc string
-	for _, m := range c.eval.ofType("google_logging_metric") {
-		if m.Labels[1] != "claims_recovered" {
-			continue
-		}
-		for _, l := range children(bodyOf(child(m.Body, "metric_descriptor")), "labels") {
-			if k, _ := m.str(l.Body, "key"); k == "reason" {
-				desc, _ = m.str(l.Body, "description")
+	if m, ok := logMetrics(c.eval)["claims_recovered"]; ok {
+		for _, l := range dynBlocks(bodyOf(child(m.Body, "metric_descriptor")), "labels", m.ctx) {
+			if k, _ := evalString(attr(l.body, "key"), l.ctx); k == "reason" {
+				desc, _ = evalString(attr(l.body, "description"), l.ctx)
 			}
 		}
 	}
@@ -391,6 +410,30 @@ type lossyStore struct {
 	mu           sync.Mutex
 	lost         map[string]bool
 	failComplete bool
+	failQueries  bool // a pass's due and stuck queries fail
+}
+
+func (s *lossyStore) queriesFail() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failQueries {
+		return errors.New("rpc error: code = Unavailable desc = firestore unreachable")
+	}
+	return nil
+}
+
+func (s *lossyStore) DueOperations(ctx context.Context, rg shard.Range, now time.Time, after ledger.DueCursor, limit int) ([]ledger.Operation, error) {
+	if err := s.queriesFail(); err != nil {
+		return nil, err
+	}
+	return s.Ledger.DueOperations(ctx, rg, now, after, limit)
+}
+
+func (s *lossyStore) StuckOperations(ctx context.Context, rg shard.Range, cutoff time.Time, limit int) ([]ledger.Operation, error) {
+	if err := s.queriesFail(); err != nil {
+		return nil, err
+	}
+	return s.Ledger.StuckOperations(ctx, rg, cutoff, limit)
 }
 
 func (s *lossyStore) GetClaim(ctx context.Context, id string) (ledger.Claim, error) {
@@ -541,5 +584,184 @@ func generateLines(t *testing.T, prefix string) map[string][]logEntry {
 	body := []byte(`{"type":"batch.succeeded","data":{"id":"batches/g"}}`)
 	run("unauthorized", "webhook", func() { post(body, webhooktest.NewSecret()) })
 	run("bad-envelope", "webhook", func() { post([]byte(`{"not":"an envelope"}`), secret) })
+	// A signed delivery whose results message cannot be published: 503,
+	// and Gemini retries it.
+	sink.set(true)
+	run("webhook-5xx", "webhook", func() { post([]byte(`{"type":"batch.succeeded","data":{"id":"batches/h"}}`), secret) })
+	sink.set(false)
+	// An instance that is stopping takes no new work: 503 stopping. Last,
+	// the door takes nothing after it.
+	door.StopTaking()
+	run("webhook-stopping", "webhook", func() { post([]byte(`{"type":"batch.succeeded","data":{"id":"batches/i"}}`), secret) })
+	for _, sc := range []string{"webhook-5xx", "webhook-stopping"} {
+		answered := false
+		for _, e := range out[sc] {
+			answered = answered || e.payload["message"] == "webhook answer" && e.payload["status"] == float64(http.StatusServiceUnavailable)
+		}
+		if !answered {
+			t.Fatalf("scenario %s: no webhook answer 503:\n%s", sc, rawLines(out[sc]))
+		}
+	}
 	return out
+}
+
+// generatePushAnswers runs the Reconcile function with shard passes over
+// real HTTP, as the fan-out push subscription calls it, and returns the
+// status it answers in each scenario: a shard request it runs, a message
+// that is no shard request, and a pass whose ledger query fails.
+func generatePushAnswers(t *testing.T) map[string]int {
+	t.Helper()
+	ctx := t.Context()
+	log := logging.New(io.Discard, slog.LevelInfo, "p")
+	clock := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	store := &lossyStore{Ledger: claims.New(memledger.New()), lost: map[string]bool{}}
+	door, err := ingest.New(ingest.Config{Store: store, Sink: &faultySink{}, Log: log, Now: clock.Now,
+		Lease: 10 * time.Minute, ClaimTTL: 30 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: door, Log: log, Now: clock.Now, StuckAfter: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.Reconcile(rec, log, time.Minute, nil, httpapi.WithShardPasses(rec)))
+	defer srv.Close()
+	push := func(data string) int {
+		env, err := json.Marshal(map[string]any{
+			"message":      map[string]any{"data": base64.StdEncoding.EncodeToString([]byte(data)), "messageId": "42"},
+			"subscription": "projects/p/subscriptions/lrosink-reconcile-fanout-push",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	out := map[string]int{}
+	out["shard-pass"] = push(`{"range":"0-64"}`)
+	out["shard-not-a-request"] = push(`{"range":"oops"}`)
+	store.mu.Lock()
+	store.failQueries = true
+	store.mu.Unlock()
+	out["shard-ledger-down"] = push(`{"range":"0-64"}`)
+	return out
+}
+
+// pubsubMetrics are the Pub/Sub subscription metrics an alert may use,
+// with the labels a filter may name: push_request_count by response_class
+// ("ack" for a 2xx answer; https://cloud.google.com/pubsub/docs/push-troubleshooting)
+// and response_code; dead_letter_message_count, the messages forwarded to
+// the dead-letter topic (https://cloud.google.com/pubsub/docs/monitoring).
+var pubsubMetrics = map[string][]string{
+	"pubsub.googleapis.com/subscription/push_request_count":        {"response_class", "response_code"},
+	"pubsub.googleapis.com/subscription/dead_letter_message_count": {},
+}
+
+// responseClass is the push_request_count class of an HTTP answer (the
+// troubleshooting page above): Pub/Sub acknowledges a push answered 102,
+// 200, 201, 202 or 204.
+func responseClass(status int) string {
+	switch {
+	case slices.Contains([]int{102, 200, 201, 202, 204}, status):
+		return "ack"
+	case status >= 500:
+		return "remote_server_5xx"
+	default:
+		return "remote_server_4xx"
+	}
+}
+
+// checkPubSubAlertFilters: every alert condition on a Pub/Sub metric
+// watches a push subscription that delivers to a Cloud Run service of this
+// configuration, names only labels the metric has, and (push errors)
+// counts the answers of the scenarios that fail and not the one that
+// runs; the fan-out subscription has both a dead-letter and a push-error
+// condition.
+func checkPubSubAlertFilters(t *testing.T, c *config, answers map[string]int) {
+	t.Helper()
+	if answers["shard-pass"] != http.StatusOK || answers["shard-not-a-request"] != http.StatusBadRequest || answers["shard-ledger-down"] != http.StatusServiceUnavailable {
+		t.Fatalf("shard push answers %v: want 200, 400, 503", answers)
+	}
+	pushSubs := map[string]string{} // subscription name -> address
+	for _, s := range c.eval.ofType("google_pubsub_subscription") {
+		if ep, _ := s.str(bodyOf(child(s.Body, "push_config")), "push_endpoint"); strings.HasPrefix(ep, "google_cloud_run_v2_service.") {
+			name, _ := s.str(nil, "name")
+			pushSubs[name] = s.addr()
+			if child(s.Body, "dead_letter_policy") == nil {
+				t.Errorf("%s: no dead_letter_policy: its dead-letter count stays 0", s)
+			}
+		}
+	}
+	if len(pushSubs) == 0 {
+		t.Fatal("no push subscription delivers to a Cloud Run service")
+	}
+	watched := map[string]map[string]bool{} // subscription -> metric types
+	for _, p := range alertPolicies(c) {
+		for _, cb := range children(p.Body, "conditions") {
+			f, _ := p.str(bodyOf(child(cb.Body, "condition_threshold")), "filter")
+			conds, err := parseFilter(f)
+			if err != nil || !strings.HasPrefix(condValue(conds, "metric.type"), "pubsub.googleapis.com/") {
+				continue
+			}
+			metric := condValue(conds, "metric.type")
+			labels, known := pubsubMetrics[metric]
+			if !known {
+				t.Errorf("%s: %s is not among the Pub/Sub metrics this test knows (pubsubMetrics): add it with its source", p, metric)
+				continue
+			}
+			if rt := condValue(conds, "resource.type"); rt != "pubsub_subscription" {
+				t.Errorf("%s: %s on resource.type %q, want pubsub_subscription", p, metric, rt)
+			}
+			sub := resolveName(c.eval, condValue(conds, "resource.labels.subscription_id"))
+			if _, ok := pushSubs[sub]; !ok {
+				t.Errorf("%s: %s on subscription %q, which is no push subscription to a service here (%v)", p, metric, sub, slices.Sorted(maps.Keys(pushSubs)))
+				continue
+			}
+			if watched[sub] == nil {
+				watched[sub] = map[string]bool{}
+			}
+			watched[sub][metric] = true
+			var labelConds []cond
+			for _, x := range conds {
+				if l, ok := strings.CutPrefix(x.field, "metric.labels."); ok {
+					if !slices.Contains(labels, l) {
+						t.Errorf("%s: %s has no label %q", p, metric, l)
+					}
+					labelConds = append(labelConds, x)
+				}
+			}
+			if !strings.HasSuffix(metric, "/push_request_count") {
+				continue
+			}
+			for sc, status := range answers {
+				series := map[string]string{"metric.labels.response_class": responseClass(status), "metric.labels.response_code": fmt.Sprint(status)}
+				counted := true
+				for _, x := range labelConds {
+					ok, err := compare(x, series[x.field])
+					if err != nil {
+						t.Fatalf("%s: %v", p, err)
+					}
+					counted = counted && ok
+				}
+				if want := status >= 300; counted != want {
+					t.Errorf("%s: filter\n  %s\ncounts the push answered %d (scenario %s): %v, want %v", p, f, status, sc, counted, want)
+				}
+			}
+		}
+	}
+	for sub, addr := range pushSubs {
+		for metric := range pubsubMetrics {
+			if !watched[sub][metric] {
+				t.Errorf("%s (%s): no alert condition on %s", addr, sub, metric)
+			}
+		}
+	}
 }

@@ -61,17 +61,14 @@ func publicAccess(t *testing.T, c *config, access string) map[string][]string {
 			t.Errorf("%s: invoker_iam_disabled cannot be evaluated", svc)
 		}
 	}
-	for _, g := range e.ofType("google_cloud_run_v2_service_iam_member") {
-		m, _ := g.str(nil, "member")
-		if m != "allUsers" && m != "allAuthenticatedUsers" {
+	for _, g := range runGrants(t, e) {
+		if g.member != "allUsers" && g.member != "allAuthenticatedUsers" {
 			continue
 		}
-		role, _ := g.str(nil, "role")
-		name, _ := g.str(nil, "name")
-		if role != "roles/run.invoker" {
-			t.Errorf("%s: %s granted %s", g, m, role)
+		if g.role != "roles/run.invoker" {
+			t.Errorf("%s: %s granted %s", g.from, g.member, g.role)
 		}
-		out[resourceOf(name)] = append(out[resourceOf(name)], m)
+		out[g.service] = append(out[g.service], g.member)
 	}
 	return out
 }
@@ -96,7 +93,7 @@ func TestOnlyWebhookIsPublic(t *testing.T) {
 	}
 	public := regexp.MustCompile(`\ball(Authenticated)?Users\b`)
 	for _, r := range c.resources {
-		if r.Labels[0] == "google_cloud_run_v2_service_iam_member" {
+		if strings.HasPrefix(r.Labels[0], "google_cloud_run_v2_service_iam_") {
 			continue // evaluated above
 		}
 		hclsyntax.VisitAll(r.Body, func(n hclsyntax.Node) hcl.Diagnostics {
@@ -301,13 +298,10 @@ func TestSchedulerCallsReconcileWithOIDC(t *testing.T) {
 		}
 		// The scheduler account may invoke Reconcile, and nothing else.
 		invokes := map[string]bool{}
-		for _, g := range c.eval.ofType("google_cloud_run_v2_service_iam_member") {
-			if m, _ := g.str(nil, "member"); resourceOf(m) != sa {
-				continue
+		for _, g := range runGrants(t, c.eval) {
+			if resourceOf(g.member) == sa {
+				invokes[g.service] = g.role == "roles/run.invoker"
 			}
-			role, _ := g.str(nil, "role")
-			name, _ := g.str(nil, "name")
-			invokes[resourceOf(name)] = role == "roles/run.invoker"
 		}
 		if !invokes[reconcile] {
 			t.Errorf("%s: %s has no roles/run.invoker on %s", job, sa, reconcile)
@@ -374,30 +368,40 @@ func TestTerraformHygiene(t *testing.T) {
 	// Firestore has no data-plane IAM below the project: datastore.user
 	// (read-write) for the ingest paths, datastore.viewer (read-only) for
 	// the console.
-	projectRoles := []string{"roles/datastore.user", "roles/datastore.viewer", "roles/logging.logWriter"}
+	// Approving a held rollout is a permission on the project's builds.
+	projectRoles := []string{"roles/datastore.user", "roles/datastore.viewer", "roles/logging.logWriter", "roles/cloudbuild.builds.approver"}
 	for _, r := range c.resources {
 		if m := basic.FindString(string(r.src[r.Range().Start.Byte:r.Range().End.Byte])); m != "" {
 			t.Errorf("%s: basic role %s", r, m)
 		}
-		if r.Labels[0] == "google_project_iam_member" {
-			if role, _ := literal(attr(r.Body, "role")); !slices.Contains(projectRoles, role) {
-				t.Errorf("%s: project-level %q; grant it on the resource, or add it to this test's allowlist with a reason", r, role)
-			}
+		// Authoritative IAM removes grants made outside this configuration:
+		// only where that is the point (who may invoke a service,
+		// TestEveryInvokerGrantIsAuthoritative), and never a whole policy.
+		if strings.HasSuffix(r.Labels[0], "_iam_policy") {
+			t.Errorf("%s: a whole authoritative policy would remove every grant made outside this configuration", r)
 		}
-		if strings.HasSuffix(r.Labels[0], "_iam_policy") || strings.HasSuffix(r.Labels[0], "_iam_binding") {
-			t.Errorf("%s: authoritative IAM would remove grants made outside this configuration; use _iam_member", r)
+		if role, _ := literal(attr(r.Body, "role")); strings.HasSuffix(r.Labels[0], "_iam_binding") && (r.Labels[0] != "google_cloud_run_v2_service_iam_binding" || role != "roles/run.invoker") {
+			t.Errorf("%s: authoritative binding of %q: only roles/run.invoker on the services is owned outright; use _iam_member", r, role)
 		}
 	}
 
-	db := c.ofType("google_firestore_database")
+	for _, g := range c.eval.ofType("google_project_iam_member") {
+		if role, _ := g.str(nil, "role"); !slices.Contains(projectRoles, role) {
+			t.Errorf("%s: project-level %q; grant it on the resource, or add it to this test's allowlist with a reason", g, role)
+		}
+	}
+
+	db := c.eval.ofType("google_firestore_database")
 	if len(db) != 1 {
 		t.Fatalf("want one google_firestore_database, got %d", len(db))
 	}
+	// (default) with the default name_prefix: where deployments before the
+	// names were derived keep their ledger.
 	for name, want := range map[string]string{
 		"name": "(default)", "type": "FIRESTORE_NATIVE", "concurrency_mode": "OPTIMISTIC",
 		"delete_protection_state": "DELETE_PROTECTION_ENABLED", "deletion_policy": "ABANDON",
 	} {
-		if got, _ := literal(attr(db[0].Body, name)); got != want {
+		if got, _ := db[0].str(nil, name); got != want {
 			t.Errorf("%s: %s = %q, want %q", db[0], name, got, want)
 		}
 	}
@@ -459,25 +463,40 @@ func mapValues(m map[string]block) []block {
 }
 
 // `terraform destroy` must not half-succeed: the resources holding data
-// (undelivered results, dead letters, the images, the ledger) stop it at
-// plan time with prevent_destroy, before anything is deleted; the secrets
-// and services refuse deletion while var.deletion_protection is on.
-// docs/DEPLOY.md "Tearing down" has the steps to do it on purpose.
+// (results and dead letters, undelivered or kept for seeking back, the
+// images, the ledger) stop it at plan time with prevent_destroy, before
+// anything is deleted; the secrets and services refuse deletion while
+// var.deletion_protection is on. docs/DEPLOY.md "Tearing down" has the
+// steps to do it on purpose.
 func TestDestroySafety(t *testing.T) {
 	c := loadConfig(t)
-	// The reconcile fan-out's subscriptions hold only shard requests, which
-	// the next tick publishes again: nothing to keep.
+	// The reconcile fan-out's topics and subscription hold only shard
+	// requests, which the next tick publishes again: nothing to keep.
 	fanout := fanOutTopic(c.serviceByTarget(t)["Reconcile"])
-	for _, typ := range []string{"google_pubsub_subscription", "google_artifact_registry_repository", "google_firestore_database"} {
+	worthless := map[string]bool{fanout: fanout != ""}
+	for _, s := range c.ofType("google_pubsub_subscription") {
+		if a := attr(s.Body, "topic"); a != nil && fanout != "" {
+			if tp := refs(a.Expr); len(tp) == 1 && resourceOf(tp[0]) == fanout {
+				worthless[s.addr()] = true
+				if dl := attr(bodyOf(child(s.Body, "dead_letter_policy")), "dead_letter_topic"); dl != nil {
+					for _, r := range refs(dl.Expr) {
+						worthless[resourceOf(r)] = true
+					}
+				}
+			}
+		}
+	}
+	if len(worthless) < 3 {
+		t.Errorf("found %d fan-out resources (%v): the fan-out topic, its push subscription and its dead-letter topic", len(worthless), worthless)
+	}
+	for _, typ := range []string{"google_pubsub_topic", "google_pubsub_subscription", "google_artifact_registry_repository", "google_firestore_database"} {
 		rs := c.ofType(typ)
 		if len(rs) == 0 {
 			t.Errorf("no %s", typ)
 		}
 		for _, r := range rs {
-			if a := attr(r.Body, "topic"); a != nil && fanout != "" {
-				if tp := refs(a.Expr); len(tp) == 1 && resourceOf(tp[0]) == fanout {
-					continue
-				}
+			if worthless[r.addr()] {
+				continue
 			}
 			if a := attr(bodyOf(child(r.Body, "lifecycle")), "prevent_destroy"); a == nil || r.text(a.Expr) != "true" {
 				t.Errorf("%s: lifecycle { prevent_destroy = true } missing: it holds data `terraform destroy` would lose", r)

@@ -3,6 +3,11 @@
 #   1. terraform fmt -check on terraform/
 #   2. terraform validate without the provider: the module loads (no
 #      duplicate definitions); only the missing provider is reported
+#   2b. the provider schema: deploy_test checks every attribute and block
+#      against the google provider's real schema, read in place from
+#      ../shared/reference (or $LROSINK_PROVIDER_SCHEMA); where that file is
+#      absent, terraform validate with the provider instead, if the provider
+#      can be installed (one line says which ran)
 #   3. tflint (scripts/tflint.sh; `make test` sets LROSINK_TFLINT_LATER=1
 #      and runs it after the tests, so its first build overlaps them)
 #   4. the container binary, built exactly as the Dockerfile builds it
@@ -16,9 +21,8 @@
 #
 #   scripts/check-deploy.sh
 #
-# terraform init and a full validate are not run: they need the google
-# provider binary, which this check must not download; validate without it
-# still loads the module (step 2).
+# terraform init and a full validate run only without the schema file
+# (step 2b): with it, the Go test is the same check offline.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -54,6 +58,24 @@ rm -rf "$tfv"
 printf '%s\n' "$summaries" | grep -q '^"Missing required provider"$' ||
   die "terraform validate reported no missing provider: the check did not load the module as expected"
 echo "terraform validate (module loads; provider not installed): ok"
+
+step "provider schema, or terraform validate with the provider"
+# The same path deploy_test's schema check reads (relative to the
+# repository root here, to deploy_test there).
+schema=${LROSINK_PROVIDER_SCHEMA:-../shared/reference/google-provider-7.45.0-schema.json.gz}
+if [ -r "$schema" ]; then
+  echo "provider schema $schema: deploy_test (TestHCLMatchesTheProviderSchema) checks every resource against it"
+else
+  tfp=$(mktemp -d)
+  cp terraform/*.tf "$tfp"/
+  if (cd "$tfp" && terraform init -backend=false -input=false -no-color) >"$tfp/init.log" 2>&1; then
+    (cd "$tfp" && terraform validate -no-color) || { rm -rf "$tfp"; die "terraform validate refuses the configuration"; }
+    echo "no provider schema at $schema: terraform validate with the google provider installed: ok"
+  else
+    echo "no provider schema at $schema, and the google provider cannot be installed here ($(grep -m1 -iE 'error|could not|failed' "$tfp/init.log" | tr -s ' ' | cut -c1-120)): neither the schema check nor a full terraform validate ran"
+  fi
+  rm -rf "$tfp"
+fi
 
 if [ "${LROSINK_TFLINT_LATER:-0}" != 1 ]; then
   step "tflint"

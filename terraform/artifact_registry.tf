@@ -11,7 +11,7 @@
 resource "google_artifact_registry_repository" "images" {
   project       = var.project_id
   location      = var.region
-  repository_id = var.artifact_repository_id
+  repository_id = local.names.artifact_repository
   format        = "DOCKER"
   description   = "lrosink container images (cmd/server), built by Cloud Build from the Dockerfile"
 
@@ -42,6 +42,9 @@ resource "google_artifact_registry_repository" "images" {
 }
 
 locals {
-  # REGION-docker.pkg.dev/PROJECT/REPO: cloudbuild.yaml pushes REPO_PATH/lrosink:SHORT_SHA.
+  # REGION-docker.pkg.dev/PROJECT/REPO, and the image in it: cloudbuild.yaml
+  # pushes local.image:SHORT_SHA (its _IMAGE substitution, build.tf), the
+  # rollout trigger deploys what is pushed there.
   image_repository = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
+  image            = "${local.image_repository}/lrosink"
 }

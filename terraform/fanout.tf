@@ -23,6 +23,9 @@ locals {
   # deadline), at most Pub/Sub's 600 s (the precondition below keeps the
   # attempt deadline within it when sharded).
   reconcile_fanout_ack_seconds = min(600, local.reconcile_attempt_seconds)
+
+  # Named here: the dead-letter grants (pubsub.tf) name it too.
+  reconcile_fanout_subscription = "${var.name_prefix}-reconcile-fanout-push"
 }
 
 resource "google_pubsub_topic" "reconcile_fanout" {
@@ -69,7 +72,7 @@ resource "google_service_account_iam_member" "reconcile_fanout_token_creator" {
 
 resource "google_pubsub_subscription" "reconcile_fanout" {
   project = var.project_id
-  name    = "${var.name_prefix}-reconcile-fanout-push"
+  name    = local.reconcile_fanout_subscription
   topic   = google_pubsub_topic.reconcile_fanout.id
 
   ack_deadline_seconds = local.reconcile_fanout_ack_seconds
@@ -116,34 +119,12 @@ resource "google_pubsub_subscription" "reconcile_fanout" {
     }
   }
 
+  # Reconcile (the coordinator) publishes the shard requests through its
+  # grant from local.services (iam.tf); the service agent dead-letters
+  # through local.dead_letters (pubsub.tf).
   depends_on = [
-    google_cloud_run_v2_service_iam_member.invoker,
+    google_cloud_run_v2_service_iam_binding.invoker,
     google_service_account_iam_member.reconcile_fanout_token_creator,
-    google_pubsub_topic_iam_member.reconcile_fanout_dead_letter_publisher,
+    google_pubsub_topic_iam_member.dead_letter_publisher,
   ]
-}
-
-# Reconcile (the coordinator) publishes the shard requests: on this topic
-# only.
-resource "google_pubsub_topic_iam_member" "reconcile_fanout_publisher" {
-  project = var.project_id
-  topic   = google_pubsub_topic.reconcile_fanout.name
-  role    = "roles/pubsub.publisher"
-  member  = google_service_account.runtime["reconcile"].member
-}
-
-# Dead-lettering is the Pub/Sub service agent's: publish on the dead-letter
-# topic, acknowledge on the source subscription (as for results, pubsub.tf).
-resource "google_pubsub_topic_iam_member" "reconcile_fanout_dead_letter_publisher" {
-  project = var.project_id
-  topic   = google_pubsub_topic.reconcile_fanout_dead_letter.name
-  role    = "roles/pubsub.publisher"
-  member  = local.pubsub_service_agent
-}
-
-resource "google_pubsub_subscription_iam_member" "reconcile_fanout_dead_letter_subscriber" {
-  project      = var.project_id
-  subscription = google_pubsub_subscription.reconcile_fanout.name
-  role         = "roles/pubsub.subscriber"
-  member       = local.pubsub_service_agent
 }

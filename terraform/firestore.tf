@@ -2,7 +2,7 @@
 # `claims` (one per idempotency key), see internal/ledger/fsledger.
 resource "google_firestore_database" "default" {
   project     = var.project_id
-  name        = "(default)"
+  name        = local.names.firestore_database
   location_id = coalesce(var.firestore_location, var.region)
   type        = "FIRESTORE_NATIVE"
 
@@ -35,75 +35,81 @@ resource "google_firestore_database" "default" {
   depends_on = [google_project_service.apis]
 }
 
-# TTL on claims: every claim carries expire_at (30 days after its creation or
-# its last seize or release, so a claim still being retried never expires; far
-# beyond Gemini's 24 h of webhook retries); Firestore deletes expired claims
-# asynchronously (usually within 24 h of expiry). No lrosink query reads
-# expire_at, so its single-field indexes are exempted (index_config {}):
-# a monotonically increasing indexed timestamp is a write hotspot, and an
-# index nobody reads is only cost.
-#
-# Operations expire only with the opt-in retention (operations_expire_at
-# below); their delivery log expires on its own (deliveries_expire_at).
-resource "google_firestore_field" "claims_expire_at" {
-  project    = var.project_id
-  database   = google_firestore_database.default.name
-  collection = "claims"
-  field      = "expire_at"
+# The workers' processed records (package consume), in a database of their
+# own when var.separate_consumer_database is set: the results_subscribers'
+# Firestore grant (iam.tf) then reaches no ledger document. Otherwise they
+# live in the ledger database.
+resource "google_firestore_database" "consumer" {
+  count = var.separate_consumer_database ? 1 : 0
 
-  ttl_config {}
+  project                           = var.project_id
+  name                              = "${var.name_prefix}-consumer"
+  location_id                       = coalesce(var.firestore_location, var.region)
+  type                              = "FIRESTORE_NATIVE"
+  concurrency_mode                  = "OPTIMISTIC"
+  point_in_time_recovery_enablement = var.firestore_point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
+  delete_protection_state           = "DELETE_PROTECTION_ENABLED"
+  deletion_policy                   = "ABANDON"
 
-  index_config {}
+  # What the workers have processed: losing it processes every result again.
+  lifecycle {
+    prevent_destroy = true
+  }
+
+  depends_on = [google_project_service.apis]
 }
 
-# TTL on operations, opt-in: with var.retention (LROSINK_RETENTION) every
-# settled operation whose results message is published carries expire_at =
-# settled_at + retention, and Firestore deletes it after that (usually
-# within 24 h). Without it no operation has expire_at and the policy
-# deletes nothing: operations are the long-term ledger. Pending operations,
-# and settled ones still owing their message, never carry it. The trade-off: a
-# delivery or replay for a deleted operation is a first sighting again
-# (docs/OPERATIONS.md, "Retention"), hence the 7-day floor. Exempt from
-# indexing like the claims' field.
-resource "google_firestore_field" "operations_expire_at" {
-  project    = var.project_id
-  database   = google_firestore_database.default.name
-  collection = "operations"
-  field      = "expire_at"
-
-  ttl_config {}
-
-  index_config {}
+locals {
+  # What IAM conditions compare for a Firestore database and what it holds
+  # (docs/DEPLOY.md, "Firestore access").
+  ledger_database_resource   = "projects/${var.project_id}/databases/${google_firestore_database.default.name}"
+  consumer_database          = var.separate_consumer_database ? google_firestore_database.consumer[0].name : google_firestore_database.default.name
+  consumer_database_resource = "projects/${var.project_id}/databases/${local.consumer_database}"
 }
 
-# TTL on the delivery log (package deliverylog): one document per operation
-# in `deliveries`, its newest 50 entries, with expire_at = its newest entry's
-# time + LROSINK_DELIVERY_LOG_TTL (default 7 days). Once an operation has had
-# no delivery or check for that long, Firestore deletes its log
-# (asynchronously, usually within 24 h). The log is read by document id only,
-# so expire_at is exempted from indexing like the claims' one.
-resource "google_firestore_field" "deliveries_expire_at" {
-  project    = var.project_id
-  database   = google_firestore_database.default.name
-  collection = "deliveries"
-  field      = "expire_at"
+# TTL policies on expire_at, one per collection whose documents carry it;
+# Firestore deletes expired documents asynchronously (usually within 24 h of
+# expiry). No lrosink query reads expire_at, so its single-field indexes are
+# exempted (index_config {}): a monotonically increasing indexed timestamp is
+# a write hotspot, and an index nobody reads is only cost.
+locals {
+  ttl_fields = merge(local.ledger_ttl_fields, local.consumer_ttl_fields)
 
-  ttl_config {}
+  ledger_ttl_fields = {
+    # Every claim carries expire_at: 30 days after its creation or its last
+    # seize or release, so a claim still being retried never expires; far
+    # beyond Gemini's 24 h of webhook retries.
+    claims = { database = google_firestore_database.default.name, collection = "claims" }
+    # Opt-in: with var.retention (LROSINK_RETENTION) every settled operation
+    # whose results message is published carries expire_at = settled_at +
+    # retention. Without it no operation has expire_at and the policy deletes
+    # nothing: operations are the long-term ledger. Pending operations, and
+    # settled ones still owing their message, never carry it. The trade-off:
+    # a delivery or replay for a deleted operation is a first sighting again
+    # (docs/OPERATIONS.md, "Retention"), hence the 7-day floor.
+    operations = { database = google_firestore_database.default.name, collection = "operations" }
+    # The delivery log (package deliverylog): one document per operation in
+    # `deliveries`, its newest 50 entries, with expire_at = its newest
+    # entry's time + LROSINK_DELIVERY_LOG_TTL (default 7 days). It is read by
+    # document id only.
+    deliveries = { database = google_firestore_database.default.name, collection = "deliveries" }
+  }
 
-  index_config {}
+  consumer_ttl_fields = var.consumer_processed_collection == "" ? {} : {
+    # The downstream worker's processed records (package consume,
+    # consume.NewFirestoreStore(client, "processed")): each carries expire_at
+    # (its retention after its last write); without this policy the
+    # collection grows for ever.
+    processed = { database = local.consumer_database, collection = var.consumer_processed_collection }
+  }
 }
 
-# TTL on the downstream worker's processed records (package consume,
-# consume.NewFirestoreStore(client, "processed")): each record carries
-# expire_at (its retention after its last write), and without this policy
-# the collection grows forever. Only when the worker keeps its records in
-# this project's (default) database (var.consumer_processed_collection).
-resource "google_firestore_field" "processed_expire_at" {
-  count = var.consumer_processed_collection == "" ? 0 : 1
+resource "google_firestore_field" "ttl" {
+  for_each = local.ttl_fields
 
   project    = var.project_id
-  database   = google_firestore_database.default.name
-  collection = var.consumer_processed_collection
+  database   = each.value.database
+  collection = each.value.collection
   field      = "expire_at"
 
   ttl_config {}

@@ -1,5 +1,7 @@
 # One service account per service, least privilege, resource-level grants
-# wherever the resource supports IAM.
+# wherever the resource supports IAM. Every grant of a runtime account is
+# derived from its entry in local.services (run.tf): ledger, publishes,
+# secrets.
 #
 # Not granted on purpose:
 # - roles/logging.logWriter to the runtime accounts: Cloud Run collects the
@@ -7,8 +9,22 @@
 #   does not call the Logging API.
 # - roles/monitoring.metricWriter: lrosink writes no custom metrics; its
 #   metrics are log-based (monitoring.tf).
-# - roles/pubsub.publisher to Register: registering an operation never
-#   settles it, so Register never publishes.
+
+locals {
+  ledger_roles = {
+    write = "roles/datastore.user"
+    read  = "roles/datastore.viewer"
+  }
+
+  # One grant per (service, topic) and per (service, secret), keyed
+  # "service/name".
+  publisher_grants = merge([
+    for svc, s in local.services : { for tp in s.publishes : "${svc}/${tp}" => { service = svc, topic = tp } }
+  ]...)
+  secret_grants = merge([
+    for svc, s in local.services : { for k in s.secrets : "${svc}/${k}" => { service = svc, secret = k } }
+  ]...)
+}
 
 # One runtime account per service of local.services (run.tf).
 resource "google_service_account" "runtime" {
@@ -22,15 +38,6 @@ resource "google_service_account" "runtime" {
   depends_on = [google_project_service.apis]
 }
 
-# The console only reads: roles/datastore.viewer, never user (it cannot
-# change an operation or a claim even if its handler had a bug), and no
-# Pub/Sub or Secret Manager grant at all.
-resource "google_project_iam_member" "console_datastore_viewer" {
-  project = var.project_id
-  role    = "roles/datastore.viewer"
-  member  = google_service_account.runtime["console"].member
-}
-
 # Cloud Scheduler calls Reconcile with an OIDC token of this account.
 resource "google_service_account" "scheduler" {
   project      = var.project_id
@@ -41,53 +48,66 @@ resource "google_service_account" "scheduler" {
   depends_on = [google_project_service.apis]
 }
 
-# Firestore has no per-collection or per-database IAM for the data plane:
-# roles/datastore.user (read/write documents, no index or database admin)
-# at project level is the narrowest grant.
-resource "google_project_iam_member" "datastore_user" {
-  for_each = {
-    webhook   = google_service_account.runtime["webhook"].member
-    reconcile = google_service_account.runtime["reconcile"].member
-    register  = google_service_account.runtime["register"].member
+# Firestore has no per-collection IAM: read/write documents
+# (roles/datastore.user, no index or database admin) or read only
+# (roles/datastore.viewer), granted on the project with an IAM condition on
+# the one database, is the narrowest grant it supports (docs/DEPLOY.md,
+# "Firestore access").
+#
+# create_before_destroy: deployments before the condition hold the same
+# role unconditioned; the conditioned binding replaces it only once it
+# exists, so no revision loses the ledger in between.
+resource "google_project_iam_member" "ledger" {
+  for_each = { for svc, s in local.services : svc => s.ledger if s.ledger != null }
+
+  project = var.project_id
+  role    = local.ledger_roles[each.value]
+  member  = google_service_account.runtime[each.key].member
+
+  condition {
+    title       = "${var.name_prefix} ledger database only"
+    description = "Documents of the lrosink ledger database, no other database of the project"
+    expression  = "resource.name == \"${local.ledger_database_resource}\" || resource.name.startsWith(\"${local.ledger_database_resource}/\")"
   }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+# The workers (var.results_subscribers) claim each result in the processed
+# collection (package consume): read/write on the consumer database only,
+# which is the ledger's unless var.separate_consumer_database.
+resource "google_project_iam_member" "consumer" {
+  for_each = var.consumer_processed_collection == "" ? toset([]) : toset(var.results_subscribers)
 
   project = var.project_id
   role    = "roles/datastore.user"
   member  = each.value
+
+  condition {
+    title       = "${var.name_prefix} consumer database only"
+    description = "Documents of the database holding the workers' processed records, no other database of the project"
+    expression  = "resource.name == \"${local.consumer_database_resource}\" || resource.name.startsWith(\"${local.consumer_database_resource}/\")"
+  }
 }
 
-# Publishing results: on the results topic only.
-resource "google_pubsub_topic_iam_member" "results_publisher" {
-  for_each = {
-    webhook   = google_service_account.runtime["webhook"].member
-    reconcile = google_service_account.runtime["reconcile"].member
-  }
+# Publishing: on each topic the service publishes to, nothing else.
+resource "google_pubsub_topic_iam_member" "publisher" {
+  for_each = local.publisher_grants
 
   project = var.project_id
-  topic   = google_pubsub_topic.results.name
+  topic   = local.topics[each.value.topic].name
   role    = "roles/pubsub.publisher"
-  member  = each.value
+  member  = google_service_account.runtime[each.value.service].member
 }
 
-# Each secret is readable by the one service that needs it.
-resource "google_secret_manager_secret_iam_member" "webhook_secrets" {
-  project   = var.project_id
-  secret_id = google_secret_manager_secret.secret["webhook"].secret_id
-  role      = "roles/secretmanager.secretAccessor"
-  member    = google_service_account.runtime["webhook"].member
-}
+# Each secret is readable by the services that mount it, and only by them.
+resource "google_secret_manager_secret_iam_member" "accessor" {
+  for_each = local.secret_grants
 
-resource "google_secret_manager_secret_iam_member" "gemini_api_key" {
   project   = var.project_id
-  secret_id = google_secret_manager_secret.secret["gemini_api_key"].secret_id
+  secret_id = google_secret_manager_secret.secret[each.value.secret].secret_id
   role      = "roles/secretmanager.secretAccessor"
-  member    = google_service_account.runtime["reconcile"].member
-}
-
-# The Webhook confirms dynamic-webhook hints with Gemini (run.tf).
-resource "google_secret_manager_secret_iam_member" "gemini_api_key_webhook" {
-  project   = var.project_id
-  secret_id = google_secret_manager_secret.secret["gemini_api_key"].secret_id
-  role      = "roles/secretmanager.secretAccessor"
-  member    = google_service_account.runtime["webhook"].member
+  member    = google_service_account.runtime[each.value.service].member
 }

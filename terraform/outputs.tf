@@ -1,18 +1,3 @@
-output "webhook_url" {
-  description = "Public URL of the Webhook service: register it with Gemini (lrosink webhooks create --uri ...)."
-  value       = google_cloud_run_v2_service.service["webhook"].uri
-}
-
-output "register_url" {
-  description = "URL of the Register service (IAM-protected; call it with an identity token of a register_invokers member)."
-  value       = google_cloud_run_v2_service.service["register"].uri
-}
-
-output "reconcile_url" {
-  description = "URL of the Reconcile service (IAM-protected; called by Cloud Scheduler)."
-  value       = google_cloud_run_v2_service.service["reconcile"].uri
-}
-
 output "reconcile_fanout_topic" {
   description = "Full name of the topic the reconcile coordinator publishes shard requests to (LROSINK_RECONCILE_FANOUT_TOPIC); publish {\"range\":\"LO-HI\"} there to re-run one range by hand."
   value       = google_pubsub_topic.reconcile_fanout.id
@@ -49,8 +34,23 @@ output "image_repository" {
 }
 
 output "build_service_account" {
-  description = "Resource name of the Cloud Build account, for gcloud builds submit --service-account."
+  description = "Resource name of the build account (tests and image; cannot deploy), for gcloud builds submit --service-account."
   value       = google_service_account.build.id
+}
+
+output "build_substitutions" {
+  description = "cloudbuild.yaml's substitutions, derived from the variables, for gcloud builds submit --substitutions \"SHORT_SHA=...,<this>\" (the build trigger passes the same)."
+  value       = join(",", [for k, v in local.build_substitutions : "${k}=${v}"])
+}
+
+output "deployer_service_account" {
+  description = "Resource name of the rollout account (updates the services' image; cannot create or delete them)."
+  value       = google_service_account.deployer.id
+}
+
+output "rollout_trigger" {
+  description = "Name of the Cloud Build trigger that rolls a pushed image out to every service (gcloud builds list --region REGION --filter=\"buildTriggerId=<its id>\"; approve with gcloud builds approve)."
+  value       = google_cloudbuild_trigger.rollout.name
 }
 
 output "build_source_staging_dir" {
@@ -59,16 +59,11 @@ output "build_source_staging_dir" {
 }
 
 output "service_names" {
-  description = "Cloud Run service names by key of local.services: what cloudbuild.yaml rolls out (_SERVICE_PREFIX-KEY) and gcloud run services update takes."
+  description = "Cloud Run service names by key of local.services: what the rollout trigger updates and gcloud run services update takes."
   value       = { for k, s in google_cloud_run_v2_service.service : k => s.name }
 }
 
 output "service_urls" {
-  description = "Cloud Run service URLs by key of local.services."
+  description = "Cloud Run service URLs by key of local.services: webhook (register it with Gemini: lrosink webhooks create --uri ...; public), register (call it with an identity token of a register_invokers member), reconcile (called by Cloud Scheduler), console (open it with gcloud run services proxy, docs/OPERATIONS.md)."
   value       = { for k, s in google_cloud_run_v2_service.service : k => s.uri }
-}
-
-output "console_url" {
-  description = "URL of the Console service (IAM-protected): open it with gcloud run services proxy (docs/OPERATIONS.md)."
-  value       = google_cloud_run_v2_service.service["console"].uri
 }

@@ -2,11 +2,17 @@
 # ordering key = the operation's canonical name, attribute idempotency_key.
 resource "google_pubsub_topic" "results" {
   project = var.project_id
-  name    = var.results_topic
+  name    = local.names.results_topic
 
   # Keep published messages for a week, so a new or repaired subscription
   # can be seeked back (gcloud pubsub subscriptions seek --time=...).
   message_retention_duration = "604800s"
+
+  # It keeps a week of results for seeking back: `terraform destroy` must
+  # not drop them (docs/DEPLOY.md, "Tearing down").
+  lifecycle {
+    prevent_destroy = true
+  }
 
   depends_on = [google_project_service.apis]
 }
@@ -15,9 +21,14 @@ resource "google_pubsub_topic" "results" {
 # dead_letter_max_delivery_attempts times.
 resource "google_pubsub_topic" "dead_letter" {
   project = var.project_id
-  name    = "${var.results_topic}-dead-letter"
+  name    = "${local.names.results_topic}-dead-letter"
 
   message_retention_duration = "604800s"
+
+  # A week of dead letters, as the results topic keeps its messages.
+  lifecycle {
+    prevent_destroy = true
+  }
 
   depends_on = [google_project_service.apis]
 }
@@ -26,7 +37,7 @@ resource "google_pubsub_topic" "dead_letter" {
 # keeps dead letters for inspection and replay (docs/OPERATIONS.md).
 resource "google_pubsub_subscription" "dead_letter" {
   project = var.project_id
-  name    = "${var.results_topic}-dead-letter-hold"
+  name    = "${local.names.results_topic}-dead-letter-hold"
   topic   = google_pubsub_topic.dead_letter.id
 
   message_retention_duration = "604800s"
@@ -47,7 +58,7 @@ resource "google_pubsub_subscription" "dead_letter" {
 # Example pull subscription for a downstream worker (examples/worker).
 resource "google_pubsub_subscription" "results" {
   project = var.project_id
-  name    = var.results_subscription
+  name    = local.names.results_subscription
   topic   = google_pubsub_topic.results.id
 
   ack_deadline_seconds       = 60
@@ -94,6 +105,21 @@ resource "google_pubsub_subscription" "results" {
 
 locals {
   pubsub_service_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+  # Every subscription that dead-letters (its dead_letter_policy), with its
+  # dead-letter topic. The subscriptions are named, not referenced: each
+  # waits for its topic's grant (depends_on), so a reference back would be
+  # a cycle.
+  dead_letters = {
+    results = {
+      topic        = google_pubsub_topic.dead_letter.name
+      subscription = local.names.results_subscription
+    }
+    reconcile_fanout = {
+      topic        = google_pubsub_topic.reconcile_fanout_dead_letter.name
+      subscription = local.reconcile_fanout_subscription
+    }
+  }
 }
 
 # Dead-lettering is done by the Pub/Sub service agent: it must publish to
@@ -103,17 +129,26 @@ locals {
 # exist"): docs/DEPLOY.md creates it first (gcloud beta services identity
 # create --service=pubsub.googleapis.com).
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
+  for_each = local.dead_letters
+
   project = var.project_id
-  topic   = google_pubsub_topic.dead_letter.name
+  topic   = each.value.topic
   role    = "roles/pubsub.publisher"
   member  = local.pubsub_service_agent
 }
 
 resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
+  for_each = local.dead_letters
+
   project      = var.project_id
-  subscription = google_pubsub_subscription.results.name
+  subscription = each.value.subscription
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_service_agent
+
+  depends_on = [
+    google_pubsub_subscription.results,
+    google_pubsub_subscription.reconcile_fanout,
+  ]
 }
 
 resource "google_pubsub_subscription_iam_member" "results_subscribers" {

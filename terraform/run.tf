@@ -1,8 +1,8 @@
-# The Cloud Run services, ONE list of them (local.services). The services,
-# their runtime accounts (iam.tf), their invoker grants (below), the build
-# account's deployer and actAs grants (build.tf) and the outputs are all
-# derived from it with for_each, so adding a service cannot miss a grant;
-# cloudbuild.yaml rolls out exactly these keys (deploy_test checks it).
+# The Cloud Run services, ONE list of them (local.services), with what each
+# reads and publishes. The services, their runtime accounts and their
+# ledger, topic and secret grants (iam.tf), their invoker bindings (below),
+# the rollout's grants and steps (build.tf) and the outputs are all derived
+# from it with for_each, so adding a service cannot miss a grant.
 #
 # All run ONE image (cmd/server, FUNCTION_TARGET routing): FUNCTION_TARGET
 # selects the function served at "/".
@@ -41,7 +41,7 @@ locals {
 
   # What a service has unless its entry in local.services says otherwise:
   # IAM-protected (no invoker but those listed), request-based billing, the
-  # common configuration, no secret.
+  # common configuration, no secret, no topic.
   service_defaults = {
     ingress              = var.private_ingress
     invokers             = {}
@@ -51,7 +51,14 @@ locals {
     cpu_idle             = true
     memory               = "512Mi"
     env                  = local.common_env
-    secret_env           = {}
+    secrets              = []
+    publishes            = []
+  }
+
+  # The topics a service may publish to, by the names local.services uses.
+  topics = {
+    results          = google_pubsub_topic.results
+    reconcile_fanout = google_pubsub_topic.reconcile_fanout
   }
 
   # THE list of services, each entry merged over local.service_defaults:
@@ -61,7 +68,12 @@ locals {
   #   invokers      name => IAM member granted roles/run.invoker
   #   invoker_iam_disabled  public without IAM (Webhook only, see var.webhook_public_access)
   #   concurrency, timeout, cpu_idle, memory, max_instances
-  #   env, secret_env  plain env vars, and env vars from Secret Manager (name => secret id)
+  #   env           plain env vars
+  #   ledger        the account's access to the ledger database: "write"
+  #                 (roles/datastore.user) or "read" (roles/datastore.viewer)
+  #   publishes     keys of local.topics its account may publish to
+  #   secrets       keys of local.secrets (secrets.tf) it reads, each as the
+  #                 env var named there, from Secret Manager
   services = { for k, s in {
     webhook = {
       target      = "Webhook"
@@ -90,15 +102,14 @@ locals {
       env = merge(local.common_env, { LROSINK_GEMINI_QPS = var.gemini_qps }, var.jwt_audience == "" ? {} : {
         LROSINK_JWT_AUDIENCE = var.jwt_audience
       })
+      ledger    = "write"
+      publishes = ["results"]
       # GEMINI_API_KEY: a dynamic-webhook (v1a or JWT) delivery is a hint,
       # signed with keys every Gemini project shares; the door confirms its
       # state with Gemini before applying it. Without the key, every dynamic
       # terminal waits for Reconcile's polling, and a replay of another
       # project's delivery is stored and later reported stuck.
-      secret_env = {
-        LROSINK_WEBHOOK_SECRETS = google_secret_manager_secret.secret["webhook"].secret_id
-        GEMINI_API_KEY          = google_secret_manager_secret.secret["gemini_api_key"].secret_id
-      }
+      secrets = ["webhook", "gemini_api_key"]
     }
     reconcile = {
       target      = "Reconcile"
@@ -122,13 +133,18 @@ locals {
         LROSINK_RECONCILE_SHARDS       = tostring(var.reconcile_shards)
         LROSINK_RECONCILE_FANOUT_TOPIC = local.reconcile_fanout_topic_path
       })
-      secret_env = { GEMINI_API_KEY = google_secret_manager_secret.secret["gemini_api_key"].secret_id }
+      ledger = "write"
+      # The coordinator hands shard passes out on the fan-out topic.
+      publishes = ["results", "reconcile_fanout"]
+      secrets   = ["gemini_api_key"]
     }
     register = {
       target        = "Register"
       description   = "lrosink Register: submitters record operations as PENDING (IAM-protected)"
       invokers      = { for m in var.register_invokers : m => m }
       max_instances = var.max_instances.register
+      # Registering an operation never settles it: Register never publishes.
+      ledger = "write"
     }
     console = {
       target      = "Console"
@@ -139,15 +155,11 @@ locals {
       concurrency   = 20
       memory        = "256Mi"
       max_instances = var.max_instances.console
+      # Read-only: it cannot change an operation or a claim even if its
+      # handler had a bug.
+      ledger = "read"
     }
   } : k => merge(local.service_defaults, s) }
-
-  # One roles/run.invoker grant per (service, invoker), keyed "service/name".
-  invoker_grants = merge([
-    for svc, s in local.services : {
-      for name, member in s.invokers : "${svc}/${name}" => { service = svc, member = member }
-    }
-  ]...)
 }
 
 resource "google_cloud_run_v2_service" "service" {
@@ -200,7 +212,7 @@ resource "google_cloud_run_v2_service" "service" {
       }
 
       dynamic "env" {
-        for_each = each.value.secret_env
+        for_each = { for k in each.value.secrets : local.secrets[k].env => google_secret_manager_secret.secret[k].secret_id }
         content {
           name = env.key
           value_source {
@@ -223,25 +235,28 @@ resource "google_cloud_run_v2_service" "service" {
   }
 
   # A revision starts only when its account can read what it mounts and
-  # reach the ledger and the topic (iam.tf).
+  # reach the ledger and the topics (iam.tf).
   depends_on = [
     google_project_service.apis,
-    google_project_iam_member.datastore_user,
-    google_project_iam_member.console_datastore_viewer,
-    google_pubsub_topic_iam_member.results_publisher,
-    google_pubsub_topic_iam_member.reconcile_fanout_publisher,
-    google_secret_manager_secret_iam_member.webhook_secrets,
-    google_secret_manager_secret_iam_member.gemini_api_key,
-    google_secret_manager_secret_iam_member.gemini_api_key_webhook,
+    google_project_iam_member.ledger,
+    google_pubsub_topic_iam_member.publisher,
+    google_secret_manager_secret_iam_member.accessor,
   ]
 }
 
-resource "google_cloud_run_v2_service_iam_member" "invoker" {
-  for_each = local.invoker_grants
+# Who may invoke each service: ONE authoritative binding of
+# roles/run.invoker per service, holding exactly the invokers of its entry
+# (none for most). A member added by hand (allUsers on Register or the
+# Console) shows as drift in `terraform plan`, and the next apply removes
+# it; an _iam_member grant would never see it. An empty binding is kept in
+# the state and still corrects a hand-added member
+# (GoogleCloudPlatform/magic-modules#1926).
+resource "google_cloud_run_v2_service_iam_binding" "invoker" {
+  for_each = local.services
 
   project  = var.project_id
-  location = google_cloud_run_v2_service.service[each.value.service].location
-  name     = google_cloud_run_v2_service.service[each.value.service].name
+  location = google_cloud_run_v2_service.service[each.key].location
+  name     = google_cloud_run_v2_service.service[each.key].name
   role     = "roles/run.invoker"
-  member   = each.value.member
+  members  = sort(values(each.value.invokers))
 }

@@ -35,6 +35,6 @@ resource "google_cloud_scheduler_job" "reconcile" {
 
   depends_on = [
     google_project_service.apis,
-    google_cloud_run_v2_service_iam_member.invoker,
+    google_cloud_run_v2_service_iam_binding.invoker,
   ]
 }

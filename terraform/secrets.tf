@@ -15,14 +15,17 @@
 # (an organization policy restricting resource locations refuses automatic
 # replication).
 
+# Each secret with the env var it becomes in the services that read it
+# (local.services[*].secrets, run.tf); their accessor grants are derived
+# from the same lists (iam.tf).
 locals {
   secrets = {
     # LROSINK_WEBHOOK_SECRETS: comma-separated signing secrets (several during
-    # a rotation). Read by the Webhook service only.
-    webhook = var.webhook_secret_id
-    # GEMINI_API_KEY: used by the Reconcile service to ask Gemini for the
-    # state of overdue operations.
-    gemini_api_key = var.gemini_api_key_secret_id
+    # a rotation).
+    webhook = { id = local.names.webhook_secret, env = "LROSINK_WEBHOOK_SECRETS" }
+    # GEMINI_API_KEY: Reconcile asks Gemini for the state of overdue
+    # operations; the Webhook confirms dynamic-webhook hints.
+    gemini_api_key = { id = local.names.gemini_api_key_secret, env = "GEMINI_API_KEY" }
   }
 }
 
@@ -30,7 +33,7 @@ resource "google_secret_manager_secret" "secret" {
   for_each = local.secrets
 
   project             = var.project_id
-  secret_id           = each.value
+  secret_id           = each.value.id
   deletion_protection = var.deletion_protection
 
   replication {

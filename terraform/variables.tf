@@ -27,8 +27,19 @@ variable "region" {
   }
 }
 
+variable "firestore_database" {
+  description = "ID of the Firestore database holding the ledger (LROSINK_FIRESTORE_DATABASE). null: \"(default)\" with the default name_prefix (where deployments before this variable kept it), NAME_PREFIX-ledger with any other, so that a second instance in the project gets a database of its own. Cannot be changed after creation (docs/DEPLOY.md, \"Two instances in one project\")."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.firestore_database == null || can(regex("^(\\(default\\)|[a-z][a-z0-9-]{2,61}[a-z0-9])$", var.firestore_database))
+    error_message = "firestore_database must be \"(default)\" or a database ID: 4-63 lowercase letters, digits and hyphens, starting with a letter, not ending with a hyphen."
+  }
+}
+
 variable "firestore_location" {
-  description = "Location of the (default) Firestore database: a region (e.g. europe-west1) or a multi-region (eur3, nam5). null means var.region. Cannot be changed after creation."
+  description = "Location of the lrosink Firestore databases: a region (e.g. europe-west1) or a multi-region (eur3, nam5). null means var.region. Cannot be changed after creation."
   type        = string
   default     = null
 
@@ -45,7 +56,7 @@ variable "firestore_point_in_time_recovery" {
 }
 
 variable "name_prefix" {
-  description = "Prefix of every resource name (services, service accounts, metrics). Change it to deploy a second instance into the same project."
+  description = "Prefix of every resource name (services, service accounts, topics, secrets, the image repository, the Firestore database, metrics, alerts). A second instance in the same project takes another prefix; every name derives from it unless set explicitly (docs/DEPLOY.md, \"Two instances in one project\")."
   type        = string
   default     = "lrosink"
 
@@ -68,34 +79,34 @@ variable "image" {
 }
 
 variable "artifact_repository_id" {
-  description = "ID of the Artifact Registry Docker repository holding the lrosink image."
+  description = "ID of the Artifact Registry Docker repository holding the lrosink image. null: name_prefix."
   type        = string
-  default     = "lrosink"
+  default     = null
 
   validation {
-    condition     = can(regex("^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.artifact_repository_id))
+    condition     = var.artifact_repository_id == null || can(regex("^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.artifact_repository_id))
     error_message = "artifact_repository_id must be lowercase letters, digits and hyphens, starting with a letter."
   }
 }
 
 variable "results_topic" {
-  description = "Name (not full path) of the Pub/Sub topic receiving one results message per operation (CONTRACT.md §6)."
+  description = "Name (not full path) of the Pub/Sub topic receiving one results message per operation (CONTRACT.md §6). null: NAME_PREFIX-results."
   type        = string
-  default     = "lrosink-results"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_topic)) && !startswith(var.results_topic, "goog")
+    condition     = var.results_topic == null || can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_topic)) && !startswith(coalesce(var.results_topic, "x"), "goog")
     error_message = "results_topic must be a Pub/Sub topic name: 3-255 characters, starting with a letter, not starting with goog."
   }
 }
 
 variable "results_subscription" {
-  description = "Name of the example pull subscription on the results topic, for a worker like examples/worker (exactly-once, ordered, with a dead-letter topic)."
+  description = "Name of the example pull subscription on the results topic, for a worker like examples/worker (exactly-once, ordered, with a dead-letter topic). null: NAME_PREFIX-results-worker."
   type        = string
-  default     = "lrosink-results-worker"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_subscription)) && !startswith(var.results_subscription, "goog")
+    condition     = var.results_subscription == null || can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.results_subscription)) && !startswith(coalesce(var.results_subscription, "x"), "goog")
     error_message = "results_subscription must be a Pub/Sub subscription name: 3-255 characters, starting with a letter, not starting with goog."
   }
 }
@@ -123,23 +134,23 @@ variable "dead_letter_max_delivery_attempts" {
 }
 
 variable "webhook_secret_id" {
-  description = "Secret Manager secret ID holding LROSINK_WEBHOOK_SECRETS (comma-separated whsec_ secrets). Terraform creates the secret, never a version."
+  description = "Secret Manager secret ID holding LROSINK_WEBHOOK_SECRETS (comma-separated whsec_ secrets). Terraform creates the secret, never a version. null: NAME_PREFIX-webhook-secrets."
   type        = string
-  default     = "lrosink-webhook-secrets"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9_-]{1,255}$", var.webhook_secret_id))
+    condition     = var.webhook_secret_id == null || can(regex("^[A-Za-z0-9_-]{1,255}$", var.webhook_secret_id))
     error_message = "webhook_secret_id must be 1-255 letters, digits, hyphens or underscores."
   }
 }
 
 variable "gemini_api_key_secret_id" {
-  description = "Secret Manager secret ID holding the Gemini API key used by the Reconcile service (GEMINI_API_KEY). Terraform creates the secret, never a version."
+  description = "Secret Manager secret ID holding the Gemini API key of the Reconcile and Webhook services (GEMINI_API_KEY). Terraform creates the secret, never a version. null: \"gemini-api-key\" with the default name_prefix (the name deployments before this default kept), NAME_PREFIX-gemini-api-key with any other."
   type        = string
-  default     = "gemini-api-key"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9_-]{1,255}$", var.gemini_api_key_secret_id))
+    condition     = var.gemini_api_key_secret_id == null || can(regex("^[A-Za-z0-9_-]{1,255}$", var.gemini_api_key_secret_id))
     error_message = "gemini_api_key_secret_id must be 1-255 letters, digits, hyphens or underscores."
   }
 }
@@ -304,6 +315,37 @@ variable "secret_replica_locations" {
   }
 }
 
+variable "build_trigger" {
+  description = "The Cloud Build trigger running cloudbuild.yaml (tests, image build and push, under the build account) on every push to a branch, for a repository connected to Cloud Build (2nd gen): repository = projects/PROJECT/locations/REGION/connections/CONNECTION/repositories/REPO, branch = a regular expression (default ^main$). null: no trigger; builds are submitted by hand (docs/DEPLOY.md)."
+  type = object({
+    repository = string
+    branch     = optional(string, "^main$")
+  })
+  default = null
+
+  validation {
+    condition     = var.build_trigger == null || can(regex("^projects/[^/]+/locations/[^/]+/connections/[^/]+/repositories/[^/]+$", var.build_trigger.repository))
+    error_message = "build_trigger.repository must be a Cloud Build repository: projects/PROJECT/locations/REGION/connections/CONNECTION/repositories/REPO."
+  }
+}
+
+variable "rollout_approval_required" {
+  description = "Hold each rollout (the image Cloud Build pushed, going out to every service under the deployer account) until someone with roles/cloudbuild.builds.approver approves it (gcloud builds approve). false: every pushed image rolls out at once, so whatever could push an image (the build account running the tests' dependencies) could deploy it."
+  type        = bool
+  default     = true
+}
+
+variable "rollout_approvers" {
+  description = "IAM members who may approve or reject a held rollout (roles/cloudbuild.builds.approver on the project), e.g. group:release@example.com. Project Owners can anyway."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.rollout_approvers : can(regex("^(serviceAccount|user|group|principal|principalSet):", m))])
+    error_message = "rollout_approvers entries must be IAM members such as group:release@example.com (allUsers and allAuthenticatedUsers are refused)."
+  }
+}
+
 variable "image_keep_count" {
   description = "Artifact Registry cleanup: the most recent image versions always kept (rollback candidates); older versions are deleted once 30 days old."
   type        = number
@@ -316,7 +358,7 @@ variable "image_keep_count" {
 }
 
 variable "consumer_processed_collection" {
-  description = "Firestore collection (in this project's (default) database) where consume.NewFirestoreStore keeps a worker's processed records; Terraform adds the TTL policy on its expire_at field. Empty: no TTL policy (the worker keeps its records elsewhere)."
+  description = "Firestore collection where consume.NewFirestoreStore keeps a worker's processed records, in the consumer database (see separate_consumer_database); Terraform adds the TTL policy on its expire_at field and grants the results_subscribers roles/datastore.user on that database only. Empty: neither (the worker keeps its records elsewhere)."
   type        = string
   default     = "processed"
 
@@ -324,6 +366,12 @@ variable "consumer_processed_collection" {
     condition     = var.consumer_processed_collection == "" || can(regex("^[A-Za-z0-9_-]{1,100}$", var.consumer_processed_collection))
     error_message = "consumer_processed_collection must be a collection id (letters, digits, _ and -) or empty."
   }
+}
+
+variable "separate_consumer_database" {
+  description = "Keep the workers' processed records in a Firestore database of their own (NAME_PREFIX-consumer, created here), so that the results_subscribers' grant reaches no ledger document. false: they share the ledger database (examples/worker opens (default)), and their roles/datastore.user on it lets them read and write the ledger (docs/DEPLOY.md, \"Firestore access\")."
+  type        = bool
+  default     = false
 }
 
 variable "reconcile_absent_after" {
