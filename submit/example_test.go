@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/registerstandin"
 	"github.com/lrosink/lrosink/submit"
 )
 
@@ -18,7 +19,7 @@ import (
 // the Cloud Run service's) /Register.
 func exampleServers() (geminiURL, registerURL string, stop func()) {
 	g := httptest.NewServer(fakegemini.New().Handler())
-	r := httptest.NewServer(&submit.StandInRegister{})
+	r := httptest.NewServer(&registerstandin.Server{})
 	return g.URL, r.URL + "/Register", func() { g.Close(); r.Close() }
 }
 

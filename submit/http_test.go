@@ -10,11 +10,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/registerstandin"
 )
 
 // httpHarness is the HTTP Intents against the stand-in over real HTTP,
 // with its waits recorded instead of slept.
-func httpHarness(t *testing.T, reg *StandInRegister, client *http.Client) (*httpIntents, *[]time.Duration) {
+func httpHarness(t *testing.T, reg *registerstandin.Server, client *http.Client) (*httpIntents, *[]time.Duration) {
 	t.Helper()
 	srv := httptest.NewServer(reg)
 	t.Cleanup(srv.Close)
@@ -36,7 +38,7 @@ var testIntent = Intent{Key: "int_0123456789abcdef0123", Kind: KindVideo, Model:
 // TestHTTPRecordAndBind walks the protocol of CONTRACT.md §5: recorded,
 // known, mismatch; bind, bound again, bound elsewhere, unknown, wrong kind.
 func TestHTTPRecordAndBind(t *testing.T) {
-	reg := &StandInRegister{Grace: 10 * time.Minute}
+	reg := &registerstandin.Server{Grace: 10 * time.Minute}
 	in, _ := httpHarness(t, reg, nil)
 	ctx := t.Context()
 	st, err := in.Record(ctx, testIntent)
@@ -85,14 +87,14 @@ func TestHTTPRecordAndBind(t *testing.T) {
 // TestHTTPRetriesWhatMayPass: a 503 is retried after the Retry-After it
 // names (capped), up to 4 tries; a refusal is not retried.
 func TestHTTPRetriesWhatMayPass(t *testing.T) {
-	reg := &StandInRegister{}
+	reg := &registerstandin.Server{}
 	in, slept := httpHarness(t, reg, nil)
 	reg.Fail503(2)
 	if st, err := in.Record(t.Context(), testIntent); err != nil || !st.Recorded {
 		t.Fatalf("record after two 503s: %+v %v", st, err)
 	}
-	if reg.Requests != 3 || len(*slept) != 2 || (*slept)[0] < time.Second {
-		t.Errorf("%d requests, waits %v; want 3 requests and two waits of at least the Retry-After (1s)", reg.Requests, *slept)
+	if reg.Requests() != 3 || len(*slept) != 2 || (*slept)[0] < time.Second {
+		t.Errorf("%d requests, waits %v; want 3 requests and two waits of at least the Retry-After (1s)", reg.Requests(), *slept)
 	}
 	reg.Fail503(10)
 	_, err := in.Bind(t.Context(), testIntent.Key, "operations/x")
@@ -100,20 +102,20 @@ func TestHTTPRetriesWhatMayPass(t *testing.T) {
 	if !errors.As(err, &re) || re.Status != http.StatusServiceUnavailable || re.Reason != "ledger-unavailable" {
 		t.Fatalf("bind against a lasting 503: %v", err)
 	}
-	if reg.Requests != 3+4 {
-		t.Errorf("%d requests in all, want 4 tries of the bind", reg.Requests)
+	if reg.Requests() != 3+4 {
+		t.Errorf("%d requests in all, want 4 tries of the bind", reg.Requests())
 	}
 	reg.Fail503(0)
-	n := reg.Requests
-	if _, err := in.Bind(t.Context(), "int_nothing", "operations/x"); !errors.Is(err, ErrIntentUnknown) || reg.Requests != n+1 {
-		t.Errorf("a 404 was retried: %v, %d requests", err, reg.Requests-n)
+	n := reg.Requests()
+	if _, err := in.Bind(t.Context(), "int_nothing", "operations/x"); !errors.Is(err, ErrIntentUnknown) || reg.Requests() != n+1 {
+		t.Errorf("a 404 was retried: %v, %d requests", err, reg.Requests()-n)
 	}
 }
 
 // TestHTTPBearer: the admin token goes as a Bearer header through
 // BearerTransport; without it the 401 says what to check.
 func TestHTTPBearer(t *testing.T) {
-	reg := &StandInRegister{Token: "0123456789abcdef-token"}
+	reg := &registerstandin.Server{Token: "0123456789abcdef-token"}
 	in, _ := httpHarness(t, reg, nil)
 	_, err := in.Record(t.Context(), testIntent)
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "LROSINK_ADMIN_TOKEN") {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/fakegemini"
+	"github.com/lrosink/lrosink/internal/registerstandin"
 	"github.com/lrosink/lrosink/submit"
 )
 
@@ -20,14 +21,14 @@ import (
 // function, both over real HTTP.
 type harness struct {
 	fake   *fakegemini.Server
-	reg    *submit.StandInRegister
+	reg    *registerstandin.Server
 	regURL string
 	gem    *submit.Gemini
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{fake: fakegemini.New(), reg: &submit.StandInRegister{}}
+	h := &harness{fake: fakegemini.New(), reg: &registerstandin.Server{}}
 	gurl := h.fake.Start(t).URL
 	srv := httptest.NewServer(h.reg)
 	t.Cleanup(srv.Close)

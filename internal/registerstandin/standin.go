@@ -1,4 +1,13 @@
-package submit
+// Package registerstandin serves the Register function's intent protocol
+// (CONTRACT.md §5) in memory, exactly as specified: record answers 201
+// intent-recorded, 200 intent-known, 409 intent-mismatch, 400
+// invalid-intent or invalid-kind; bind answers 201 created, 200 known, 404
+// intent-unknown, 409 intent-bound-elsewhere, 400 invalid-name. It stands
+// in for lrosink's own Register function (which keeps intents in the
+// ledger and registers the operation on bind) in the tests of the
+// protocol's clients: package submit and `lrosink submit`. It registers no
+// operation.
+package registerstandin
 
 import (
 	"bytes"
@@ -12,66 +21,88 @@ import (
 	"github.com/lrosink/lrosink/internal/opname"
 )
 
-// StandInRegister serves the Register function's intent protocol exactly
-// as CONTRACT.md §5 specifies it (record: 201 intent-recorded, 200
-// intent-known, 409 intent-mismatch, 400 invalid-intent; bind: 201
-// created, 200 known, 404 intent-unknown, 409 intent-bound-elsewhere, 400
-// invalid-name), in memory, for the HTTP client's tests. It stands in for
-// lrosink's own Register function, which keeps intents in the ledger; it
-// registers no operation.
-type StandInRegister struct {
+// States of an intent.
+const (
+	StateUnbound = "unbound"
+	StateBound   = "bound"
+)
+
+// Status is the status object of CONTRACT.md §5.
+type Status struct {
+	Key         string         `json:"key"`
+	Kind        string         `json:"kind"`
+	Model       string         `json:"model"`
+	DisplayName string         `json:"display_name"`
+	Metadata    map[string]any `json:"metadata"`
+	State       string         `json:"state"`
+	CreatedAt   *time.Time     `json:"created_at"`
+	GraceUntil  *time.Time     `json:"grace_until"`
+	Name        string         `json:"name,omitempty"`
+	APIName     string         `json:"api_name,omitempty"`
+	BoundAt     *time.Time     `json:"bound_at,omitempty"`
+	BoundBy     string         `json:"bound_by,omitempty"`
+}
+
+// Server is the stand-in; its zero value is ready. Safe for concurrent use.
+type Server struct {
 	Grace time.Duration    // 0: an hour
 	Now   func() time.Time // nil: time.Now
 	Token string           // when set, Authorization: Bearer Token is required
 
 	mu       sync.Mutex
-	intents  map[string]*standInIntent
+	intents  map[string]*intent
 	fail503  int // answer the next n requests 503 with Retry-After: 1
-	Requests int // requests answered (any status)
+	requests int
 }
 
-type standInIntent struct {
-	st   statusJSON
+type intent struct {
+	st   Status
 	meta string // the metadata as canonical JSON, for the mismatch check
 }
 
 // Fail503 makes the next n requests answer 503 ledger-unavailable.
-func (s *StandInRegister) Fail503(n int) {
+func (s *Server) Fail503(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail503 = n
 }
 
 // Intent returns the intent recorded under key.
-func (s *StandInRegister) Intent(key string) (IntentStatus, bool) {
+func (s *Server) Intent(key string) (Status, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in, ok := s.intents[key]
 	if !ok {
-		return IntentStatus{}, false
+		return Status{}, false
 	}
-	st := in.st
-	return st.status(), true
+	return in.st, true
+}
+
+// Requests is how many requests were answered, whatever their status.
+func (s *Server) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
 }
 
 // Count is how many intents are recorded.
-func (s *StandInRegister) Count() int {
+func (s *Server) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.intents)
 }
 
-func (s *StandInRegister) now() time.Time {
+func (s *Server) now() time.Time {
 	if s.Now != nil {
 		return s.Now().UTC()
 	}
 	return time.Now().UTC()
 }
 
-func (s *StandInRegister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Requests++
+	s.requests++
 	reply := func(code int, a map[string]any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
@@ -104,19 +135,19 @@ func (s *StandInRegister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rejected := func(code int, reason, detail string) {
 		reply(code, map[string]any{"outcome": "rejected", "reason": reason, "detail": detail})
 	}
-	if CheckKey(req.Intent) != nil {
+	if !validKey(req.Intent) {
 		rejected(http.StatusBadRequest, "invalid-intent", "intent key "+strconv.Quote(req.Intent))
 		return
 	}
 	if s.intents == nil {
-		s.intents = map[string]*standInIntent{}
+		s.intents = map[string]*intent{}
 	}
 	if req.Name != "" {
 		s.bind(req.Intent, req.Name, req.Metadata != nil, reply, rejected)
 		return
 	}
 	switch req.Kind {
-	case KindBatch, KindVideo, KindInteraction:
+	case string(opname.KindBatch), string(opname.KindVideo), string(opname.KindInteraction):
 	default:
 		rejected(http.StatusBadRequest, "invalid-kind", "kind "+strconv.Quote(req.Kind))
 		return
@@ -145,13 +176,13 @@ func (s *StandInRegister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		grace = time.Hour
 	}
 	until := now.Add(grace)
-	in := &standInIntent{st: statusJSON{Key: req.Intent, Kind: req.Kind, Model: req.Model, DisplayName: req.DisplayName,
+	in := &intent{st: Status{Key: req.Intent, Kind: req.Kind, Model: req.Model, DisplayName: req.DisplayName,
 		Metadata: meta, State: StateUnbound, CreatedAt: &now, GraceUntil: &until}, meta: string(canon)}
 	s.intents[req.Intent] = in
 	reply(http.StatusCreated, map[string]any{"outcome": "intent-recorded", "intent": in.st})
 }
 
-func (s *StandInRegister) bind(key, name string, hasMeta bool, reply func(int, map[string]any), rejected func(int, string, string)) {
+func (s *Server) bind(key, name string, hasMeta bool, reply func(int, map[string]any), rejected func(int, string, string)) {
 	in, ok := s.intents[key]
 	switch {
 	case hasMeta:
@@ -177,4 +208,18 @@ func (s *StandInRegister) bind(key, name string, hasMeta bool, reply func(int, m
 	now := s.now()
 	in.st.State, in.st.Name, in.st.APIName, in.st.BoundAt, in.st.BoundBy = StateBound, n.Canonical, name, &now, "submit"
 	reply(http.StatusCreated, map[string]any{"outcome": "created", "operation": n.Canonical, "intent": in.st})
+}
+
+// validKey: 1 to 128 bytes of letters, digits and . _ : -.
+func validKey(k string) bool {
+	if k == "" || len(k) > 128 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("._:-", rune(c))) {
+			return false
+		}
+	}
+	return true
 }
