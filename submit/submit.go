@@ -463,8 +463,16 @@ func (c *Client) run(ctx context.Context, sub Submission, intent Intent, force b
 		}
 	}
 	created, err := create(ctx)
-	if err != nil {
-		return sub, fmt.Errorf("submit: create the %s of intent %s: %w", sub.Kind, sub.Key, err)
+	switch {
+	case errors.Is(err, ErrCreateRefused):
+		return sub, fmt.Errorf("submit: create the %s of intent %s: %w; the intent stays recorded, unbound: retry with the same key and --force (Force), or with a new key",
+			sub.Kind, sub.Key, err)
+	case err != nil && sub.Kind == KindBatch:
+		return sub, fmt.Errorf("submit: create the %s of intent %s: %w; retry with the same key: a batch it created is found by listing, none is created twice",
+			sub.Kind, sub.Key, err)
+	case err != nil:
+		return sub, fmt.Errorf("submit: create the %s of intent %s: %w; if it was created, its first trusted delivery binds the intent, and an intent still unbound after its grace is alerted; "+
+			"a retry with the same key is refused until then, --force (Force) creates anew", sub.Kind, sub.Key, err)
 	}
 	if _, err := c.intents.Bind(ctx, sub.Key, created.Name); err != nil {
 		sub, _ = c.done(ctx, sub, created.Name, "")
