@@ -25,11 +25,11 @@ const (
 	envAdminToken    = "LROSINK_ADMIN_TOKEN"
 )
 
-const submitEnvDoc = `  GEMINI_API_KEY        the Gemini API key (required; never printed)
+const submitEnvDoc = `  GEMINI_API_KEY          the Gemini API key (required; never printed)
   GOOGLE_GEMINI_BASE_URL  the Gemini API's base URL (tests point it at a fake)
-  LROSINK_REGISTER_URL  the Register function to record the intent with, e.g.
-                        http://127.0.0.1:8080/Register (serve) or the Cloud Run URL
-  LROSINK_ADMIN_TOKEN   sent as "Authorization: Bearer" to the Register function`
+  LROSINK_REGISTER_URL    the Register function to record the intent with, e.g.
+                          http://127.0.0.1:8080/Register (serve) or the Cloud Run URL
+  LROSINK_ADMIN_TOKEN     sent as "Authorization: Bearer" to the Register function`
 
 func submitDoc() command.Doc {
 	return command.Doc{
@@ -77,7 +77,6 @@ func addSubmitFlags(fs *flag.FlagSet) *submitFlags {
 	f.force = fs.Bool("force", false, "create anew although the key's intent is recorded and unbound")
 	f.registerURL = fs.String("register-url", "", "the Register function's `URL` (env "+envRegisterURL+")")
 	f.asJSON = fs.Bool("json", false, "print one JSON line instead of text")
-	storeFlag(fs)
 	return f
 }
 
@@ -284,8 +283,9 @@ func (e *env) submitIntents(ctx context.Context, fs *flag.FlagSet, f *submitFlag
 	return submit.HTTP(u, client), func() {}, nil
 }
 
-// ledgerIntents records intents in the configured ledger directly. Not
-// built yet: it needs the ledger's intent records (register.Intents).
+// ledgerIntents records intents in the configured ledger directly (the
+// embedded path, with serve's --store flag and LROSINK_STORE). Not built
+// yet: it needs the ledger's intent records (register.Intents).
 func (e *env) ledgerIntents(context.Context, *flag.FlagSet) (submit.Intents, func(), error) {
 	return nil, nil, &command.ConfigError{Err: fmt.Errorf("recording intents in the ledger directly is not built yet: "+
 		"give the Register function of a running lrosink with --register-url or %s (e.g. http://127.0.0.1:8080/Register for lrosink serve)", envRegisterURL)}
