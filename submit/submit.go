@@ -282,9 +282,14 @@ func modelName(m string) (string, error) {
 	return "models/" + id, nil
 }
 
+// checkMetadata refuses the reserved key and what is no JSON object (a
+// value encoding/json cannot write), before anything is recorded.
 func checkMetadata(m map[string]any) error {
 	if _, ok := m[MetadataKey]; ok {
 		return invalid("metadata key %q is reserved: submit puts the intent key there", MetadataKey)
+	}
+	if _, err := json.Marshal(m); err != nil {
+		return invalid("metadata is not JSON: %v", err)
 	}
 	return nil
 }

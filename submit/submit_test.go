@@ -334,6 +334,10 @@ func TestRefusedBeforeAnythingIsStored(t *testing.T) {
 			_, err := c.Video(ctx, submit.Video{Key: strings.Repeat("k", 129), Model: "veo", Prompt: "p"})
 			return err
 		},
+		"metadata not JSON": func() error {
+			_, err := c.Video(ctx, submit.Video{Model: "veo", Prompt: "p", Metadata: map[string]any{"ch": make(chan int)}})
+			return err
+		},
 		"no prompt": func() error { _, err := c.Video(ctx, submit.Video{Model: "veo"}); return err },
 		"bad model": func() error { _, err := c.Video(ctx, submit.Video{Model: "../x", Prompt: "p"}); return err },
 		"model and agent": func() error {

@@ -328,7 +328,8 @@ const maxCreateAnswer = 16 << 20
 func (c *Creator) post(ctx context.Context, op, path string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return &CreateError{Refused: true, Err: fmt.Errorf("gemini: %s: encode the request: %w", op, err)}
+		// Nothing was sent; not a CreateError, since Gemini said nothing.
+		return fmt.Errorf("gemini: %s: encode the request: %w", op, err)
 	}
 	raw, err := c.f.rawDo(ctx, http.MethodPost, path, b)
 	if err != nil {
