@@ -64,6 +64,7 @@ func (e *env) commands() map[string]command.Command {
 		"replay":    command.Func("publish an operation's completion again, with a new replay_id", e, runReplay),
 		"bench":     command.Func("load a webhook endpoint with signed deliveries; print rate, latency, statuses (--bare: vs a bare handler)", e, runBench),
 		"send":      command.Func("sign and send one webhook delivery (to a local serve by default); print the answer", e, runSend),
+		"submit":    command.Func("create a Gemini batch, video or interaction that lrosink knows from the start (intent, create, bind)", e, runSubmit),
 		"simulate":  command.Func("fault-injection run against a built-in fake Gemini; prints the invariant report", e, runSimulate),
 		"webhooks":  command.Func("manage the Gemini project webhook: create, list, rotate, ping, delete", e, runWebhooks),
 		"version":   command.Func("print the version and VCS revision of this binary", e, runVersion),

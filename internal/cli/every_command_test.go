@@ -18,11 +18,12 @@ func leafCommands() []struct{ path, arg string } {
 		{"ops list", ""}, {"ops show", "batches/x"}, {"ops backfill-shards", ""},
 		{"webhooks create", ""}, {"webhooks list", ""}, {"webhooks rotate", "wh_1"},
 		{"webhooks ping", "wh_1"}, {"webhooks delete", "wh_1"},
+		{"submit batch", ""}, {"submit video", ""}, {"submit interaction", ""},
 	}
 }
 
 // groupCommands are the commands made of subcommands ("" is lrosink).
-func groupCommands() []string { return []string{"", "ops", "webhooks"} }
+func groupCommands() []string { return []string{"", "ops", "webhooks", "submit"} }
 
 func words(path string) []string { return strings.Fields(path) }
 

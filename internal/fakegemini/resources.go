@@ -42,6 +42,74 @@ type BatchState struct {
 	// listed) until that time on the fake's clock (WithClock): a genuine
 	// operation the API does not know yet (GEMINI.md §10).
 	NotFoundUntil time.Time
+	// Webhook is the webhook_config the batch was created with, echoed as
+	// metadata.webhookConfig (whether live echoes it is unconfirmed,
+	// GEMINI.md §13); nil omits it.
+	Webhook *WebhookConfig
+	// InputFile and InputRequests say what a create gave as input: the
+	// Files API name, or how many inline requests. Never sent; tests read
+	// them through Batch.
+	InputFile     string
+	InputRequests int
+}
+
+// WebhookConfig is a create's webhook_config: dynamic URIs (none: the
+// project's static webhooks) and the user metadata Gemini returns with the
+// operation's deliveries. Numbers in UserMetadata are json.Number, the
+// literal the client sent.
+type WebhookConfig struct {
+	URIs         []string
+	UserMetadata map[string]any
+}
+
+func (w *WebhookConfig) clone() *WebhookConfig {
+	if w == nil {
+		return nil
+	}
+	return &WebhookConfig{URIs: slices.Clone(w.URIs), UserMetadata: cloneJSON(w.UserMetadata)}
+}
+
+// cloneJSON deep-copies a decoded JSON object, so a caller's later change
+// to what it gave or got does not reach the fake's state.
+func cloneJSON(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneJSONValue(v)
+	}
+	return out
+}
+
+func cloneJSONValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		return cloneJSON(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = cloneJSONValue(e)
+		}
+		return out
+	}
+	return v
+}
+
+// webhookConfigJSON is the config as an answer prints it: the container in
+// lowerCamel (as every field of the batch's metadata) for batches, but
+// user_metadata, the only name the live API knows for that field
+// (GEMINI.md §13), inside.
+type webhookConfigJSON struct {
+	URIs         []string       `json:"uris,omitempty"`
+	UserMetadata map[string]any `json:"user_metadata,omitempty"`
+}
+
+func (w *WebhookConfig) body() *webhookConfigJSON {
+	if w == nil {
+		return nil
+	}
+	return &webhookConfigJSON{URIs: w.URIs, UserMetadata: w.UserMetadata}
 }
 
 // BatchStats is metadata.batchStats. The API encodes the int64 counts as
@@ -70,6 +138,12 @@ type VideoState struct {
 	VideoURIs               []string
 	RAIMediaFilteredCount   int
 	RAIMediaFilteredReasons []string
+	// Webhook is the webhook_config the operation was created with. It is
+	// not echoed in the Operation (no capture shows it there, GEMINI.md
+	// §13), only in its deliveries (Server.Delivery).
+	Webhook *WebhookConfig
+	// Prompt is what the create asked for. Never sent.
+	Prompt string
 }
 
 // InteractionState scripts GET /v1beta/interactions/{id}, which answers in
@@ -98,6 +172,12 @@ type InteractionState struct {
 	// fake's clock (WithClock), as the live API has for a background
 	// interaction right after its create (GEMINI.md §10).
 	NotFoundUntil time.Time
+	// Model or Agent is what the interaction was created for ("model" or
+	// "agent" in the answer; "" omits it).
+	Model, Agent string
+	// Webhook is echoed as webhook_config, as a live create's answer does
+	// (GEMINI.md §13); nil omits it.
+	Webhook *WebhookConfig
 }
 
 // StepError is the google.rpc.Status of a model_output step.
@@ -121,6 +201,11 @@ func ResponsesFile(batchID string) string { return "files/batch-" + batchID }
 func (s *Server) SetBatch(id string, st BatchState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.setBatch(id, st)
+}
+
+// setBatch is SetBatch with s.mu held.
+func (s *Server) setBatch(id string, st BatchState) {
 	if _, ok := s.batches[id]; !ok {
 		s.batchOrder = append(s.batchOrder, id)
 	}
@@ -128,7 +213,25 @@ func (s *Server) SetBatch(id string, st BatchState) {
 		c := *st.Stats
 		st.Stats = &c
 	}
+	st.Webhook = st.Webhook.clone()
 	s.batches[id] = st
+}
+
+// Batch returns batches/{id} as stored (a copy): a test moves a created
+// batch on by changing what it got and setting it again.
+func (s *Server) Batch(id string) (BatchState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.batches[id]
+	if !ok {
+		return BatchState{}, false
+	}
+	if st.Stats != nil {
+		c := *st.Stats
+		st.Stats = &c
+	}
+	st.Webhook = st.Webhook.clone()
+	return st, true
 }
 
 // DeleteBatch removes batches/{id}; later GETs answer 404.
@@ -151,10 +254,26 @@ func (s *Server) DeleteBatch(id string) {
 func (s *Server) SetVideo(model, id string, st VideoState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.videos[videoKey(model, id)] = st.clone()
+}
+
+func (st VideoState) clone() VideoState {
 	st.VideoURIs = append([]string(nil), st.VideoURIs...)
 	st.RAIMediaFilteredReasons = append([]string(nil), st.RAIMediaFilteredReasons...)
 	st.Error = maps.Clone(st.Error)
-	s.videos[videoKey(model, id)] = st
+	st.Webhook = st.Webhook.clone()
+	return st
+}
+
+// Video returns models/{model}/operations/{id} as stored (a copy).
+func (s *Server) Video(model, id string) (VideoState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.videos[videoKey(model, id)]
+	if !ok {
+		return VideoState{}, false
+	}
+	return st.clone(), true
 }
 
 // DeleteVideo removes models/{model}/operations/{id}.
@@ -168,11 +287,27 @@ func (s *Server) DeleteVideo(model, id string) {
 func (s *Server) SetInteraction(id string, st InteractionState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.interactions[id] = st.clone()
+}
+
+func (st InteractionState) clone() InteractionState {
 	if st.StepError != nil {
 		c := *st.StepError
 		st.StepError = &c
 	}
-	s.interactions[id] = st
+	st.Webhook = st.Webhook.clone()
+	return st
+}
+
+// Interaction returns interactions/{id} as stored (a copy).
+func (s *Server) Interaction(id string) (InteractionState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.interactions[id]
+	if !ok {
+		return InteractionState{}, false
+	}
+	return st.clone(), true
 }
 
 // DeleteInteraction removes interactions/{id}.
@@ -201,16 +336,17 @@ type inlinedResponsesJSON struct {
 }
 
 type batchMetadataJSON struct {
-	Type        string           `json:"@type"`
-	Name        string           `json:"name"`
-	Model       string           `json:"model,omitempty"`
-	DisplayName string           `json:"displayName,omitempty"`
-	State       string           `json:"state,omitempty"`
-	CreateTime  string           `json:"createTime,omitempty"`
-	UpdateTime  string           `json:"updateTime,omitempty"`
-	EndTime     string           `json:"endTime,omitempty"`
-	Output      *batchOutputJSON `json:"output,omitempty"`
-	BatchStats  *BatchStats      `json:"batchStats,omitempty"`
+	Type        string             `json:"@type"`
+	Name        string             `json:"name"`
+	Model       string             `json:"model,omitempty"`
+	DisplayName string             `json:"displayName,omitempty"`
+	State       string             `json:"state,omitempty"`
+	CreateTime  string             `json:"createTime,omitempty"`
+	UpdateTime  string             `json:"updateTime,omitempty"`
+	EndTime     string             `json:"endTime,omitempty"`
+	Output      *batchOutputJSON   `json:"output,omitempty"`
+	BatchStats  *BatchStats        `json:"batchStats,omitempty"`
+	Webhook     *webhookConfigJSON `json:"webhookConfig,omitempty"`
 }
 
 type batchJSON struct {
@@ -235,6 +371,7 @@ func batchBody(id string, st BatchState) batchJSON {
 			UpdateTime:  rfc3339(st.UpdateTime),
 			EndTime:     rfc3339(st.EndTime),
 			BatchStats:  st.Stats,
+			Webhook:     st.Webhook.body(),
 		},
 		Done: terminalBatchState(st.State),
 	}
@@ -403,6 +540,10 @@ type interactionJSON struct {
 	Updated string                 `json:"updated,omitempty"`
 	Errors  []interactionErrorJSON `json:"errors,omitempty"`
 	Steps   []any                  `json:"steps,omitempty"`
+	Object  string                 `json:"object"`
+	Model   string                 `json:"model,omitempty"`
+	Agent   string                 `json:"agent,omitempty"`
+	Webhook *webhookConfigJSON     `json:"webhook_config,omitempty"`
 }
 
 func (s *Server) getInteraction(id string) response {
@@ -410,7 +551,13 @@ func (s *Server) getInteraction(id string) response {
 	if !ok || !s.known(st.NotFoundUntil) {
 		return notFound()
 	}
-	v := interactionJSON{ID: id, Status: st.Status, Created: rfc3339(st.Created), Updated: rfc3339(st.Updated)}
+	return jsonResponse(http.StatusOK, interactionBody(id, st))
+}
+
+// interactionBody is an Interaction as the API answers it (GET and create).
+func interactionBody(id string, st InteractionState) interactionJSON {
+	v := interactionJSON{ID: id, Status: st.Status, Created: rfc3339(st.Created), Updated: rfc3339(st.Updated),
+		Object: "interaction", Model: st.Model, Agent: st.Agent, Webhook: st.Webhook.body()}
 	if st.UpdatedRaw != "" {
 		v.Updated = st.UpdatedRaw
 	}
@@ -433,5 +580,5 @@ func (s *Server) getInteraction(id string) response {
 		}
 		v.Steps = append(v.Steps, map[string]any{"type": "model_output", "error": status})
 	}
-	return jsonResponse(http.StatusOK, v)
+	return v
 }

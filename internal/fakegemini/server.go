@@ -1,11 +1,14 @@
 // Package fakegemini is an in-memory fake of the parts of the Gemini API that
-// lrosink calls: batch jobs, Veo video operations, Interactions and the
-// webhook management API. It speaks the REST paths and JSON shapes the genai
-// Go SDK v1.77.0 uses, so tests (and the fault-injection simulator) can point
-// a real genai.Client at it over real HTTP.
+// lrosink calls: batch jobs, Veo video operations, Interactions (their
+// creates and GETs), the Files API's resumable upload and the webhook
+// management API. It speaks the REST paths and JSON shapes the genai Go SDK
+// v1.77.0 uses, so tests (and the fault-injection simulator) can point a
+// real genai.Client at it over real HTTP. Where the live API refuses what
+// the SDK sends (camelCase userMetadata, GEMINI.md §13), so does the fake.
 //
-// The fake is deterministic: no randomness, no timers. Webhook ids and
-// signing secrets come from a counter, and the clock is injectable.
+// The fake is deterministic: no randomness, no timers. Created operations'
+// ids, webhook ids and signing secrets come from counters, and the clock is
+// injectable.
 package fakegemini
 
 import (
@@ -27,8 +30,9 @@ const DefaultAPIKey = "test-key"
 // apiPrefix is the version segment the genai SDK uses by default.
 const apiPrefix = "/v1beta/"
 
-// maxBody bounds what the fake reads and records per request.
-const maxBody = 1 << 20
+// maxBody bounds what the fake reads and records per request; an upload
+// chunk may be larger (maxUploadChunk, files.go).
+const maxBody = 4 << 20
 
 // Request is one request the fake received, recorded before any fault or
 // auth check so tests can assert exactly what the client sent.
@@ -58,8 +62,13 @@ type Server struct {
 	faults       []*fault
 	requests     []Request
 	calls        map[string]int
-	webhookSeq   int // drives webhook ids
-	secretSeq    int // drives signing secrets
+	webhookSeq   int            // drives webhook ids
+	secretSeq    int            // drives signing secrets
+	creates      map[string]int // operations created, by kind (creates.go)
+	createSeq    int            // drives created operations' ids
+	files        map[string]*storedFile
+	uploads      map[string]*upload // resumable uploads in progress (files.go)
+	fileSeq      int
 }
 
 // Option configures a Server.
@@ -82,6 +91,9 @@ func New(opts ...Option) *Server {
 		interactions: map[string]InteractionState{},
 		webhooks:     map[string]*webhook{},
 		calls:        map[string]int{},
+		creates:      map[string]int{},
+		files:        map[string]*storedFile{},
+		uploads:      map[string]*upload{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -146,9 +158,18 @@ type response struct {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	limit := int64(maxBody)
+	if strings.HasPrefix(r.URL.Path, uploadPath) {
+		limit = maxUploadChunk
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		writeResponse(w, errorResponse(http.StatusBadRequest, "cannot read body: "+err.Error(), "INVALID_ARGUMENT"))
+		return
+	}
+	if int64(len(body)) > limit {
+		// Cut short, it would be misread; the live API's limits are larger.
+		writeResponse(w, errorResponse(http.StatusRequestEntityTooLarge, "fakegemini: request body over its limit", "INVALID_ARGUMENT"))
 		return
 	}
 	resp := s.handle(r, body)
@@ -186,12 +207,37 @@ func (s *Server) handle(r *http.Request, body []byte) response {
 // (":ping", ":rotateSigningSecret") share a segment with the id, which
 // http.ServeMux patterns cannot express, so routing is by hand.
 func (s *Server) route(r *http.Request, body []byte) response {
+	if r.URL.Path == uploadPath {
+		return s.upload(r, body)
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, apiPrefix)
 	if !ok {
 		return notFound()
 	}
 	segs := strings.Split(rest, "/")
 	switch {
+	case len(segs) == 2 && segs[0] == "models" && strings.Contains(segs[1], ":"):
+		if r.Method != http.MethodPost {
+			return methodNotAllowed()
+		}
+		model, verb, _ := strings.Cut(segs[1], ":")
+		switch verb {
+		case "batchGenerateContent":
+			return s.createBatch(model, body)
+		case "predictLongRunning":
+			return s.createVideo(model, body)
+		}
+		return notFound()
+	case len(segs) == 1 && segs[0] == "interactions":
+		if r.Method != http.MethodPost {
+			return methodNotAllowed()
+		}
+		return s.createInteraction(body)
+	case len(segs) == 2 && segs[0] == "files":
+		if r.Method != http.MethodGet {
+			return methodNotAllowed()
+		}
+		return s.getFile(segs[1])
 	case len(segs) == 1 && segs[0] == "batches":
 		if r.Method != http.MethodGet {
 			return methodNotAllowed()
