@@ -730,19 +730,27 @@ func TestRotateKeepsCurrentSecretsForTheOverlap(t *testing.T) {
 	}
 }
 
-// The help examples name the Secret Manager secret Terraform creates
-// (terraform/variables.tf webhook_secret_id), so copying an example stores
-// the secret where the Webhook service reads it.
+// The help examples name the Secret Manager secret Terraform creates by
+// default (terraform/main.tf: webhook_secret_id, else NAME_PREFIX-webhook-secrets,
+// with name_prefix's default from variables.tf), so copying an example
+// stores the secret where the Webhook service reads it.
 func TestHelpNamesTheDeployedSecret(t *testing.T) {
-	tf, err := os.ReadFile(filepath.Join("..", "..", "..", "terraform", "variables.tf"))
-	if err != nil {
-		t.Fatal(err)
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "terraform", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	m := regexp.MustCompile(`(?s)variable "webhook_secret_id" \{.*?default\s*=\s*"([^"]+)"`).FindSubmatch(tf)
-	if m == nil {
-		t.Fatal("terraform/variables.tf: no default for webhook_secret_id")
+	prefix := regexp.MustCompile(`(?s)variable "name_prefix" \{.*?default\s*=\s*"([^"]+)"`).FindSubmatch(read("variables.tf"))
+	if prefix == nil {
+		t.Fatal("terraform/variables.tf: no default for name_prefix")
 	}
-	want := string(m[1])
+	derived := regexp.MustCompile(`webhook_secret\s*=\s*coalesce\(var\.webhook_secret_id,\s*"\$\{var\.name_prefix\}([^"]+)"\)`).FindSubmatch(read("main.tf"))
+	if derived == nil {
+		t.Fatal("terraform/main.tf: webhook_secret is not coalesce(var.webhook_secret_id, \"${var.name_prefix}…\")")
+	}
+	want := string(prefix[1]) + string(derived[1])
 	e := newEnv(t)
 	seen := 0
 	for _, args := range [][]string{{"--help"}, {"create", "--help"}, {"rotate", "--help"}} {
