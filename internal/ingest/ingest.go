@@ -146,6 +146,7 @@ const DefaultLease = 10 * time.Minute
 type Store interface {
 	GetOperation(ctx context.Context, id string) (ledger.Operation, error)
 	GetClaim(ctx context.Context, id string) (ledger.Claim, error)
+	GetIntent(ctx context.Context, key string) (ledger.Intent, error)
 	CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error)
 	SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error)
 	ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error
