@@ -30,7 +30,7 @@ import (
 // Permanent count as errors of the pass; none is ever a state.
 type Fetcher interface {
 	Fetch(ctx context.Context, kind opname.Kind, apiName string) (event.Event, error)
-	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error)
+	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.ListedBatch, string, error)
 }
 
 // Door is the ingest door as the reconciler uses it.
@@ -732,10 +732,10 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 			if cut(ctx) {
 				return
 			}
-			if r.pastRetention(ev) {
+			if r.pastRetention(ev.Event) {
 				continue
 			}
-			if !r.adoptOne(ctx, t, ev) {
+			if !r.adoptOne(ctx, t, ev.Event) {
 				failed = true
 			}
 		}
