@@ -100,7 +100,7 @@ func methodPOST(w http.ResponseWriter, r *http.Request) bool {
 // 200 with the door's outcome; an error is answered by its kind.
 func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	if err == nil {
-		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Reason, Operation: res.Operation}
+		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Label(), Operation: res.Operation}
 	}
 	var invalid *event.InvalidError
 	if errors.As(err, &invalid) {
@@ -361,6 +361,9 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	// project's operation can be replayed here. Both are hints, whose
 	// terminal states the door confirms with Gemini under our key.
 	ev.Hint = verified.Method == webhook.MethodJWT || verified.Method == webhook.MethodV1A
+	// A v1a body is Google's: the intent it names is used once Gemini has
+	// confirmed the operation (CONTRACT.md §5). A JWT covers no body.
+	ev.SignedBody = verified.Method == webhook.MethodV1A
 	au := auth{method: verified.Method, status: ev.GeminiStatus}
 	res, err := door.Ingest(ctx, ev)
 	if err != nil && res.Operation == "" {

@@ -602,7 +602,7 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		ev.Source = event.SourceReconcile
 		// The door decides on op as listed, not on a second read of it.
 		res, err := r.cfg.Door.IngestRead(ctx, ev, &op)
-		obs.Outcome, obs.Reason = string(res.Outcome), res.Reason
+		obs.Outcome, obs.Reason = string(res.Outcome), res.Label()
 		if err != nil {
 			obs.Outcome, obs.Reason = "error", "ingest-error"
 			// The door logged why. The operation is rescheduled with
