@@ -26,6 +26,7 @@ import (
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/metrics"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/register"
 	"github.com/lrosink/lrosink/internal/retry"
 	"github.com/lrosink/lrosink/internal/sink"
 	"github.com/lrosink/lrosink/internal/webhook"
@@ -37,10 +38,13 @@ type App struct {
 	Log    *slog.Logger
 	// Ledger is the store; Claims the claim protocol over it, which the
 	// door and the reconciler write through.
-	Ledger   ledger.Ledger
-	Claims   *claims.Ledger
-	Results  sink.Sink
-	Door     *ingest.Door
+	Ledger  ledger.Ledger
+	Claims  *claims.Ledger
+	Results sink.Sink
+	Door    *ingest.Door
+	// Intents is the intent path (CONTRACT.md §5) over the ledger, binding
+	// through Door: POST /Register's and the embedded lrosink submit's.
+	Intents  *register.Intents
 	Verifier *webhook.Verifier
 	// Reconciler polls Gemini only when GEMINI_API_KEY is set.
 	Reconciler *reconcile.Reconciler
@@ -178,6 +182,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		dc.Confirmer, rc.Gemini, rc.Webhooks = a.Metrics.Gemini(f), a.Metrics.Gemini(rf), rf
 	}
 	if a.Door, err = ingest.New(dc); err != nil {
+		return nil, err
+	}
+	if a.Intents, err = register.NewIntents(a.Door, a.Claims, o.Now, cfg.IntentGrace); err != nil {
 		return nil, err
 	}
 	rc.Door = a.Door
@@ -390,7 +397,7 @@ func (w webhookLog) Rejected(at time.Time, deliveryID, reason string, status int
 // Register is the Register function's handler; with LROSINK_ADMIN_TOKEN
 // set it requires that bearer token (so does Reconcile).
 func (a *App) Register() http.Handler {
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Register(a.Door, a.Log)))
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Register(a.Door, a.Log, httpapi.WithIntents(a.Intents))))
 }
 
 // Reconcile is the Reconcile function's handler. A Pub/Sub push of a shard
