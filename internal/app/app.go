@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	// dynamic-webhook (v1a, JWT) hints; without a key neither polls.
 	dc := ingest.Config{Store: a.Claims, Sink: a.Metrics.Sink(watchSink(a.Results, a.resultsWrites)), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
-	rc := reconcile.Config{Ledger: a.Claims, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
+	rc := reconcile.Config{Ledger: a.Claims, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, IntentGrace: cfg.IntentGrace, AdoptPageSize: 50,
 		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}, Deliveries: a.Deliveries}
 	if a.Deliveries.Recorder != nil {
 		rc.Observers = append(rc.Observers, flushLog{a.Deliveries.Recorder, log})

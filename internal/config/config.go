@@ -283,10 +283,11 @@ func (e *envReader) retention() time.Duration {
 	return d
 }
 
-// DefaultIntentGrace is LROSINK_INTENT_GRACE's default: far beyond the
-// seconds between a create and its bind, and the minutes a first delivery
-// takes, yet an orphan is told to a person within the hour.
-const DefaultIntentGrace = time.Hour
+// DefaultIntentGrace is LROSINK_INTENT_GRACE's default
+// (reconcile.DefaultIntentGrace): far beyond the seconds between a create
+// and its bind, and the minutes a first delivery takes, yet an orphan is
+// told to a person within the hour.
+const DefaultIntentGrace = reconcile.DefaultIntentGrace
 
 // MinIntentGrace is LROSINK_INTENT_GRACE's floor: a submission's create
 // and bind take seconds, and a shorter grace would alert intents whose
