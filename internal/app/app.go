@@ -421,7 +421,7 @@ func (a *App) Reconcile() http.Handler {
 // serves Reconcile too: only then are its recent passes worth showing;
 // otherwise the health page says where passes run.
 func (a *App) Console(passesHere bool) (http.Handler, error) {
-	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
+	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter, IntentGrace: a.Config.IntentGrace,
 		Settings: a.settings(), AdminToken: a.Config.AdminToken, Deliveries: a.DeliveryStore, DeliveryLogTTL: a.Config.DeliveryLogTTL,
 		Counter: a.Ledger}
 	if passesHere {
@@ -463,6 +463,7 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_WEBHOOK_SECRETS", Value: fmt.Sprintf("%d secret(s)", len(c.WebhookSecrets))},
 		{Name: "LROSINK_GRACE", Value: humantime.Duration(c.Grace)},
 		{Name: "LROSINK_STUCK_AFTER", Value: humantime.Duration(c.StuckAfter)},
+		{Name: "LROSINK_INTENT_GRACE", Value: humantime.Duration(c.IntentGrace)},
 		{Name: "LROSINK_CLAIM_LEASE", Value: humantime.Duration(c.ClaimLease)},
 		// The operation page's overdue hint refers to it.
 		{Name: "LROSINK_RECONCILE_EVERY", Value: humantime.Duration(c.ReconcileEvery) + " (serve's own reconcile loop; on Cloud Run, Cloud Scheduler's schedule runs the passes)"},
