@@ -371,7 +371,10 @@ type opView struct {
 	Output       map[string]any     `json:"output"`
 	Error        *results.ErrorInfo `json:"error"`
 	UserMetadata map[string]any     `json:"user_metadata"`
-	Claim        *claimView         `json:"claim,omitempty"`
+	// Intent is the key of the intent bound to the operation (CONTRACT.md
+	// §5); absent when none is.
+	Intent string     `json:"intent,omitempty"`
+	Claim  *claimView `json:"claim,omitempty"`
 	// Deliveries is the delivery log, newest first (absent when the store
 	// keeps none).
 	Deliveries []deliverylog.Entry `json:"deliveries,omitempty"`
@@ -409,7 +412,7 @@ func newOpView(op ledger.Operation) opView {
 		UpdateTime: when(op.UpdateTime), SubmittedAt: when(op.SubmittedAt), SettledAt: when(op.SettledAt), SettledBy: op.SettledBy,
 		NextCheckAt: when(op.NextCheckAt), Checks: op.Checks, LastCheck: op.LastCheck, LastCheckAt: when(op.LastCheckAt),
 		History: eventViews(op.History), Conflicts: eventViews(op.Conflicts), Replays: nonNil(op.Replays),
-		Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata,
+		Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata, Intent: op.Intent,
 	}
 }
 
@@ -473,6 +476,7 @@ func writeFields(w io.Writer, v opView, now time.Time) error {
 	row("Submitted:", ts(v.SubmittedAt))
 	row("Settled:", ts(v.SettledAt))
 	row("Settled by:", dash(v.SettledBy))
+	row("Intent:", dash(v.Intent))
 	row("Next check:", withRel(v.NextCheckAt, now))
 	row("Checks:", checksField(v))
 	claimFields(row, v.Claim, now)

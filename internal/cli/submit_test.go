@@ -2,37 +2,43 @@ package cli
 
 import (
 	"encoding/json"
-	"net/http/httptest"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/app/apptest"
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/registerstandin"
+	"github.com/lrosink/lrosink/internal/register"
 )
 
-// submitEnv is a fake Gemini and a Register function (the protocol's
-// stand-in, guarded by an admin token) over real HTTP, and the
-// environment that points `lrosink submit` at them.
+// submitEnv is a fake Gemini and lrosink's own Register function (serve's
+// handlers over a SQLite ledger, guarded by an admin token) over real
+// HTTP, and the environment that points `lrosink submit` at them.
 type submitEnv struct {
-	fake *fakegemini.Server
-	reg  *registerstandin.Server
-	env  map[string]string
+	fake     *fakegemini.Server
+	reg      *apptest.Server
+	requests atomic.Int64 // answered by the Register function's server
+	env      map[string]string
 }
 
 const submitToken = "0123456789abcdef-admin"
 
 func newSubmitEnv(t *testing.T, fakeOpts ...fakegemini.Option) *submitEnv {
 	t.Helper()
-	s := &submitEnv{fake: fakegemini.New(fakeOpts...), reg: &registerstandin.Server{Token: submitToken}}
-	srv := httptest.NewServer(s.reg)
-	t.Cleanup(srv.Close)
+	s := &submitEnv{fake: fakegemini.New(fakeOpts...)}
+	s.reg = apptest.Start(t, apptest.Options{Config: func(c *config.Config) { c.AdminToken = submitToken },
+		Wrap: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.requests.Add(1); h.ServeHTTP(w, r) })
+		}})
 	s.env = map[string]string{
 		"GEMINI_API_KEY": fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL": s.fake.Start(t).URL,
-		"LROSINK_REGISTER_URL": srv.URL + "/Register", "LROSINK_ADMIN_TOKEN": submitToken,
+		"LROSINK_REGISTER_URL": s.reg.RegisterURL(), "LROSINK_ADMIN_TOKEN": submitToken,
 	}
 	return s
 }
@@ -76,7 +82,7 @@ func TestSubmitBatchCommand(t *testing.T) {
 	if !ok || st.Webhook.UserMetadata["lrosink_intent"] != key || st.Webhook.UserMetadata["job"] != "nightly" || st.DisplayName != "lrosink-"+key {
 		t.Errorf("batch %+v", st)
 	}
-	if in, _ := s.reg.Intent(key); in.State != registerstandin.StateBound || in.APIName != "batches/batch-000001" {
+	if in, _ := s.reg.Intent(t, key); in.State != register.StateBound || in.APIName != "batches/batch-000001" {
 		t.Errorf("intent %+v", in)
 	}
 	// The same key again: the bound operation, nothing created.
@@ -154,7 +160,7 @@ func TestSubmitRefusals(t *testing.T) {
 		want string
 	}{
 		{without("GEMINI_API_KEY"), []string{"submit", "video", "--model", "veo", "--prompt", "p"}, 2, "GEMINI_API_KEY is not set"},
-		{without("LROSINK_REGISTER_URL"), []string{"submit", "video", "--model", "veo", "--prompt", "p"}, 2, "--register-url or LROSINK_REGISTER_URL"},
+		{without("LROSINK_REGISTER_URL"), []string{"submit", "video", "--model", "veo", "--prompt", "p", "--store", "mysql:x"}, 2, "--store"},
 		{s.env, []string{"submit", "video", "--model", "veo"}, 2, "--model and --prompt are required"},
 		{s.env, []string{"submit", "batch", "--model", "m"}, 2, "--model and --input are required"},
 		{s.env, []string{"submit", "batch", "--model", "m", "--input", "/no/such/file"}, 2, "--input"},
@@ -169,8 +175,8 @@ func TestSubmitRefusals(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d with %q", c.args, r.code, r.stderr, c.code, c.want)
 		}
 	}
-	if s.reg.Requests() != 0 || len(s.fake.Requests()) != 0 {
-		t.Errorf("%d Register requests, %d Gemini requests; want none", s.reg.Requests(), len(s.fake.Requests()))
+	if n := s.requests.Load(); n != 0 || len(s.fake.Requests()) != 0 {
+		t.Errorf("%d Register requests, %d Gemini requests; want none", n, len(s.fake.Requests()))
 	}
 	// A key Gemini refuses: exit 1, "check GEMINI_API_KEY", the key nowhere.
 	const wrong = "AIzaSyWRONG-0123456789abcdefghijkl"
@@ -184,5 +190,38 @@ func TestSubmitRefusals(t *testing.T) {
 	r = run(t, without("LROSINK_ADMIN_TOKEN"), "submit", "video", "--model", "veo", "--prompt", "p")
 	if r.code != 1 || !strings.Contains(r.stderr, "LROSINK_ADMIN_TOKEN") || s.creates() != 0 {
 		t.Errorf("no token: exit %d, stderr %q, %d creates", r.code, r.stderr, s.creates())
+	}
+}
+
+// TestSubmitEmbedded: without a Register URL, `lrosink submit` records and
+// binds straight into the ledger of --store (or LROSINK_STORE), the same
+// intent path as POST /Register: the operation is registered with the
+// caller's metadata, and `ops show` shows it bound to its intent.
+func TestSubmitEmbedded(t *testing.T) {
+	s := newSubmitEnv(t)
+	env := map[string]string{"GEMINI_API_KEY": s.env["GEMINI_API_KEY"], "GOOGLE_GEMINI_BASE_URL": s.env["GOOGLE_GEMINI_BASE_URL"]}
+	store := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
+	args := []string{"submit", "video", "--model", "veo-3.0-generate-001", "--prompt", "waves", "--key", "emb-1",
+		"--meta", "job=42", "--store", store, "--json"}
+	r := run(t, env, args...)
+	var out map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out["api_name"] != "models/veo-3.0-generate-001/operations/video-000001" {
+		t.Fatalf("embedded submit: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if n := s.requests.Load(); n != 0 {
+		t.Errorf("%d requests to the Register function; the embedded path makes none", n)
+	}
+	env["LROSINK_STORE"] = store
+	r = run(t, env, "ops", "show", "operations/video-000001", "--json")
+	var op map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &op) != nil {
+		t.Fatalf("ops show: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if md, _ := op["user_metadata"].(map[string]any); md["job"] != "42" || md["lrosink_intent"] != nil || op["intent"] != "emb-1" {
+		t.Errorf("the operation %v: want the caller's metadata and its intent emb-1", op)
+	}
+	r = run(t, env, args[:len(args)-1]...)
+	if r.code != 0 || !strings.Contains(r.stdout, "existing") || s.creates() != 1 {
+		t.Fatalf("the same key again: exit %d, %q %q, %d creates", r.code, r.stdout, r.stderr, s.creates())
 	}
 }

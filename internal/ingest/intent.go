@@ -65,13 +65,13 @@ func (d *Door) intentToBind(ctx context.Context, j *job, op ledger.Operation) (*
 		reason, why = event.ReasonIntentUnknown, fmt.Errorf("no intent %s is recorded", key)
 	case err != nil:
 		return nil, "", fmt.Errorf("%w: read intent %s: %w", ErrUnavailable, key, err)
+	case in.Kind != j.name.Kind:
+		reason, lenient = event.ReasonInvalidName, event.ReasonIntentMismatch
+		why = fmt.Errorf("%s is not a %s, the kind of intent %s", j.name.Canonical, in.Kind, key)
 	case in.Bound() && in.Name != j.name.Canonical:
 		reason, why = event.ReasonIntentBoundElsewhere, fmt.Errorf("intent %s is bound to %s", key, in.Name)
 	case in.Bound():
 		return nil, "", nil // bound here: the operation was written again since
-	case in.Kind != j.name.Kind:
-		reason, lenient = event.ReasonInvalidName, event.ReasonIntentMismatch
-		why = fmt.Errorf("%s is not a %s, the kind of intent %s", j.name.Canonical, in.Kind, key)
 	case op.Intent != "":
 		reason, why = event.ReasonIntentMismatch, fmt.Errorf("%s is the operation of intent %s, not of %s", j.name.Canonical, op.Intent, key)
 	default:
