@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,12 +12,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/app/apptest"
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/fakegemini"
 	"github.com/lrosink/lrosink/internal/register"
+	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/submit"
 )
 
 // submitEnv is a fake Gemini and lrosink's own Register function (serve's
@@ -223,5 +229,75 @@ func TestSubmitEmbedded(t *testing.T) {
 	r = run(t, env, args[:len(args)-1]...)
 	if r.code != 0 || !strings.Contains(r.stdout, "existing") || s.creates() != 1 {
 		t.Fatalf("the same key again: exit %d, %q %q, %d creates", r.code, r.stdout, r.stderr, s.creates())
+	}
+}
+
+// diesBeforeBind is a submitter killed between its create and its bind:
+// the create went out, the bind never arrives.
+type diesBeforeBind struct{ submit.Intents }
+
+func (diesBeforeBind) Bind(context.Context, string, string) (submit.IntentStatus, error) {
+	return submit.IntentStatus{}, errors.New("killed")
+}
+
+// TestDroppedVideoIsAlertedAndListed (issue #48): a video whose submitter
+// died before binding it and whose delivery is dropped (a kind with no
+// list: nothing else can find it) is, after LROSINK_INTENT_GRACE, alerted
+// by the reconcile pass (intent-unbound, counted in intents_unbound),
+// listed by `ops list --stuck --json` and on the console's Stuck page, and
+// a retried submit still creates nothing.
+func TestDroppedVideoIsAlertedAndListed(t *testing.T) {
+	clock := testutil.NewClock(time.Now().Add(-2 * time.Hour))
+	logs := &testutil.SyncBuffer{}
+	reg := apptest.Start(t, apptest.Options{Now: clock.Now, Logs: logs, Config: func(c *config.Config) { c.IntentGrace = time.Hour }})
+	fake := fakegemini.New()
+	gurl := fake.Start(t).URL
+	g, err := submit.NewGemini(submit.GeminiConfig{APIKey: fakegemini.DefaultAPIKey, BaseURL: gurl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := submit.New(g, diesBeforeBind{submit.HTTP(reg.RegisterURL(), nil)}, submit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var be *submit.BindError
+	if _, err := c.Video(t.Context(), submit.Video{Key: "dropped-1", Model: "veo-3.0-generate-001", Prompt: "waves",
+		Metadata: map[string]any{"secret": "do-not-show"}}); !errors.As(err, &be) {
+		t.Fatalf("the dying submit: %v, want a BindError", err)
+	}
+	// Two hours later, the delivery never came: a pass alerts it.
+	clock.Set(time.Now())
+	resp, err := http.Post(reg.URL+"/Reconcile", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&sum)
+	resp.Body.Close()
+	if sum["intents_unbound"] != float64(1) || logs.CountLines(`"alert":"intent-unbound"`) != 1 || logs.CountLines(`"intent":"dropped-1"`) == 0 {
+		t.Fatalf("reconcile pass %v; log:\n%s\nwant intents_unbound 1 and one intent-unbound alert naming dropped-1", sum, logs)
+	}
+	r := run(t, map[string]string{"LROSINK_STORE": reg.Store}, "ops", "list", "--stuck", "--json")
+	var rows []map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rows) != nil || len(rows) != 1 || rows[0]["intent"] != "dropped-1" ||
+		rows[0]["kind"] != "video" || rows[0]["model"] != "models/veo-3.0-generate-001" || rows[0]["alerted_at"] == nil {
+		t.Fatalf("ops list --stuck --json: exit %d, %q %q; want the alerted intent dropped-1", r.code, r.stdout, r.stderr)
+	}
+	page, err := http.Get(reg.URL + "/ui/stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if !strings.Contains(string(html), ">dropped-1<") || !strings.Contains(string(html), "models/veo-3.0-generate-001") || strings.Contains(string(html), "do-not-show") {
+		t.Fatalf("the console's Stuck page does not list dropped-1 (or shows its metadata):\n%s", html)
+	}
+	env := map[string]string{"GEMINI_API_KEY": fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL": gurl, "LROSINK_REGISTER_URL": reg.RegisterURL()}
+	r = run(t, env, "submit", "video", "--model", "veo-3.0-generate-001", "--prompt", "waves", "--key", "dropped-1", "--meta", "secret=do-not-show")
+	if r.code != command.ExitError || !strings.Contains(r.stderr, "alerted (intent-unbound)") {
+		t.Fatalf("retry past grace: exit %d, %q; want refused, alerted", r.code, r.stderr)
+	}
+	if n := fake.Creates(fakegemini.KindVideo); n != 1 {
+		t.Fatalf("%d creates, want 1", n)
 	}
 }

@@ -46,6 +46,9 @@ type Server struct {
 	App *app.App
 	// URL is the server's base: URL+"/Register", URL+"/Webhook".
 	URL string
+	// Store is its LROSINK_STORE (sqlite:PATH), for a command of the test
+	// to open the same ledger.
+	Store string
 }
 
 // Start builds the App and serves it until the test ends.
@@ -83,7 +86,7 @@ func Serve(ctx context.Context, dir string, o Options) (*Server, func(), error) 
 		h = o.Wrap(h)
 	}
 	srv := httptest.NewServer(h)
-	return &Server{App: a, URL: srv.URL}, func() { srv.Close(); _ = a.Close() }, nil
+	return &Server{App: a, URL: srv.URL, Store: cfg.Store}, func() { srv.Close(); _ = a.Close() }, nil
 }
 
 // RegisterURL is the Register function's URL.
