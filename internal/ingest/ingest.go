@@ -866,7 +866,7 @@ func (d *Door) completeClaim(ctx context.Context, l ledger.Lease, leaseUntil tim
 	return err
 }
 
-func (d *Door) log(ctx context.Context, ev applied, recalled string, res Result, err error, start time.Time) {
+func (d *Door) log(ctx context.Context, ev applied, recalled, intent string, res Result, err error, start time.Time) {
 	d.notify(ev.Source, res, err)
 	// Typed attributes (LogAttrs): one line per delivery, so boxing every
 	// value for the key-value form showed in serve's profile.
@@ -897,11 +897,9 @@ func (d *Door) log(ctx context.Context, ev applied, recalled string, res Result,
 		attrs = append(attrs, slog.Bool("already_published", true))
 	}
 	if res.IntentNote != "" {
-		// CONTRACT.md §5: bound-intent, or why the intent named was not.
-		attrs = append(attrs, slog.String("intent_note", res.IntentNote))
-	}
-	if res.Intent != "" {
-		attrs = append(attrs, slog.String("intent", res.Intent))
+		// CONTRACT.md §5: bound-intent, or why the intent the event
+		// names was not bound.
+		attrs = append(attrs, slog.String("intent_note", res.IntentNote), slog.String("intent", intent))
 	}
 	var invalid *event.InvalidError
 	level := slog.LevelInfo

@@ -83,8 +83,7 @@ func (d *Door) intentToBind(ctx context.Context, j *job, op ledger.Operation) (*
 	if lenient == "" {
 		lenient = reason
 	}
-	d.cfg.Log.WarnContext(ctx, "ingest: the intent the event names is not bound", "operation", j.name.Canonical,
-		"intent", key, "reason", lenient, "source", string(j.ev.Source), "detail", why.Error())
+	// Said once, on the ingest decision line (intent_note, intent).
 	return nil, lenient, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/testutil"
 )
@@ -308,5 +310,32 @@ func TestHintBindsOnlyOnceConfirmed(t *testing.T) {
 	}
 	if _, err := w.store.GetOperation(t.Context(), "gemini:batches%2Fforeign"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("unconfirmed hint stored its operation: %v", err)
+	}
+}
+
+// TestIntentOnTheDecisionLine: the ingest decision line says what became
+// of the intent an event names (intent_note) and which key (intent), once;
+// an event naming none says nothing of intents.
+func TestIntentOnTheDecisionLine(t *testing.T) {
+	e := newEnv(t)
+	logs := &testutil.SyncBuffer{}
+	d, err := ingest.New(ingest.Config{Store: claims.New(e.store), Sink: e.results, Log: logging.New(logs, slog.LevelInfo, ""), Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordIntent(t, e.store, "int_line", "batch", tRun)
+	mustIngest(t, d, delivered("batches/line1", lifecycle.Running, "int_line"))
+	mustIngest(t, d, delivered("batches/line2", lifecycle.Running, "int_nobody"))
+	mustIngest(t, d, ev("batches/line3", lifecycle.Running, tRun, event.SourceWebhook))
+	for _, c := range []struct{ op, want string }{
+		{"batches/line1", `"intent_note":"bound-intent","intent":"int_line"`},
+		{"batches/line2", `"intent_note":"intent-unknown","intent":"int_nobody"`},
+	} {
+		if n := logs.CountLines(`"operation":"` + c.op + `"`); n != 1 || logs.CountLines(c.want) != 1 {
+			t.Errorf("%s: %d lines, want one with %s:\n%s", c.op, n, c.want, logs)
+		}
+	}
+	if logs.CountLines(`"intent`) != 2 {
+		t.Errorf("an event naming no intent logged one:\n%s", logs)
 	}
 }

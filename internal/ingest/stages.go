@@ -175,7 +175,7 @@ func (d *Door) admit(next handler) handler {
 func (d *Door) observe(next handler) handler {
 	return func(ctx context.Context, j *job) (res Result, err error) {
 		start := d.cfg.Now()
-		defer func() { d.log(ctx, j.ev, j.recalled, res, err, start) }()
+		defer func() { d.log(ctx, j.ev, j.recalled, j.intent, res, err, start) }()
 		return next(ctx, j)
 	}
 }
