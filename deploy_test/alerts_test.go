@@ -16,7 +16,7 @@ import (
 // on (docs/OPERATIONS.md has an "Alert:" section for each). Every one needs a
 // log-based metric and an alert policy, or a deployment would log the alert
 // and page nobody.
-var operatorAlerts = []string{"stuck", "webhook-disabled", "claim-missing"}
+var operatorAlerts = []string{"stuck", "intent-unbound", "webhook-disabled", "claim-missing"}
 
 // TestOperatorAlertsArePaged checks that each alert value is logged by the
 // Go code, has a logging metric filtering on exactly it, and an alert policy

@@ -52,6 +52,7 @@ var metricScenarios = map[string][]string{
 	"reconcile_completions": {"reconcile-completed"},
 	"claims_recovered":      {"recovered", "recovered-lease-expired"},
 	"stuck_operations":      {"stuck"},
+	"unbound_intents":       {"intent-unbound"},
 	"publish_failures":      {"publish-failed"},
 	"webhook_unauthorized":  {"unauthorized"},
 	"webhook_disabled":      {"webhook-disabled"},
@@ -538,9 +539,14 @@ func generateLines(t *testing.T, prefix string) map[string][]logEntry {
 	// project webhook Gemini reports disabled: one pass logs both alerts
 	// and its summary line.
 	ingestStep(event.Event{Name: "batches/f", State: lifecycle.Pending, Source: event.SourceRegister})
+	// And an intent no operation was bound to (its create's answer and
+	// deliveries lost): the same pass alerts it past its grace.
+	if _, err := store.Apply(ctx, ledger.PutIntent(ledger.Intent{Key: "orphan", Kind: "video", Model: "models/veo", CreatedAt: clock.Now()})); err != nil {
+		t.Fatal(err)
+	}
 	clock.Advance(2 * time.Hour)
 	rec, err := reconcile.New(reconcile.Config{Ledger: store, Door: door, Log: log, Now: clock.Now,
-		StuckAfter: time.Hour, Webhooks: disabledHooks{}})
+		StuckAfter: time.Hour, IntentGrace: time.Hour, Webhooks: disabledHooks{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,6 +559,8 @@ func generateLines(t *testing.T, prefix string) map[string][]logEntry {
 		switch {
 		case e.payload["alert"] == "stuck":
 			out["stuck"] = append(out["stuck"], e)
+		case e.payload["alert"] == "intent-unbound":
+			out["intent-unbound"] = append(out["intent-unbound"], e)
 		case e.payload["alert"] == "webhook-disabled":
 			out["webhook-disabled"] = append(out["webhook-disabled"], e)
 		case e.payload["message"] == "reconcile pass":

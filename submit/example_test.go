@@ -9,18 +9,26 @@ import (
 	"os"
 	"strings"
 
+	"github.com/lrosink/lrosink/internal/app/apptest"
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/registerstandin"
 	"github.com/lrosink/lrosink/submit"
 )
 
-// exampleServers starts a fake Gemini and a Register function for the
+// exampleServers starts a fake Gemini and lrosink's own Register function
+// (serve's handlers over a SQLite ledger in a temporary directory) for the
 // examples; a real program uses the Gemini API and `lrosink serve`'s (or
 // the Cloud Run service's) /Register.
 func exampleServers() (geminiURL, registerURL string, stop func()) {
 	g := httptest.NewServer(fakegemini.New().Handler())
-	r := httptest.NewServer(&registerstandin.Server{})
-	return g.URL, r.URL + "/Register", func() { g.Close(); r.Close() }
+	dir, err := os.MkdirTemp("", "submit-example")
+	if err != nil {
+		panic(err)
+	}
+	r, stopR, err := apptest.Serve(context.Background(), dir, apptest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return g.URL, r.RegisterURL(), func() { g.Close(); stopR(); _ = os.RemoveAll(dir) }
 }
 
 // A batch job from a JSONL file of requests: the intent is recorded, the

@@ -11,16 +11,48 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lrosink/lrosink/internal/registerstandin"
+	"github.com/lrosink/lrosink/internal/app/apptest"
+	"github.com/lrosink/lrosink/internal/config"
 )
 
-// httpHarness is the HTTP Intents against the stand-in over real HTTP,
-// with its waits recorded instead of slept.
-func httpHarness(t *testing.T, reg *registerstandin.Server, client *http.Client) (*httpIntents, *[]time.Duration) {
+// faults answers the next n requests 503 ledger-unavailable (Retry-After
+// 1), as the Register function does while its ledger is down, and counts
+// the requests: a real ledger cannot be made to fail on demand.
+type faults struct {
+	mu             sync.Mutex
+	fail, requests int
+	next           http.Handler
+}
+
+func (f *faults) failNext(n int) { f.mu.Lock(); defer f.mu.Unlock(); f.fail = n }
+func (f *faults) count() int     { f.mu.Lock(); defer f.mu.Unlock(); return f.requests }
+
+func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.requests++
+	fail := f.fail > 0
+	if fail {
+		f.fail--
+	}
+	f.mu.Unlock()
+	if fail {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"outcome":"error","reason":"ledger-unavailable","operation":""}`))
+		return
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+// httpHarness is the HTTP Intents against lrosink's own Register function
+// (apptest: serve's handlers over a SQLite ledger) over real HTTP, with its
+// waits recorded instead of slept; edit adjusts the configuration.
+func httpHarness(t *testing.T, edit func(*config.Config), client *http.Client) (*httpIntents, *faults, *[]time.Duration) {
 	t.Helper()
-	srv := httptest.NewServer(reg)
-	t.Cleanup(srv.Close)
-	in := HTTP(srv.URL+"/Register", client).(*httpIntents)
+	f := &faults{}
+	srv := apptest.Start(t, apptest.Options{Config: edit, Wrap: func(h http.Handler) http.Handler { f.next = h; return f }})
+	in := HTTP(srv.RegisterURL(), client).(*httpIntents)
 	var mu sync.Mutex
 	var slept []time.Duration
 	in.sleep = func(ctx context.Context, d time.Duration) error {
@@ -29,7 +61,7 @@ func httpHarness(t *testing.T, reg *registerstandin.Server, client *http.Client)
 		slept = append(slept, d)
 		return ctx.Err()
 	}
-	return in, &slept
+	return in, f, &slept
 }
 
 var testIntent = Intent{Key: "int_0123456789abcdef0123", Kind: KindVideo, Model: "models/veo-3.0-generate-001",
@@ -38,8 +70,7 @@ var testIntent = Intent{Key: "int_0123456789abcdef0123", Kind: KindVideo, Model:
 // TestHTTPRecordAndBind walks the protocol of CONTRACT.md §5: recorded,
 // known, mismatch; bind, bound again, bound elsewhere, unknown, wrong kind.
 func TestHTTPRecordAndBind(t *testing.T) {
-	reg := &registerstandin.Server{Grace: 10 * time.Minute}
-	in, _ := httpHarness(t, reg, nil)
+	in, _, _ := httpHarness(t, func(c *config.Config) { c.IntentGrace = 10 * time.Minute }, nil)
 	ctx := t.Context()
 	st, err := in.Record(ctx, testIntent)
 	if err != nil || !st.Recorded || st.State != StateUnbound || st.Key != testIntent.Key || st.CreatedAt.IsZero() ||
@@ -87,41 +118,41 @@ func TestHTTPRecordAndBind(t *testing.T) {
 // TestHTTPRetriesWhatMayPass: a 503 is retried after the Retry-After it
 // names (capped), up to 4 tries; a refusal is not retried.
 func TestHTTPRetriesWhatMayPass(t *testing.T) {
-	reg := &registerstandin.Server{}
-	in, slept := httpHarness(t, reg, nil)
-	reg.Fail503(2)
+	in, reg, slept := httpHarness(t, nil, nil)
+	reg.failNext(2)
 	if st, err := in.Record(t.Context(), testIntent); err != nil || !st.Recorded {
 		t.Fatalf("record after two 503s: %+v %v", st, err)
 	}
-	if reg.Requests() != 3 || len(*slept) != 2 || (*slept)[0] < time.Second {
-		t.Errorf("%d requests, waits %v; want 3 requests and two waits of at least the Retry-After (1s)", reg.Requests(), *slept)
+	if reg.count() != 3 || len(*slept) != 2 || (*slept)[0] < time.Second {
+		t.Errorf("%d requests, waits %v; want 3 requests and two waits of at least the Retry-After (1s)", reg.count(), *slept)
 	}
-	reg.Fail503(10)
+	reg.failNext(10)
 	_, err := in.Bind(t.Context(), testIntent.Key, "operations/x")
 	var re *RegisterError
 	if !errors.As(err, &re) || re.Status != http.StatusServiceUnavailable || re.Reason != "ledger-unavailable" {
 		t.Fatalf("bind against a lasting 503: %v", err)
 	}
-	if reg.Requests() != 3+4 {
-		t.Errorf("%d requests in all, want 4 tries of the bind", reg.Requests())
+	if reg.count() != 3+4 {
+		t.Errorf("%d requests in all, want 4 tries of the bind", reg.count())
 	}
-	reg.Fail503(0)
-	n := reg.Requests()
-	if _, err := in.Bind(t.Context(), "int_nothing", "operations/x"); !errors.Is(err, ErrIntentUnknown) || reg.Requests() != n+1 {
-		t.Errorf("a 404 was retried: %v, %d requests", err, reg.Requests()-n)
+	reg.failNext(0)
+	n := reg.count()
+	if _, err := in.Bind(t.Context(), "int_nothing", "operations/x"); !errors.Is(err, ErrIntentUnknown) || reg.count() != n+1 {
+		t.Errorf("a 404 was retried: %v, %d requests", err, reg.count()-n)
 	}
 }
 
 // TestHTTPBearer: the admin token goes as a Bearer header through
 // BearerTransport; without it the 401 says what to check.
 func TestHTTPBearer(t *testing.T) {
-	reg := &registerstandin.Server{Token: "0123456789abcdef-token"}
-	in, _ := httpHarness(t, reg, nil)
+	const token = "0123456789abcdef-token"
+	withToken := func(c *config.Config) { c.AdminToken = token }
+	in, _, _ := httpHarness(t, withToken, nil)
 	_, err := in.Record(t.Context(), testIntent)
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "LROSINK_ADMIN_TOKEN") {
 		t.Fatalf("without the token: %v", err)
 	}
-	authed, _ := httpHarness(t, reg, &http.Client{Transport: BearerTransport(reg.Token, nil)})
+	authed, _, _ := httpHarness(t, withToken, &http.Client{Transport: BearerTransport(token, nil)})
 	if st, err := authed.Record(t.Context(), testIntent); err != nil || !st.Recorded {
 		t.Fatalf("with the token: %+v %v", st, err)
 	}

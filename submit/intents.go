@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/event"
 )
 
 // The kinds of operation a submission creates.
@@ -25,7 +27,7 @@ const (
 // MetadataKey is the user_metadata key every create carries the intent key
 // under, so a delivery about the operation names its intent. A caller's
 // metadata may not use it.
-const MetadataKey = "lrosink_intent"
+const MetadataKey = event.IntentMetadataKey
 
 // MaxKeyLen bounds an intent key, in bytes.
 const MaxKeyLen = 128

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/lrosink/lrosink/internal/gemini"
+	"github.com/lrosink/lrosink/internal/intentmatch"
 	"github.com/lrosink/lrosink/internal/opname"
 )
 
@@ -55,11 +56,6 @@ import (
 // this size is sent inline in the create, a larger one goes up through the
 // Files API first (the batch guide draws the line at 20 MB of request).
 const DefaultInlineLimit = 1 << 20
-
-// adoptSlack is how far before the intent's record time a retried batch
-// submission looks for the job (clocks of the caller, the ledger and
-// Gemini differ).
-const adoptSlack = 5 * time.Minute
 
 // Options configures a Client.
 type Options struct {
@@ -420,18 +416,13 @@ func checkJSONL(r io.Reader) error {
 // finder looks for the operation an unbound intent's earlier create made.
 type finder func(ctx context.Context, st IntentStatus) (string, bool, error)
 
-// findBatch lists batches for the intent's job: its metadata names the
-// intent, else its display name and model are the intent's.
+// findBatch lists batches for the intent's job, by the rule the
+// reconciler's adoption follows too (intentmatch.Batch): its metadata names
+// the intent, else its display name and model are the intent's.
 func (c *Client) findBatch(ctx context.Context, st IntentStatus) (string, bool, error) {
-	var since time.Time
-	if !st.CreatedAt.IsZero() {
-		since = st.CreatedAt.Add(-adoptSlack)
-	}
-	job, ok, err := c.gemini.creator.FindBatch(ctx, since, func(j gemini.BatchJob) bool {
-		if k, ok := j.UserMetadata[MetadataKey].(string); ok {
-			return k == st.Key
-		}
-		return j.DisplayName == st.DisplayName && j.Model == st.Model
+	in := intentmatch.Intent{Key: st.Key, DisplayName: st.DisplayName, Model: st.Model, CreatedAt: st.CreatedAt}
+	job, ok, err := c.gemini.creator.FindBatch(ctx, intentmatch.Since(in), func(j gemini.BatchJob) bool {
+		return intentmatch.Batch(j.Match(), in)
 	})
 	return job.Name, ok, err
 }

@@ -6,33 +6,37 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/app/apptest"
+	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/registerstandin"
 	"github.com/lrosink/lrosink/submit"
 )
 
-// harness is a Client on the fake Gemini and a stand-in Register
-// function, both over real HTTP.
+// harness is a Client on the fake Gemini and lrosink's own Register
+// function (apptest: serve's handlers over a SQLite ledger), both over real
+// HTTP.
 type harness struct {
 	fake   *fakegemini.Server
-	reg    *registerstandin.Server
+	reg    *apptest.Server
 	regURL string
 	gem    *submit.Gemini
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, o ...apptest.Options) *harness {
 	t.Helper()
-	h := &harness{fake: fakegemini.New(), reg: &registerstandin.Server{}}
+	h := &harness{fake: fakegemini.New()}
 	gurl := h.fake.Start(t).URL
-	srv := httptest.NewServer(h.reg)
-	t.Cleanup(srv.Close)
-	h.regURL = srv.URL + "/Register"
+	var opts apptest.Options
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	h.reg = apptest.Start(t, opts)
+	h.regURL = h.reg.RegisterURL()
 	g, err := submit.NewGemini(submit.GeminiConfig{APIKey: fakegemini.DefaultAPIKey, BaseURL: gurl})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +144,7 @@ func TestSubmitEachKind(t *testing.T) {
 			if meta[submit.MetadataKey] != sub.Key || meta["job_id"] != json.Number("12345678901234567890") {
 				t.Errorf("user_metadata %v, want the intent key and the caller's metadata exactly", meta)
 			}
-			st, ok := h.reg.Intent(sub.Key)
+			st, ok := h.reg.Intent(t, sub.Key)
 			if !ok || st.State != submit.StateBound || st.APIName != sub.APIName || st.Name != sub.Operation {
 				t.Errorf("intent %+v, want bound to %s", st, sub.APIName)
 			}
@@ -163,7 +167,7 @@ func TestBatchIntentFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := h.reg.Intent("job-1")
+	st, _ := h.reg.Intent(t, "job-1")
 	if st.Kind != submit.KindBatch || st.Model != "models/gemini-2.5-flash" || st.DisplayName != "lrosink-job-1" {
 		t.Errorf("intent %+v", st)
 	}
@@ -243,7 +247,7 @@ func TestKilledBetweenCreateAndBind(t *testing.T) {
 				if err != nil || !again.Existing || again.APIName != first.APIName {
 					t.Fatalf("retried batch: %+v %v; want the listed batch %s", again, err, first.APIName)
 				}
-				if st, _ := h.reg.Intent(key); st.State != submit.StateBound || st.APIName != first.APIName {
+				if st, _ := h.reg.Intent(t, key); st.State != submit.StateBound || st.APIName != first.APIName {
 					t.Errorf("intent %+v, want bound to %s", st, first.APIName)
 				}
 				if h.creates() != 1 {
@@ -267,7 +271,7 @@ func TestKilledBetweenCreateAndBind(t *testing.T) {
 			if err != nil || forced.Existing || forced.APIName == first.APIName {
 				t.Fatalf("forced: %+v %v; want a new operation", forced, err)
 			}
-			if st, _ := h.reg.Intent(key); st.State != submit.StateBound || st.APIName != forced.APIName {
+			if st, _ := h.reg.Intent(t, key); st.State != submit.StateBound || st.APIName != forced.APIName {
 				t.Errorf("intent %+v, want bound to the forced %s", st, forced.APIName)
 			}
 			if h.creates() != 2 {
@@ -301,9 +305,10 @@ func TestKilledBatchFoundByDisplayName(t *testing.T) {
 // TestUnboundPastGraceIsAlerted: past its grace, a retried video still
 // creates nothing and says the intent is alerted.
 func TestUnboundPastGraceIsAlerted(t *testing.T) {
-	h := newHarness(t)
-	h.reg.Grace = time.Minute
-	h.reg.Now = func() time.Time { return time.Now().Add(-2 * time.Hour) }
+	// The Register function's clock two hours behind: the intent it
+	// records is two hours old to the submitter.
+	h := newHarness(t, apptest.Options{Config: func(c *config.Config) { c.IntentGrace = time.Minute },
+		Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
 	if _, err := submitKind(t, h.client(t, submit.Options{}, crash), submit.KindVideo, "old-1", false); err == nil {
 		t.Fatal("the killed submit succeeded")
 	}
@@ -368,8 +373,8 @@ func TestRefusedBeforeAnythingIsStored(t *testing.T) {
 			t.Errorf("%s: %v; want ErrInvalidRequest", name, err)
 		}
 	}
-	if h.reg.Count() != 0 || h.creates() != 0 || len(h.fake.Requests()) != 0 {
-		t.Errorf("%d intents, %d creates, %d Gemini requests; want none", h.reg.Count(), h.creates(), len(h.fake.Requests()))
+	if n := h.reg.Unbound(t); n != 0 || h.creates() != 0 || len(h.fake.Requests()) != 0 {
+		t.Errorf("%d intents, %d creates, %d Gemini requests; want none", n, h.creates(), len(h.fake.Requests()))
 	}
 }
 
@@ -404,7 +409,7 @@ func TestRefusedCreate(t *testing.T) {
 	if !strings.Contains(err.Error(), sub.Key) {
 		t.Errorf("error %q does not name the key", err)
 	}
-	if st, _ := h.reg.Intent(sub.Key); st.State != submit.StateUnbound {
+	if st, _ := h.reg.Intent(t, sub.Key); st.State != submit.StateUnbound {
 		t.Errorf("intent %+v, want unbound", st)
 	}
 	forced, err := submitKind(t, c, submit.KindVideo, sub.Key, true)

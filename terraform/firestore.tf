@@ -93,6 +93,10 @@ locals {
     # entry's time + LROSINK_DELIVERY_LOG_TTL (default 7 days). It is read by
     # document id only.
     deliveries = { database = google_firestore_database.default.name, collection = "deliveries" }
+    # Intents (CONTRACT.md §5): with var.retention, a bound intent carries
+    # expire_at = bound_at + retention + 30 days (ledger.IntentKeep), by
+    # when its operation is deleted or deletable; an unbound one never does.
+    intents = { database = google_firestore_database.default.name, collection = "intents" }
   }
 
   consumer_ttl_fields = var.consumer_processed_collection == "" ? {} : {
@@ -131,6 +135,7 @@ locals {
     operations_conflicts     = { collection = "operations", field = "conflicts" }
     claims_message           = { collection = "claims", field = "message" }
     deliveries_entries       = { collection = "deliveries", field = "entries" }
+    intents_metadata         = { collection = "intents", field = "metadata" }
   }
 }
 

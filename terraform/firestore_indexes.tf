@@ -22,6 +22,8 @@
 #   stuckListQuery   operations  pending_since <= cutoff  ORDER BY pending_since DESC, __name__ DESC
 #   CountPending     operations  pending_since >= epoch   count() aggregation
 #   CountDue         operations  next_check_at <= now     count() aggregation
+#   UnboundIntents   intents     unbound_since <= cutoff  ORDER BY unbound_since ASC, __name__ ASC (and its count)
+#   IntentAlertsDue  intents     alert_from <= cutoff     ORDER BY alert_from ASC, __name__ ASC
 # The delivery log (deliveries) is read and written by document id only.
 # The emulator never enforces indexes, so a missing one shows up only in
 # production, as FailedPrecondition "The query requires an index".

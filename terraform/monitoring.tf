@@ -73,6 +73,14 @@ locals {
       filter       = "${local.run_logs} AND jsonPayload.alert=\"stuck\""
       display_name = "lrosink stuck operation reports"
     }
+    # Unbound-intent reports: an intent (a submission recorded before its
+    # Gemini create) bound to no operation past LROSINK_INTENT_GRACE, on the
+    # stuck reports' schedule from the end of its grace. Never auto-closed.
+    unbound_intents = {
+      description  = "Unbound-intent reports (a submission bound to no Gemini operation past LROSINK_INTENT_GRACE): when its grace ends, then 1 h, 6 h and 24 h later, then daily."
+      filter       = "${local.run_logs} AND jsonPayload.alert=\"intent-unbound\""
+      display_name = "lrosink unbound intent reports"
+    }
     # A results publish that failed: the claim was released and the message
     # is owed (the next delivery or reconcile pass retries it). The door
     # marks exactly these lines failure="publish"; the error text also says
@@ -214,6 +222,21 @@ locals {
       text         = <<-EOT
         An operation has been pending longer than LROSINK_STUCK_AFTER (${var.stuck_after}).
         lrosink never closes it on its own. Find it with `lrosink ops list --stuck`.
+      EOT
+    }
+    unbound_intents = {
+      display_name = "${var.name_prefix}: unbound intents"
+      condition    = "Reconcile reported an intent bound to no operation"
+      metric       = google_logging_metric.metric["unbound_intents"].name
+      resource     = "cloud_run_revision"
+      above        = 0
+      period       = "600s"
+      auto_close   = "3600s"
+      section      = "alert-unbound-intents"
+      text         = <<-EOT
+        A submission recorded its intent but no Gemini operation was bound to it within
+        LROSINK_INTENT_GRACE: its operation may exist unknown to lrosink (videos and interactions
+        have no list API). Find it with `lrosink ops list --stuck`.
       EOT
     }
     publish_failures = {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/lrosink/lrosink/internal/cli"
 	"github.com/lrosink/lrosink/internal/ingest"
 )
 
@@ -15,17 +16,23 @@ const crashExitCode = 137
 
 // faultsFromEnv reads LROSINK_FAULT: crash-after-commit or
 // crash-after-publish makes the process exit at once, like SIGKILL, the
-// first time the ingest door reaches that boundary.
-func faultsFromEnv(getenv func(string) string) (ingest.Faults, error) {
+// first time the ingest door reaches that boundary; crash-before-bind, the
+// first time `lrosink submit` is about to bind the operation it created.
+func faultsFromEnv(getenv func(string) string) ([]cli.Option, error) {
 	switch v := getenv("LROSINK_FAULT"); v {
 	case "":
 		return nil, nil
 	case "crash-after-commit":
-		return crashAt{point: ingest.FaultAfterCommit}, nil
+		return []cli.Option{cli.WithFaults(crashAt{point: ingest.FaultAfterCommit})}, nil
 	case "crash-after-publish":
-		return crashAt{point: ingest.FaultAfterPublish}, nil
+		return []cli.Option{cli.WithFaults(crashAt{point: ingest.FaultAfterPublish})}, nil
+	case "crash-before-bind":
+		return []cli.Option{cli.WithBeforeBind(func(key, name string) {
+			fmt.Fprintf(os.Stderr, "lrosink: LROSINK_FAULT: crashing before binding %s to intent %s\n", name, key)
+			os.Exit(crashExitCode)
+		})}, nil
 	default:
-		return nil, fmt.Errorf("LROSINK_FAULT: %q is not crash-after-commit or crash-after-publish", v)
+		return nil, fmt.Errorf("LROSINK_FAULT: %q is not crash-after-commit, crash-after-publish or crash-before-bind", v)
 	}
 }
 

@@ -27,9 +27,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lrosink:", err)
 		os.Exit(2)
 	}
-	if faults != nil {
-		opts = append(opts, cli.WithFaults(faults))
-	}
+	opts = append(opts, faults...)
 	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv, opts...)
 	stop()
 	os.Exit(code)

@@ -243,19 +243,7 @@ func mustDeliver(t *testing.T, base, secret, id, msgID, wantOutcome string) {
 // runCLI runs a one-shot lrosink command in dir.
 func runCLI(t *testing.T, bin, dir string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir, cmd.Env = dir, childEnv()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.ExitCode()
-	case err != nil:
-		t.Fatalf("lrosink %v: %v", args, err)
-	}
-	return out.String(), errb.String(), 0
+	return runCLIEnv(t, bin, dir, nil, args...)
 }
 
 // showJSON is the part of `ops show --json` the tests read.

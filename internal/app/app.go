@@ -26,6 +26,7 @@ import (
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/metrics"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/register"
 	"github.com/lrosink/lrosink/internal/retry"
 	"github.com/lrosink/lrosink/internal/sink"
 	"github.com/lrosink/lrosink/internal/webhook"
@@ -37,10 +38,13 @@ type App struct {
 	Log    *slog.Logger
 	// Ledger is the store; Claims the claim protocol over it, which the
 	// door and the reconciler write through.
-	Ledger   ledger.Ledger
-	Claims   *claims.Ledger
-	Results  sink.Sink
-	Door     *ingest.Door
+	Ledger  ledger.Ledger
+	Claims  *claims.Ledger
+	Results sink.Sink
+	Door    *ingest.Door
+	// Intents is the intent path (CONTRACT.md §5) over the ledger, binding
+	// through Door: POST /Register's and the embedded lrosink submit's.
+	Intents  *register.Intents
 	Verifier *webhook.Verifier
 	// Reconciler polls Gemini only when GEMINI_API_KEY is set.
 	Reconciler *reconcile.Reconciler
@@ -141,7 +145,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	// dynamic-webhook (v1a, JWT) hints; without a key neither polls.
 	dc := ingest.Config{Store: a.Claims, Sink: a.Metrics.Sink(watchSink(a.Results, a.resultsWrites)), Log: log, Now: o.Now,
 		Lease: cfg.ClaimLease, Grace: cfg.Grace, Faults: o.Faults, Observer: a.Metrics}
-	rc := reconcile.Config{Ledger: a.Claims, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, AdoptPageSize: 50,
+	rc := reconcile.Config{Ledger: a.Claims, Log: log, Now: o.Now, StuckAfter: cfg.StuckAfter, IntentGrace: cfg.IntentGrace, AdoptPageSize: 50,
 		Observers: []reconcile.Observer{a.Metrics, a.Passes.Observer(o.Now)}, Deliveries: a.Deliveries}
 	if a.Deliveries.Recorder != nil {
 		rc.Observers = append(rc.Observers, flushLog{a.Deliveries.Recorder, log})
@@ -178,6 +182,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 		dc.Confirmer, rc.Gemini, rc.Webhooks = a.Metrics.Gemini(f), a.Metrics.Gemini(rf), rf
 	}
 	if a.Door, err = ingest.New(dc); err != nil {
+		return nil, err
+	}
+	if a.Intents, err = register.NewIntents(a.Door, a.Claims, o.Now, cfg.IntentGrace); err != nil {
 		return nil, err
 	}
 	rc.Door = a.Door
@@ -390,7 +397,7 @@ func (w webhookLog) Rejected(at time.Time, deliveryID, reason string, status int
 // Register is the Register function's handler; with LROSINK_ADMIN_TOKEN
 // set it requires that bearer token (so does Reconcile).
 func (a *App) Register() http.Handler {
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Register(a.Door, a.Log)))
+	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Register(a.Door, a.Log, httpapi.WithIntents(a.Intents))))
 }
 
 // Reconcile is the Reconcile function's handler. A Pub/Sub push of a shard
@@ -414,7 +421,7 @@ func (a *App) Reconcile() http.Handler {
 // serves Reconcile too: only then are its recent passes worth showing;
 // otherwise the health page says where passes run.
 func (a *App) Console(passesHere bool) (http.Handler, error) {
-	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter,
+	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter, IntentGrace: a.Config.IntentGrace,
 		Settings: a.settings(), AdminToken: a.Config.AdminToken, Deliveries: a.DeliveryStore, DeliveryLogTTL: a.Config.DeliveryLogTTL,
 		Counter: a.Ledger}
 	if passesHere {
@@ -456,6 +463,7 @@ func (a *App) settings() []console.Setting {
 		{Name: "LROSINK_WEBHOOK_SECRETS", Value: fmt.Sprintf("%d secret(s)", len(c.WebhookSecrets))},
 		{Name: "LROSINK_GRACE", Value: humantime.Duration(c.Grace)},
 		{Name: "LROSINK_STUCK_AFTER", Value: humantime.Duration(c.StuckAfter)},
+		{Name: "LROSINK_INTENT_GRACE", Value: humantime.Duration(c.IntentGrace)},
 		{Name: "LROSINK_CLAIM_LEASE", Value: humantime.Duration(c.ClaimLease)},
 		// The operation page's overdue hint refers to it.
 		{Name: "LROSINK_RECONCILE_EVERY", Value: humantime.Duration(c.ReconcileEvery) + " (serve's own reconcile loop; on Cloud Run, Cloud Scheduler's schedule runs the passes)"},

@@ -18,7 +18,7 @@ import (
 // SQLite ledger, results on stdout, Gemini at geminiURL; edit sets the rest.
 func testConfig(t *testing.T, geminiURL string, edit func(*config.Config)) config.Config {
 	cfg := config.Config{Store: "sqlite:" + filepath.Join(t.TempDir(), "l.db"), Results: "stdout",
-		GeminiBaseURL: geminiURL, Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20,
+		GeminiBaseURL: geminiURL, Grace: time.Minute, StuckAfter: time.Hour, ClaimLease: time.Minute, MaxBody: 1 << 20, IntentGrace: time.Hour,
 		Openers: urlopen.Cloud(sqliteurl.Scheme(false))}
 	edit(&cfg)
 	return cfg

@@ -34,6 +34,9 @@ type env struct {
 	getenv func(string) string
 	now    func() time.Time
 	faults ingest.Faults
+	// beforeBind, when set, is told every bind `lrosink submit` is about
+	// to make (WithBeforeBind).
+	beforeBind func(key, name string)
 	// shutdownTimeout bounds serve's graceful stop (tests shorten it).
 	shutdownTimeout time.Duration
 	// procs is runtime.GOMAXPROCS in the binary (WithProcs), nil in tests
@@ -47,6 +50,11 @@ type Option func(*env)
 // WithFaults hands f to every ingest door the command builds (the
 // faultinject build of cmd/lrosink; nil otherwise).
 func WithFaults(f ingest.Faults) Option { return func(e *env) { e.faults = f } }
+
+// WithBeforeBind has f told of every bind `lrosink submit` is about to
+// make, after its create (the faultinject build of cmd/lrosink: a process
+// killed between the create and the bind; nil otherwise).
+func WithBeforeBind(f func(key, name string)) Option { return func(e *env) { e.beforeBind = f } }
 
 // WithProcs hands serve the process's GOMAXPROCS setter (runtime.GOMAXPROCS
 // in cmd/lrosink): on the SQLite ledger it adds one P (serve.go,

@@ -53,9 +53,13 @@ func opsListDoc() command.Doc {
 		Summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
 SETTLED_BY and LAST_CHECK (the last reconcile answer that was not a state, e.g.
 not-found). --stuck keeps only the operations still pending after
-LROSINK_STUCK_AFTER. Pages hold --limit rows; the line after the table says how
-many rows are on later pages (on stderr with --json).`,
-		Env: storeEnvDoc + "\n  LROSINK_STUCK_AFTER  pending longer than this is stuck (default 6h)",
+LROSINK_STUCK_AFTER, and lists after them the intents bound to no Gemini
+operation past LROSINK_INTENT_GRACE (KEY, KIND, MODEL, DISPLAY_NAME, RECORDED,
+AGE; with --json one object each, told apart by its "intent" field). Pages hold
+--limit rows; the line after the table says how many rows are on later pages
+(on stderr with --json).`,
+		Env: storeEnvDoc + "\n  LROSINK_STUCK_AFTER  pending longer than this is stuck (default 6h)" +
+			"\n  LROSINK_INTENT_GRACE an intent bound to no operation longer than this is alerted (default 1h)",
 		Examples: []string{
 			"lrosink ops list",
 			"lrosink ops list --state PENDING --limit 200",
@@ -107,15 +111,97 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	if more > 0 {
 		rest = fmt.Sprintf("… and %d more; use --page %d\n", more, *page+1)
 	}
+	var intents []intentView
+	var moreIntents int64
+	if *stuck && *page == 1 {
+		if intents, moreIntents, err = unboundIntents(ctx, l, e.now(), cfg.IntentGrace, *limit); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		fmt.Fprint(e.stderr, rest)
-		return writeJSON(e.stdout, opViews(ops))
+		if moreIntents > 0 {
+			fmt.Fprintf(e.stderr, "… and %d more unbound intents\n", moreIntents)
+		}
+		rows := make([]any, 0, len(ops)+len(intents))
+		for _, v := range opViews(ops) {
+			rows = append(rows, v)
+		}
+		for _, v := range intents {
+			rows = append(rows, v)
+		}
+		return writeJSON(e.stdout, rows)
 	}
 	if err := writeList(e.stdout, ops); err != nil {
 		return err
 	}
-	_, err = fmt.Fprint(e.stdout, rest)
-	return err
+	if _, err = fmt.Fprint(e.stdout, rest); err != nil {
+		return err
+	}
+	if *stuck && *page == 1 {
+		return writeIntents(e.stdout, intents, moreIntents, cfg.IntentGrace)
+	}
+	return nil
+}
+
+// intentView is an unbound intent as `ops list --stuck` shows it
+// (CONTRACT.md §1, §5): never its metadata.
+type intentView struct {
+	Intent      string    `json:"intent"`
+	Kind        string    `json:"kind"`
+	Model       string    `json:"model"`
+	DisplayName string    `json:"display_name"`
+	State       string    `json:"state"`
+	CreatedAt   time.Time `json:"created_at"`
+	GraceUntil  time.Time `json:"grace_until"`
+	// AgeSeconds is how long it has been recorded, unbound.
+	AgeSeconds int64      `json:"age_seconds"`
+	AlertedAt  *time.Time `json:"alerted_at"`
+}
+
+// unboundIntents reads up to limit intents bound to no operation past
+// grace at now, oldest first, and counts the rest.
+func unboundIntents(ctx context.Context, l ledger.Queries, now time.Time, grace time.Duration, limit int) ([]intentView, int64, error) {
+	cutoff := now.Add(-grace)
+	ins, err := l.UnboundIntents(ctx, cutoff, ledger.IntentCursor{}, limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list unbound intents: %w", err)
+	}
+	n, err := l.CountUnboundIntents(ctx, cutoff)
+	if err != nil {
+		return nil, 0, fmt.Errorf("count unbound intents: %w", err)
+	}
+	out := make([]intentView, len(ins))
+	for i, in := range ins {
+		out[i] = intentView{Intent: in.Key, Kind: string(in.Kind), Model: in.Model, DisplayName: in.DisplayName, State: "unbound",
+			CreatedAt: in.CreatedAt, GraceUntil: in.CreatedAt.Add(grace), AgeSeconds: int64(now.Sub(in.CreatedAt) / time.Second),
+			AlertedAt: when(in.AlertedAt)}
+	}
+	return out, max(0, n-int64(len(out))), nil
+}
+
+// writeIntents writes the unbound intents' table after the operations'.
+func writeIntents(w io.Writer, ins []intentView, more int64, grace time.Duration) error {
+	fmt.Fprintf(w, "\nUnbound intents (no Gemini operation bound to them %s after they were recorded: alerted; docs/OPERATIONS.md, \"Alert: unbound intents\"):\n",
+		humantime.Duration(grace))
+	if len(ins) == 0 {
+		_, err := fmt.Fprintln(w, "  (none)")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tKIND\tMODEL\tDISPLAY_NAME\tRECORDED\tAGE")
+	for _, in := range ins {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Intent, in.Kind, dash(in.Model), dash(in.DisplayName), ts(in.CreatedAt),
+			humantime.Duration(time.Duration(in.AgeSeconds)*time.Second))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if more > 0 {
+		_, err := fmt.Fprintf(w, "… and %d more unbound intents\n", more)
+		return err
+	}
+	return nil
 }
 
 func opViews(ops []ledger.Operation) []opView {
@@ -285,7 +371,10 @@ type opView struct {
 	Output       map[string]any     `json:"output"`
 	Error        *results.ErrorInfo `json:"error"`
 	UserMetadata map[string]any     `json:"user_metadata"`
-	Claim        *claimView         `json:"claim,omitempty"`
+	// Intent is the key of the intent bound to the operation (CONTRACT.md
+	// §5); absent when none is.
+	Intent string     `json:"intent,omitempty"`
+	Claim  *claimView `json:"claim,omitempty"`
 	// Deliveries is the delivery log, newest first (absent when the store
 	// keeps none).
 	Deliveries []deliverylog.Entry `json:"deliveries,omitempty"`
@@ -323,7 +412,7 @@ func newOpView(op ledger.Operation) opView {
 		UpdateTime: when(op.UpdateTime), SubmittedAt: when(op.SubmittedAt), SettledAt: when(op.SettledAt), SettledBy: op.SettledBy,
 		NextCheckAt: when(op.NextCheckAt), Checks: op.Checks, LastCheck: op.LastCheck, LastCheckAt: when(op.LastCheckAt),
 		History: eventViews(op.History), Conflicts: eventViews(op.Conflicts), Replays: nonNil(op.Replays),
-		Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata,
+		Output: op.Output, Error: op.Error, UserMetadata: op.UserMetadata, Intent: op.Intent,
 	}
 }
 
@@ -387,6 +476,7 @@ func writeFields(w io.Writer, v opView, now time.Time) error {
 	row("Submitted:", ts(v.SubmittedAt))
 	row("Settled:", ts(v.SettledAt))
 	row("Settled by:", dash(v.SettledBy))
+	row("Intent:", dash(v.Intent))
 	row("Next check:", withRel(v.NextCheckAt, now))
 	row("Checks:", checksField(v))
 	claimFields(row, v.Claim, now)

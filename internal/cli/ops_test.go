@@ -6,9 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/emutest"
+	"github.com/lrosink/lrosink/internal/ledger"
+	"github.com/lrosink/lrosink/internal/ledger/sqliteledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 )
 
@@ -68,18 +71,34 @@ func TestLedgerCommands(t *testing.T) {
 		t.Fatalf("--state pending --limit 1: %d %q", r.code, r.stdout)
 	}
 	// Nothing is pending for six hours yet; with a 1ns threshold both are.
-	if r = run(t, env, "ops", "list", "--stuck"); r.code != command.ExitOK || len(checkTable(t, r.stdout, nil)) != 0 {
+	// An intent bound to no operation past LROSINK_INTENT_GRACE (1h) is
+	// listed after the operations, as an intent; one recorded a minute ago
+	// is not.
+	recordIntent(t, env["LROSINK_STORE"], "orphan-video", time.Now().Add(-90*time.Minute))
+	recordIntent(t, env["LROSINK_STORE"], "in-flight", time.Now().Add(-time.Minute))
+	r = run(t, env, "ops", "list", "--stuck")
+	opsTable, intentsPart, ok := strings.Cut(r.stdout, "\nUnbound intents (")
+	if r.code != command.ExitOK || !ok || len(checkTable(t, opsTable, nil)) != 0 {
 		t.Fatalf("--stuck: %d %q", r.code, r.stdout)
 	}
+	_, intentsTable, _ := strings.Cut(intentsPart, "\n")
+	irows := checkTable(t, intentsTable, []string{"KEY", "KIND", "MODEL", "DISPLAY_NAME", "RECORDED", "AGE"})
+	if len(irows) != 1 || irows[0][0] != "orphan-video" || irows[0][1] != "video" || irows[0][2] != "models/veo-3.0-generate-001" || irows[0][5] != "1h30m" {
+		t.Fatalf("--stuck: unbound intents %q", irows)
+	}
 	r = run(t, env, "ops", "list", "--stuck", "--stuck-after", "1ns", "--json")
-	var stuck []opView
-	if err := json.Unmarshal([]byte(r.stdout), &stuck); err != nil || r.code != command.ExitOK || len(stuck) != 2 {
+	var stuck []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &stuck); err != nil || r.code != command.ExitOK || len(stuck) != 3 {
 		t.Fatalf("--stuck --stuck-after 1ns --json: %d %v %q", r.code, err, r.stdout)
 	}
-	for _, op := range stuck {
-		if op.State != "PENDING" {
-			t.Fatalf("stuck operation %+v is not pending", op)
+	for _, row := range stuck[:2] {
+		if row["state"] != "PENDING" || row["name"] == nil {
+			t.Fatalf("stuck operation %+v is not pending", row)
 		}
+	}
+	if in := stuck[2]; in["intent"] != "orphan-video" || in["kind"] != "video" || in["state"] != "unbound" || in["name"] != nil ||
+		in["display_name"] != "" || in["age_seconds"].(float64) < 90*60 || in["metadata"] != nil {
+		t.Fatalf("--stuck --json: the intent %+v", in)
 	}
 	r = run(t, env, "ops", "list", "--json")
 	var all []map[string]any
@@ -261,5 +280,20 @@ func TestOpsListPages(t *testing.T) {
 	}
 	if r := run(t, env, "ops", "list", "--page", "0"); r.code != command.ExitUsage || !strings.Contains(r.stderr, "--page") {
 		t.Errorf("--page 0: %d %q", r.code, r.stderr)
+	}
+}
+
+// recordIntent records an unbound video intent at at in the SQLite ledger
+// at store, as a submission would before its create.
+func recordIntent(t *testing.T, store, key string, at time.Time) {
+	t.Helper()
+	s, err := sqliteledger.Open(t.Context(), strings.TrimPrefix(store, "sqlite:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := ledger.Intent{Key: key, Kind: "video", Model: "models/veo-3.0-generate-001", Metadata: map[string]any{"secret": "x"}, CreatedAt: at}
+	if _, err := s.Apply(t.Context(), ledger.PutIntent(in)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -28,8 +28,11 @@ const (
 const submitEnvDoc = `  GEMINI_API_KEY          the Gemini API key (required; never printed)
   GOOGLE_GEMINI_BASE_URL  the Gemini API's base URL (tests point it at a fake)
   LROSINK_REGISTER_URL    the Register function to record the intent with, e.g.
-                          http://127.0.0.1:8080/Register (serve) or the Cloud Run URL
-  LROSINK_ADMIN_TOKEN     sent as "Authorization: Bearer" to the Register function`
+                          http://127.0.0.1:8080/Register (serve) or the Cloud Run URL;
+                          unset: straight into the ledger (--store, LROSINK_STORE)
+  LROSINK_ADMIN_TOKEN     sent as "Authorization: Bearer" to the Register function
+  LROSINK_INTENT_GRACE    how long an unbound intent is "in flight" (default 1h)
+` + storeEnvDoc
 
 func submitDoc() command.Doc {
 	return command.Doc{
@@ -75,8 +78,9 @@ func addSubmitFlags(fs *flag.FlagSet) *submitFlags {
 	fs.Var(&f.webhookURIs, "webhook-uri", "a dynamic webhook `URL` Gemini delivers to instead of the project's static webhook; repeatable")
 	f.key = fs.String("key", "", "the intent `KEY` (default: a new int_… key, printed first): give the same one to retry")
 	f.force = fs.Bool("force", false, "create anew although the key's intent is recorded and unbound")
-	f.registerURL = fs.String("register-url", "", "the Register function's `URL` (env "+envRegisterURL+")")
+	f.registerURL = fs.String("register-url", "", "the Register function's `URL` (env "+envRegisterURL+"); unset: the ledger of --store")
 	f.asJSON = fs.Bool("json", false, "print one JSON line instead of text")
+	storeFlag(fs)
 	return f
 }
 
@@ -230,6 +234,9 @@ func (e *env) submit(ctx context.Context, fs *flag.FlagSet, f *submitFlags, path
 		return err
 	}
 	defer closeIntents()
+	if e.beforeBind != nil {
+		intents = toldBeforeBind{intents, e.beforeBind}
+	}
 	g, err := submit.NewGemini(submit.GeminiConfig{APIKey: apiKey, BaseURL: base})
 	if err != nil {
 		return err
@@ -284,11 +291,26 @@ func (e *env) submitIntents(ctx context.Context, fs *flag.FlagSet, f *submitFlag
 }
 
 // ledgerIntents records intents in the configured ledger directly (the
-// embedded path, with serve's --store flag and LROSINK_STORE). Not built
-// yet: it needs the ledger's intent records (register.Intents).
-func (e *env) ledgerIntents(context.Context, *flag.FlagSet) (submit.Intents, func(), error) {
-	return nil, nil, &command.ConfigError{Err: fmt.Errorf("recording intents in the ledger directly is not built yet: "+
-		"give the Register function of a running lrosink with --register-url or %s (e.g. http://127.0.0.1:8080/Register for lrosink serve)", envRegisterURL)}
+// embedded path: --store or LROSINK_STORE, as the other ledger commands;
+// a SQLite ledger is shared with a `serve` on the same file), through the
+// same register.Intents as POST /Register.
+func (e *env) ledgerIntents(ctx context.Context, fs *flag.FlagSet) (submit.Intents, func(), error) {
+	a, err := e.toolApp(ctx, fs, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return submit.Embedded(a.Intents), func() { _ = a.Close() }, nil
+}
+
+// toldBeforeBind tells before of every bind (cli.WithBeforeBind).
+type toldBeforeBind struct {
+	submit.Intents
+	before func(key, name string)
+}
+
+func (t toldBeforeBind) Bind(ctx context.Context, key, name string) (submit.IntentStatus, error) {
+	t.before(key, name)
+	return t.Intents.Bind(ctx, key, name)
 }
 
 // invalidText is a refused request's reason without the package's prefix.

@@ -1,38 +1,50 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
-	"net/http/httptest"
+	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/lrosink/lrosink/internal/app/apptest"
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/fakegemini"
-	"github.com/lrosink/lrosink/internal/registerstandin"
+	"github.com/lrosink/lrosink/internal/register"
+	"github.com/lrosink/lrosink/internal/testutil"
+	"github.com/lrosink/lrosink/submit"
 )
 
-// submitEnv is a fake Gemini and a Register function (the protocol's
-// stand-in, guarded by an admin token) over real HTTP, and the
-// environment that points `lrosink submit` at them.
+// submitEnv is a fake Gemini and lrosink's own Register function (serve's
+// handlers over a SQLite ledger, guarded by an admin token) over real
+// HTTP, and the environment that points `lrosink submit` at them.
 type submitEnv struct {
-	fake *fakegemini.Server
-	reg  *registerstandin.Server
-	env  map[string]string
+	fake     *fakegemini.Server
+	reg      *apptest.Server
+	requests atomic.Int64 // answered by the Register function's server
+	env      map[string]string
 }
 
 const submitToken = "0123456789abcdef-admin"
 
 func newSubmitEnv(t *testing.T, fakeOpts ...fakegemini.Option) *submitEnv {
 	t.Helper()
-	s := &submitEnv{fake: fakegemini.New(fakeOpts...), reg: &registerstandin.Server{Token: submitToken}}
-	srv := httptest.NewServer(s.reg)
-	t.Cleanup(srv.Close)
+	s := &submitEnv{fake: fakegemini.New(fakeOpts...)}
+	s.reg = apptest.Start(t, apptest.Options{Config: func(c *config.Config) { c.AdminToken = submitToken },
+		Wrap: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.requests.Add(1); h.ServeHTTP(w, r) })
+		}})
 	s.env = map[string]string{
 		"GEMINI_API_KEY": fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL": s.fake.Start(t).URL,
-		"LROSINK_REGISTER_URL": srv.URL + "/Register", "LROSINK_ADMIN_TOKEN": submitToken,
+		"LROSINK_REGISTER_URL": s.reg.RegisterURL(), "LROSINK_ADMIN_TOKEN": submitToken,
 	}
 	return s
 }
@@ -76,7 +88,7 @@ func TestSubmitBatchCommand(t *testing.T) {
 	if !ok || st.Webhook.UserMetadata["lrosink_intent"] != key || st.Webhook.UserMetadata["job"] != "nightly" || st.DisplayName != "lrosink-"+key {
 		t.Errorf("batch %+v", st)
 	}
-	if in, _ := s.reg.Intent(key); in.State != registerstandin.StateBound || in.APIName != "batches/batch-000001" {
+	if in, _ := s.reg.Intent(t, key); in.State != register.StateBound || in.APIName != "batches/batch-000001" {
 		t.Errorf("intent %+v", in)
 	}
 	// The same key again: the bound operation, nothing created.
@@ -154,7 +166,7 @@ func TestSubmitRefusals(t *testing.T) {
 		want string
 	}{
 		{without("GEMINI_API_KEY"), []string{"submit", "video", "--model", "veo", "--prompt", "p"}, 2, "GEMINI_API_KEY is not set"},
-		{without("LROSINK_REGISTER_URL"), []string{"submit", "video", "--model", "veo", "--prompt", "p"}, 2, "--register-url or LROSINK_REGISTER_URL"},
+		{without("LROSINK_REGISTER_URL"), []string{"submit", "video", "--model", "veo", "--prompt", "p", "--store", "mysql:x"}, 2, "--store"},
 		{s.env, []string{"submit", "video", "--model", "veo"}, 2, "--model and --prompt are required"},
 		{s.env, []string{"submit", "batch", "--model", "m"}, 2, "--model and --input are required"},
 		{s.env, []string{"submit", "batch", "--model", "m", "--input", "/no/such/file"}, 2, "--input"},
@@ -169,8 +181,8 @@ func TestSubmitRefusals(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d with %q", c.args, r.code, r.stderr, c.code, c.want)
 		}
 	}
-	if s.reg.Requests() != 0 || len(s.fake.Requests()) != 0 {
-		t.Errorf("%d Register requests, %d Gemini requests; want none", s.reg.Requests(), len(s.fake.Requests()))
+	if n := s.requests.Load(); n != 0 || len(s.fake.Requests()) != 0 {
+		t.Errorf("%d Register requests, %d Gemini requests; want none", n, len(s.fake.Requests()))
 	}
 	// A key Gemini refuses: exit 1, "check GEMINI_API_KEY", the key nowhere.
 	const wrong = "AIzaSyWRONG-0123456789abcdefghijkl"
@@ -184,5 +196,108 @@ func TestSubmitRefusals(t *testing.T) {
 	r = run(t, without("LROSINK_ADMIN_TOKEN"), "submit", "video", "--model", "veo", "--prompt", "p")
 	if r.code != 1 || !strings.Contains(r.stderr, "LROSINK_ADMIN_TOKEN") || s.creates() != 0 {
 		t.Errorf("no token: exit %d, stderr %q, %d creates", r.code, r.stderr, s.creates())
+	}
+}
+
+// TestSubmitEmbedded: without a Register URL, `lrosink submit` records and
+// binds straight into the ledger of --store (or LROSINK_STORE), the same
+// intent path as POST /Register: the operation is registered with the
+// caller's metadata, and `ops show` shows it bound to its intent.
+func TestSubmitEmbedded(t *testing.T) {
+	s := newSubmitEnv(t)
+	env := map[string]string{"GEMINI_API_KEY": s.env["GEMINI_API_KEY"], "GOOGLE_GEMINI_BASE_URL": s.env["GOOGLE_GEMINI_BASE_URL"]}
+	store := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
+	args := []string{"submit", "video", "--model", "veo-3.0-generate-001", "--prompt", "waves", "--key", "emb-1",
+		"--meta", "job=42", "--store", store, "--json"}
+	r := run(t, env, args...)
+	var out map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out["api_name"] != "models/veo-3.0-generate-001/operations/video-000001" {
+		t.Fatalf("embedded submit: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if n := s.requests.Load(); n != 0 {
+		t.Errorf("%d requests to the Register function; the embedded path makes none", n)
+	}
+	env["LROSINK_STORE"] = store
+	r = run(t, env, "ops", "show", "operations/video-000001", "--json")
+	var op map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &op) != nil {
+		t.Fatalf("ops show: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if md, _ := op["user_metadata"].(map[string]any); md["job"] != "42" || md["lrosink_intent"] != nil || op["intent"] != "emb-1" {
+		t.Errorf("the operation %v: want the caller's metadata and its intent emb-1", op)
+	}
+	r = run(t, env, args[:len(args)-1]...)
+	if r.code != 0 || !strings.Contains(r.stdout, "existing") || s.creates() != 1 {
+		t.Fatalf("the same key again: exit %d, %q %q, %d creates", r.code, r.stdout, r.stderr, s.creates())
+	}
+}
+
+// diesBeforeBind is a submitter killed between its create and its bind:
+// the create went out, the bind never arrives.
+type diesBeforeBind struct{ submit.Intents }
+
+func (diesBeforeBind) Bind(context.Context, string, string) (submit.IntentStatus, error) {
+	return submit.IntentStatus{}, errors.New("killed")
+}
+
+// TestDroppedVideoIsAlertedAndListed (issue #48): a video whose submitter
+// died before binding it and whose delivery is dropped (a kind with no
+// list: nothing else can find it) is, after LROSINK_INTENT_GRACE, alerted
+// by the reconcile pass (intent-unbound, counted in intents_unbound),
+// listed by `ops list --stuck --json` and on the console's Stuck page, and
+// a retried submit still creates nothing.
+func TestDroppedVideoIsAlertedAndListed(t *testing.T) {
+	clock := testutil.NewClock(time.Now().Add(-2 * time.Hour))
+	logs := &testutil.SyncBuffer{}
+	reg := apptest.Start(t, apptest.Options{Now: clock.Now, Logs: logs, Config: func(c *config.Config) { c.IntentGrace = time.Hour }})
+	fake := fakegemini.New()
+	gurl := fake.Start(t).URL
+	g, err := submit.NewGemini(submit.GeminiConfig{APIKey: fakegemini.DefaultAPIKey, BaseURL: gurl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := submit.New(g, diesBeforeBind{submit.HTTP(reg.RegisterURL(), nil)}, submit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var be *submit.BindError
+	if _, err := c.Video(t.Context(), submit.Video{Key: "dropped-1", Model: "veo-3.0-generate-001", Prompt: "waves",
+		Metadata: map[string]any{"secret": "do-not-show"}}); !errors.As(err, &be) {
+		t.Fatalf("the dying submit: %v, want a BindError", err)
+	}
+	// Two hours later, the delivery never came: a pass alerts it.
+	clock.Set(time.Now())
+	resp, err := http.Post(reg.URL+"/Reconcile", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&sum)
+	resp.Body.Close()
+	if sum["intents_unbound"] != float64(1) || logs.CountLines(`"alert":"intent-unbound"`) != 1 || logs.CountLines(`"intent":"dropped-1"`) == 0 {
+		t.Fatalf("reconcile pass %v; log:\n%s\nwant intents_unbound 1 and one intent-unbound alert naming dropped-1", sum, logs)
+	}
+	r := run(t, map[string]string{"LROSINK_STORE": reg.Store}, "ops", "list", "--stuck", "--json")
+	var rows []map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rows) != nil || len(rows) != 1 || rows[0]["intent"] != "dropped-1" ||
+		rows[0]["kind"] != "video" || rows[0]["model"] != "models/veo-3.0-generate-001" || rows[0]["alerted_at"] == nil {
+		t.Fatalf("ops list --stuck --json: exit %d, %q %q; want the alerted intent dropped-1", r.code, r.stdout, r.stderr)
+	}
+	page, err := http.Get(reg.URL + "/ui/stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if !strings.Contains(string(html), ">dropped-1<") || !strings.Contains(string(html), "models/veo-3.0-generate-001") || strings.Contains(string(html), "do-not-show") {
+		t.Fatalf("the console's Stuck page does not list dropped-1 (or shows its metadata):\n%s", html)
+	}
+	env := map[string]string{"GEMINI_API_KEY": fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL": gurl, "LROSINK_REGISTER_URL": reg.RegisterURL()}
+	r = run(t, env, "submit", "video", "--model", "veo-3.0-generate-001", "--prompt", "waves", "--key", "dropped-1", "--meta", "secret=do-not-show")
+	if r.code != command.ExitError || !strings.Contains(r.stderr, "alerted (intent-unbound)") {
+		t.Fatalf("retry past grace: exit %d, %q; want refused, alerted", r.code, r.stderr)
+	}
+	if n := fake.Creates(fakegemini.KindVideo); n != 1 {
+		t.Fatalf("%d creates, want 1", n)
 	}
 }

@@ -74,6 +74,11 @@ type Config struct {
 	// Retention is LROSINK_RETENTION: how long a settled operation is
 	// kept (0: for ever). At least MinRetention.
 	Retention time.Duration
+	// IntentGrace is LROSINK_INTENT_GRACE: how long an intent may stay
+	// bound to no operation before it is alerted (intent-unbound); a
+	// retried submission of it is refused meanwhile. At least
+	// MinIntentGrace.
+	IntentGrace time.Duration
 	// AdminToken, when set, is the bearer token /Register and /Reconcile
 	// require. A secret: never log it.
 	AdminToken string
@@ -140,6 +145,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	}
 	c.ReconcileShards = int(shards)
 	c.Retention = e.retention()
+	c.IntentGrace = e.intentGrace()
 	c.AdminToken = e.adminToken()
 	c.FanOutTopic = e.fanOutTopic(c)
 	c.MaxBody = e.maxBody()
@@ -273,6 +279,27 @@ func (e *envReader) retention() time.Duration {
 	if d < MinRetention {
 		e.fail(fmt.Errorf("LROSINK_RETENTION: %s is under its floor of 7d: an operation deleted while Gemini may still deliver for it (24 h of retries) or an operator may replay it would be a first sighting again", v))
 		return 0
+	}
+	return d
+}
+
+// DefaultIntentGrace is LROSINK_INTENT_GRACE's default
+// (reconcile.DefaultIntentGrace): far beyond the seconds between a create
+// and its bind, and the minutes a first delivery takes, yet an orphan is
+// told to a person within the hour.
+const DefaultIntentGrace = reconcile.DefaultIntentGrace
+
+// MinIntentGrace is LROSINK_INTENT_GRACE's floor: a submission's create
+// and bind take seconds, and a shorter grace would alert intents whose
+// submitter is still at work.
+const MinIntentGrace = time.Minute
+
+// intentGrace reads LROSINK_INTENT_GRACE.
+func (e *envReader) intentGrace() time.Duration {
+	d := e.duration("LROSINK_INTENT_GRACE", DefaultIntentGrace)
+	if d < MinIntentGrace {
+		e.fail(fmt.Errorf("LROSINK_INTENT_GRACE: %s is under its floor of 1m: a submission's create and bind may take that long, and its intent would be alerted while its submitter is still at work", d))
+		return DefaultIntentGrace
 	}
 	return d
 }

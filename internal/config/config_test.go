@@ -69,6 +69,7 @@ func TestInvalidNamesTheVariable(t *testing.T) {
 		"LROSINK_GEMINI_QPS":       "-1",
 		"LROSINK_RECONCILE_SHARDS": "1.5",
 		"LROSINK_RETENTION":        "6d",
+		"LROSINK_INTENT_GRACE":     "59s",
 		// A whsec_ secret given as a public key: refused without quoting it.
 		"LROSINK_WEBHOOK_PUBLIC_KEYS": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 	} {
@@ -309,6 +310,25 @@ func TestRetentionFloor(t *testing.T) {
 	for _, v := range []string{"6d", "167h", "24h", "0d", "-5d", "forever", "1.5d"} {
 		if _, err := Load(env(map[string]string{"LROSINK_RETENTION": v}), Serve(local())); err == nil || !strings.HasPrefix(err.Error(), "LROSINK_RETENTION:") {
 			t.Errorf("LROSINK_RETENTION=%s: error %v, want one naming the variable", v, err)
+		}
+	}
+}
+
+// TestIntentGrace: LROSINK_INTENT_GRACE defaults to an hour, takes a Go
+// duration of at least a minute, and anything else is one line naming it.
+func TestIntentGrace(t *testing.T) {
+	if c, err := Load(env(nil), Serve(local())); err != nil || c.IntentGrace != time.Hour {
+		t.Fatalf("default: %v, %v; want 1h", c.IntentGrace, err)
+	}
+	for v, want := range map[string]time.Duration{"1m": time.Minute, "90m": 90 * time.Minute, " 24h ": 24 * time.Hour} {
+		if c, err := Load(env(map[string]string{"LROSINK_INTENT_GRACE": v}), Serve(local())); err != nil || c.IntentGrace != want {
+			t.Errorf("LROSINK_INTENT_GRACE=%q: %v, %v; want %v", v, c.IntentGrace, err, want)
+		}
+	}
+	for _, v := range []string{"59s", "0s", "-1h", "1", "an hour"} {
+		_, err := Load(env(map[string]string{"LROSINK_INTENT_GRACE": v}), Serve(local()))
+		if err == nil || !strings.HasPrefix(err.Error(), "LROSINK_INTENT_GRACE: ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("LROSINK_INTENT_GRACE=%q: error %v, want one line naming the variable", v, err)
 		}
 	}
 }

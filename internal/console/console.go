@@ -43,6 +43,8 @@ type Reader interface {
 	CountOperations(ctx context.Context, f ledger.Filter) (int64, error)
 	DueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor, limit int) ([]ledger.Claim, error)
 	SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error)
+	UnboundIntents(ctx context.Context, before time.Time, after ledger.IntentCursor, limit int) ([]ledger.Intent, error)
+	CountUnboundIntents(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Setting is one line of the health page's configuration table. Values
@@ -57,6 +59,9 @@ type Config struct {
 	// StuckAfter is LROSINK_STUCK_AFTER: the stuck filter's cutoff is now
 	// minus it.
 	StuckAfter time.Duration
+	// IntentGrace is LROSINK_INTENT_GRACE: the Stuck page lists the
+	// intents bound to no operation longer than it.
+	IntentGrace time.Duration
 	// PageSize is the number of rows per page (default 50).
 	PageSize int
 	// Passes are this process's recent reconcile passes; nil when it runs
@@ -114,6 +119,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.StuckAfter <= 0 {
 		cfg.StuckAfter = reconcile.DefaultStuckAfter
+	}
+	if cfg.IntentGrace <= 0 {
+		cfg.IntentGrace = reconcile.DefaultIntentGrace
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
@@ -526,7 +534,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "operation", op.Name, d)
 }
 
-// maxStuckRows bounds the stuck page's two lists.
+// maxStuckRows bounds each of the stuck page's lists.
 const maxStuckRows = 200
 
 type stuckData struct {
@@ -538,6 +546,11 @@ type stuckData struct {
 	StuckAfter time.Duration
 	More       string
 	Limit      int
+	// Intents are the intents bound to no operation past IntentGrace,
+	// oldest first (alerted: intent-unbound), of IntentsTotal.
+	Intents      []ledger.Intent
+	IntentsTotal int64
+	IntentGrace  time.Duration
 }
 
 func (c *Console) stuck(w http.ResponseWriter, r *http.Request) {
@@ -555,7 +568,19 @@ func (c *Console) stuck(w http.ResponseWriter, r *http.Request) {
 		c.unavailable(w, r, err)
 		return
 	}
-	d := stuckData{Ops: ops, OpsTotal: total, Claims: claims, StuckAfter: c.cfg.StuckAfter, Limit: maxStuckRows}
+	cutoff := c.cfg.Now().Add(-c.cfg.IntentGrace)
+	intents, err := c.cfg.Ledger.UnboundIntents(r.Context(), cutoff, ledger.IntentCursor{}, maxStuckRows)
+	if err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
+	intentsTotal, err := c.cfg.Ledger.CountUnboundIntents(r.Context(), cutoff)
+	if err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
+	d := stuckData{Ops: ops, OpsTotal: total, Claims: claims, StuckAfter: c.cfg.StuckAfter, Limit: maxStuckRows,
+		Intents: intents, IntentsTotal: intentsTotal, IntentGrace: c.cfg.IntentGrace}
 	if total > int64(len(ops)) {
 		d.More = f.query()
 	}

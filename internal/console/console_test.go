@@ -235,6 +235,40 @@ func TestStuckPage(t *testing.T) {
 	}
 }
 
+// TestStuckPageListsUnboundIntents: intents bound to no operation past
+// LROSINK_INTENT_GRACE are listed (key, kind, model, display name, for how
+// long), as intents; one still in its grace and a bound one are not, and no
+// metadata value is shown.
+func TestStuckPageListsUnboundIntents(t *testing.T) {
+	s := store(t)
+	for key, at := range map[string]time.Time{"orphan-video": now.Add(-3 * time.Hour), "fresh": now.Add(-10 * time.Minute), "bound": now.Add(-5 * time.Hour)} {
+		in := ledgertest.Intent(key, at)
+		in.Kind, in.Metadata = "video", map[string]any{"secret": "do-not-show"}
+		if key == "bound" {
+			in = ledgertest.Bind(in, "b", at)
+		}
+		if _, err := s.Apply(t.Context(), ledger.PutIntent(in)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := newConsole(t, s, func(c *console.Config) { c.IntentGrace = time.Hour })
+	body, _ := get(t, srv.URL+"/ui/stuck", http.StatusOK)
+	if !strings.Contains(body, "Intents bound to no operation over 1h") || !strings.Contains(body, ">orphan-video<") ||
+		!strings.Contains(body, "models/gemini-2.5-flash") || !strings.Contains(body, "lrosink-orphan-video") || !strings.Contains(body, "3h00m") {
+		t.Errorf("stuck page does not list orphan-video as an unbound intent with its model, display name and age")
+	}
+	if strings.Contains(body, ">fresh<") || strings.Contains(body, ">bound<") || strings.Contains(body, "do-not-show") {
+		t.Errorf("stuck page lists an intent in its grace or a bound one, or a metadata value")
+	}
+	if !strings.Contains(body, "1 shown of 1") {
+		t.Errorf("stuck page does not count the unbound intents")
+	}
+	empty := newConsole(t, store(t), nil)
+	if body, _ := get(t, empty.URL+"/ui/stuck", http.StatusOK); !strings.Contains(body, "Every intent is bound to its operation.") {
+		t.Errorf("an empty ledger's stuck page does not say every intent is bound")
+	}
+}
+
 // TestStuckPageSaysWhenClaimsAreCut: the list of claims not done shows at
 // most 200; a full list says there may be more, where it used to end as
 // if it were all.

@@ -71,6 +71,36 @@ type Event struct {
 	// registration from a command with no results sink configured);
 	// Result.EffectOwed says it was.
 	LeaveOwed bool
+	// Intent is the key of the intent (CONTRACT.md §5) the source says
+	// the operation is: a registration binding it, Gemini's answer echoing
+	// it, or adoption matching a listed job to it. Empty: the door reads
+	// it from UserMetadata (IntentOf) when it trusts them.
+	Intent string
+	// SignedBody marks a hint whose body Google signed (v1a): once Gemini
+	// has confirmed the operation under our key, the intent its body's
+	// user metadata names may be bound. A JWT covers no body: never.
+	SignedBody bool
+}
+
+// IntentMetadataKey is the user_metadata key a submission's create carries
+// its intent key under (CONTRACT.md §5); lrosink's own, so the door keeps
+// it out of an operation's metadata.
+const IntentMetadataKey = "lrosink_intent"
+
+// IntentOf is the intent key user metadata names: its IntentMetadataKey
+// when that is a string, else "".
+func IntentOf(md map[string]any) string {
+	k, _ := md[IntentMetadataKey].(string)
+	return k
+}
+
+// ListedBatch is a batch job as a listing shows it: the event of its state
+// (Intent set when its echoed user metadata names one), and what adoption
+// matches an unbound intent on when it does not.
+type ListedBatch struct {
+	Event
+	DisplayName, Model string
+	CreateTime         time.Time
 }
 
 // Webhook is a project webhook as the reconciler's health check sees it
@@ -91,10 +121,17 @@ const (
 	ReasonInvalidKind     = "invalid-kind"
 	ReasonInvalidName     = "invalid-name"
 	ReasonInvalidMetadata = "invalid-metadata"
+	// The intent protocol's (CONTRACT.md §5): a bad key or intent field; a
+	// key recorded with other fields; a key never recorded; an intent bound
+	// to another operation.
+	ReasonInvalidIntent        = "invalid-intent"
+	ReasonIntentMismatch       = "intent-mismatch"
+	ReasonIntentUnknown        = "intent-unknown"
+	ReasonIntentBoundElsewhere = "intent-bound-elsewhere"
 )
 
-// InvalidError is an event or a registration the sender must fix (a bad
-// name, kind or metadata); nothing was stored. The door and register both
+// InvalidError is an event, a registration or an intent the sender must
+// fix (a bad name, kind, metadata or intent); nothing was stored. The door and register both
 // return it, so one type serves every caller that maps it to an answer.
 type InvalidError struct {
 	Reason string // one of the Reason constants

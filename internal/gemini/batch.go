@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,13 +38,14 @@ func (f *Fetcher) fetchBatch(ctx context.Context, name string) (event.Event, err
 	}
 	job, d := op.view(), op.detail
 	ev := batchEvent(job, name)
+	ev.Intent = event.IntentOf(op.userMetadata)
 	f.holdUntilOutput(ctx, &ev, job)
 	addDetail(&ev, d, true)
 	return ev, nil
 }
 
-// batchView is what the mapping reads of a batch job: the SDK's BatchJob
-// (a listing) or the raw Operation (a fetch).
+// batchView is what the mapping reads of a batch job: its raw Operation,
+// fetched or listed.
 type batchView struct {
 	Name                            string
 	State                           genai.JobState
@@ -51,16 +53,6 @@ type batchView struct {
 	ResponsesFile                   string
 	InlinedResponses, InlinedEmbeds int
 	Output                          bool // metadata.output was present (the SDK's Dest)
-}
-
-// viewOfJob is what the SDK mapped.
-func viewOfJob(job *genai.BatchJob) batchView {
-	v := batchView{Name: job.Name, State: job.State, CreateTime: job.CreateTime, UpdateTime: job.UpdateTime, EndTime: job.EndTime}
-	if d := job.Dest; d != nil {
-		v.Output, v.ResponsesFile = true, d.FileName
-		v.InlinedResponses, v.InlinedEmbeds = len(d.InlinedResponses), len(d.InlinedEmbedContentResponses)
-	}
-	return v
 }
 
 // batchEvent maps a batch job. UpdateTime stays zero when the API sent
@@ -216,9 +208,13 @@ type operationDetail struct {
 
 // batchOperation is a batch's raw Operation, decoded.
 type batchOperation struct {
-	name     string
-	metadata batchMetadata
-	detail   operationDetail
+	name               string
+	displayName, model string
+	metadata           batchMetadata
+	detail             operationDetail
+	// userMetadata is the echoed webhook config's, numbers as
+	// json.Number; nil when not echoed.
+	userMetadata map[string]any
 }
 
 // batchMetadata is the Operation's metadata (GenerateContentBatch) as the
@@ -292,20 +288,36 @@ func (f *Fetcher) rawBatch(ctx context.Context, name string) (batchOperation, er
 		he.RetryAfter = resp.Header.Get("Retry-After")
 		return batchOperation{}, he
 	}
+	return decodeBatchOperation(body)
+}
+
+// decodeBatchOperation reads a batch's Operation as a GET answers it (and
+// as a listing holds each): state, times, output, error, statistics, and
+// the display name, model and the intent key its echoed webhook config's
+// user_metadata names (GEMINI.md §13: whether live echoes it is
+// unconfirmed).
+func decodeBatchOperation(body []byte) (batchOperation, error) {
 	var raw struct {
 		Name     string         `json:"name"`
 		Error    map[string]any `json:"error"`
 		Metadata struct {
 			State                           string `json:"state"`
+			DisplayName                     string `json:"displayName"`
+			Model                           string `json:"model"`
 			CreateTime, UpdateTime, EndTime string
 			Output                          json.RawMessage            `json:"output"`
 			BatchStats                      map[string]json.RawMessage `json:"batchStats"`
+			Webhook                         *struct {
+				UserMetadata      json.RawMessage `json:"user_metadata"`
+				UserMetadataCamel json.RawMessage `json:"userMetadata"`
+			} `json:"webhookConfig"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return batchOperation{}, fmt.Errorf("decode operation: %w", err)
 	}
-	op := batchOperation{name: raw.Name, metadata: batchMetadata{State: raw.Metadata.State}}
+	op := batchOperation{name: raw.Name, displayName: raw.Metadata.DisplayName, model: raw.Metadata.Model,
+		metadata: batchMetadata{State: raw.Metadata.State}}
 	for _, t := range []struct {
 		field, value string
 		into         *time.Time
@@ -319,6 +331,7 @@ func (f *Fetcher) rawBatch(ctx context.Context, name string) (batchOperation, er
 		}
 		// The SDK decodes the times as time.Time, which fails the whole
 		// answer on a bad one; so does this.
+		var err error
 		if *t.into, err = time.Parse(time.RFC3339Nano, t.value); err != nil {
 			return batchOperation{}, fmt.Errorf("decode operation: metadata.%s: %w", t.field, err)
 		}
@@ -332,11 +345,32 @@ func (f *Fetcher) rawBatch(ctx context.Context, name string) (batchOperation, er
 		op.detail.err = rpcError(raw.Error)
 	}
 	if raw.Metadata.BatchStats != nil {
+		var err error
 		if op.detail.stats, err = batchStats(raw.Metadata.BatchStats); err != nil {
 			return batchOperation{}, fmt.Errorf("decode metadata.batchStats: %w", err)
 		}
 	}
+	if w := raw.Metadata.Webhook; w != nil {
+		for _, m := range []json.RawMessage{w.UserMetadata, w.UserMetadataCamel} {
+			if op.userMetadata == nil && len(m) > 0 {
+				// Metadata that does not decode names no intent: the job is
+				// still matched on its display name.
+				op.userMetadata, _ = decodeObject(m)
+			}
+		}
+	}
 	return op, nil
+}
+
+// decodeObject decodes a JSON object keeping numbers as json.Number.
+func decodeObject(b []byte) (map[string]any, error) {
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // batchStatsFields maps GenerateContentBatch.batchStats to the results

@@ -284,47 +284,45 @@ func (f *Fetcher) fetch(ctx context.Context, kind opname.Kind, apiName string) (
 }
 
 // ListBatches returns one page of the project's batch jobs as events, for
-// adopting operations lrosink never registered. pageSize 0 lets the server
-// choose; the returned token is "" on the last page. FAILED jobs are
-// enriched with their error (and statistics) as Fetch reads them (one raw
-// GET each), because the event that settles an operation is the only
-// chance to record why; a job whose detail cannot be read is returned
-// without it, with a WARN. Other terminal jobs are not: a listing runs
-// every pass, and one GET per listed job would cost a call per job per
-// pass.
-func (f *Fetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error) {
+// adopting operations lrosink never registered, with what adoption matches
+// an unbound intent on (display name, model, create time; the intent key
+// the echoed webhook config names, as Event.Intent). pageSize 0 lets the
+// server choose; the returned token is "" on the last page. The page is
+// one raw GET (the SDK's Batches.List drops the webhook config), each job
+// mapped as a fetch maps it. FAILED jobs are enriched with their error (and
+// statistics) as Fetch reads them (one raw GET each), because the event
+// that settles an operation is the only chance to record why; a job whose
+// detail cannot be read is returned without it, with a WARN. Other
+// terminal jobs are not: a listing runs every pass, and one GET per listed
+// job would cost a call per job per pass.
+func (f *Fetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.ListedBatch, string, error) {
 	evs, next, err := f.listBatches(ctx, pageSize, pageToken)
 	return evs, next, scrub(err, f.apiKey)
 }
 
-func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error) {
+func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken string) ([]event.ListedBatch, string, error) {
 	if pageSize < 0 || pageSize > math.MaxInt32 {
 		return nil, "", fmt.Errorf("gemini: list batches: invalid page size %d", pageSize)
 	}
-	var page genai.Page[genai.BatchJob]
-	err := f.call(ctx, "batches", func(ctx context.Context) (err error) {
-		page, err = f.client.Batches.List(ctx, &genai.ListBatchJobsConfig{
-			PageSize: int32(pageSize), PageToken: pageToken, HTTPOptions: noSDKRetries(),
-		})
-		return err
-	})
+	ops, next, err := f.listBatchPage(ctx, pageSize, pageToken)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("gemini: list batches: %w", err)
 	}
-	evs := make([]event.Event, 0, len(page.Items))
-	for i, job := range page.Items {
-		if job == nil || job.Name == "" {
+	out := make([]event.ListedBatch, 0, len(ops))
+	for i, op := range ops {
+		if op.name == "" {
 			return nil, "", fmt.Errorf("gemini: list batches: item %d has no name", i)
 		}
-		v := viewOfJob(job)
+		v := op.view()
 		ev := batchEvent(v, "")
+		ev.Intent = event.IntentOf(op.userMetadata)
 		f.holdUntilOutput(ctx, &ev, v)
 		if err := f.addListedDetail(ctx, &ev); err != nil {
 			return nil, "", err
 		}
-		evs = append(evs, ev)
+		out = append(out, event.ListedBatch{Event: ev, DisplayName: op.displayName, Model: op.model, CreateTime: op.metadata.CreateTime})
 	}
-	return evs, page.NextPageToken, nil
+	return out, next, nil
 }
 
 // checkAPIName accepts only names already in API form (see Fetch).

@@ -2,6 +2,7 @@ package gemini_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -349,7 +350,7 @@ func TestListedErrorDetailUnavailable(t *testing.T) {
 				t.Fatalf("ListBatches: %+v %v", evs, err)
 			}
 			ev := evs[0]
-			checkCommon(t, ev, opname.KindBatch, "batches/f")
+			checkCommon(t, ev.Event, opname.KindBatch, "batches/f")
 			if ev.State != lifecycle.Failed || ev.Error != nil || !ev.UpdateTime.Equal(t0) {
 				t.Fatalf("event %+v (error %+v), want FAILED at %v without detail", ev, ev.Error, t0)
 			}
@@ -982,7 +983,7 @@ func TestListBatches(t *testing.T) {
 	}
 	h.fake.FailNext("/v1beta/batches", http.StatusServiceUnavailable, 1)
 
-	var evs []event.Event
+	var evs []event.ListedBatch
 	token := ""
 	for pages := 1; ; pages++ {
 		if pages > 4 {
@@ -1007,7 +1008,7 @@ func TestListBatches(t *testing.T) {
 	slices.Reverse(evs) // the API lists newest first
 	wantStates := []lifecycle.State{lifecycle.Running, lifecycle.Failed, lifecycle.Succeeded, lifecycle.Pending, "JOB_STATE_PAUSED"}
 	for i, ev := range evs {
-		checkCommon(t, ev, opname.KindBatch, fmt.Sprintf("batches/b%d", i))
+		checkCommon(t, ev.Event, opname.KindBatch, fmt.Sprintf("batches/b%d", i))
 		if ev.State != wantStates[i] || !ev.UpdateTime.Equal(t0) {
 			t.Errorf("event %d: %s %v", i, ev.State, ev.UpdateTime)
 		}
@@ -1401,5 +1402,43 @@ func TestSucceededWithoutOutput(t *testing.T) {
 	h.fake.SetBatch("endonly", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", EndTime: t0})
 	if ev := h.fetch(t, opname.KindBatch, "batches/endonly"); ev.State != lifecycle.Running {
 		t.Errorf("end time only: %+v", ev)
+	}
+}
+
+// TestIntentEchoed: a batch's GET and listing and an interaction's GET
+// carry the intent key their echoed webhook config names (Event.Intent),
+// and nothing of the rest of that metadata; the listing also says what
+// adoption matches an intent on when none is echoed.
+func TestIntentEchoed(t *testing.T) {
+	h := newHarness(t)
+	meta := map[string]any{"lrosink_intent": "int_0123", "job_id": json.Number("12345678901234567890123")}
+	h.fake.SetBatch("echo", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: t0, CreateTime: t0,
+		DisplayName: "lrosink-int_0123", Model: "models/gemini-2.5-flash", Webhook: &fakegemini.WebhookConfig{UserMetadata: meta}})
+	h.fake.SetBatch("plain", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: t0, CreateTime: t0.Add(-time.Hour),
+		DisplayName: "nightly", Model: "models/gemini-2.5-pro"})
+	h.fake.SetInteraction("v1_echo", fakegemini.InteractionState{Status: "in_progress", Updated: t0, Webhook: &fakegemini.WebhookConfig{UserMetadata: meta}})
+
+	for _, c := range []struct {
+		kind opname.Kind
+		name string
+		want string
+	}{{opname.KindBatch, "batches/echo", "int_0123"}, {opname.KindBatch, "batches/plain", ""}, {opname.KindInteraction, "interactions/v1_echo", "int_0123"}} {
+		if ev := h.fetch(t, c.kind, c.name); ev.Intent != c.want || ev.UserMetadata != nil {
+			t.Errorf("fetch %s: intent %q, metadata %v; want intent %q and no metadata", c.name, ev.Intent, ev.UserMetadata, c.want)
+		}
+	}
+	listed, _, err := h.f.ListBatches(t.Context(), 10, "")
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("ListBatches: %+v %v", listed, err)
+	}
+	got := map[string]event.ListedBatch{}
+	for _, lb := range listed {
+		got[lb.Name] = lb
+	}
+	if e := got["batches/echo"]; e.Intent != "int_0123" || e.DisplayName != "lrosink-int_0123" || e.Model != "models/gemini-2.5-flash" || !e.CreateTime.Equal(t0) {
+		t.Errorf("listed echo: %+v", e)
+	}
+	if p := got["batches/plain"]; p.Intent != "" || p.DisplayName != "nightly" || p.Model != "models/gemini-2.5-pro" || !p.CreateTime.Equal(t0.Add(-time.Hour)) {
+		t.Errorf("listed plain: %+v", p)
 	}
 }

@@ -1,13 +1,15 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/event"
+	"github.com/lrosink/lrosink/internal/intentmatch"
 )
 
 // BatchJob is a listed batch as a retried submission matches it: its name,
@@ -36,47 +38,13 @@ const (
 func (c *Creator) FindBatch(ctx context.Context, since time.Time, match func(BatchJob) bool) (BatchJob, bool, error) {
 	token := ""
 	for range findMaxPages {
-		q := url.Values{"pageSize": {strconv.Itoa(findPageSize)}}
-		if token != "" {
-			q.Set("pageToken", token)
-		}
-		var raw []byte
-		err := c.f.call(ctx, "batches", func(ctx context.Context) (err error) {
-			raw, err = c.f.rawDo(ctx, "GET", "batches?"+q.Encode(), nil)
-			return err
-		})
+		ops, next, err := c.f.listBatchPage(ctx, findPageSize, token)
 		if err != nil {
 			return BatchJob{}, false, scrub(fmt.Errorf("gemini: list batches: %w", err), c.f.apiKey)
 		}
-		var page struct {
-			Operations []struct {
-				Name     string `json:"name"`
-				Metadata struct {
-					DisplayName string    `json:"displayName"`
-					Model       string    `json:"model"`
-					CreateTime  time.Time `json:"createTime"`
-					Webhook     *struct {
-						UserMetadata      json.RawMessage `json:"user_metadata"`
-						UserMetadataCamel json.RawMessage `json:"userMetadata"`
-					} `json:"webhookConfig"`
-				} `json:"metadata"`
-			} `json:"operations"`
-			NextPageToken string `json:"nextPageToken"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return BatchJob{}, false, fmt.Errorf("gemini: list batches: decode the page: %w", err)
-		}
-		for _, op := range page.Operations {
-			job := BatchJob{Name: op.Name, DisplayName: op.Metadata.DisplayName, Model: op.Metadata.Model, CreateTime: op.Metadata.CreateTime}
-			if w := op.Metadata.Webhook; w != nil {
-				for _, m := range []json.RawMessage{w.UserMetadata, w.UserMetadataCamel} {
-					if job.UserMetadata == nil && len(m) > 0 {
-						d := json.NewDecoder(bytes.NewReader(m))
-						d.UseNumber()
-						_ = d.Decode(&job.UserMetadata) // metadata that does not decode matches on the display name
-					}
-				}
-			}
+		for _, op := range ops {
+			job := BatchJob{Name: op.name, DisplayName: op.displayName, Model: op.model, CreateTime: op.metadata.CreateTime,
+				UserMetadata: op.userMetadata}
 			if !since.IsZero() && !job.CreateTime.IsZero() && job.CreateTime.Before(since) {
 				return BatchJob{}, false, nil
 			}
@@ -84,10 +52,56 @@ func (c *Creator) FindBatch(ctx context.Context, since time.Time, match func(Bat
 				return job, true, nil
 			}
 		}
-		if page.NextPageToken == "" || page.NextPageToken == token {
+		if next == "" || next == token {
 			return BatchJob{}, false, nil
 		}
-		token = page.NextPageToken
+		token = next
 	}
 	return BatchJob{}, false, fmt.Errorf("gemini: list batches: no match within %d pages of %d and the listing goes on: cannot say the batch was not created", findMaxPages, findPageSize)
+}
+
+// Match is the job as intentmatch reads it.
+func (j BatchJob) Match() intentmatch.Job {
+	return intentmatch.Job{DisplayName: j.DisplayName, Model: j.Model, CreateTime: j.CreateTime, Intent: event.IntentOf(j.UserMetadata)}
+}
+
+// listBatchPage is one page of the batch listing (GET batches), each
+// Operation decoded as a GET of it is (decodeBatchOperation), retried like
+// a fetch.
+func (f *Fetcher) listBatchPage(ctx context.Context, pageSize int, token string) ([]batchOperation, string, error) {
+	q := url.Values{}
+	if pageSize > 0 {
+		q.Set("pageSize", strconv.Itoa(pageSize))
+	}
+	if token != "" {
+		q.Set("pageToken", token)
+	}
+	path := "batches"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var raw []byte
+	err := f.call(ctx, "batches", func(ctx context.Context) (err error) {
+		raw, err = f.rawDo(ctx, "GET", path, nil)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	var page struct {
+		Operations    []json.RawMessage `json:"operations"`
+		NextPageToken string            `json:"nextPageToken"`
+	}
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return nil, "", fmt.Errorf("decode the page: %w", err)
+	}
+	ops := make([]batchOperation, 0, len(page.Operations))
+	for i, r := range page.Operations {
+		op, err := decodeBatchOperation(r)
+		if err != nil {
+			return nil, "", fmt.Errorf("item %d: %w", i, err)
+		}
+		ops = append(ops, op)
+	}
+	return ops, page.NextPageToken, nil
 }

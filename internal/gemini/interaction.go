@@ -71,6 +71,12 @@ func interactionEvent(it *interactions.Interaction, fallbackName string) event.E
 	if it.OutputText != nil && *it.OutputText != "" {
 		ev.Output = map[string]any{"output_text": *it.OutputText}
 	}
+	// The intent the create named (GEMINI.md §13: the interaction echoes its
+	// webhook config). Only the key: the SDK decodes the metadata's numbers
+	// as floats, which would round a big integer.
+	if w := it.WebhookConfig; w != nil {
+		ev.Intent = event.IntentOf(w.UserMetadata)
+	}
 	return ev
 }
 

@@ -7,6 +7,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,7 +102,7 @@ func methodPOST(w http.ResponseWriter, r *http.Request) bool {
 // 200 with the door's outcome; an error is answered by its kind.
 func ingestAnswer(res ingest.Result, err error) (int, Answer) {
 	if err == nil {
-		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Reason, Operation: res.Operation}
+		return http.StatusOK, Answer{Outcome: string(res.Outcome), Reason: res.Label(), Operation: res.Operation}
 	}
 	var invalid *event.InvalidError
 	if errors.As(err, &invalid) {
@@ -361,6 +363,9 @@ func webhookAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	// project's operation can be replayed here. Both are hints, whose
 	// terminal states the door confirms with Gemini under our key.
 	ev.Hint = verified.Method == webhook.MethodJWT || verified.Method == webhook.MethodV1A
+	// A v1a body is Google's: the intent it names is used once Gemini has
+	// confirmed the operation (CONTRACT.md §5). A JWT covers no body.
+	ev.SignedBody = verified.Method == webhook.MethodV1A
 	au := auth{method: verified.Method, status: ev.GeminiStatus}
 	res, err := door.Ingest(ctx, ev)
 	if err != nil && res.Operation == "" {
@@ -426,11 +431,16 @@ func (c *claimNames) note(ctx context.Context, claims map[string]any) {
 	})
 }
 
-// RegisterRequest is the body of POST /Register (CONTRACT.md §5).
+// RegisterRequest is the body of POST /Register (CONTRACT.md §5): a
+// registration (name, kind, metadata), an intent's record (intent, kind,
+// model, display_name, metadata; no name) or a bind (name and intent).
 type RegisterRequest struct {
-	Name     string         `json:"name"`
-	Kind     string         `json:"kind"`
-	Metadata map[string]any `json:"metadata"`
+	Name        string         `json:"name"`
+	Kind        string         `json:"kind"`
+	Metadata    map[string]any `json:"metadata"`
+	Intent      string         `json:"intent"`
+	Model       string         `json:"model"`
+	DisplayName string         `json:"display_name"`
 }
 
 // registerMaxBody bounds a registration: a name, a kind and metadata. It is
@@ -439,10 +449,65 @@ type RegisterRequest struct {
 // invalid-metadata with the reason rather than 413.
 const registerMaxBody = 2 * ledger.MaxMetadataBytes
 
+// Intents is the intent path as POST /Register speaks it
+// (register.Intents).
+type Intents interface {
+	Record(ctx context.Context, in register.Intent) (register.IntentStatus, bool, error)
+	Bind(ctx context.Context, key, name string) (register.IntentStatus, register.Result, error)
+}
+
+// RegisterOption adjusts the Register function.
+type RegisterOption func(*registerOptions)
+
+type registerOptions struct{ intents Intents }
+
+// WithIntents serves the intent protocol (record, bind) over in; without
+// it an intent request is answered 400 invalid-intent.
+func WithIntents(in Intents) RegisterOption { return func(o *registerOptions) { o.intents = in } }
+
+// IntentAnswer is the answer to an intent request: Answer plus the
+// intent's status.
+type IntentAnswer struct {
+	Answer
+	Intent *IntentStatus `json:"intent,omitempty"`
+}
+
+// IntentStatus is the status object of CONTRACT.md §5; the bound fields
+// are absent while unbound.
+type IntentStatus struct {
+	Key         string         `json:"key"`
+	Kind        string         `json:"kind"`
+	Model       string         `json:"model"`
+	DisplayName string         `json:"display_name"`
+	Metadata    map[string]any `json:"metadata"`
+	State       string         `json:"state"`
+	CreatedAt   time.Time      `json:"created_at"`
+	GraceUntil  time.Time      `json:"grace_until"`
+	Name        string         `json:"name,omitempty"`
+	APIName     string         `json:"api_name,omitempty"`
+	BoundAt     *time.Time     `json:"bound_at,omitempty"`
+	BoundBy     string         `json:"bound_by,omitempty"`
+}
+
+func intentStatus(st register.IntentStatus) *IntentStatus {
+	out := &IntentStatus{Key: st.Key, Kind: st.Kind, Model: st.Model, DisplayName: st.DisplayName, Metadata: st.Metadata,
+		State: st.State, CreatedAt: st.CreatedAt, GraceUntil: st.GraceUntil, Name: st.Name, APIName: st.APIName, BoundBy: st.BoundBy}
+	if !st.BoundAt.IsZero() {
+		at := st.BoundAt
+		out.BoundAt = &at
+	}
+	return out
+}
+
 // Register returns the Register function: 201 created, 200 already known
 // (state untouched; the metadata keys it lacked are merged), 400 invalid. Of
-// concurrent registrations of one name exactly one answers 201.
-func Register(door Door, log *slog.Logger) http.Handler {
+// concurrent registrations of one name exactly one answers 201. With
+// WithIntents it speaks the intent protocol too (CONTRACT.md §5).
+func Register(door Door, log *slog.Logger, opts ...RegisterOption) http.Handler {
+	var o registerOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !methodPOST(w, r) {
 			replyKind(w, kindMethodNotAllowed, "")
@@ -454,10 +519,16 @@ func Register(door Door, log *slog.Logger) http.Handler {
 			reply(w, status, a)
 			return
 		}
-		var req RegisterRequest
-		// Numbers as written: a job id over 2^53 must not become a float.
-		if err := ledger.DecodeJSON(body, &req); err != nil {
-			replyKind(w, kindInvalidJSON, "body is not {\"name\",\"kind\",\"metadata\"} JSON: "+err.Error())
+		req, k, detail := decodeRegister(body)
+		if k != "" {
+			replyKind(w, k, detail)
+			return
+		}
+		if req.Intent != "" || req.Model != "" || req.DisplayName != "" {
+			status, a := intentRequest(r.Context(), o.intents, req)
+			log.InfoContext(r.Context(), "register answer", "status", status, "outcome", a.Outcome, "reason", a.Reason,
+				"operation", a.Operation, "intent", truncate(req.Intent, register.MaxKeyLen))
+			reply(w, status, a)
 			return
 		}
 		// A settled operation's owed results message is left to the next
@@ -467,18 +538,102 @@ func Register(door Door, log *slog.Logger) http.Handler {
 		res, err := register.Register(r.Context(), door, register.Request{Name: req.Name, Kind: req.Kind, Metadata: req.Metadata, LeaveOwed: true})
 		// An invalid registration is answered by ingestAnswer from its kind
 		// (invalid-name, invalid-kind, invalid-metadata), as the webhook's.
-		status, a := ingestAnswer(res.Result, err)
-		if status == http.StatusOK {
-			if res.Created {
-				status, a.Outcome = http.StatusCreated, "created"
-			} else {
-				a.Outcome, a.Reason = "known", "state-untouched"
-			}
-		}
+		status, a := registerAnswer(res, err)
 		log.InfoContext(r.Context(), "register answer", "status", status, "outcome", a.Outcome, "operation", a.Operation)
 		reply(w, status, a)
 	})
 }
+
+// registerAnswer is the answer to a registration (and a bind): 201 created,
+// 200 known, or the error's.
+func registerAnswer(res register.Result, err error) (int, Answer) {
+	status, a := ingestAnswer(res.Result, err)
+	if status == http.StatusOK {
+		if res.Created {
+			status, a.Outcome = http.StatusCreated, "created"
+		} else {
+			a.Outcome, a.Reason = "known", "state-untouched"
+		}
+	}
+	return status, a
+}
+
+// intentRequest answers an intent's record (no name) or bind (a name).
+func intentRequest(ctx context.Context, in Intents, req RegisterRequest) (int, IntentAnswer) {
+	refuse := func(k kind, detail string) (int, IntentAnswer) {
+		status, a := answerOf(k, "", detail)
+		return status, IntentAnswer{Answer: a}
+	}
+	switch {
+	case in == nil:
+		return refuse(event.ReasonInvalidIntent, "this Register function keeps no intents")
+	case req.Intent == "":
+		return refuse(event.ReasonInvalidIntent, "model and display_name belong to an intent's record: give its key as \"intent\"")
+	case req.Name == "":
+		st, created, err := in.Record(ctx, register.Intent{Key: req.Intent, Kind: req.Kind, Model: req.Model,
+			DisplayName: req.DisplayName, Metadata: req.Metadata})
+		if err != nil {
+			status, a := ingestAnswer(ingest.Result{}, err)
+			return status, IntentAnswer{Answer: a}
+		}
+		a := IntentAnswer{Answer: Answer{Outcome: "intent-known", Reason: "same-fields"}, Intent: intentStatus(st)}
+		if created {
+			a.Outcome, a.Reason = "intent-recorded", "intent-recorded"
+			return http.StatusCreated, a
+		}
+		return http.StatusOK, a
+	case req.Metadata != nil:
+		return refuse(event.ReasonInvalidMetadata, "a bind carries no metadata: the intent's is used")
+	case req.Kind != "" || req.Model != "" || req.DisplayName != "":
+		return refuse(event.ReasonInvalidIntent, "a bind carries only name and intent: the intent's kind, model and display name are used")
+	}
+	st, res, err := in.Bind(ctx, req.Intent, req.Name)
+	status, a := registerAnswer(res, err)
+	out := IntentAnswer{Answer: a}
+	if err == nil {
+		out.Intent = intentStatus(st)
+	}
+	return status, out
+}
+
+// decodeRegister reads a Register body: numbers as written (a job id over
+// 2^53 must not become a float). A body that is no JSON object is
+// invalid-json; a field of the wrong type is answered by the reason its
+// field has (invalid-name, invalid-kind, invalid-metadata,
+// invalid-intent), with a detail that names the field and the JSON type
+// it needs, never a Go type.
+func decodeRegister(body []byte) (RegisterRequest, kind, string) {
+	var req RegisterRequest
+	err := ledger.DecodeJSON(body, &req)
+	if err == nil {
+		return req, "", ""
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		field, _, _ := strings.Cut(te.Field, ".")
+		k := map[string]kind{"name": event.ReasonInvalidName, "kind": event.ReasonInvalidKind, "metadata": event.ReasonInvalidMetadata,
+			"intent": event.ReasonInvalidIntent, "model": event.ReasonInvalidIntent, "display_name": event.ReasonInvalidIntent}[field]
+		want := "a string"
+		if field == "metadata" {
+			want = "a JSON object"
+		}
+		if k == "" {
+			k = kindInvalidJSON
+		}
+		return req, k, fmt.Sprintf("%q must be %s, not a JSON %s", field, want, te.Value)
+	}
+	if errors.As(err, &te) {
+		return req, kindInvalidJSON, fmt.Sprintf("the body must be a JSON object %s, not a JSON %s", registerShape, te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return req, kindInvalidJSON, fmt.Sprintf("the body is not JSON (at byte %d: %s)", se.Offset, se.Error())
+	}
+	return req, kindInvalidJSON, "the body is not a JSON object " + registerShape + ": " + err.Error()
+}
+
+// registerShape is what a Register body holds, for details.
+const registerShape = `{"name","kind","metadata"} (or an intent's {"intent","kind","model","display_name","metadata"}, or {"name","intent"})`
 
 func truncate(s string, n int) string {
 	if len(s) > n {

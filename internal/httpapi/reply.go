@@ -114,6 +114,13 @@ var answers = map[kind]answerSpec{
 	event.ReasonInvalidName:     {http.StatusBadRequest, "rejected"},
 	event.ReasonInvalidKind:     {http.StatusBadRequest, "rejected"},
 	event.ReasonInvalidMetadata: {http.StatusBadRequest, "rejected"},
+	// The intent protocol (CONTRACT.md §5): a bad key or intent field; the
+	// key recorded with other fields, or the intent bound to another
+	// operation (conflicts); a key never recorded.
+	event.ReasonInvalidIntent:        {http.StatusBadRequest, "rejected"},
+	event.ReasonIntentMismatch:       {http.StatusConflict, "rejected"},
+	event.ReasonIntentBoundElsewhere: {http.StatusConflict, "rejected"},
+	event.ReasonIntentUnknown:        {http.StatusNotFound, "rejected"},
 	// Reconcile: a push that is no shard request. 400 is a nack to
 	// Pub/Sub; the subscription's max delivery attempts end it.
 	kindBadShardRequest: {http.StatusBadRequest, "rejected"},

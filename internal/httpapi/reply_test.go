@@ -23,6 +23,7 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	reg "github.com/lrosink/lrosink/internal/register"
 	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
@@ -33,6 +34,7 @@ const (
 	shapeAnswer  = "answer"  // {"outcome","reason","operation"[,"detail"]} (CONTRACT.md §3, §5)
 	shapeSummary = "summary" // the reconcile summary (CONTRACT.md §4)
 	shapeHealth  = "health"  // {"status":"ok"}
+	shapeIntent  = "intent"  // an answer with the intent's status (CONTRACT.md §5)
 )
 
 // TestEveryJSONAnswer: every JSON-answering endpoint (Webhook, Register,
@@ -89,6 +91,12 @@ func TestEveryJSONAnswer(t *testing.T) {
 	const token = "0123456789abcdef-admin-token"
 	hooks := httpapi.Webhook(door, v, log, 32<<10)
 	register := httpapi.Register(door, log)
+	keeps, err := reg.NewIntents(door, store, clock, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	intents := httpapi.Register(door, log, httpapi.WithIntents(keeps))
+	record := `{"intent":"reply-k","kind":"batch","model":"models/m","display_name":"lrosink-reply-k","metadata":{"n":12345678901234567890123}}`
 
 	post := func(body string, h http.Header) func() *http.Request {
 		return func() *http.Request {
@@ -189,6 +197,16 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"register too large", register, post(strings.Repeat(" ", 2*ledger.MaxMetadataBytes+1), nil), 413, shapeAnswer},
 		{"register ledger down", httpapi.Register(failingDoor{fmt.Errorf("%w: commit: connection refused", ingest.ErrUnavailable)}, log), post(`{"name":"batches/reply-r"}`, nil), 503, shapeAnswer},
 		{"register stopping", httpapi.Register(drained, log), post(`{"name":"batches/reply-r"}`, nil), 503, shapeAnswer},
+		{"intent recorded", intents, post(record, nil), 201, shapeIntent},
+		{"intent known", intents, post(record, nil), 200, shapeIntent},
+		{"intent mismatch", intents, post(strings.Replace(record, "models/m", "models/n", 1), nil), 409, shapeAnswer},
+		{"intent invalid key", intents, post(`{"intent":"a b","kind":"batch"}`, nil), 400, shapeAnswer},
+		{"intent metadata of the wrong type", intents, post(`{"intent":"reply-t","kind":"batch","metadata":"x"}`, nil), 400, shapeAnswer},
+		{"intent bind unknown", intents, post(`{"name":"batches/reply-b","intent":"reply-nobody"}`, nil), 404, shapeAnswer},
+		{"intent bind with metadata", intents, post(`{"name":"batches/reply-b","intent":"reply-k","metadata":{}}`, nil), 400, shapeAnswer},
+		{"intent bound", intents, post(`{"name":"batches/reply-b","intent":"reply-k"}`, nil), 201, shapeIntent},
+		{"intent bound again", intents, post(`{"name":"batches/reply-b","intent":"reply-k"}`, nil), 200, shapeIntent},
+		{"intent bound elsewhere", intents, post(`{"name":"batches/reply-c","intent":"reply-k"}`, nil), 409, shapeAnswer},
 		{"reconcile pass", httpapi.Reconcile(rec, log, 0, nil), post("", nil), 200, shapeSummary},
 		{"reconcile GET", httpapi.Reconcile(rec, log, 0, nil), get, 405, shapeAnswer},
 		{"reconcile ledger down", httpapi.Reconcile(rec, log, 0, nil), ended, 503, shapeSummary},
@@ -216,7 +234,7 @@ func TestEveryJSONAnswer(t *testing.T) {
 		if err := checkShape(w.Body.Bytes(), c.shape); err != nil {
 			t.Errorf("%s: body %q: %v", c.name, w.Body, err)
 		}
-		if c.shape == shapeAnswer {
+		if c.shape == shapeAnswer || c.shape == shapeIntent {
 			var a httpapi.Answer
 			if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
 				t.Fatalf("%s: %v", c.name, err)
@@ -285,6 +303,15 @@ func checkShape(body []byte, shape string) error {
 		}
 		var a httpapi.Answer
 		return dec.Decode(&a)
+	case shapeIntent:
+		var a httpapi.IntentAnswer
+		if err := dec.Decode(&a); err != nil {
+			return err
+		}
+		if a.Intent == nil || a.Intent.Key == "" || a.Intent.State == "" || a.Intent.CreatedAt.IsZero() {
+			return fmt.Errorf("no intent status in %+v", a)
+		}
+		return nil
 	case shapeSummary:
 		var s reconcile.Summary
 		return dec.Decode(&s)

@@ -138,12 +138,13 @@ var ErrVideoModelUnknown = errors.New("video operation named without its model, 
 // bodyless keeps what the door may use from a hint: which operation, the
 // stated state, and where it came from. Output, error and user metadata are
 // dropped: a forger could have written them, and they would end up in the
-// results message. So is the time: a hint never sets the operation's clock
+// results message (the intent a v1a body names is kept apart, for once
+// Gemini confirms the operation: job.bodyIntent). So is the time: a hint never sets the operation's clock
 // (a far-future time would make every genuine same-rank answer from Gemini
 // stale). Without a time a stated non-terminal state can move the rank up
 // but loses every tie, and a terminal one is replaced by Gemini's answer.
 func bodyless(ev event.Event) applied {
-	ev.Output, ev.Error, ev.UserMetadata = nil, nil, nil
+	ev.Output, ev.Error, ev.UserMetadata, ev.Intent = nil, nil, nil, ""
 	ev.UpdateTime = time.Time{}
 	return applied{Event: ev, delivered: ev.State}
 }
@@ -322,8 +323,14 @@ func (d *Door) confirmed(ctx context.Context, j *job, name opname.Name, op ledge
 	}
 	j.ev = applied{Event: event.Event{Name: ev.Name, Kind: name.Kind, State: ev.State, GeminiStatus: ev.GeminiStatus, UpdateTime: ev.UpdateTime,
 		Source: hint.Source, DeliveryID: hint.DeliveryID, DeliveredAt: hint.DeliveredAt,
-		Output: ev.Output, Error: ev.Error, UserMetadata: ev.UserMetadata},
+		Output: ev.Output, Error: ev.Error, UserMetadata: withoutIntentKey(ev).UserMetadata},
 		delivered: hint.State, confirmedBy: confirmedByGemini}
+	// Gemini has confirmed the operation under our key: the intent its
+	// answer names, else the one a signed body (v1a) named, is the
+	// operation's (intent.go). A JWT's body names nothing we trust.
+	if j.intent = intentNamed(ev); j.intent == "" {
+		j.intent = j.bodyIntent
+	}
 	// Gemini may name the operation more specifically (a video's model);
 	// anything that is not the same operation keeps the name we asked for.
 	if n, nerr := opname.Normalize(ev.Name, name.Kind); nerr == nil && n.Key() == name.Key() && !moreSpecific(name.APIName, n.APIName) {

@@ -107,6 +107,27 @@ type Result struct {
 	// EffectOwed: the operation's side effect is owed and was left for
 	// later (Event.LeaveOwed).
 	EffectOwed bool
+	// Intent is the key of the intent this ingest bound to the operation
+	// (CONTRACT.md §5), in the commit that wrote it; "" when it bound none.
+	Intent string
+	// IntentNote is what became of the intent the event named:
+	// ReasonBoundIntent, or why none was bound (event.ReasonIntentUnknown,
+	// event.ReasonIntentBoundElsewhere, event.ReasonIntentMismatch); ""
+	// when it named none, or one already bound to the operation.
+	IntentNote string
+}
+
+// ReasonBoundIntent labels an ingest that bound an intent to its
+// operation (Result.IntentNote, the history entry's reason).
+const ReasonBoundIntent = "bound-intent"
+
+// Label is the reason a caller answers and logs for r: its IntentNote when
+// the event bound an intent or named one it could not, else its Reason.
+func (r Result) Label() string {
+	if r.IntentNote != "" {
+		return r.IntentNote
+	}
+	return r.Reason
 }
 
 // Errors callers map to answers: an *event.InvalidError is the sender's
@@ -146,7 +167,11 @@ const DefaultLease = 10 * time.Minute
 type Store interface {
 	GetOperation(ctx context.Context, id string) (ledger.Operation, error)
 	GetClaim(ctx context.Context, id string) (ledger.Claim, error)
+	GetIntent(ctx context.Context, key string) (ledger.Intent, error)
 	CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error)
+	// CommitBound is CommitOperation with the bound intent in the same
+	// commit (claims.Ledger.CommitBound).
+	CommitBound(ctx context.Context, op ledger.Operation, claim *ledger.Claim, in ledger.Intent) (ledger.Revision, *ledger.Lease, error)
 	SeizeClaim(ctx context.Context, c ledger.Claim, holder string, leaseUntil, expireAt, now time.Time) (*ledger.Lease, error)
 	ReleaseClaim(ctx context.Context, l ledger.Lease, expireAt, now time.Time) error
 	CompleteClaim(ctx context.Context, l ledger.Lease, now time.Time) error
@@ -323,13 +348,23 @@ func (d *Door) IngestRead(ctx context.Context, ev event.Event, read *ledger.Oper
 	if err != nil {
 		return Result{}, invalidName(err)
 	}
-	j := &job{id: id, name: name, ev: applied{Event: ev}}
+	j := &job{id: id, name: name, ev: applied{Event: withoutIntentKey(ev)}}
 	if ev.Hint {
 		j.ev = bodyless(ev)
+		if ev.SignedBody {
+			// Usable once Gemini has confirmed the operation (confirm.go).
+			j.bodyIntent = intentNamed(ev)
+		}
 		if ev.State.Terminal() || d.cfg.Confirmer != nil {
 			j.confirm, j.key = true, confirmKey(id, ev.State)
 			return d.handle(ctx, j)
 		}
+	}
+	if !ev.Hint {
+		// Every source but a hint is trusted for the intent it names: a v1
+		// delivery (our secret), Gemini's answer, adoption, a registration.
+		j.intent = intentNamed(ev)
+		j.strictIntent = ev.Source == event.SourceRegister && ev.Intent != ""
 	}
 	if read != nil && read.ID == id { // else not this event's operation: read it
 		j.read = read
@@ -433,15 +468,32 @@ func (d *Door) decide(ctx context.Context, j *job) (Result, error) {
 	if j.recover {
 		return d.recoverClaim(ctx, j, nil, lifecycle.Decision{Reason: "claim-retry"})
 	}
-	id, name, ev := j.id, j.name, j.ev
-	op, err := d.current(ctx, id, j.read)
+	op, err := d.current(ctx, j.id, j.read)
 	if err != nil {
-		return Result{Operation: name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, name.Canonical, err)
+		return Result{Operation: j.name.Canonical}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, j.name.Canonical, err)
 	}
+	bind, note, err := d.intentToBind(ctx, j, op)
+	if err != nil {
+		return Result{Operation: j.name.Canonical}, err
+	}
+	res, err := d.decideOn(ctx, j, op, bind)
+	switch {
+	case res.Intent != "":
+		res.IntentNote = ReasonBoundIntent
+	case note != "":
+		res.IntentNote = note
+	}
+	return res, err
+}
+
+// decideOn decides the event on op, binding intent bind (nil: none) to
+// the operation in the commit that writes it.
+func (d *Door) decideOn(ctx context.Context, j *job, op ledger.Operation, bind *ledger.Intent) (Result, error) {
+	name, ev := j.name, j.ev
 	now := d.cfg.Now()
 	dec := lifecycle.Apply(op.Current(), lifecycle.Event{State: ev.State, UpdateTime: ev.UpdateTime})
 	if dec.Applied {
-		return d.apply(ctx, j, op, dec, now)
+		return d.apply(ctx, j, op, dec, now, bind)
 	}
 	res := Result{Outcome: OutcomeDropped, Reason: string(dec.Reason), Operation: name.Canonical, State: op.State, Version: op.Rev.Version}
 	if dec.Reason == lifecycle.ReasonDuplicate {
@@ -458,6 +510,16 @@ func (d *Door) decide(ctx context.Context, j *job) (Result, error) {
 			}
 			op.Rev, res.Outcome, res.Version, res.Rev = rev, OutcomeConflict, rev.Version, rev
 		}
+	}
+	if bind != nil && op.Rev.Exists() {
+		// The operation is known (adoption registered it first, or its
+		// submitter's bind was lost): the intent becomes its registration
+		// all the same, its state untouched.
+		next, err := d.bindKnown(ctx, j, op, *bind, now)
+		if err != nil {
+			return res, err
+		}
+		op, res.Version, res.Rev, res.Intent = next, next.Rev.Version, next.Rev, bind.Key
 	}
 	if ev.Source == event.SourceRegister && op.Rev.Exists() {
 		// The submitter's metadata is merged (missing keys only) whatever
@@ -511,24 +573,37 @@ func (d *Door) current(ctx context.Context, id string, read *ledger.Operation) (
 	return op, err
 }
 
-func (d *Door) apply(ctx context.Context, j *job, op ledger.Operation, dec lifecycle.Decision, now time.Time) (Result, error) {
+func (d *Door) apply(ctx context.Context, j *job, op ledger.Operation, dec lifecycle.Decision, now time.Time, bind *ledger.Intent) (Result, error) {
 	name, ev := j.name, j.ev
 	next := op
+	meta := op.UserMetadata
 	next.State, next.UpdateTime = dec.Next.State, dec.Next.UpdateTime
 	if ev.GeminiStatus != "" {
 		// What Gemini said with the state applied; a source without one (a
 		// registration) leaves the last observed status.
 		next.GeminiStatus = ledger.Truncate(ev.GeminiStatus, ledger.MaxGeminiStatusBytes)
 	}
-	next.History = appendBounded(op.History, entry(now, ev, dec), ledger.MaxHistory)
+	e := entry(now, ev, dec)
+	if bind != nil {
+		// The intent becomes the operation's registration: its metadata
+		// exactly (the event's adds only keys it lacks), and on a first
+		// sighting its record time as the submission's.
+		e.Reason += "; " + ReasonBoundIntent
+		next.Intent = bind.Key
+		meta = mergeMissing(meta, bind.Metadata)
+	}
+	next.History = appendBounded(op.History, e, ledger.MaxHistory)
 	if dec.FirstSighting {
 		next.Name, next.APIName, next.Kind = name.Canonical, name.APIName, name.Kind
 		next.SubmittedAt = now
+		if bind != nil && !bind.CreatedAt.IsZero() {
+			next.SubmittedAt = bind.CreatedAt
+		}
 		next.NextCheckAt = now.Add(d.cfg.Grace)
 	} else if moreSpecific(name.APIName, op.APIName) {
 		next.APIName = name.APIName
 	}
-	next.UserMetadata = d.keep(ctx, name, ev, "user_metadata", op.UserMetadata, ev.UserMetadata, ledger.MaxMetadataBytes)
+	next.UserMetadata = d.keep(ctx, name, ev, "user_metadata", meta, ev.UserMetadata, ledger.MaxMetadataBytes)
 	base := op.Output
 	if dec.EntersTerminal {
 		// The event that settles the operation carries Gemini's final
@@ -560,11 +635,21 @@ func (d *Door) apply(ctx context.Context, j *job, op ledger.Operation, dec lifec
 	if err := d.fault(ctx, FaultBeforeCommit, name.Canonical); err != nil {
 		return res, err
 	}
-	rev, lease, err := d.cfg.Store.CommitOperation(ctx, next, claim)
+	var rev ledger.Revision
+	var lease *ledger.Lease
+	var err error
+	if bind != nil {
+		rev, lease, err = d.cfg.Store.CommitBound(ctx, next, claim, boundIntent(*bind, next, ev.Source, now))
+	} else {
+		rev, lease, err = d.cfg.Store.CommitOperation(ctx, next, claim)
+	}
 	if err != nil {
 		return res, commitErr(name, err)
 	}
 	res.Version, res.Rev = rev.Version, rev
+	if bind != nil {
+		res.Intent = bind.Key
+	}
 	if claim == nil {
 		return res, nil
 	}
@@ -781,7 +866,7 @@ func (d *Door) completeClaim(ctx context.Context, l ledger.Lease, leaseUntil tim
 	return err
 }
 
-func (d *Door) log(ctx context.Context, ev applied, recalled string, res Result, err error, start time.Time) {
+func (d *Door) log(ctx context.Context, ev applied, recalled, intent string, res Result, err error, start time.Time) {
 	d.notify(ev.Source, res, err)
 	// Typed attributes (LogAttrs): one line per delivery, so boxing every
 	// value for the key-value form showed in serve's profile.
@@ -811,8 +896,19 @@ func (d *Door) log(ctx context.Context, ev applied, recalled string, res Result,
 	if res.AlreadyPublished {
 		attrs = append(attrs, slog.Bool("already_published", true))
 	}
+	if res.IntentNote != "" {
+		// CONTRACT.md §5: bound-intent, or why the intent the event
+		// names was not bound.
+		attrs = append(attrs, slog.String("intent_note", res.IntentNote), slog.String("intent", intent))
+	}
+	var invalid *event.InvalidError
 	level := slog.LevelInfo
 	switch {
+	case errors.As(err, &invalid):
+		// The caller's to fix (a bind of an intent that cannot be bound),
+		// answered 4xx: no failure of ours.
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error", err.Error()))
 	case errors.Is(err, ErrNotFoundYet) || errors.Is(err, fetcherr.ErrBudgetSpent) || errors.Is(err, ErrRecalled):
 		// Expected answers that Gemini's redelivery settles (a replayed
 		// foreign delivery meets them too), or one already logged at its

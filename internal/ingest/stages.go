@@ -95,6 +95,15 @@ type job struct {
 	recalled string
 	// recover: RetryClaim's work, a due claim's side effect; no event.
 	recover bool
+	// intent is the key of the intent the event names, from a source the
+	// door trusts for it (intent.go; "" none); strictIntent: a
+	// registration binding it, for which an intent that cannot be bound is
+	// the caller's error. bodyIntent is the one a signed hint's body
+	// (v1a) names, which confirm makes intent once Gemini has confirmed
+	// the operation.
+	intent       string
+	strictIntent bool
+	bodyIntent   string
 	// effect is the side effect decide took a claim for; the effect stage
 	// runs it.
 	effect *effect
@@ -166,7 +175,7 @@ func (d *Door) admit(next handler) handler {
 func (d *Door) observe(next handler) handler {
 	return func(ctx context.Context, j *job) (res Result, err error) {
 		start := d.cfg.Now()
-		defer func() { d.log(ctx, j.ev, j.recalled, res, err, start) }()
+		defer func() { d.log(ctx, j.ev, j.recalled, j.intent, res, err, start) }()
 		return next(ctx, j)
 	}
 }

@@ -198,3 +198,25 @@ func (b *Bounded) ListDeliveries(ctx context.Context, opID string) ([]deliverylo
 	}
 	return call(b, ctx, "a read", func(ctx context.Context) ([]deliverylog.Entry, error) { return d.ListDeliveries(ctx, opID) })
 }
+
+// GetIntent implements Reads.
+func (b *Bounded) GetIntent(ctx context.Context, key string) (Intent, error) {
+	return call(b, ctx, "a read", func(ctx context.Context) (Intent, error) { return b.l.GetIntent(ctx, key) })
+}
+
+// UnboundIntents implements Queries.
+func (b *Bounded) UnboundIntents(ctx context.Context, before time.Time, after IntentCursor, limit int) ([]Intent, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Intent, error) {
+		return b.l.UnboundIntents(ctx, before, after, limit)
+	})
+}
+
+// CountUnboundIntents implements Queries.
+func (b *Bounded) CountUnboundIntents(ctx context.Context, before time.Time) (int64, error) {
+	return call(b, ctx, "a count", func(ctx context.Context) (int64, error) { return b.l.CountUnboundIntents(ctx, before) })
+}
+
+// IntentAlertsDue implements Queries.
+func (b *Bounded) IntentAlertsDue(ctx context.Context, cutoff time.Time, limit int) ([]Intent, error) {
+	return call(b, ctx, "a query", func(ctx context.Context) ([]Intent, error) { return b.l.IntentAlertsDue(ctx, cutoff, limit) })
+}

@@ -278,6 +278,10 @@ type Operation struct {
 	Error        *results.ErrorInfo
 	Effect       EffectMirror
 	Replays      []Replay
+	// Intent is the key of the intent bound to the operation (its
+	// registration, CONTRACT.md §5), "" for none: a delivery naming it
+	// needs no read of the intent to know it is bound here.
+	Intent string
 }
 
 // Replay records a deliberate re-publication (lrosink replay).
@@ -368,11 +372,15 @@ type Lease struct {
 //     StuckKey of Schedule), on the same precondition as Op, keeping every
 //     other field as stored: the reconciler schedules against the revision
 //     the door just wrote without having read what the door wrote.
+//   - Intent puts a whole intent document on the precondition that its
+//     stored revision still equals Intent.Rev (zero: that it does not
+//     exist), so that a bind commits with the operation it binds.
 type Write struct {
 	Op       *Operation
 	Claim    *Claim
 	Mirror   *Mirror
 	Schedule *Operation
+	Intent   *Intent
 }
 
 // Mirror is the effect-mirror patch of one operation (Write.Mirror).
@@ -432,6 +440,8 @@ func (w Write) Describe() string {
 		return "mirror of operation " + w.Mirror.OpID
 	case w.Schedule != nil:
 		return "schedule of operation " + w.Schedule.ID
+	case w.Intent != nil:
+		return "intent " + w.Intent.Key
 	}
 	return "empty write"
 }
@@ -439,13 +449,13 @@ func (w Write) Describe() string {
 // Validate reports a write that sets none or more than one of its fields.
 func (w Write) Validate() error {
 	n := 0
-	for _, set := range []bool{w.Op != nil, w.Claim != nil, w.Mirror != nil, w.Schedule != nil} {
+	for _, set := range []bool{w.Op != nil, w.Claim != nil, w.Mirror != nil, w.Schedule != nil, w.Intent != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return fmt.Errorf("ledger: a write sets exactly one of Op, Claim, Mirror, Schedule (this one sets %d)", n)
+		return fmt.Errorf("ledger: a write sets exactly one of Op, Claim, Mirror, Schedule, Intent (this one sets %d)", n)
 	}
 	return nil
 }
@@ -456,6 +466,8 @@ type Reads interface {
 	GetOperation(ctx context.Context, id string) (Operation, error)
 	// GetClaim reads one claim; ErrNotFound if absent.
 	GetClaim(ctx context.Context, id string) (Claim, error)
+	// GetIntent reads the intent recorded under key; ErrNotFound if absent.
+	GetIntent(ctx context.Context, key string) (Intent, error)
 }
 
 // Writes is the one write entry point of the port.
@@ -516,6 +528,19 @@ type Queries interface {
 	// ids are a prefix-preserving escape of the name (opname.DocID), so it
 	// is a range read on the id, which every store indexes: never a scan.
 	SearchOperations(ctx context.Context, prefix, after string, limit int) ([]Operation, error)
+	// UnboundIntents returns up to limit intents bound to no operation
+	// that were recorded at or before before, in (CreatedAt, Key) order,
+	// starting strictly after the cursor: for a cutoff of now minus
+	// LROSINK_INTENT_GRACE, those alerted (ops list --stuck, the console).
+	UnboundIntents(ctx context.Context, before time.Time, after IntentCursor, limit int) ([]Intent, error)
+	// CountUnboundIntents returns how many intents UnboundIntents would
+	// list for before: a count aggregation over the same index.
+	CountUnboundIntents(ctx context.Context, before time.Time) (int64, error)
+	// IntentAlertsDue returns up to limit unbound intents whose
+	// IntentAlertKey is at or before cutoff, in (key, Key) order: for a
+	// cutoff of now minus the grace, those whose alert is due, earliest
+	// due first (as StuckOperations for operations).
+	IntentAlertsDue(ctx context.Context, cutoff time.Time, limit int) ([]Intent, error)
 }
 
 // NameRange returns the document-id range [lo, hi) of the operations whose
@@ -638,6 +663,8 @@ func (w Write) doc() docRef {
 		return docRef{"operations", w.Op.ID}
 	case w.Schedule != nil:
 		return docRef{"operations", w.Schedule.ID}
+	case w.Intent != nil:
+		return docRef{"intents", w.Intent.Key}
 	}
 	return docRef{"operations", w.Mirror.OpID}
 }

@@ -376,7 +376,7 @@ func (c *countingFetcher) Fetch(ctx context.Context, kind opname.Kind, apiName s
 	return ev, err
 }
 
-func (c *countingFetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error) {
+func (c *countingFetcher) ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.ListedBatch, string, error) {
 	evs, next, err := c.f.ListBatches(ctx, pageSize, pageToken)
 	c.calls.WithLabelValues("batch-list", callResult(err)).Inc()
 	return evs, next, err

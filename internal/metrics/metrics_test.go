@@ -95,7 +95,7 @@ func (f fetcher) Fetch(context.Context, opname.Kind, string) (event.Event, error
 	return event.Event{}, f.err
 }
 
-func (f fetcher) ListBatches(context.Context, int, string) ([]event.Event, string, error) {
+func (f fetcher) ListBatches(context.Context, int, string) ([]event.ListedBatch, string, error) {
 	return nil, "", f.err
 }
 

@@ -30,7 +30,7 @@ import (
 // Permanent count as errors of the pass; none is ever a state.
 type Fetcher interface {
 	Fetch(ctx context.Context, kind opname.Kind, apiName string) (event.Event, error)
-	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.Event, string, error)
+	ListBatches(ctx context.Context, pageSize int, pageToken string) ([]event.ListedBatch, string, error)
 }
 
 // Door is the ingest door as the reconciler uses it.
@@ -45,10 +45,17 @@ type Door interface {
 // updates of an operation the claim protocol makes (claims.Ledger).
 type Ledger interface {
 	ledger.Queries
+	// Apply records an intent's alert (ledger.PutIntent, fenced on the
+	// revision read).
+	Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Revision, error)
 	// ScheduleCheck and RecordStuckAlert: see claims.Ledger.
 	ScheduleCheck(ctx context.Context, op ledger.Operation, next time.Time, note string, now time.Time) (ledger.Revision, error)
 	RecordStuckAlert(ctx context.Context, op ledger.Operation, at, from time.Time) (ledger.Revision, error)
 }
+
+// DefaultIntentGrace is LROSINK_INTENT_GRACE's default: an intent bound to
+// no operation an hour after it was recorded is alerted (intent-unbound).
+const DefaultIntentGrace = time.Hour
 
 // DefaultStuckAfter is LROSINK_STUCK_AFTER's default: a pending operation
 // older than this is stuck. Gemini keeps batch jobs up to 24 h, but most
@@ -67,6 +74,10 @@ type Config struct {
 	// StuckAfter: a pending operation older than this is stuck (alerted on
 	// the schedule of nextStuckAlert).
 	StuckAfter time.Duration
+	// IntentGrace (LROSINK_INTENT_GRACE): an intent bound to no operation
+	// this long after it was recorded is alerted, on the stuck alert's
+	// schedule (DefaultIntentGrace when not positive).
+	IntentGrace time.Duration
 	// BackoffMin and BackoffMax bound the interval between two checks of one
 	// operation: it doubles from min to max (2 min → 1 h by default), so an
 	// operation that is never notified costs a handful of calls, not one
@@ -170,6 +181,12 @@ type Summary struct {
 	// Pruned counts the settled operations deleted past LROSINK_RETENTION
 	// (SQLite, memory; Firestore's TTL policy deletes its own).
 	Pruned int `json:"pruned"`
+	// IntentsUnbound counts the intents bound to no operation past their
+	// grace now (all of them: a count aggregation; the shared duty's);
+	// IntentsBound the intents this pass bound (adoption matching a listed
+	// batch, a check whose answer named one).
+	IntentsUnbound int `json:"intents_unbound"`
+	IntentsBound   int `json:"intents_bound"`
 	// Counted is the ledger-wide figures this pass established (see
 	// Measured); not answered.
 	Counted Figure `json:"-"`
@@ -259,6 +276,9 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.WebhookCheckEvery <= 0 {
 		cfg.WebhookCheckEvery = DefaultWebhookCheckEvery
+	}
+	if cfg.IntentGrace <= 0 {
+		cfg.IntentGrace = DefaultIntentGrace
 	}
 	return &Reconciler{cfg: cfg, schedule: retry.Backoff{Initial: cfg.BackoffMin, Multiplier: 2, Max: cfg.BackoffMax}}, nil
 }
@@ -383,6 +403,15 @@ func (r *Reconciler) pass(ctx context.Context, rg shard.Range, d duties) (s Summ
 		t.add(func(s *Summary) { s.Partial = true })
 		r.cfg.Log.WarnContext(ctx, "reconcile: stuck alerting cut short by the pass's deadline", "error", err.Error())
 	}
+	if d.shared {
+		if err := r.unboundIntents(ctx, now, &t); err != nil {
+			if !deadlineCame(ctx) {
+				return t.s, err
+			}
+			t.add(func(s *Summary) { s.Partial = true })
+			r.cfg.Log.WarnContext(ctx, "reconcile: intent alerting cut short by the pass's deadline", "error", err.Error())
+		}
+	}
 	if d.shared && r.cfg.Counter != nil {
 		n, err := r.cfg.Counter.CountPending(ctx)
 		switch {
@@ -404,7 +433,8 @@ func (r *Reconciler) pass(ctx context.Context, rg shard.Range, d duties) (s Summ
 		"still_pending", t.s.StillPending, "claims_retried", t.s.ClaimsRetried, "claims_due_after", t.s.ClaimsDueAfter, "stuck", t.s.Stuck,
 		"stuck_alerts", t.s.StuckAlerts, "errors", t.s.Errors, "adopted", t.s.Adopted,
 		"webhooks_disabled", t.s.WebhooksDisabled, "partial", t.s.Partial,
-		"due_backlog", t.s.DueBacklog, "oldest_overdue_seconds", t.s.OldestOverdueSeconds, "pruned", t.s.Pruned)
+		"due_backlog", t.s.DueBacklog, "oldest_overdue_seconds", t.s.OldestOverdueSeconds, "pruned", t.s.Pruned,
+		"intents_unbound", t.s.IntentsUnbound, "intents_bound", t.s.IntentsBound)
 	return t.s, nil
 }
 
@@ -602,7 +632,10 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		ev.Source = event.SourceReconcile
 		// The door decides on op as listed, not on a second read of it.
 		res, err := r.cfg.Door.IngestRead(ctx, ev, &op)
-		obs.Outcome, obs.Reason = string(res.Outcome), res.Reason
+		obs.Outcome, obs.Reason = string(res.Outcome), res.Label()
+		if res.Intent != "" {
+			t.add(func(s *Summary) { s.IntentsBound++ })
+		}
 		if err != nil {
 			obs.Outcome, obs.Reason = "error", "ingest-error"
 			// The door logged why. The operation is rescheduled with
@@ -708,6 +741,16 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 	r.adoptMu.Lock()
 	mark := r.adoptMark
 	r.adoptMu.Unlock()
+	unbound, err := r.unboundBatches(ctx)
+	if err != nil {
+		if cut(ctx) {
+			return
+		}
+		// Adoption goes on: a job an intent's is still registered, and
+		// the next pass binds it (the door, for a known operation).
+		t.add(func(s *Summary) { s.Errors++ })
+		r.cfg.Log.WarnContext(ctx, "reconcile: could not read the unbound batch intents to adopt jobs for", "error", err.Error())
+	}
 	token, newest, failed := "", "", false
 	for page := 1; ; page++ {
 		evs, next, err := r.cfg.Gemini.ListBatches(ctx, r.cfg.AdoptPageSize, token)
@@ -732,10 +775,10 @@ func (r *Reconciler) adopt(ctx context.Context, t *tally) {
 			if cut(ctx) {
 				return
 			}
-			if r.pastRetention(ev) {
+			if r.pastRetention(ev.Event) {
 				continue
 			}
-			if !r.adoptOne(ctx, t, ev) {
+			if !r.adoptOne(ctx, t, unbound.claim(ev)) {
 				failed = true
 			}
 		}
@@ -792,6 +835,9 @@ func (r *Reconciler) adoptOne(ctx context.Context, t *tally, ev event.Event) boo
 				s.Settled++
 			}
 		}
+		if err == nil && res.Intent != "" {
+			s.IntentsBound++
+		}
 	})
 	return err == nil
 }
@@ -801,6 +847,20 @@ func (r *Reconciler) adoptOne(ctx context.Context, t *tally, ev event.Event) boo
 // it became stuck, then every 24 h. A person is told at once, reminded while
 // the news is fresh, and then once a day rather than on every pass.
 const stuckRepeatEvery = 24 * time.Hour
+
+// alertDue paces an alert raised from since on (an operation stuck since
+// then, an intent past its grace), last raised at last (zero: never), at
+// now: whether it is due now, the time to record as its last (now when
+// due, else last: a key out of step is put back on its cadence without a
+// line), and when the one after is due. The stuck alert and the
+// intent-unbound alert are both paced by it.
+func alertDue(since, last, now time.Time) (alert bool, at, next time.Time) {
+	due := nextStuckAlert(since, last)
+	if alert = !now.Before(due); alert {
+		return true, now, nextStuckAlert(since, now)
+	}
+	return false, last, due
+}
 
 // nextStuckAlert is when the stuck alert of an operation stuck since since
 // and last alerted at last (zero: never) is due next.
@@ -865,17 +925,9 @@ func (r *Reconciler) alertStuck(ctx context.Context, rg shard.Range, now time.Ti
 			}
 			continue
 		}
-		since := op.SubmittedAt.Add(r.cfg.StuckAfter)
-		due := nextStuckAlert(since, op.StuckAlertedAt)
-		alert := !now.Before(due)
-		at := now
-		if alert {
-			due = nextStuckAlert(since, now)
-		} else {
-			// Its key is out of step (alerted before keys existed, or
-			// StuckAfter changed): put it back on its cadence, no line.
-			at = op.StuckAlertedAt
-		}
+		// Not due: its key is out of step (alerted before keys existed, or
+		// StuckAfter changed), put back on its cadence with no line.
+		alert, at, due := alertDue(op.SubmittedAt.Add(r.cfg.StuckAfter), op.StuckAlertedAt, now)
 		// Recorded first, fenced on the revision read, and the line written
 		// only by the pass whose record wins: two passes over one range at
 		// once (a redelivered shard request) read the same revision, and

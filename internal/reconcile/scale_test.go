@@ -223,7 +223,7 @@ func (f fetchOnly) Fetch(ctx context.Context, k opname.Kind, n string) (event.Ev
 	return f.f.Fetch(ctx, k, n)
 }
 
-func (f fetchOnly) ListBatches(ctx context.Context, n int, tok string) ([]event.Event, string, error) {
+func (f fetchOnly) ListBatches(ctx context.Context, n int, tok string) ([]event.ListedBatch, string, error) {
 	return f.f.ListBatches(ctx, n, tok)
 }
 

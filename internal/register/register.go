@@ -2,7 +2,9 @@
 // `lrosink register` both call Register, so a name, its kind and its
 // metadata are handled alike and the operation is stored with the same API
 // name (a Veo operation keeps its model) and the same first check (the
-// door's grace, from the configuration both entry points load).
+// door's grace, from the configuration both entry points load). Intents
+// (intents.go) is the one intent path, of POST /Register's intent protocol
+// and the embedded `lrosink submit`; its Bind is a registration too.
 package register
 
 import (
@@ -61,7 +63,12 @@ func (req Request) Validate() (opname.Name, error) {
 		return opname.Name{}, &event.InvalidError{Reason: event.ReasonInvalidName, Err: err}
 	}
 	// The door would drop metadata it cannot keep and go on; a submitter is
-	// told instead, before anything is stored.
+	// told instead, before anything is stored. The intent key is lrosink's
+	// (the door keeps it out of an operation's metadata).
+	if _, ok := req.Metadata[event.IntentMetadataKey]; ok {
+		return opname.Name{}, &event.InvalidError{Reason: event.ReasonInvalidMetadata,
+			Err: fmt.Errorf("metadata key %q is lrosink's: bind the operation to its intent instead (CONTRACT.md §5)", event.IntentMetadataKey)}
+	}
 	if err := ledger.CheckMetadata(req.Metadata); err != nil {
 		return opname.Name{}, &event.InvalidError{Reason: event.ReasonInvalidMetadata, Err: fmt.Errorf("metadata: %w", err)}
 	}
@@ -72,6 +79,13 @@ func (req Request) Validate() (opname.Name, error) {
 // source "register". Errors are an *event.InvalidError (nothing stored) or the
 // door's own error.
 func Register(ctx context.Context, door Door, req Request) (Result, error) {
+	return register(ctx, door, req, "")
+}
+
+// register is Register binding intent key intent ("" none: a plain
+// registration), which the door refuses as the caller's error when it
+// cannot be bound (Intents.Bind).
+func register(ctx context.Context, door Door, req Request, intent string) (Result, error) {
 	name, err := req.Validate()
 	if err != nil {
 		return Result{}, err
@@ -80,7 +94,7 @@ func Register(ctx context.Context, door Door, req Request) (Result, error) {
 	// operation); it normalizes to the same key, and the door keeps it as
 	// the name the reconciler asks Gemini with.
 	res, err := door.Ingest(ctx, event.Event{Name: name.APIName, Kind: name.Kind, State: lifecycle.Pending,
-		Source: event.SourceRegister, UserMetadata: req.Metadata, LeaveOwed: req.LeaveOwed})
+		Source: event.SourceRegister, UserMetadata: req.Metadata, LeaveOwed: req.LeaveOwed, Intent: intent})
 	if err != nil {
 		return Result{Result: res}, err
 	}

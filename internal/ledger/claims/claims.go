@@ -45,6 +45,19 @@ func (l *Ledger) Unwrap() ledger.Ledger { return l.Ledger }
 // the times and the message). Returns the new operation revision and, with
 // a claim, its lease. A failed precondition is ledger.ErrConflict.
 func (l *Ledger) CommitOperation(ctx context.Context, op ledger.Operation, claim *ledger.Claim) (ledger.Revision, *ledger.Lease, error) {
+	return l.commit(ctx, op, claim, nil)
+}
+
+// CommitBound is CommitOperation with intent in the same atomic commit:
+// the bind of an intent (CONTRACT.md §5) to the operation it becomes the
+// registration of, fenced on the intent's revision as read (in.Rev) as op
+// is on its own. A failed precondition on either is ledger.ErrConflict,
+// and nothing is written.
+func (l *Ledger) CommitBound(ctx context.Context, op ledger.Operation, claim *ledger.Claim, in ledger.Intent) (ledger.Revision, *ledger.Lease, error) {
+	return l.commit(ctx, op, claim, &in)
+}
+
+func (l *Ledger) commit(ctx context.Context, op ledger.Operation, claim *ledger.Claim, in *ledger.Intent) (ledger.Revision, *ledger.Lease, error) {
 	var c ledger.Claim
 	if claim != nil {
 		c = *claim
@@ -55,6 +68,9 @@ func (l *Ledger) CommitOperation(ctx context.Context, op ledger.Operation, claim
 	writes := []ledger.Write{ledger.PutOperation(op)}
 	if claim != nil {
 		writes = append(writes, ledger.PutClaim(c))
+	}
+	if in != nil {
+		writes = append(writes, ledger.PutIntent(*in))
 	}
 	revs, err := l.Apply(ctx, writes...)
 	if err != nil {

@@ -1,7 +1,8 @@
 // Package fsledger is the Firestore adapter of the ledger port.
 //
 // Collections: `operations` (one document per operation) and `claims` (one
-// per idempotency key), both keyed by opname.DocID of the key.
+// per idempotency key), both keyed by opname.DocID of the key, and
+// `intents` (one per intent key, keyed by its opname.DocID).
 //
 // Fencing uses Firestore preconditions instead of reads inside transactions:
 // an operation is updated only if its update time still equals the one read
@@ -39,6 +40,9 @@ const (
 	// Deliveries holds the delivery log: one document per operation (same
 	// id), never written with the operation (deliveries.go).
 	Deliveries = "deliveries"
+	// Intents holds the intents (ledger.Intent), keyed by opname.DocID of
+	// the intent key.
+	Intents = "intents"
 )
 
 // Counts tallies document reads and writes and commits, so benchmarks can
@@ -77,6 +81,16 @@ func (s *Store) Counts() *Counts { return s.counts }
 
 func (s *Store) op(id string) *firestore.DocumentRef    { return s.client.Collection(Operations).Doc(id) }
 func (s *Store) claim(id string) *firestore.DocumentRef { return s.client.Collection(Claims).Doc(id) }
+
+// intent is the document of intent key. A key register accepted is always
+// a valid DocID; one that is not makes a reference Firestore refuses.
+func (s *Store) intent(key string) *firestore.DocumentRef {
+	id, err := opname.DocID(key)
+	if err != nil {
+		id = key
+	}
+	return s.client.Collection(Intents).Doc(id)
+}
 
 // opDoc is the stored form of an operation. Field names are part of the
 // deployment (indexes, TTL policies, log queries): change them only with a
@@ -128,6 +142,9 @@ type opDoc struct {
 	Error        *results.ErrorInfo `firestore:"error"`
 	Effect       effectDoc          `firestore:"effect"`
 	Replays      []replayDoc        `firestore:"replays"`
+	// Intent is the key of the intent bound to the operation; absent
+	// (read as "") in documents written before intents.
+	Intent string `firestore:"intent"`
 }
 
 type historyDoc struct {
@@ -276,7 +293,7 @@ func toOpDoc(o ledger.Operation, version int64) (opDoc, error) {
 		UserMetadata: meta, Output: out, Error: o.Error,
 		Effect:         effectDoc{Status: string(o.Effect.Status), LeaseUntil: ptr(o.Effect.LeaseUntil)},
 		StuckAlertedAt: ptr(o.StuckAlertedAt), StuckFrom: ptr(ledger.StuckKey(o)),
-		Bucket: bucketOf(o.ID),
+		Bucket: bucketOf(o.ID), Intent: o.Intent,
 	}
 	for _, r := range o.Replays {
 		d.Replays = append(d.Replays, replayDoc{ID: r.ID, At: r.At})
@@ -300,6 +317,7 @@ func (d opDoc) updates() []firestore.Update {
 		{Path: "effect", Value: d.Effect}, {Path: "replays", Value: d.Replays},
 		{Path: "stuck_alerted_at", Value: orDelete(d.StuckAlertedAt)}, {Path: "stuck_from", Value: orDelete(d.StuckFrom)},
 		{Path: "expire_at", Value: orDelete(d.ExpireAt)}, {Path: "bucket", Value: d.Bucket},
+		{Path: "intent", Value: d.Intent},
 	}
 }
 
@@ -330,7 +348,7 @@ func fromOpDoc(id string, snap *firestore.DocumentSnapshot) (ledger.Operation, e
 		History: fromHistory(d.History), Conflicts: fromHistory(d.Conflicts),
 		UserMetadata: meta, Output: out, Error: d.Error,
 		Effect:         ledger.EffectMirror{Status: ledger.ClaimStatus(d.Effect.Status), LeaseUntil: val(d.Effect.LeaseUntil)},
-		StuckAlertedAt: val(d.StuckAlertedAt), StuckFrom: val(d.StuckFrom),
+		StuckAlertedAt: val(d.StuckAlertedAt), StuckFrom: val(d.StuckFrom), Intent: d.Intent,
 	}
 	for _, r := range d.Replays {
 		o.Replays = append(o.Replays, ledger.Replay{ID: r.ID, At: r.At.UTC()})
@@ -445,6 +463,9 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 		case w.Claim != nil:
 			versions[i] = w.Claim.Rev.Version + 1
 			steps[i], err = s.putClaim(*w.Claim, versions[i])
+		case w.Intent != nil:
+			versions[i] = w.Intent.Rev.Version + 1
+			steps[i], err = s.putIntent(*w.Intent, versions[i])
 		case w.Schedule != nil:
 			v := *w.Schedule
 			versions[i] = v.Rev.Version + 1
@@ -551,6 +572,132 @@ func (s *Store) expireAt(effect ledger.ClaimStatus, settledAt time.Time) *time.T
 	}
 	at := settledAt.Add(s.retention)
 	return &at
+}
+
+// intentDoc is the stored form of an intent. Its field names are part of
+// the deployment (the TTL policy on expire_at, the single-field indexes
+// the queries use).
+type intentDoc struct {
+	// Key is the intent key as given (the document id is its DocID).
+	Key         string `firestore:"key"`
+	Kind        string `firestore:"kind"`
+	Model       string `firestore:"model"`
+	DisplayName string `firestore:"display_name"`
+	// Metadata is one JSON string, as an operation's (encodeMap).
+	Metadata  any        `firestore:"metadata"`
+	CreatedAt time.Time  `firestore:"created_at"`
+	Name      string     `firestore:"name"`
+	APIName   string     `firestore:"api_name"`
+	BoundAt   *time.Time `firestore:"bound_at,omitempty"`
+	BoundBy   string     `firestore:"bound_by"`
+	AlertedAt *time.Time `firestore:"alerted_at,omitempty"`
+	// AlertFrom is ledger.IntentAlertKey and UnboundSince the creation
+	// time, both absent once bound: the alert scan and the unbound listing
+	// are single-field ranges on them.
+	AlertFrom    *time.Time `firestore:"alert_from,omitempty"`
+	UnboundSince *time.Time `firestore:"unbound_since,omitempty"`
+	// ExpireAt is ledger.IntentExpiry with the store's retention: absent
+	// while unbound and without LROSINK_RETENTION. The TTL policy on
+	// intents.expire_at deletes the document after it.
+	ExpireAt *time.Time `firestore:"expire_at,omitempty"`
+	Version  int64      `firestore:"version"`
+}
+
+func (s *Store) toIntentDoc(in ledger.Intent, version int64) (intentDoc, error) {
+	meta, err := encodeMap("intent metadata", in.Metadata)
+	if err != nil {
+		return intentDoc{}, err
+	}
+	d := intentDoc{Key: in.Key, Kind: string(in.Kind), Model: in.Model, DisplayName: in.DisplayName, Metadata: meta,
+		CreatedAt: in.CreatedAt, Name: in.Name, APIName: in.APIName, BoundAt: ptr(in.BoundAt), BoundBy: in.BoundBy,
+		AlertedAt: ptr(in.AlertedAt), AlertFrom: ptr(ledger.IntentAlertKey(in)),
+		ExpireAt: ptr(ledger.IntentExpiry(in, s.retention)), Version: version}
+	if !in.Bound() {
+		d.UnboundSince = ptr(in.CreatedAt)
+	}
+	return d, nil
+}
+
+// updates lists every field of d, so an Update replaces the whole document.
+func (d intentDoc) updates() []firestore.Update {
+	return []firestore.Update{
+		{Path: "key", Value: d.Key}, {Path: "kind", Value: d.Kind}, {Path: "model", Value: d.Model},
+		{Path: "display_name", Value: d.DisplayName}, {Path: "metadata", Value: d.Metadata}, {Path: "created_at", Value: d.CreatedAt},
+		{Path: "name", Value: d.Name}, {Path: "api_name", Value: d.APIName}, {Path: "bound_at", Value: orDelete(d.BoundAt)},
+		{Path: "bound_by", Value: d.BoundBy}, {Path: "alerted_at", Value: orDelete(d.AlertedAt)},
+		{Path: "alert_from", Value: orDelete(d.AlertFrom)}, {Path: "unbound_since", Value: orDelete(d.UnboundSince)},
+		{Path: "expire_at", Value: orDelete(d.ExpireAt)}, {Path: "version", Value: d.Version},
+	}
+}
+
+func fromIntentDoc(_ string, snap *firestore.DocumentSnapshot) (ledger.Intent, error) {
+	var d intentDoc
+	if err := snap.DataTo(&d); err != nil {
+		return ledger.Intent{}, fmt.Errorf("decode intent %s: %w", snap.Ref.ID, err)
+	}
+	meta, err := decodeMap("metadata", d.Metadata)
+	if err != nil {
+		return ledger.Intent{}, fmt.Errorf("decode intent %s: %w", d.Key, err)
+	}
+	return ledger.Intent{Key: d.Key, Rev: ledger.Revision{Version: d.Version, Stamp: snap.UpdateTime},
+		Kind: opname.Kind(d.Kind), Model: d.Model, DisplayName: d.DisplayName, Metadata: meta,
+		CreatedAt: d.CreatedAt.UTC(), Name: d.Name, APIName: d.APIName, BoundAt: val(d.BoundAt), BoundBy: d.BoundBy,
+		AlertedAt: val(d.AlertedAt), AlertFrom: val(d.AlertFrom)}, nil
+}
+
+// putIntent is the write of the whole of in at version.
+func (s *Store) putIntent(in ledger.Intent, version int64) (func(*firestore.Transaction) error, error) {
+	doc, err := s.toIntentDoc(in, version)
+	if err != nil {
+		return nil, err
+	}
+	return put(s.intent(in.Key), in.Rev, doc, doc.updates()), nil
+}
+
+// GetIntent implements ledger.Reads.
+func (s *Store) GetIntent(ctx context.Context, key string) (ledger.Intent, error) {
+	s.counts.Reads.Add(1)
+	snap, err := s.intent(key).Get(ctx)
+	if status.Code(err) == codes.NotFound {
+		return ledger.Intent{}, fmt.Errorf("intent %s: %w", key, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return ledger.Intent{}, fmt.Errorf("firestore: get intent %s: %w", key, err)
+	}
+	return fromIntentDoc(key, snap)
+}
+
+// UnboundIntents implements ledger.Queries: the single-field index on
+// unbound_since, which only unbound intents carry (its entries are ordered
+// by document id within a value, so the __name__ order the cursor needs
+// costs no index).
+func (s *Store) UnboundIntents(ctx context.Context, before time.Time, after ledger.IntentCursor, limit int) ([]ledger.Intent, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	q := s.client.Collection(Intents).Where("unbound_since", "<=", before).
+		OrderBy("unbound_since", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
+	if after.Key != "" {
+		q = q.StartAfter(after.CreatedAt, s.intent(after.Key).ID)
+	}
+	return query(ctx, s, q, "unbound intents", fromIntentDoc)
+}
+
+// CountUnboundIntents implements ledger.Queries: a count aggregation over
+// UnboundIntents' index.
+func (s *Store) CountUnboundIntents(ctx context.Context, before time.Time) (int64, error) {
+	return s.count(ctx, "count unbound intents", s.client.Collection(Intents).Where("unbound_since", "<=", before))
+}
+
+// IntentAlertsDue implements ledger.Queries: the single-field index on
+// alert_from, which only unbound intents carry.
+func (s *Store) IntentAlertsDue(ctx context.Context, cutoff time.Time, limit int) ([]ledger.Intent, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	q := s.client.Collection(Intents).Where("alert_from", "<=", cutoff).
+		OrderBy("alert_from", firestore.Asc).OrderBy("__name__", firestore.Asc).Limit(limit)
+	return query(ctx, s, q, "intent alerts due", fromIntentDoc)
 }
 
 // putClaim is the write of the whole of c at version.

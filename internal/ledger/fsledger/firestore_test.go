@@ -362,3 +362,16 @@ func TestDeliveryExpiryKeepsUp(t *testing.T) {
 		return ledgertest.Listed(t, s, opID, now)
 	})
 }
+
+// TestIntentRetention: a bound intent's expire_at is its binding plus the
+// retention plus ledger.IntentKeep, and an unbound one has none; the TTL
+// policy on intents.expire_at is played from the stored field.
+func TestIntentRetention(t *testing.T) {
+	ledgertest.RunIntentRetention(t, func(t *testing.T) ledger.Ledger {
+		c, _ := emutest.Firestore(t)
+		return New(c, nil).WithRetention(ledgertest.LongRetention)
+	}, func(t *testing.T, s ledger.Ledger, now time.Time) {
+		t.Helper()
+		playTTL(t, s.(*Store).client, now, Intents)
+	})
+}

@@ -61,6 +61,10 @@ func Run(t *testing.T, newStore NewStore) {
 		"RangedQueries":              testRangedQueries,
 		"SchedulePatch":              testSchedulePatch,
 		"LimitZeroReadsNothing":      testLimitZero,
+		"IntentCreateIfAbsent":       testIntentCreateIfAbsent,
+		"IntentFencedUpdate":         testIntentFencedUpdate,
+		"IntentAtomicWithOperation":  testIntentAtomicWithOperation,
+		"IntentQueries":              testIntentQueries,
 	}
 	for name, f := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -47,6 +47,8 @@ type Store struct {
 	mu     sync.Mutex
 	ops    map[string]storedOp
 	claims map[string]storedClaim
+	// intents are kept by key (intents.go).
+	intents map[string]storedIntent
 	// deliveries is the delivery log, kept apart from the operations as
 	// the other adapters keep it in a collection or table of its own.
 	deliveries map[string][]deliverylog.Entry
@@ -62,7 +64,8 @@ var _ ledger.Ledger = (*Store)(nil)
 
 // New returns an empty ledger.
 func New() *Store {
-	return &Store{ops: map[string]storedOp{}, claims: map[string]storedClaim{}, deliveries: map[string][]deliverylog.Entry{}}
+	return &Store{ops: map[string]storedOp{}, claims: map[string]storedClaim{}, intents: map[string]storedIntent{},
+		deliveries: map[string][]deliverylog.Entry{}}
 }
 
 // Counts tallies what the Firestore adapter would bill (ledger.Counts).
@@ -234,6 +237,7 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 	// before it is counted as a commit.
 	ops := make([]storedOp, len(writes))
 	claims := make([]storedClaim, len(writes))
+	intents := make([]storedIntent, len(writes))
 	for i, w := range writes {
 		var err error
 		switch {
@@ -241,6 +245,8 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 			ops[i], err = keepOp(*w.Op, w.Op.Rev.Version+1)
 		case w.Claim != nil:
 			claims[i], err = keepClaim(*w.Claim, w.Claim.Rev.Version+1)
+		case w.Intent != nil:
+			intents[i], err = keepIntent(*w.Intent, w.Intent.Rev.Version+1)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("memledger: apply %s: %w", w.Describe(), err)
@@ -284,6 +290,9 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 			s.ops[v.ID] = so
 			s.reindex(&old, so.op)
 			revs[i] = so.op.Rev
+		case w.Intent != nil:
+			s.intents[w.Intent.Key] = intents[i]
+			revs[i] = intents[i].in.Rev
 		}
 	}
 	s.counts.Writes.Add(int64(len(writes)))
@@ -316,6 +325,10 @@ func (s *Store) precondition(w ledger.Write) error {
 			return fmt.Errorf("%w (operation is gone)", ledger.ErrConflict)
 		}
 		return nil
+	case w.Intent != nil:
+		var si storedIntent
+		si, exists = s.intents[w.Intent.Key]
+		stored, expect = si.in.Rev, w.Intent.Rev
 	}
 	switch {
 	case expect.Exists() && !exists:

@@ -41,6 +41,7 @@ func (s *Store) PruneSettled(ctx context.Context, settledBefore, now time.Time, 
 			claims++
 		}
 	}
-	s.counts.Writes.Add(int64(len(old) + claims))
+	intents := s.pruneIntents(now.Sub(settledBefore), now, limit)
+	s.counts.Writes.Add(int64(len(old) + claims + intents))
 	return len(old), nil
 }

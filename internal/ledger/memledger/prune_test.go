@@ -22,3 +22,9 @@ func TestRetentionRule(t *testing.T) {
 func TestRetentionBeyondClaimTTL(t *testing.T) {
 	ledgertest.RunRetentionBeyondClaimTTL(t, func(*testing.T) ledger.Ledger { return New() }, ledgertest.PruneExpiry)
 }
+
+// TestIntentRetention: a prune deletes a bound intent IntentKeep past the
+// retention after its binding, never an unbound one.
+func TestIntentRetention(t *testing.T) {
+	ledgertest.RunIntentRetention(t, func(*testing.T) ledger.Ledger { return New() }, ledgertest.PruneExpiry)
+}

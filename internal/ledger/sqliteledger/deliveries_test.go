@@ -81,6 +81,7 @@ func TestMigratesDeliveryLogs(t *testing.T) {
 	if _, err := s.writer.ExecContext(ctx, `DROP TABLE delivery_entries;
 CREATE TABLE deliveries (op_id TEXT PRIMARY KEY, expire_at INTEGER NOT NULL, entries TEXT NOT NULL) STRICT;
 CREATE INDEX deliveries_expire_at ON deliveries (expire_at);
+DROP TABLE intents; ALTER TABLE operations DROP COLUMN intent;
 UPDATE schema_version SET version = 8`); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // order; pending_since is derived on write and never read back.
 const opColumns = `id, name, api_name, kind, state, gemini_status, update_time, version, submitted_at, settled_at, settled_by,
 	next_check_at, checks, last_check, last_check_at, history, conflicts, user_metadata, output, error,
-	effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from`
+	effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from, intent`
 
 // The statements, named so the query-plan test checks exactly what runs.
 // sqlGetOperation is the point read (pointRead says why it is written so).
@@ -31,8 +31,8 @@ const (
 	// update taking id and the version read last (fenced).
 	sqlInsertOperation = `INSERT INTO operations (id, name, api_name, kind, state, gemini_status, update_time, version,
 	submitted_at, settled_at, settled_by, next_check_at, pending_since, checks, last_check, last_check_at,
-	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from, bucket)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	history, conflicts, user_metadata, output, error, effect_status, effect_lease_until, replays, stuck_alerted_at, stuck_from, bucket, intent)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING`
 
 	sqlUpdateOperation = `UPDATE operations SET name = ?, api_name = ?, kind = ?, state = ?,
@@ -41,7 +41,7 @@ ON CONFLICT (id) DO NOTHING`
 	last_check = ?, last_check_at = ?, history = ?, conflicts = ?,
 	user_metadata = ?, output = ?, error = ?, effect_status = ?,
 	effect_lease_until = ?, replays = ?, stuck_alerted_at = ?,
-	stuck_from = ?, bucket = ?
+	stuck_from = ?, bucket = ?, intent = ?
 WHERE id = ? AND version = ?`
 
 	// sqlPatchSchedule writes the reconciler's fields, fenced on the version
@@ -103,7 +103,7 @@ func opArgs(o ledger.Operation, version int64) ([]any, error) {
 		micros(lifecycle.ServerTime(o.UpdateTime)), version, micros(o.SubmittedAt), nullable(o.SettledAt),
 		o.SettledBy, nullable(o.NextCheckAt), pending, o.Checks, o.LastCheck, nullable(o.LastCheckAt),
 		js[0], js[1], js[2], js[3], js[4], string(o.Effect.Status), nullable(o.Effect.LeaseUntil), js[5],
-		nullable(o.StuckAlertedAt), nullable(ledger.StuckKey(o)), shard.Of(o.ID),
+		nullable(o.StuckAlertedAt), nullable(ledger.StuckKey(o)), shard.Of(o.ID), o.Intent,
 	}, nil
 }
 
@@ -120,7 +120,7 @@ func scanOperation(sc scanner) (ledger.Operation, error) {
 	)
 	if err := sc.Scan(&o.ID, &o.Name, &o.APIName, &kind, &state, &o.GeminiStatus, &updateTime, &o.Rev.Version, &submittedAt,
 		&settledAt, &o.SettledBy, &nextCheckAt, &o.Checks, &o.LastCheck, &lastCheckAt, &history, &conflicts,
-		&userMetadata, &output, &errj, &effect, &effectLease, &reps, &stuckAlertedAt, &stuckFrom); err != nil {
+		&userMetadata, &output, &errj, &effect, &effectLease, &reps, &stuckAlertedAt, &stuckFrom, &o.Intent); err != nil {
 		return ledger.Operation{}, err
 	}
 	o.Kind, o.State = opname.Kind(kind), lifecycle.State(state)
@@ -184,6 +184,10 @@ func (s *Store) Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Rev
 			st = stmt{sqlPatchSchedule, []any{nullable(v.NextCheckAt), v.Checks, v.LastCheck, nullable(v.LastCheckAt),
 				nullable(v.StuckAlertedAt), nullable(ledger.StuckKey(*v)), v.Rev.Version + 1, v.ID, v.Rev.Version}}
 			revs[i] = ledger.Revision{Version: v.Rev.Version + 1}
+		case w.Intent != nil:
+			st.args, err = intentArgs(*w.Intent, w.Intent.Rev.Version+1)
+			st.query, st.args = fenced(sqlInsertIntent, sqlUpdateIntent, w.Intent.Rev, st.args)
+			revs[i] = ledger.Revision{Version: w.Intent.Rev.Version + 1}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: apply %s: %w", w.Describe(), err)

@@ -3,6 +3,8 @@ package sqliteledger
 import (
 	"context"
 	"time"
+
+	"github.com/lrosink/lrosink/internal/ledger"
 )
 
 const (
@@ -23,8 +25,9 @@ SELECT id FROM claims WHERE status = 'DONE' AND expire_at <= ? ORDER BY expire_a
 // settledBefore whose results message is published (effect mirror DONE,
 // whether or not their claim is still there), and up to limit
 // published claims whose expire_at is at or before now: what the Firestore
-// TTL policies delete there. It returns the operations deleted. Both are
-// index range reads (schema version 6).
+// TTL policies delete there; and up to limit bound intents past
+// ledger.IntentExpiry for the retention now - settledBefore. It returns the
+// operations deleted. All are index range reads (schema versions 6, 10).
 func (s *Store) PruneSettled(ctx context.Context, settledBefore, now time.Time, limit int) (int, error) {
 	var n int64
 	err := s.write(ctx, label("prune settled operations"), func(ctx context.Context, tx *wtx) error {
@@ -32,7 +35,10 @@ func (s *Store) PruneSettled(ctx context.Context, settledBefore, now time.Time, 
 		if n, err = tx.exec(ctx, sqlPruneOperations, micros(settledBefore), limit); err != nil {
 			return err
 		}
-		_, err = tx.exec(ctx, sqlPruneClaims, micros(now), limit)
+		if _, err = tx.exec(ctx, sqlPruneClaims, micros(now), limit); err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, sqlPruneIntents, micros(settledBefore.Add(-ledger.IntentKeep)), limit)
 		return err
 	})
 	return int(n), err

@@ -5,8 +5,9 @@
 // and every claim write is fenced on the claim's own revision.
 //
 // Tables: `operations` and `claims`, keyed by opname.DocID of the key, the
-// delivery log's `delivery_entries` (a row per entry, deliveries.go), and
-// `schema_version` for migrations. Times are INTEGER unix microseconds UTC,
+// delivery log's `delivery_entries` (a row per entry, deliveries.go),
+// `intents` keyed by the intent key (intents.go), and `schema_version`
+// for migrations. Times are INTEGER unix microseconds UTC,
 // the precision the port promises (lifecycle.ServerTime), so ordering and
 // equality are exact; a time the port treats as "zero = absent" is NULL.
 // A delivery-log entry's time is unix nanoseconds (at_ns), as the entry
@@ -63,7 +64,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 9
+const schemaVersion = 10
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -194,6 +195,33 @@ CREATE TABLE IF NOT EXISTS delivery_entries (
 -- One operation's log in order, newest last; the rowid (seq) ends every
 -- index entry, so ties in at_ns are in arrival order.
 CREATE INDEX IF NOT EXISTS delivery_entries_op ON delivery_entries (op_id, at_ns);
+`, `
+-- Intents (CONTRACT.md §5): a submission recorded before its Gemini create,
+-- keyed by the caller's idempotency key (id), bound to its operation once
+-- known (name; the operation names it back in operations.intent).
+-- unbound_since is created_at while unbound (UnboundIntents, and its
+-- count); alert_from the alert scan's key (ledger.IntentAlertKey); both
+-- NULL once bound. bound_at orders the retention's deletes (PruneSettled).
+CREATE TABLE IF NOT EXISTS intents (
+	id            TEXT    PRIMARY KEY,
+	kind          TEXT    NOT NULL,
+	model         TEXT    NOT NULL,
+	display_name  TEXT    NOT NULL,
+	metadata      TEXT,    -- JSON
+	created_at    INTEGER NOT NULL,
+	name          TEXT    NOT NULL, -- '' while unbound
+	api_name      TEXT    NOT NULL,
+	bound_at      INTEGER,
+	bound_by      TEXT    NOT NULL,
+	alerted_at    INTEGER,
+	alert_from    INTEGER,
+	unbound_since INTEGER,
+	version       INTEGER NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS intents_unbound_since ON intents (unbound_since, id) WHERE unbound_since IS NOT NULL;
+CREATE INDEX IF NOT EXISTS intents_alert_from ON intents (alert_from, id) WHERE alert_from IS NOT NULL;
+CREATE INDEX IF NOT EXISTS intents_bound_at ON intents (bound_at, id) WHERE bound_at IS NOT NULL;
+ALTER TABLE operations ADD COLUMN intent TEXT NOT NULL DEFAULT '';
 `}
 }
 

@@ -257,6 +257,10 @@ func TestQueryPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	intentInsert, err := intentArgs(ledgertest.Intent("k", t0), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := micros(t0)
 	for name, q := range map[string]struct {
 		sql   string
@@ -286,6 +290,12 @@ func TestQueryPlans(t *testing.T) {
 		"CountDueInBucket":        {sqlCountDueInBucket, "operations_bucket_next_check_at", []any{3, now}},
 		"PruneOperations":         {sqlPruneOperations, "operations_settled_at", []any{now, 10}},
 		"PruneClaims":             {sqlPruneClaims, "claims_done_expire_at", []any{now, 10}},
+		"GetIntent":               {sqlGetIntent, "sqlite_autoindex_intents_1", []any{"k"}},
+		"UpdateIntent":            {sqlUpdateIntent, "sqlite_autoindex_intents_1", updateArgs(intentInsert)},
+		"UnboundIntents":          {sqlUnboundIntents, "intents_unbound_since", []any{now, now, "k", 10}},
+		"CountUnboundIntents":     {sqlCountUnboundIntents, "intents_unbound_since", []any{now}},
+		"IntentAlertsDue":         {sqlIntentAlertsDue, "intents_alert_from", []any{now, 10}},
+		"PruneIntents":            {sqlPruneIntents, "intents_bound_at", []any{now, 10}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			plan := explain(t, s.writer, q.sql, q.args...)
@@ -529,7 +539,8 @@ func TestMigratesStuckAlertedAt(t *testing.T) {
 	}
 	if _, err := s.writer.ExecContext(ctx, `DROP INDEX operations_bucket_next_check_at; DROP INDEX operations_bucket_stuck_from;
 ALTER TABLE operations DROP COLUMN bucket; DROP INDEX operations_stuck_from; ALTER TABLE operations DROP COLUMN stuck_from;
-ALTER TABLE operations DROP COLUMN stuck_alerted_at; ALTER TABLE operations DROP COLUMN gemini_status; UPDATE schema_version SET version = 1`); err != nil {
+ALTER TABLE operations DROP COLUMN stuck_alerted_at; ALTER TABLE operations DROP COLUMN gemini_status; DROP TABLE intents; ALTER TABLE operations DROP COLUMN intent;
+UPDATE schema_version SET version = 1`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -725,7 +736,8 @@ func TestMigratesBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.writer.ExecContext(ctx, `DROP INDEX operations_bucket_next_check_at; DROP INDEX operations_bucket_stuck_from;
-ALTER TABLE operations DROP COLUMN bucket; UPDATE schema_version SET version = 7`); err != nil {
+ALTER TABLE operations DROP COLUMN bucket; DROP TABLE intents; ALTER TABLE operations DROP COLUMN intent;
+UPDATE schema_version SET version = 7`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -739,6 +751,37 @@ ALTER TABLE operations DROP COLUMN bucket; UPDATE schema_version SET version = 7
 	}
 	if stuck, err := s.StuckOperations(ctx, rg, t0, 10); err != nil || len(stuck) != 1 {
 		t.Fatalf("stuck in %v after migration = %v, %v; want b1", rg, stuck, err)
+	}
+}
+
+// TestMigratesIntents: a database written before intents (schema version
+// 9) opens with its operations bound to no intent, and takes intents.
+func TestMigratesIntents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v9.db")
+	ctx := t.Context()
+	s := openAt(t, path)
+	if _, err := s.Apply(ctx, ledger.PutOperation(ledgertest.Op("i1"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(ctx, `DROP TABLE intents; ALTER TABLE operations DROP COLUMN intent;
+UPDATE schema_version SET version = 9`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	op, err := s.GetOperation(ctx, "i1")
+	if err != nil || op.Intent != "" {
+		t.Fatalf("after migration: %+v, %v; want the operation, bound to no intent", op, err)
+	}
+	in := ledgertest.Intent("k1", t0)
+	op.Intent = in.Key
+	if _, err := s.Apply(ctx, ledger.PutOperation(op), ledger.PutIntent(ledgertest.Bind(in, "i1", t0))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetIntent(ctx, "k1"); err != nil || got.Name != "batches/i1" {
+		t.Fatalf("intent after migration: %+v, %v", got, err)
 	}
 }
 
