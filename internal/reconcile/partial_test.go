@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,5 +126,63 @@ func TestPassSaysWhatItCounted(t *testing.T) {
 	sum := w.pass()
 	if !sum.Measured(reconcile.FigureStuck) || !sum.Measured(reconcile.FigureBacklog) || sum.Measured(reconcile.FigureStillPending) {
 		t.Fatalf("summary %+v: want stuck and backlog counted, still_pending not (no Counter)", sum)
+	}
+}
+
+// stallingWrites is a ledger whose writes, while armed, answer only when
+// their context ends: a store slower than what is left of the pass.
+type stallingWrites struct {
+	ledger.Ledger
+	armed *atomic.Bool
+}
+
+func (l stallingWrites) Apply(ctx context.Context, ws ...ledger.Write) ([]ledger.Revision, error) {
+	if l.armed.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return l.Ledger.Apply(ctx, ws...)
+}
+
+// TestCheckWhoseWriteTheDeadlineCutIsNoCheck: a fetch that returned but
+// whose answer the pass's deadline kept from the ledger is not counted; the
+// operation stays due and the next pass checks and counts it once (a loaded
+// machine's slow last write once made one operation count in both passes).
+func TestCheckWhoseWriteTheDeadlineCutIsNoCheck(t *testing.T) {
+	t.Parallel()
+	armed := &atomic.Bool{}
+	s := stallingWrites{testutil.MemLedger(t), armed}
+	fake := fakegemini.New()
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
+	door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log,
+		Now: clk.Now, StuckAfter: 6 * time.Hour, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.SetBatch("cutwrite", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
+	mustRegister(t, door, "batches/cutwrite")
+	clk.Advance(2 * time.Minute)
+	armed.Store(true)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	first, _ := rec.Pass(ctx)
+	cancel()
+	armed.Store(false)
+	if first.Checked != 0 || first.StillPending != 0 {
+		t.Fatalf("first pass %+v: a check whose write the deadline cut counted", first)
+	}
+	second := mustPass(t, rec)
+	if second.Checked != 1 {
+		t.Fatalf("second pass %+v: want the operation checked once", second)
+	}
+	op, err := s.GetOperation(t.Context(), "gemini:batches%2Fcutwrite")
+	if err != nil || op.Checks != 1 {
+		t.Fatalf("%d checks recorded (%v), want 1", op.Checks, err)
 	}
 }

@@ -667,6 +667,13 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 	t.add(func(s *Summary) { s.StillPending++ })
 	next := now.Add(wait)
 	if _, err := r.cfg.Ledger.ScheduleCheck(ctx, op, next, note, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		if cut(ctx) {
+			// The pass's deadline cut the write: like a fetch cut short,
+			// this is no check. The operation stays due and the next
+			// pass checks and counts it, so it is never counted twice.
+			t.add(func(s *Summary) { s.Checked--; s.StillPending-- })
+			return false
+		}
 		// A conflict means a webhook changed the operation meanwhile; it
 		// is re-checked when due. Anything else is the ledger failing.
 		t.add(func(s *Summary) { s.Errors++ })
