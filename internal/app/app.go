@@ -428,6 +428,9 @@ func (a *App) Console(passesHere bool) (http.Handler, error) {
 		// Only here are the recent passes and the webhook traffic this
 		// process's own.
 		cfg.Passes, cfg.Traffic = a.Passes, a.Deliveries.Traffic
+		// Passes here ask Gemini only with a key: without one nothing is
+		// ever checked.
+		cfg.PollingOff = a.Config.GeminiAPIKey == ""
 	}
 	h, err := console.New(cfg)
 	if err != nil {

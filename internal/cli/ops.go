@@ -221,7 +221,7 @@ func writeList(w io.Writer, ops []ledger.Operation) error {
 		if !op.LastCheckAt.IsZero() {
 			last = strings.TrimSpace(ts(op.LastCheckAt) + " " + op.LastCheck)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", op.Name, dash(string(op.Kind)), op.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", shownName(op.Name, op.APIName), dash(string(op.Kind)), op.State,
 			op.Rev.Version, ts(op.SubmittedAt), dash(op.SettledBy), last)
 	}
 	if err := tw.Flush(); err != nil {
@@ -325,7 +325,9 @@ func runOpsShow(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		return writeJSON(e.stdout, v)
 	}
-	return writeShow(e.stdout, v, e.now())
+	// Without a key here, passes run from this environment never ask
+	// Gemini: the scheduled time would promise a check that never comes.
+	return writeShow(e.stdout, v, e.now(), cfg.GeminiAPIKey == "")
 }
 
 // writeDeliveries writes the delivery log, newest first, or "(none)".
@@ -445,8 +447,10 @@ func newClaimView(c ledger.Claim) *claimView {
 
 // writeShow writes v as `ops show` prints it: the fields, then the event
 // history, conflicts, replays, and output, error and metadata as JSON.
-func writeShow(w io.Writer, v opView, now time.Time) error {
-	if err := writeFields(w, v, now); err != nil {
+// pollingOff: no GEMINI_API_KEY where ops show runs, so "Next check" of a
+// pending operation is "never: no GEMINI_API_KEY".
+func writeShow(w io.Writer, v opView, now time.Time, pollingOff bool) error {
+	if err := writeFields(w, v, now, pollingOff); err != nil {
 		return err
 	}
 	var b strings.Builder // a strings.Builder does not fail
@@ -463,12 +467,14 @@ func writeShow(w io.Writer, v opView, now time.Time) error {
 	return nil
 }
 
-// writeFields writes the one-line fields of v, aligned: "Operation:  NAME".
-func writeFields(w io.Writer, v opView, now time.Time) error {
+// writeFields writes the one-line fields of v, aligned: "Operation:  NAME",
+// the name as its submitter knows it (a Veo operation's model path), then
+// the canonical name, the key.
+func writeFields(w io.Writer, v opView, now time.Time, pollingOff bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
-	row("Operation:", v.Name)
-	row("API name:", dash(v.APIName))
+	row("Operation:", shownName(v.Name, v.APIName))
+	row("Canonical name:", v.Name)
 	row("Kind:", dash(v.Kind))
 	row("State:", v.State)
 	row("Version:", fmt.Sprint(v.Version))
@@ -477,8 +483,15 @@ func writeFields(w io.Writer, v opView, now time.Time) error {
 	row("Settled:", ts(v.SettledAt))
 	row("Settled by:", dash(v.SettledBy))
 	row("Intent:", dash(v.Intent))
-	row("Next check:", withRel(v.NextCheckAt, now))
+	if next := withRel(v.NextCheckAt, now); pollingOff && !lifecycle.State(v.State).Terminal() {
+		row("Next check:", "never: no GEMINI_API_KEY")
+	} else {
+		row("Next check:", next)
+	}
 	row("Checks:", checksField(v))
+	if v.Error != nil {
+		row("Error:", v.Error.Label())
+	}
 	claimFields(row, v.Claim, now)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -608,6 +621,16 @@ func withRel(t *time.Time, now time.Time) string {
 		return ts(t) + " (" + r + ")"
 	}
 	return ts(t)
+}
+
+// shownName is an operation's name as its submitter knows it: the API name
+// where it is more specific (models/M/operations/ID), else the canonical
+// name, which stays the key (ops show NAME accepts either).
+func shownName(canonical, apiName string) string {
+	if apiName != "" {
+		return apiName
+	}
+	return canonical
 }
 
 func dash(s string) string {

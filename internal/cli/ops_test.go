@@ -27,7 +27,7 @@ func TestLedgerCommands(t *testing.T) {
 	for _, c := range []struct{ args, want []string }{
 		{[]string{"register", "batches/done-one", "--meta", "job=nightly", "--meta", "owner=data"}, []string{"created batches/done-one"}},
 		{[]string{"register", "pending-long-name-here", "--kind", "batch"}, []string{"created batches/pending-long-name-here"}},
-		{[]string{"register", "models/veo-3.0-generate-001/operations/v9"}, []string{"created operations/v9"}},
+		{[]string{"register", "models/veo-3.0-generate-001/operations/v9"}, []string{"created models/veo-3.0-generate-001/operations/v9"}},
 		{[]string{"register", " batches/done-one/ "}, []string{"already known batches/done-one", "PENDING"}},
 	} {
 		r := run(t, env, c.args...)

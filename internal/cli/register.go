@@ -58,7 +58,8 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	if _, err := parseKindFlag(*kind); err != nil {
 		return err
 	}
-	if _, err := req.Validate(); err != nil {
+	name, err := req.Validate()
+	if err != nil {
 		return command.Usagef("%v", err)
 	}
 	a, err := e.toolApp(ctx, fs, true)
@@ -76,7 +77,9 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	case err != nil:
 		return fmt.Errorf("register %s: %w", pos[0], err)
 	case res.Created:
-		fmt.Fprintf(e.stdout, "created %s\n", res.Operation)
+		// The name as given (a Veo operation's model path), not only the
+		// canonical operations/ID the ledger keys it by.
+		fmt.Fprintf(e.stdout, "created %s\n", name.APIName)
 	default:
 		note := ""
 		if res.MetadataMerged {
@@ -90,7 +93,7 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 		if res.EffectOwed {
 			note += "; its results message is still owed and was not published here (LROSINK_RESULTS is not set): the next reconcile pass retries it"
 		}
-		fmt.Fprintf(e.stdout, "already known %s (%s, state untouched%s)\n", res.Operation, res.State, note)
+		fmt.Fprintf(e.stdout, "already known %s (%s, state untouched%s)\n", name.APIName, res.State, note)
 	}
 	return nil
 }

@@ -83,6 +83,11 @@ type Config struct {
 	// Traffic is this process's webhook traffic; nil when it serves no
 	// webhooks (the Console function on Cloud Run).
 	Traffic *deliverylog.Traffic
+	// PollingOff: this process runs the reconcile passes without
+	// GEMINI_API_KEY, so no pending operation is ever checked and "Next
+	// check" says "never: no GEMINI_API_KEY". False where the passes run
+	// elsewhere (the Console function on Cloud Run cannot tell).
+	PollingOff bool
 }
 
 // Deliveries reads an operation's delivery log (deliverylog.Store).
@@ -135,6 +140,7 @@ func New(cfg Config) (http.Handler, error) {
 		"terminal": func(s lifecycle.State) bool { return s.Terminal() },
 		"dur":      humantime.Duration,
 		"lastAt":   lastAt,
+		"display":  displayName,
 	}
 	for _, p := range []string{"operations", "operation", "stuck", "health", "error", "signin"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html")
@@ -449,6 +455,8 @@ type event struct {
 	Source   string
 	Reason   string
 	Delivery string
+	// ReplayID is a replay's replay_id (Kind "replay").
+	ReplayID string
 	// Update is the event's server time: the epoch when it carried none
 	// (it loses every tie), which the page shows as no state time.
 	Update time.Time
@@ -470,6 +478,8 @@ type opData struct {
 	Deliveries []deliverylog.Entry
 	LogKept    bool
 	LogError   bool
+	// PollingOff: see Config.PollingOff.
+	PollingOff bool
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
@@ -489,7 +499,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := op.ID
-	d := opData{Op: op, Stuck: isStuck(op, c.stuckAt()),
+	d := opData{Op: op, Stuck: isStuck(op, c.stuckAt()), PollingOff: c.cfg.PollingOff,
 		Metadata: pretty(op.UserMetadata), Output: pretty(op.Output)}
 	if op.State.Terminal() {
 		cl, err := c.cfg.Ledger.GetClaim(r.Context(), id)
@@ -518,7 +528,8 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, rp := range op.Replays {
-		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", Reason: "replay " + rp.ID})
+		// The kind says "replay" once; the id is data ("replay-02edc…").
+		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", ReplayID: rp.ID})
 	}
 	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
 	if c.cfg.Deliveries != nil {
@@ -531,7 +542,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Deliveries = deliverylog.Live(log, c.cfg.Now(), c.cfg.DeliveryLogTTL)
 	}
-	c.render(w, r, http.StatusOK, "operation", op.Name, d)
+	c.render(w, r, http.StatusOK, "operation", displayName(op), d)
 }
 
 // maxStuckRows bounds each of the stuck page's lists.
@@ -621,6 +632,17 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		d.Traffic = &t
 	}
 	c.render(w, r, http.StatusOK, "health", "Health", d)
+}
+
+// displayName is op's name as its submitter knows it: the API name where it
+// is more specific than the canonical name (a Veo operation's
+// models/M/operations/ID), else the canonical name. The canonical name
+// stays the key and the page's address.
+func displayName(op ledger.Operation) string {
+	if op.APIName != "" {
+		return op.APIName
+	}
+	return op.Name
 }
 
 // pretty renders a free-form map as indented JSON ("" for none).

@@ -100,7 +100,7 @@ func get(t *testing.T, u string, wantStatus int) (string, http.Header) {
 func TestEscapesEverything(t *testing.T) {
 	s := store(t)
 	op, c := settled("evil", now.Add(-time.Hour))
-	op.Name = "batches/" + evil
+	op.Name, op.APIName = "batches/"+evil, "batches/"+evil
 	op.UserMetadata = map[string]any{evil: evil, "nested": []any{evil}}
 	op.Output = map[string]any{"text": evil}
 	op.History[1].DeliveryID = evil

@@ -179,7 +179,7 @@ func TestTimesAndColumns(t *testing.T) {
 		t.Errorf("timeline shows a state time for an event that carried none")
 	}
 	body, _ = get(t, srv.URL+"/ui/", http.StatusOK)
-	for _, want := range []string{"3 INVALID_ARGUMENT: bad input file", `<th title="when lrosink last recorded an event of this operation (applied or conflicting)">Last event</th>`, ">1h00m ago<"} {
+	for _, want := range []string{"code 3 · INVALID_ARGUMENT: bad input file", `<th title="when lrosink last recorded an event of this operation (applied or conflicting)">Last event</th>`, ">1h00m ago<"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("list lacks %q", want)
 		}
