@@ -355,6 +355,9 @@ type listData struct {
 	// the other filters; Count says how many, as far as they were read.
 	Searched bool
 	Count    string
+	// Miss is the name an operation URL named that no operation has: the
+	// rows are the nearest names.
+	Miss string
 }
 
 // row is one operation in a table.
@@ -421,6 +424,19 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Bad filter: "+err.Error(), nil)
 		return
 	}
+	if f.Q != "" && f.SearchAfter == "" {
+		// An exact name opens its operation (303: what it names depends on
+		// the ledger), if it passes the other filters.
+		op, err := c.exact(r, f.Q, f.Kind)
+		switch {
+		case err == nil && keep(c.filter(f), op):
+			http.Redirect(w, r, opURL(op.Name, op.ID), http.StatusSeeOther)
+			return
+		case err != nil && !errors.Is(err, ledger.ErrNotFound):
+			c.unavailable(w, r, err)
+			return
+		}
+	}
 	if f.Q != "" {
 		c.search(w, r, f)
 		return
@@ -484,18 +500,21 @@ type opData struct {
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
-	op, err := c.lookup(r, strings.TrimPrefix(path, Prefix+"operations/"))
+	raw := strings.TrimPrefix(path, Prefix+"operations/")
+	op, err := c.lookup(r, raw)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		c.fail(w, r, http.StatusNotFound, "No operation with this name.", nil)
+		c.miss(w, r, raw)
 		return
 	case err != nil:
 		c.unavailable(w, r, err)
 		return
 	}
-	// One page per operation: every other spelling redirects to it.
+	// One page per operation: every other spelling of its name redirects
+	// to it, permanently (308: a fact of the name, whatever the ledger
+	// holds).
 	if u := opURL(op.Name, op.ID); u != path {
-		http.Redirect(w, r, u, http.StatusMovedPermanently)
+		http.Redirect(w, r, u, http.StatusPermanentRedirect)
 		return
 	}
 	id := op.ID
@@ -543,6 +562,45 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		d.Deliveries = deliverylog.Live(log, c.cfg.Now(), c.cfg.DeliveryLogTTL)
 	}
 	c.render(w, r, http.StatusOK, "operation", displayName(op), d)
+}
+
+// miss answers an operation URL that names no operation in any spelling.
+// A bare id (batch_123) one operation has redirects to its page, 303 See
+// Other: which operation it names depends on what the ledger holds, so no
+// browser may keep the answer. Otherwise a 404 list page: the search box
+// holding the name, and the nearest names (Console.nearest).
+func (c *Console) miss(w http.ResponseWriter, r *http.Request, raw string) {
+	name, err := url.PathUnescape(raw)
+	if err != nil || len(name) > opname.MaxRawLen {
+		c.fail(w, r, http.StatusNotFound, "No operation with this name.", nil)
+		return
+	}
+	ops, err := c.bare(r.Context(), searchName(name), opname.KindUnknown)
+	if err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
+	if len(ops) == 1 {
+		http.Redirect(w, r, opURL(ops[0].Name, ops[0].ID), http.StatusSeeOther)
+		return
+	}
+	near, err := c.nearest(r.Context(), name)
+	if err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
+	f := listForm{Q: name}
+	d := listData{Form: f, States: statesOf(), Kinds: kinds(), StuckAfter: c.cfg.StuckAfter, Searched: true,
+		Miss: name, Rows: c.rows(near), First: 1, Last: len(near)}
+	switch {
+	case len(ops) > 1:
+		d.Count = "More than one kind of operation has this id: pick one"
+	case len(near) > 0:
+		d.Count = "The nearest names"
+	default:
+		d.Count = "No name comes near it"
+	}
+	c.render(w, r, http.StatusNotFound, "operations", "Not found", d)
 }
 
 // maxStuckRows bounds each of the stuck page's lists.

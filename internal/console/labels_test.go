@@ -109,3 +109,39 @@ func TestTimelineLabelsAreNotRepeated(t *testing.T) {
 		t.Errorf("%d replay lines, want 1:\n%s", replays, tl)
 	}
 }
+
+// A Veo operation is titled with its model path, as its submitter knows
+// it, while its page stays at the canonical name; the list names it so too.
+func TestVeoOperationIsTitledWithItsModelPath(t *testing.T) {
+	s := store(t)
+	const veo = "models/veo-3.0-generate-001/operations/vid_001"
+	commit(t, s, named(t, veo), nil)
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/operations/operations/vid_001", http.StatusOK)
+	for _, want := range []string{"<title>" + veo + " · lrosink</title>", `<h1 class="opname">` + veo + `</h1>`, `<dd class="mono" id="canonical"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("Veo page lacks %q", want)
+		}
+	}
+	if list, _ := get(t, srv.URL+"/ui/", http.StatusOK); !strings.Contains(list, `<a href="/ui/operations/operations/vid_001">`+veo+`</a>`) {
+		t.Errorf("the list does not name the Veo operation by its model path")
+	}
+}
+
+// A bare id two kinds share opens neither: the miss page lists both.
+func TestBareIDOfTwoKindsListsBoth(t *testing.T) {
+	s := store(t)
+	commit(t, s, named(t, "batches/twin"), nil)
+	commit(t, s, named(t, "interactions/twin"), nil)
+	srv := newConsole(t, s, nil)
+	body, _ := get(t, srv.URL+"/ui/operations/twin", http.StatusNotFound)
+	if !strings.Contains(body, `href="/ui/operations/batches/twin"`) || !strings.Contains(body, `href="/ui/operations/interactions/twin"`) ||
+		!strings.Contains(body, "More than one kind") {
+		t.Errorf("an ambiguous bare id does not list both operations:\n%s", body)
+	}
+	// A miss far from every name still offers the search box.
+	body, _ = get(t, srv.URL+"/ui/operations/zzz", http.StatusNotFound)
+	if !strings.Contains(body, `name="q" value="zzz"`) || !strings.Contains(body, "No name comes near it") {
+		t.Errorf("a miss without near names:\n%s", body)
+	}
+}
