@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
@@ -42,6 +43,7 @@ type Reader interface {
 	PageOperations(ctx context.Context, f ledger.Filter, after ledger.ListCursor, limit int) ([]ledger.Operation, error)
 	CountOperations(ctx context.Context, f ledger.Filter) (int64, error)
 	DueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor, limit int) ([]ledger.Claim, error)
+	CountDueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor) (int64, error)
 	SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error)
 	UnboundIntents(ctx context.Context, before time.Time, after ledger.IntentCursor, limit int) ([]ledger.Intent, error)
 	CountUnboundIntents(ctx context.Context, before time.Time) (int64, error)
@@ -358,6 +360,66 @@ type listData struct {
 	// Miss is the name an operation URL named that no operation has: the
 	// rows are the nearest names.
 	Miss string
+	// Summary is the line above the list (nil on a search).
+	Summary *summary
+}
+
+// summary is the list page's top line: operations by state, the stuck
+// ones, and the results messages owed. Each figure is a count aggregation
+// over an index, the ones the reconciler's pass counts with (stuck:
+// CountOperations with the stuck filter; owed: CountDueClaims), plus one
+// per state: no document is read (Firestore bills one read per 1,000
+// index entries counted), whatever the ledger holds.
+type summary struct {
+	States []stateCount
+	Total  int64
+	Stuck  int64
+	// Owed counts the claims not DONE: settled operations whose results
+	// message is not published yet.
+	Owed int64
+	// Failed: a count failed, so the line is not shown (the list still is).
+	Failed bool
+}
+
+type stateCount struct {
+	State lifecycle.State
+	N     int64
+}
+
+// summarize counts the summary's figures, concurrently (each is one
+// aggregation query; on Firestore each is a round trip).
+func (c *Console) summarize(ctx context.Context) *summary {
+	states := statesOf()
+	counts := make([]int64, len(states)+2)
+	errs := make([]error, len(counts))
+	var wg sync.WaitGroup
+	for i := range counts {
+		wg.Go(func() {
+			switch {
+			case i < len(states):
+				counts[i], errs[i] = c.cfg.Ledger.CountOperations(ctx, ledger.Filter{State: states[i]})
+			case i == len(states):
+				counts[i], errs[i] = c.cfg.Ledger.CountOperations(ctx, ledger.Filter{StuckAt: c.stuckAt()})
+			default:
+				// Every claim not DONE has a due time: by the far future,
+				// all of them (as the Stuck page lists them).
+				counts[i], errs[i] = c.cfg.Ledger.CountDueClaims(ctx, c.cfg.Now().AddDate(100, 0, 0), ledger.ClaimCursor{})
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.cfg.Log.WarnContext(ctx, "console: summary counts failed", "error", err.Error())
+		return &summary{Failed: true}
+	}
+	s := &summary{Stuck: counts[len(states)], Owed: counts[len(states)+1]}
+	for i, st := range states {
+		s.Total += counts[i]
+		if counts[i] > 0 {
+			s.States = append(s.States, stateCount{State: st, N: counts[i]})
+		}
+	}
+	return s
 }
 
 // row is one operation in a table.
@@ -456,6 +518,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 	if !f.After.IsZero() {
 		d.Reset = f.query()
 	}
+	d.Summary = c.summarize(r.Context())
 	if more {
 		last := ops[len(ops)-1]
 		d.Next = f.query("at", last.SubmittedAt.UTC().Format(time.RFC3339Nano), "id", last.ID, "from", strconv.Itoa(d.Last+1))
