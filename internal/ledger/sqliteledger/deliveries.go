@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	_ deliverylog.Store      = (*Store)(nil)
-	_ deliverylog.BatchStore = (*Store)(nil)
+	_ deliverylog.Store          = (*Store)(nil)
+	_ deliverylog.BatchStore     = (*Store)(nil)
+	_ deliverylog.TrafficCounter = (*Store)(nil)
 )
 
 // expireWindow is how many sequence numbers, from the oldest entry's, one
@@ -50,6 +51,13 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	WHERE seq < (SELECT min(seq) FROM delivery_entries) + ?1 AND at_ns <= ?2`
 	sqlListDeliveries = `SELECT at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns
 FROM delivery_entries WHERE op_id = ? ORDER BY at_ns DESC, seq DESC`
+	// sqlWebhookTraffic lists the outcomes of the webhook entries at or
+	// after ?1, the newest ?2 at most: a range of the partial index (its
+	// literal 'webhook' is what lets the planner use it), counted by the
+	// caller (a GROUP BY over a LIMIT needs a subquery the planner scans).
+	sqlWebhookTraffic = `SELECT outcome FROM delivery_entries WHERE source = 'webhook' AND at_ns >= ?1 ORDER BY at_ns DESC LIMIT ?2`
+	// sqlLastWebhook is the newest webhook entry's time: the index's last.
+	sqlLastWebhook      = `SELECT max(at_ns) FROM delivery_entries WHERE source = 'webhook'`
 	sqlCountPending     = `SELECT count(*) FROM operations WHERE pending_since IS NOT NULL`
 	sqlCountDue         = `SELECT count(*) FROM operations WHERE next_check_at IS NOT NULL AND next_check_at <= ?`
 	sqlCountDueInBucket = `SELECT count(*) FROM operations WHERE bucket = ? AND next_check_at IS NOT NULL AND next_check_at <= ?`
@@ -184,6 +192,34 @@ func migrateDeliveries(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("migrate delivery logs: %w", err)
 	}
 	return nil
+}
+
+// WebhookTraffic implements deliverylog.TrafficCounter: the webhook
+// entries of the window, at most limit, on their partial index, and the
+// newest one's time.
+func (s *Store) WebhookTraffic(ctx context.Context, since time.Time, limit int) (deliverylog.Tally, error) {
+	outcomes, err := queryAll(ctx, s.reader, "webhook traffic", sqlWebhookTraffic, func(sc scanner) (string, error) {
+		var o string
+		err := sc.Scan(&o)
+		return o, err
+	}, since.UnixNano(), limit)
+	if err != nil {
+		return deliverylog.Tally{}, err
+	}
+	t := deliverylog.Tally{Outcomes: map[string]int{}}
+	for _, o := range outcomes {
+		t.Outcomes[o]++
+	}
+	total := len(outcomes)
+	t.Partial = total >= limit
+	var last sql.NullInt64
+	if err := s.reader.QueryRowContext(ctx, sqlLastWebhook).Scan(&last); err != nil {
+		return deliverylog.Tally{}, fail(ctx, "last webhook delivery", err)
+	}
+	if last.Valid {
+		t.Last = time.Unix(0, last.Int64).UTC()
+	}
+	return t, nil
 }
 
 // CountPending implements ledger.Queries (partial index on pending_since,
