@@ -82,8 +82,14 @@ type Config struct {
 	// Counter gives the health page the ledger's real pending and due
 	// counts; nil: not shown.
 	Counter Counter
+	// TrafficLog counts the webhook traffic of the last hour in the
+	// delivery log (the ledger), so the figures survive a restart and are
+	// every instance's; nil: Traffic's, this process's own.
+	TrafficLog deliverylog.TrafficCounter
 	// Traffic is this process's webhook traffic; nil when it serves no
-	// webhooks (the Console function on Cloud Run).
+	// webhooks (the Console function on Cloud Run). With TrafficLog only
+	// its rejections are shown: they name no operation, so the log has
+	// none.
 	Traffic *deliverylog.Traffic
 	// PollingOff: this process runs the reconcile passes without
 	// GEMINI_API_KEY, so no pending operation is ever checked and "Next
@@ -728,10 +734,16 @@ type healthData struct {
 	Counted      bool
 	CountError   bool
 	Pending, Due int64
-	// Traffic is this process's webhook traffic of the last hour; nil
-	// when it serves no webhooks.
-	Traffic *deliverylog.Window
+	// Traffic is the webhook traffic of the last hour: from the delivery
+	// log, or this process's; nil when neither is known. TrafficError: the
+	// log could not be read.
+	Traffic      *deliverylog.Window
+	TrafficError bool
 }
+
+// maxTrafficRead bounds the health page's traffic read: entries (SQLite)
+// or operations delivered to (Firestore, one read each) in the hour.
+const maxTrafficRead = 5000
 
 func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	d := healthData{Settings: c.cfg.Settings, Local: c.cfg.Passes != nil}
@@ -748,7 +760,17 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 			c.cfg.Log.WarnContext(r.Context(), "console: ledger counts failed", "error", err.Error())
 		}
 	}
-	if c.cfg.Traffic != nil {
+	switch {
+	case c.cfg.TrafficLog != nil:
+		t, err := c.cfg.TrafficLog.WebhookTraffic(r.Context(), c.cfg.Now().Add(-time.Hour), maxTrafficRead)
+		if err != nil {
+			d.TrafficError = true
+			c.cfg.Log.WarnContext(r.Context(), "console: webhook traffic unreadable", "error", err.Error())
+			break
+		}
+		w := t.Window(c.cfg.Traffic)
+		d.Traffic = &w
+	case c.cfg.Traffic != nil:
 		t := c.cfg.Traffic.LastHour()
 		d.Traffic = &t
 	}
