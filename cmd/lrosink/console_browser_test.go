@@ -92,7 +92,13 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("%s: %d %q %v, want 200 %q", d.typ, code, outcome, err, d.want)
 		}
 	}
-	for range 3 { // the three results lines
+	// A failed batch: its error is labelled with its google.rpc code's name.
+	failedBody := []byte(`{"type":"batch.failed","version":"v1","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) +
+		`","data":{"id":"br_failed","error_code":3,"error_message":"The input file could not be read"}}`)
+	if code, outcome, err := deliver(t, p.base, secret, "msg_f", failedBody); err != nil || code != http.StatusOK || outcome != "completed" {
+		t.Fatalf("failed delivery: %d %q %v", code, outcome, err)
+	}
+	for range 4 { // the four results lines
 		p.next(t)
 	}
 
@@ -157,19 +163,22 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("the list lacks %s:\n%s", name, list)
 		}
 	}
-	if count != "1–6 of 6" {
-		t.Errorf("count label %q, want 1–6 of 6", count)
+	if count != "1–7 of 7" {
+		t.Errorf("count label %q, want 1–7 of 7", count)
+	}
+	if !strings.Contains(list, "code 3 · INVALID_ARGUMENT: The input file could not be read") {
+		t.Errorf("the failed batch's error is not labelled:\n%s", list)
 	}
 	// The summary line: each claim turns DONE just after its results line
 	// is written, so wait for the last one as a person reloading would.
 	for i := 0; ; i++ {
 		sum := text("#summary")
-		if strings.Contains(sum, "6 operations") && strings.Contains(sum, "PENDING 3") && strings.Contains(sum, "SUCCEEDED 3") &&
-			strings.Contains(sum, "0 messages owed") {
+		if strings.Contains(sum, "7 operations") && strings.Contains(sum, "PENDING 3") && strings.Contains(sum, "SUCCEEDED 3") &&
+			strings.Contains(sum, "FAILED 1") && strings.Contains(sum, "0 messages owed") {
 			break
 		}
 		if i == 50 {
-			t.Fatalf("summary line %q, want 6 operations, PENDING 3, SUCCEEDED 3, 0 messages owed", sum)
+			t.Fatalf("summary line %q, want 7 operations, PENDING 3, SUCCEEDED 3, FAILED 1, 0 messages owed", sum)
 		}
 		run("wait", chromedp.Sleep(200*time.Millisecond), chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("#summary"))
 	}
