@@ -50,7 +50,8 @@ func opsListDoc() command.Doc {
 	return command.Doc{
 		Path: "ops list",
 		Args: "[--state S] [--stuck] [--limit N] [--page P] [--json] [flags]",
-		Summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
+		Summary: `List operations, newest submission first: NAME (as submitted: a Veo operation's
+models/M/operations/ID), KIND, STATE, VERSION, SUBMITTED,
 SETTLED_BY and LAST_CHECK (the last reconcile answer that was not a state, e.g.
 not-found). --stuck keeps only the operations still pending after
 LROSINK_STUCK_AFTER, and lists after them the intents bound to no Gemini
@@ -260,14 +261,18 @@ func opsShowDoc() command.Doc {
 		Path: "ops show",
 		Args: "NAME [--kind K] [--json] [flags]",
 		Arg:  "NAME",
-		Summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
-check), settled by, claim status (holder, attempts, lease), event history with reasons,
+		Summary: `Show one operation: its name as submitted (a Veo operation's models/M/operations/ID,
+its API name) and its canonical name (the key), state, version, kind, timestamps
+(submitted, settled, next check: "never: no GEMINI_API_KEY" for a pending operation
+when GEMINI_API_KEY is not set here, as no pass run from this environment asks Gemini),
+settled by, claim status (holder, attempts, lease), the error labelled with its
+google.rpc code's name ("code 3 · INVALID_ARGUMENT: ..."), event history with reasons,
 recorded terminal conflicts, replays, the delivery log (every verified webhook delivery
 and reconcile check, newest first: webhook-id, event or Gemini status, auth, outcome,
 reason, HTTP answer, latency; the newest 50 within LROSINK_DELIVERY_LOG_TTL), output,
 error and user metadata. An operation that is not in the ledger is an error (exit
 status 1).`,
-		Env: storeEnvDoc,
+		Env: storeEnvDoc + "\n  GEMINI_API_KEY       unset: a pending operation's next check is shown as never",
 		Examples: []string{
 			"lrosink ops show batches/abc123",
 			"lrosink ops show abc123 --kind batch",

@@ -21,7 +21,8 @@ func registerDoc() command.Doc {
 so the reconciler polls it after LROSINK_GRACE if no webhook settles it. Registering a
 known operation leaves its state untouched and adds the --meta keys it lacks (keys
 already stored are kept; a settled operation's results message does not change).
-Prints "created" or "already known".
+Prints "created NAME" or "already known NAME", NAME as given, normalized (a Veo
+operation keeps its models/M/operations/ID; the ledger keys it by operations/ID).
 
 A settled operation whose results message is still owed (its publish failed) is
 published to the sink named by LROSINK_RESULTS or --results. Without one, register
