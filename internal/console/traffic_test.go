@@ -24,11 +24,15 @@ func TestTrafficSurvivesARestart(t *testing.T) {
 	hook := func(ago time.Duration, outcome string) deliverylog.Entry {
 		return deliverylog.Entry{At: now.Add(-ago), Source: deliverylog.SourceWebhook, DeliveryID: "msg", Outcome: outcome, Answer: 200}
 	}
-	for op, entries := range map[string][]deliverylog.Entry{
-		"a": {hook(2*time.Hour, "completed"), hook(40*time.Minute, "completed"), hook(30*time.Minute, "duplicate")},
-		"b": {hook(5*time.Minute, "completed"), {At: now.Add(-time.Minute), Source: deliverylog.SourceReconcile, Outcome: "unchanged"}},
+	// In time order, as the Recorder appends them.
+	for _, a := range []struct {
+		op      string
+		entries []deliverylog.Entry
+	}{
+		{"a", []deliverylog.Entry{hook(2*time.Hour, "completed"), hook(40*time.Minute, "completed"), hook(30*time.Minute, "duplicate")}},
+		{"b", []deliverylog.Entry{hook(5*time.Minute, "completed"), {At: now.Add(-time.Minute), Source: deliverylog.SourceReconcile, Outcome: "unchanged"}}},
 	} {
-		if err := before.AppendDeliveries(t.Context(), op, entries, deliverylog.Retention{}); err != nil {
+		if err := before.AppendDeliveries(t.Context(), a.op, a.entries, deliverylog.Retention{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -229,7 +229,9 @@ func RunDeliveryExpiry(t *testing.T, newStore NewStore, held DeliveriesHeld) {
 // testDeliveryTraffic: WebhookTraffic counts the webhook entries of the
 // window by outcome (not reconcile entries, not older ones), says when the
 // newest webhook entry arrived even when the window is empty, and says when
-// its bound cut the count.
+// its bound cut the count (what the bound counts is the store's: entries
+// on SQLite, logs on Firestore and memory). Entries are appended in time
+// order, as the Recorder does.
 func testDeliveryTraffic(t *testing.T, l ledger.Ledger) {
 	ctx := t.Context()
 	s, ok := l.(deliverylog.Store)
@@ -285,7 +287,7 @@ func testDeliveryTraffic(t *testing.T, l ledger.Ledger) {
 	for _, v := range cut.Outcomes {
 		n += v
 	}
-	if !cut.Partial || n < 1 || n > 4 {
-		t.Errorf("traffic read with a bound of 1: %v counted, partial %v; want a partial count", cut.Outcomes, cut.Partial)
+	if !cut.Partial || n >= 4 {
+		t.Errorf("traffic read with a bound of 1: %v counted, partial %v; want fewer than the 4, said to be partial", cut.Outcomes, cut.Partial)
 	}
 }

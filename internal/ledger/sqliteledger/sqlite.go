@@ -64,7 +64,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 11
+const schemaVersion = 10
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -222,11 +222,6 @@ CREATE INDEX IF NOT EXISTS intents_unbound_since ON intents (unbound_since, id) 
 CREATE INDEX IF NOT EXISTS intents_alert_from ON intents (alert_from, id) WHERE alert_from IS NOT NULL;
 CREATE INDEX IF NOT EXISTS intents_bound_at ON intents (bound_at, id) WHERE bound_at IS NOT NULL;
 ALTER TABLE operations ADD COLUMN intent TEXT NOT NULL DEFAULT '';
-`, `
--- The Health page's webhook traffic, counted in the delivery log (it
--- survives a restart): the webhook entries of the last hour are a range of
--- this index, and its last entry is the newest delivery.
-CREATE INDEX IF NOT EXISTS delivery_entries_webhook_at ON delivery_entries (at_ns) WHERE source = 'webhook';
 `}
 }
 
