@@ -145,3 +145,17 @@ func TestBareIDOfTwoKindsListsBoth(t *testing.T) {
 		t.Errorf("a miss without near names:\n%s", body)
 	}
 }
+
+// A miss on a name that is no name at all is still a 404 with the search
+// box (its input escaped), never a store error.
+func TestMissOnHostileNames(t *testing.T) {
+	s := store(t)
+	commit(t, s, named(t, "batches/batch_123"), nil)
+	srv := newConsole(t, s, nil)
+	for _, p := range []string{"%00", "a%2F%2Fb", "%3Cscript%3Ealert(1)%3C%2Fscript%3E", "batches/", strings.Repeat("x", 2000), "%25zz"} {
+		body, _ := get(t, srv.URL+"/ui/operations/"+p, http.StatusNotFound)
+		if strings.Contains(body, "<script>") {
+			t.Errorf("%s: the name reached the page as markup", p)
+		}
+	}
+}
