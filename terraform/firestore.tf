@@ -91,7 +91,7 @@ locals {
     # The delivery log (package deliverylog): one document per operation in
     # `deliveries`, its newest 50 entries, with expire_at = its newest
     # entry's time + LROSINK_DELIVERY_LOG_TTL (default 7 days). It is read by
-    # document id only.
+    # document id, and by webhook_at (the Health page's traffic), not expire_at.
     deliveries = { database = google_firestore_database.default.name, collection = "deliveries" }
     # Intents (CONTRACT.md §5): with var.retention, a bound intent carries
     # expire_at = bound_at + retention + 30 days (ledger.IntentKeep), by

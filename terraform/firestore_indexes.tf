@@ -24,7 +24,9 @@
 #   CountDue         operations  next_check_at <= now     count() aggregation
 #   UnboundIntents   intents     unbound_since <= cutoff  ORDER BY unbound_since ASC, __name__ ASC (and its count)
 #   IntentAlertsDue  intents     alert_from <= cutoff     ORDER BY alert_from ASC, __name__ ASC
-# The delivery log (deliveries) is read and written by document id only.
+#   WebhookTraffic   deliveries  webhook_at >= hour ago  ORDER BY webhook_at DESC (the Health page's traffic)
+#   lastWebhook      deliveries  (no filter)             ORDER BY webhook_at DESC LIMIT 1
+# Otherwise the delivery log (deliveries) is read and written by document id.
 # The emulator never enforces indexes, so a missing one shows up only in
 # production, as FailedPrecondition "The query requires an index".
 resource "google_firestore_index" "operations_state_submitted_at" {

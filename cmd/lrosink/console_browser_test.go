@@ -73,6 +73,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("evil delivery: %d %q %v", code, outcome, err)
 	}
 	register(t, p.base, `{"name":"batches/br_pending","kind":"batch"}`)
+	// Names as their submitters know them: a Veo operation by its model
+	// path, a batch by its bare id.
+	register(t, p.base, `{"name":"models/veo-3.0-generate-001/operations/vid_001","kind":"video"}`)
+	register(t, p.base, `{"name":"batches/batch_123","kind":"batch"}`)
 	// What the delivery timeline is for: a duplicate of br_plain's
 	// completion, and an interaction's requires_action arriving after its
 	// completion (late and stale). Neither changes the operation.
@@ -88,7 +92,13 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("%s: %d %q %v, want 200 %q", d.typ, code, outcome, err, d.want)
 		}
 	}
-	for range 3 { // the three results lines
+	// A failed batch: its error is labelled with its google.rpc code's name.
+	failedBody := []byte(`{"type":"batch.failed","version":"v1","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) +
+		`","data":{"id":"br_failed","error_code":3,"error_message":"The input file could not be read"}}`)
+	if code, outcome, err := deliver(t, p.base, secret, "msg_f", failedBody); err != nil || code != http.StatusOK || outcome != "completed" {
+		t.Fatalf("failed delivery: %d %q %v", code, outcome, err)
+	}
+	for range 4 { // the four results lines
 		p.next(t)
 	}
 
@@ -147,14 +157,32 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The list: every operation, newest first, with the total.
 	run("operations page", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("table.ops"))
 	list, count := text("table.ops"), text("#count")
-	for _, name := range []string{"batches/br_plain", "batches/br_evil", "batches/br_pending", "interactions/br_int"} {
+	for _, name := range []string{"batches/br_plain", "batches/br_evil", "batches/br_pending", "interactions/br_int",
+		"models/veo-3.0-generate-001/operations/vid_001"} {
 		if !strings.Contains(list, name) {
 			t.Errorf("the list lacks %s:\n%s", name, list)
 		}
 	}
-	if count != "1–4 of 4" {
-		t.Errorf("count label %q, want 1–4 of 4", count)
+	if count != "1–7 of 7" {
+		t.Errorf("count label %q, want 1–7 of 7", count)
 	}
+	if !strings.Contains(list, "code 3 · INVALID_ARGUMENT: The input file could not be read") {
+		t.Errorf("the failed batch's error is not labelled:\n%s", list)
+	}
+	// The summary line: each claim turns DONE just after its results line
+	// is written, so wait for the last one as a person reloading would.
+	for i := 0; ; i++ {
+		sum := text("#summary")
+		if strings.Contains(sum, "7 operations") && strings.Contains(sum, "PENDING 3") && strings.Contains(sum, "SUCCEEDED 3") &&
+			strings.Contains(sum, "FAILED 1") && strings.Contains(sum, "0 messages owed") {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("summary line %q, want 7 operations, PENDING 3, SUCCEEDED 3, FAILED 1, 0 messages owed", sum)
+		}
+		run("wait", chromedp.Sleep(200*time.Millisecond), chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("#summary"))
+	}
+	list = text("table.ops")
 	untouched("operations")
 	shot("operations")
 
@@ -171,7 +199,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(loc, "state=PENDING") || count != "1–1 of 1" || !strings.Contains(list, "batches/br_pending") ||
+	if !strings.Contains(loc, "state=PENDING") || count != "1–3 of 3" || !strings.Contains(list, "batches/br_pending") ||
 		strings.Contains(list, "batches/br_plain") {
 		t.Errorf("filter PENDING: at %s, %q:\n%s", loc, count, list)
 	}
@@ -224,6 +252,36 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("typed %s: at %s showing %q", u, loc, h)
 		}
 	}
+	// A Veo operation's page is titled with its model path (its address
+	// is the canonical name); a bare id lands on its operation.
+	run("Veo page", chromedp.Navigate(p.base+"/ui/operations/operations/vid_001"), chromedp.WaitVisible("h1.opname"))
+	if title, err := chromedp.Run(ctx, chromedp.Title()); err != nil || title != "models/veo-3.0-generate-001/operations/vid_001 · lrosink" {
+		t.Errorf("the Veo operation's page is titled %q (%v), want its model path", title, err)
+	}
+	if h := text("h1.opname"); h != "models/veo-3.0-generate-001/operations/vid_001" {
+		t.Errorf("the Veo operation's heading is %q", h)
+	}
+	if next := text("#next-check"); next != "never: no GEMINI_API_KEY" {
+		t.Errorf("without GEMINI_API_KEY the next check reads %q", next)
+	}
+	shot("operation-veo")
+	run("bare id", chromedp.Navigate(p.base+"/ui/operations/batch_123"), chromedp.WaitVisible("h1.opname"))
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || loc != p.base+"/ui/operations/batches/batch_123" {
+		t.Errorf("/ui/operations/batch_123 landed on %q (%v), want /ui/operations/batches/batch_123", loc, err)
+	}
+	run("miss", chromedp.Navigate(p.base+"/ui/operations/batches/batch_124"), chromedp.WaitVisible("#miss"))
+	if near := text("table.ops"); !strings.Contains(near, "batches/batch_123") {
+		t.Errorf("a miss does not offer the nearest name:\n%s", near)
+	}
+	shot("not-found")
+	run("exact search", chromedp.Navigate(p.base+"/ui/"), chromedp.WaitVisible("table.ops"), markPage(),
+		chromedp.SetValue(`input[name="q"]`, "batch_123"), chromedp.Click(`button[type="submit"]`),
+		chromedp.WaitVisible(`body:not([data-old]) main h1`))
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || loc != p.base+"/ui/operations/batches/batch_123" {
+		t.Errorf("an exact-name search landed on %q (%v), want the operation's page", loc, err)
+	}
+
+	run("done claim", chromedp.Navigate(p.base+"/ui/operations/batches/br_plain"), chromedp.WaitVisible("h1.opname"))
 	if done := text("#done-at"); !strings.Contains(done, "ago") {
 		t.Errorf("a DONE claim does not say when it was done: %q", done)
 	}
@@ -269,9 +327,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("health page does not name the store:\n%s", health)
 	}
 	// The ledger's count, with no GEMINI_API_KEY (nothing is polled): the
-	// one registered operation still pending.
-	if pending := strings.TrimSpace(text("#pending")); pending != "1" {
-		t.Errorf("health page: pending %q, want the ledger's 1", pending)
+	// three registered operations still pending.
+	if pending := strings.TrimSpace(text("#pending")); pending != "3" {
+		t.Errorf("health page: pending %q, want the ledger's 3", pending)
 	}
 	shot("health")
 
@@ -285,6 +343,35 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		if w > 390 {
 			t.Errorf("at 390 px, %s is %d px wide: it scrolls sideways", u, w)
+		}
+		// No value is clipped: every cell shows all it holds (its content
+		// is no wider than its box) and lies within the screen.
+		clipped, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("main td, main th, main dd")]
+			.filter(e => e.offsetParent !== null)
+			.filter(e => { const r = e.getBoundingClientRect();
+				return e.scrollWidth > e.clientWidth + 1 || r.left < -1 || r.right > window.innerWidth + 1; })
+			.map(e => (e.dataset.label || e.tagName) + ": " + e.textContent.trim().slice(0, 40))`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(clipped) > 0 {
+			t.Errorf("at 390 px, %s clips %d cells: %q", u, len(clipped), clipped)
+		}
+		if u == "/ui/health" {
+			// The reconcile passes' last column, and the configuration's
+			// values: shown within the screen, not behind an inner scroll.
+			for _, sel := range []string{"#passes tbody tr:first-child td:last-child", "#config tr:last-child td"} {
+				box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const e = document.querySelector(`+jsonString(sel)+`);
+					if (!e) return [];
+					const r = e.getBoundingClientRect(); return [r.left, r.right, r.width, e.scrollWidth, e.clientWidth]; })()`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(box) != 5 || box[2] <= 0 || box[0] < 0 || box[1] > 390 || box[3] > box[4]+1 {
+					t.Errorf("at 390 px, the health page's %s is not all visible: [left right width scrollWidth clientWidth] = %v", sel, box)
+				}
+			}
+			shot("phone-health")
 		}
 		clock, err := chromedp.Run(ctx, chromedp.Evaluate[int](`Math.round(document.querySelector(".now").getBoundingClientRect().height)`))
 		if err != nil {

@@ -424,10 +424,19 @@ func (a *App) Console(passesHere bool) (http.Handler, error) {
 	cfg := console.Config{Ledger: a.Ledger, Log: a.Log, Now: a.now, StuckAfter: a.Config.StuckAfter, IntentGrace: a.Config.IntentGrace,
 		Settings: a.settings(), AdminToken: a.Config.AdminToken, Deliveries: a.DeliveryStore, DeliveryLogTTL: a.Config.DeliveryLogTTL,
 		Counter: a.Ledger}
+	// The traffic figures come from the delivery log wherever the console
+	// runs: they survive a restart, and on Cloud Run they are the Webhook
+	// service's.
+	if tc, ok := a.Ledger.(deliverylog.TrafficCounter); ok && a.DeliveryStore != nil {
+		cfg.TrafficLog = tc
+	}
 	if passesHere {
 		// Only here are the recent passes and the webhook traffic this
 		// process's own.
 		cfg.Passes, cfg.Traffic = a.Passes, a.Deliveries.Traffic
+		// Passes here ask Gemini only with a key: without one nothing is
+		// ever checked.
+		cfg.PollingOff = a.Config.GeminiAPIKey == ""
 	}
 	h, err := console.New(cfg)
 	if err != nil {

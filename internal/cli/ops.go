@@ -50,7 +50,8 @@ func opsListDoc() command.Doc {
 	return command.Doc{
 		Path: "ops list",
 		Args: "[--state S] [--stuck] [--limit N] [--page P] [--json] [flags]",
-		Summary: `List operations, newest submission first: NAME, KIND, STATE, VERSION, SUBMITTED,
+		Summary: `List operations, newest submission first: NAME (as submitted: a Veo operation's
+models/M/operations/ID), KIND, STATE, VERSION, SUBMITTED,
 SETTLED_BY and LAST_CHECK (the last reconcile answer that was not a state, e.g.
 not-found). --stuck keeps only the operations still pending after
 LROSINK_STUCK_AFTER, and lists after them the intents bound to no Gemini
@@ -221,7 +222,7 @@ func writeList(w io.Writer, ops []ledger.Operation) error {
 		if !op.LastCheckAt.IsZero() {
 			last = strings.TrimSpace(ts(op.LastCheckAt) + " " + op.LastCheck)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", op.Name, dash(string(op.Kind)), op.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", shownName(op.Name, op.APIName), dash(string(op.Kind)), op.State,
 			op.Rev.Version, ts(op.SubmittedAt), dash(op.SettledBy), last)
 	}
 	if err := tw.Flush(); err != nil {
@@ -260,14 +261,18 @@ func opsShowDoc() command.Doc {
 		Path: "ops show",
 		Args: "NAME [--kind K] [--json] [flags]",
 		Arg:  "NAME",
-		Summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
-check), settled by, claim status (holder, attempts, lease), event history with reasons,
+		Summary: `Show one operation: its name as submitted (a Veo operation's models/M/operations/ID,
+its API name) and its canonical name (the key), state, version, kind, timestamps
+(submitted, settled, next check: "never: no GEMINI_API_KEY" for a pending operation
+when GEMINI_API_KEY is not set here, as no pass run from this environment asks Gemini),
+settled by, claim status (holder, attempts, lease), the error labelled with its
+google.rpc code's name ("code 3 · INVALID_ARGUMENT: ..."), event history with reasons,
 recorded terminal conflicts, replays, the delivery log (every verified webhook delivery
 and reconcile check, newest first: webhook-id, event or Gemini status, auth, outcome,
 reason, HTTP answer, latency; the newest 50 within LROSINK_DELIVERY_LOG_TTL), output,
 error and user metadata. An operation that is not in the ledger is an error (exit
 status 1).`,
-		Env: storeEnvDoc,
+		Env: storeEnvDoc + "\n  GEMINI_API_KEY       unset: a pending operation's next check is shown as never",
 		Examples: []string{
 			"lrosink ops show batches/abc123",
 			"lrosink ops show abc123 --kind batch",
@@ -325,7 +330,9 @@ func runOpsShow(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		return writeJSON(e.stdout, v)
 	}
-	return writeShow(e.stdout, v, e.now())
+	// Without a key here, passes run from this environment never ask
+	// Gemini: the scheduled time would promise a check that never comes.
+	return writeShow(e.stdout, v, e.now(), cfg.GeminiAPIKey == "")
 }
 
 // writeDeliveries writes the delivery log, newest first, or "(none)".
@@ -445,8 +452,10 @@ func newClaimView(c ledger.Claim) *claimView {
 
 // writeShow writes v as `ops show` prints it: the fields, then the event
 // history, conflicts, replays, and output, error and metadata as JSON.
-func writeShow(w io.Writer, v opView, now time.Time) error {
-	if err := writeFields(w, v, now); err != nil {
+// pollingOff: no GEMINI_API_KEY where ops show runs, so "Next check" of a
+// pending operation is "never: no GEMINI_API_KEY".
+func writeShow(w io.Writer, v opView, now time.Time, pollingOff bool) error {
+	if err := writeFields(w, v, now, pollingOff); err != nil {
 		return err
 	}
 	var b strings.Builder // a strings.Builder does not fail
@@ -463,12 +472,14 @@ func writeShow(w io.Writer, v opView, now time.Time) error {
 	return nil
 }
 
-// writeFields writes the one-line fields of v, aligned: "Operation:  NAME".
-func writeFields(w io.Writer, v opView, now time.Time) error {
+// writeFields writes the one-line fields of v, aligned: "Operation:  NAME",
+// the name as its submitter knows it (a Veo operation's model path), then
+// the canonical name, the key.
+func writeFields(w io.Writer, v opView, now time.Time, pollingOff bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
-	row("Operation:", v.Name)
-	row("API name:", dash(v.APIName))
+	row("Operation:", shownName(v.Name, v.APIName))
+	row("Canonical name:", v.Name)
 	row("Kind:", dash(v.Kind))
 	row("State:", v.State)
 	row("Version:", fmt.Sprint(v.Version))
@@ -477,8 +488,15 @@ func writeFields(w io.Writer, v opView, now time.Time) error {
 	row("Settled:", ts(v.SettledAt))
 	row("Settled by:", dash(v.SettledBy))
 	row("Intent:", dash(v.Intent))
-	row("Next check:", withRel(v.NextCheckAt, now))
+	if next := withRel(v.NextCheckAt, now); pollingOff && !lifecycle.State(v.State).Terminal() {
+		row("Next check:", "never: no GEMINI_API_KEY")
+	} else {
+		row("Next check:", next)
+	}
 	row("Checks:", checksField(v))
+	if v.Error != nil {
+		row("Error:", v.Error.Label())
+	}
 	claimFields(row, v.Claim, now)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -608,6 +626,16 @@ func withRel(t *time.Time, now time.Time) string {
 		return ts(t) + " (" + r + ")"
 	}
 	return ts(t)
+}
+
+// shownName is an operation's name as its submitter knows it: the API name
+// where it is more specific (models/M/operations/ID), else the canonical
+// name, which stays the key (ops show NAME accepts either).
+func shownName(canonical, apiName string) string {
+	if apiName != "" {
+		return apiName
+	}
+	return canonical
 }
 
 func dash(s string) string {

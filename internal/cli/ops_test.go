@@ -27,7 +27,7 @@ func TestLedgerCommands(t *testing.T) {
 	for _, c := range []struct{ args, want []string }{
 		{[]string{"register", "batches/done-one", "--meta", "job=nightly", "--meta", "owner=data"}, []string{"created batches/done-one"}},
 		{[]string{"register", "pending-long-name-here", "--kind", "batch"}, []string{"created batches/pending-long-name-here"}},
-		{[]string{"register", "models/veo-3.0-generate-001/operations/v9"}, []string{"created operations/v9"}},
+		{[]string{"register", "models/veo-3.0-generate-001/operations/v9"}, []string{"created models/veo-3.0-generate-001/operations/v9"}},
 		{[]string{"register", " batches/done-one/ "}, []string{"already known batches/done-one", "PENDING"}},
 	} {
 		r := run(t, env, c.args...)
@@ -52,7 +52,8 @@ func TestLedgerCommands(t *testing.T) {
 		t.Fatalf("ops list: %d %q", r.code, r.stderr)
 	}
 	rows := checkTable(t, r.stdout, []string{"NAME", "KIND", "STATE", "VERSION", "SUBMITTED", "SETTLED_BY", "LAST_CHECK"})
-	if names := column(rows, 0); !sameSet(names, []string{"batches/done-one", "batches/pending-long-name-here", "operations/v9"}) {
+	// A Veo operation is listed by its model path, as it was registered.
+	if names := column(rows, 0); !sameSet(names, []string{"batches/done-one", "batches/pending-long-name-here", "models/veo-3.0-generate-001/operations/v9"}) {
 		t.Fatalf("ops list names %v", names)
 	}
 	for _, row := range rows {

@@ -21,7 +21,8 @@ func registerDoc() command.Doc {
 so the reconciler polls it after LROSINK_GRACE if no webhook settles it. Registering a
 known operation leaves its state untouched and adds the --meta keys it lacks (keys
 already stored are kept; a settled operation's results message does not change).
-Prints "created" or "already known".
+Prints "created NAME" or "already known NAME", NAME as given, normalized (a Veo
+operation keeps its models/M/operations/ID; the ledger keys it by operations/ID).
 
 A settled operation whose results message is still owed (its publish failed) is
 published to the sink named by LROSINK_RESULTS or --results. Without one, register
@@ -58,7 +59,8 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	if _, err := parseKindFlag(*kind); err != nil {
 		return err
 	}
-	if _, err := req.Validate(); err != nil {
+	name, err := req.Validate()
+	if err != nil {
 		return command.Usagef("%v", err)
 	}
 	a, err := e.toolApp(ctx, fs, true)
@@ -76,7 +78,9 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	case err != nil:
 		return fmt.Errorf("register %s: %w", pos[0], err)
 	case res.Created:
-		fmt.Fprintf(e.stdout, "created %s\n", res.Operation)
+		// The name as given (a Veo operation's model path), not only the
+		// canonical operations/ID the ledger keys it by.
+		fmt.Fprintf(e.stdout, "created %s\n", name.APIName)
 	default:
 		note := ""
 		if res.MetadataMerged {
@@ -90,7 +94,7 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 		if res.EffectOwed {
 			note += "; its results message is still owed and was not published here (LROSINK_RESULTS is not set): the next reconcile pass retries it"
 		}
-		fmt.Fprintf(e.stdout, "already known %s (%s, state untouched%s)\n", res.Operation, res.State, note)
+		fmt.Fprintf(e.stdout, "already known %s (%s, state untouched%s)\n", name.APIName, res.State, note)
 	}
 	return nil
 }

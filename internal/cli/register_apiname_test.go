@@ -27,7 +27,7 @@ func TestRegisterCLIAndHTTPStoreTheSameAPIName(t *testing.T) {
 	env := storeEnv(t)
 	env["LROSINK_GRACE"] = "3m"
 	const model = "veo-3.0-generate-001"
-	if r := run(t, env, "register", "models/"+model+"/operations/cli1"); r.code != command.ExitOK || !strings.Contains(r.stdout, "created operations/cli1") {
+	if r := run(t, env, "register", "models/"+model+"/operations/cli1"); r.code != command.ExitOK || r.stdout != "created models/"+model+"/operations/cli1\n" {
 		t.Fatalf("lrosink register: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
@@ -42,6 +43,7 @@ type Reader interface {
 	PageOperations(ctx context.Context, f ledger.Filter, after ledger.ListCursor, limit int) ([]ledger.Operation, error)
 	CountOperations(ctx context.Context, f ledger.Filter) (int64, error)
 	DueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor, limit int) ([]ledger.Claim, error)
+	CountDueClaims(ctx context.Context, now time.Time, after ledger.ClaimCursor) (int64, error)
 	SearchOperations(ctx context.Context, prefix, after string, limit int) ([]ledger.Operation, error)
 	UnboundIntents(ctx context.Context, before time.Time, after ledger.IntentCursor, limit int) ([]ledger.Intent, error)
 	CountUnboundIntents(ctx context.Context, before time.Time) (int64, error)
@@ -80,9 +82,20 @@ type Config struct {
 	// Counter gives the health page the ledger's real pending and due
 	// counts; nil: not shown.
 	Counter Counter
+	// TrafficLog counts the webhook traffic of the last hour in the
+	// delivery log (the ledger), so the figures survive a restart and are
+	// every instance's; nil: Traffic's, this process's own.
+	TrafficLog deliverylog.TrafficCounter
 	// Traffic is this process's webhook traffic; nil when it serves no
-	// webhooks (the Console function on Cloud Run).
+	// webhooks (the Console function on Cloud Run). With TrafficLog only
+	// its rejections are shown: they name no operation, so the log has
+	// none.
 	Traffic *deliverylog.Traffic
+	// PollingOff: this process runs the reconcile passes without
+	// GEMINI_API_KEY, so no pending operation is ever checked and "Next
+	// check" says "never: no GEMINI_API_KEY". False where the passes run
+	// elsewhere (the Console function on Cloud Run cannot tell).
+	PollingOff bool
 }
 
 // Deliveries reads an operation's delivery log (deliverylog.Store).
@@ -135,6 +148,7 @@ func New(cfg Config) (http.Handler, error) {
 		"terminal": func(s lifecycle.State) bool { return s.Terminal() },
 		"dur":      humantime.Duration,
 		"lastAt":   lastAt,
+		"display":  displayName,
 	}
 	for _, p := range []string{"operations", "operation", "stuck", "health", "error", "signin"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html")
@@ -349,6 +363,69 @@ type listData struct {
 	// the other filters; Count says how many, as far as they were read.
 	Searched bool
 	Count    string
+	// Miss is the name an operation URL named that no operation has: the
+	// rows are the nearest names.
+	Miss string
+	// Summary is the line above the list (nil on a search).
+	Summary *summary
+}
+
+// summary is the list page's top line: operations by state, the stuck
+// ones, and the results messages owed. Each figure is a count aggregation
+// over an index, the ones the reconciler's pass counts with (stuck:
+// CountOperations with the stuck filter; owed: CountDueClaims), plus one
+// per state: no document is read (Firestore bills one read per 1,000
+// index entries counted), whatever the ledger holds.
+type summary struct {
+	States []stateCount
+	Total  int64
+	Stuck  int64
+	// Owed counts the claims not DONE: settled operations whose results
+	// message is not published yet.
+	Owed int64
+	// Failed: a count failed, so the line is not shown (the list still is).
+	Failed bool
+}
+
+type stateCount struct {
+	State lifecycle.State
+	N     int64
+}
+
+// summarize counts the summary's figures, concurrently (each is one
+// aggregation query; on Firestore each is a round trip).
+func (c *Console) summarize(ctx context.Context) *summary {
+	states := statesOf()
+	counts := make([]int64, len(states)+2)
+	errs := make([]error, len(counts))
+	var wg sync.WaitGroup
+	for i := range counts {
+		wg.Go(func() {
+			switch {
+			case i < len(states):
+				counts[i], errs[i] = c.cfg.Ledger.CountOperations(ctx, ledger.Filter{State: states[i]})
+			case i == len(states):
+				counts[i], errs[i] = c.cfg.Ledger.CountOperations(ctx, ledger.Filter{StuckAt: c.stuckAt()})
+			default:
+				// Every claim not DONE has a due time: by the far future,
+				// all of them (as the Stuck page lists them).
+				counts[i], errs[i] = c.cfg.Ledger.CountDueClaims(ctx, c.cfg.Now().AddDate(100, 0, 0), ledger.ClaimCursor{})
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.cfg.Log.WarnContext(ctx, "console: summary counts failed", "error", err.Error())
+		return &summary{Failed: true}
+	}
+	s := &summary{Stuck: counts[len(states)], Owed: counts[len(states)+1]}
+	for i, st := range states {
+		s.Total += counts[i]
+		if counts[i] > 0 {
+			s.States = append(s.States, stateCount{State: st, N: counts[i]})
+		}
+	}
+	return s
 }
 
 // row is one operation in a table.
@@ -415,6 +492,19 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Bad filter: "+err.Error(), nil)
 		return
 	}
+	if f.Q != "" && f.SearchAfter == "" {
+		// An exact name opens its operation (303: what it names depends on
+		// the ledger), if it passes the other filters.
+		op, err := c.exact(r, f.Q, f.Kind)
+		switch {
+		case err == nil && keep(c.filter(f), op):
+			http.Redirect(w, r, opURL(op.Name, op.ID), http.StatusSeeOther)
+			return
+		case err != nil && !errors.Is(err, ledger.ErrNotFound):
+			c.unavailable(w, r, err)
+			return
+		}
+	}
 	if f.Q != "" {
 		c.search(w, r, f)
 		return
@@ -434,6 +524,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 	if !f.After.IsZero() {
 		d.Reset = f.query()
 	}
+	d.Summary = c.summarize(r.Context())
 	if more {
 		last := ops[len(ops)-1]
 		d.Next = f.query("at", last.SubmittedAt.UTC().Format(time.RFC3339Nano), "id", last.ID, "from", strconv.Itoa(d.Last+1))
@@ -449,6 +540,8 @@ type event struct {
 	Source   string
 	Reason   string
 	Delivery string
+	// ReplayID is a replay's replay_id (Kind "replay").
+	ReplayID string
 	// Update is the event's server time: the epoch when it carried none
 	// (it loses every tie), which the page shows as no state time.
 	Update time.Time
@@ -470,26 +563,31 @@ type opData struct {
 	Deliveries []deliverylog.Entry
 	LogKept    bool
 	LogError   bool
+	// PollingOff: see Config.PollingOff.
+	PollingOff bool
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
-	op, err := c.lookup(r, strings.TrimPrefix(path, Prefix+"operations/"))
+	raw := strings.TrimPrefix(path, Prefix+"operations/")
+	op, err := c.lookup(r, raw)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		c.fail(w, r, http.StatusNotFound, "No operation with this name.", nil)
+		c.miss(w, r, raw)
 		return
 	case err != nil:
 		c.unavailable(w, r, err)
 		return
 	}
-	// One page per operation: every other spelling redirects to it.
+	// One page per operation: every other spelling of its name redirects
+	// to it, permanently (308: a fact of the name, whatever the ledger
+	// holds).
 	if u := opURL(op.Name, op.ID); u != path {
-		http.Redirect(w, r, u, http.StatusMovedPermanently)
+		http.Redirect(w, r, u, http.StatusPermanentRedirect)
 		return
 	}
 	id := op.ID
-	d := opData{Op: op, Stuck: isStuck(op, c.stuckAt()),
+	d := opData{Op: op, Stuck: isStuck(op, c.stuckAt()), PollingOff: c.cfg.PollingOff,
 		Metadata: pretty(op.UserMetadata), Output: pretty(op.Output)}
 	if op.State.Terminal() {
 		cl, err := c.cfg.Ledger.GetClaim(r.Context(), id)
@@ -518,7 +616,8 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, rp := range op.Replays {
-		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", Reason: "replay " + rp.ID})
+		// The kind says "replay" once; the id is data ("replay-02edc…").
+		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", ReplayID: rp.ID})
 	}
 	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
 	if c.cfg.Deliveries != nil {
@@ -531,7 +630,46 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Deliveries = deliverylog.Live(log, c.cfg.Now(), c.cfg.DeliveryLogTTL)
 	}
-	c.render(w, r, http.StatusOK, "operation", op.Name, d)
+	c.render(w, r, http.StatusOK, "operation", displayName(op), d)
+}
+
+// miss answers an operation URL that names no operation in any spelling.
+// A bare id (batch_123) one operation has redirects to its page, 303 See
+// Other: which operation it names depends on what the ledger holds, so no
+// browser may keep the answer. Otherwise a 404 list page: the search box
+// holding the name, and the nearest names (Console.nearest).
+func (c *Console) miss(w http.ResponseWriter, r *http.Request, raw string) {
+	name, err := url.PathUnescape(raw)
+	if err != nil || len(name) > opname.MaxRawLen {
+		c.fail(w, r, http.StatusNotFound, "No operation with this name.", nil)
+		return
+	}
+	ops, err := c.bare(r.Context(), searchName(name), opname.KindUnknown)
+	if err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
+	if len(ops) == 1 {
+		http.Redirect(w, r, opURL(ops[0].Name, ops[0].ID), http.StatusSeeOther)
+		return
+	}
+	near, err := c.nearest(r.Context(), name)
+	if err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
+	f := listForm{Q: name}
+	d := listData{Form: f, States: statesOf(), Kinds: kinds(), StuckAfter: c.cfg.StuckAfter, Searched: true,
+		Miss: name, Rows: c.rows(near), First: 1, Last: len(near)}
+	switch {
+	case len(ops) > 1:
+		d.Count = "More than one kind of operation has this id: pick one"
+	case len(near) > 0:
+		d.Count = "The nearest names"
+	default:
+		d.Count = "No name comes near it"
+	}
+	c.render(w, r, http.StatusNotFound, "operations", "Not found", d)
 }
 
 // maxStuckRows bounds each of the stuck page's lists.
@@ -596,10 +734,16 @@ type healthData struct {
 	Counted      bool
 	CountError   bool
 	Pending, Due int64
-	// Traffic is this process's webhook traffic of the last hour; nil
-	// when it serves no webhooks.
-	Traffic *deliverylog.Window
+	// Traffic is the webhook traffic of the last hour: from the delivery
+	// log, or this process's; nil when neither is known. TrafficError: the
+	// log could not be read.
+	Traffic      *deliverylog.Window
+	TrafficError bool
 }
+
+// maxTrafficRead bounds the health page's traffic read: entries (SQLite)
+// or operations delivered to (Firestore, one read each) in the hour.
+const maxTrafficRead = 5000
 
 func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	d := healthData{Settings: c.cfg.Settings, Local: c.cfg.Passes != nil}
@@ -616,11 +760,32 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 			c.cfg.Log.WarnContext(r.Context(), "console: ledger counts failed", "error", err.Error())
 		}
 	}
-	if c.cfg.Traffic != nil {
+	switch {
+	case c.cfg.TrafficLog != nil:
+		t, err := c.cfg.TrafficLog.WebhookTraffic(r.Context(), c.cfg.Now().Add(-time.Hour), maxTrafficRead)
+		if err != nil {
+			d.TrafficError = true
+			c.cfg.Log.WarnContext(r.Context(), "console: webhook traffic unreadable", "error", err.Error())
+			break
+		}
+		w := t.Window(c.cfg.Traffic)
+		d.Traffic = &w
+	case c.cfg.Traffic != nil:
 		t := c.cfg.Traffic.LastHour()
 		d.Traffic = &t
 	}
 	c.render(w, r, http.StatusOK, "health", "Health", d)
+}
+
+// displayName is op's name as its submitter knows it: the API name where it
+// is more specific than the canonical name (a Veo operation's
+// models/M/operations/ID), else the canonical name. The canonical name
+// stays the key and the page's address.
+func displayName(op ledger.Operation) string {
+	if op.APIName != "" {
+		return op.APIName
+	}
+	return op.Name
 }
 
 // pretty renders a free-form map as indented JSON ("" for none).

@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -28,7 +29,7 @@ func opURL(name, id string) string {
 	return Prefix + "operations/" + url.PathEscape(id)
 }
 
-// maxLookups bounds the reads one operation URL may cost.
+// maxLookups bounds the reads one spelling of an operation URL may cost.
 const maxLookups = 4
 
 // lookup finds the operation an operation URL names, whatever the
@@ -69,6 +70,99 @@ func (c *Console) lookup(r *http.Request, raw string) (ledger.Operation, error) 
 		return op, err
 	}
 	return ledger.Operation{}, ledger.ErrNotFound
+}
+
+// bare finds the operations a bare id (batch_123: no collection, no kind)
+// names, one read per kind (kind, when set, is the only one tried): the
+// id as a person copies it from Gemini's answer. Zero, one, or, when two
+// kinds share the id, more.
+func (c *Console) bare(ctx context.Context, id string, kind opname.Kind) ([]ledger.Operation, error) {
+	if strings.Contains(id, "/") {
+		return nil, nil
+	}
+	var out []ledger.Operation
+	for _, k := range kinds() {
+		if kind != opname.KindUnknown && k != kind {
+			continue
+		}
+		n, err := opname.Normalize(id, k)
+		if err != nil {
+			return nil, nil // not an id at all
+		}
+		did, err := opname.DocID(n.Key())
+		if err != nil {
+			return nil, nil
+		}
+		op, err := c.cfg.Ledger.GetOperation(ctx, did)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, op)
+		}
+	}
+	return out, nil
+}
+
+// exact finds the operation a search for q names exactly: a name in any
+// spelling lookup accepts, or a bare id that one operation alone has (of
+// kind, when the filter sets it). ErrNotFound when q names none, or a bare
+// id more than one kind has (the list shows them all).
+func (c *Console) exact(r *http.Request, q string, kind opname.Kind) (ledger.Operation, error) {
+	name := searchName(q)
+	if n, err := opname.Normalize(name, opname.KindUnknown); err == nil {
+		id, err := opname.DocID(n.Key())
+		if err != nil {
+			return ledger.Operation{}, ledger.ErrNotFound
+		}
+		return c.cfg.Ledger.GetOperation(r.Context(), id)
+	}
+	ops, err := c.bare(r.Context(), name, kind)
+	switch {
+	case err != nil:
+		return ledger.Operation{}, err
+	case len(ops) == 1:
+		return ops[0], nil
+	}
+	return ledger.Operation{}, ledger.ErrNotFound
+}
+
+// maxNearest bounds the nearest matches a miss shows, and nearestTries the
+// shorter prefixes it tries: a miss costs a few bounded reads.
+const (
+	maxNearest   = 10
+	nearestTries = 4
+)
+
+// nearest are the operations whose names come closest to q, a name that
+// matched none: those starting with q (in any spelling the search
+// accepts), else with q less its last 1, 2, 4, 8 characters, the first
+// of these that matches any. At most maxNearest, in name order.
+func (c *Console) nearest(ctx context.Context, q string) ([]ledger.Operation, error) {
+	q = searchName(q)
+	for i, cut := 0, 0; i <= nearestTries && cut < len(q); i, cut = i+1, max(1, 2*cut) {
+		var out []ledger.Operation
+		for _, p := range searchPrefixes(q[:len(q)-cut]) {
+			found, err := c.cfg.Ledger.SearchOperations(ctx, p, "", maxNearest)
+			if errors.Is(err, ledger.ErrBadPrefix) {
+				continue // too long to search: a shorter one may do
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, op := range found {
+				if !slices.ContainsFunc(out, func(o ledger.Operation) bool { return o.ID == op.ID }) {
+					out = append(out, op)
+				}
+			}
+		}
+		if len(out) > 0 {
+			slices.SortFunc(out, func(a, b ledger.Operation) int { return cmp.Compare(a.ID, b.ID) })
+			return out[:min(len(out), maxNearest)], nil
+		}
+	}
+	return nil, nil
 }
 
 // searchPrefixes are the name prefixes a search for q reads: q as typed
@@ -123,8 +217,9 @@ type prefixScan struct {
 }
 
 // search answers a list page with a name search: the operations whose
-// canonical name starts with one of q's prefixes (an exact name is its own
-// prefix) and pass the other filters, exact match first, then in name
+// canonical name starts with one of q's prefixes and pass the other
+// filters (an exact name that passes them was redirected to its page
+// before: Console.operations), exact match first, then in name
 // (document id) order, one page at a time. The filters are applied to the
 // names read, so a prefix is read on, page by page, until it gives more
 // than a page of matches or its names run out, within maxSearchExtraPages.

@@ -1,6 +1,7 @@
 package deliverylog
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -40,6 +41,13 @@ type Window struct {
 	LastDelivery time.Time
 	// Recent are the last few rejections, newest first.
 	Recent []Rejection
+	// FromLog: Deliveries, Total and LastDelivery were counted in the
+	// delivery log (Tally.Window), so they outlive the process; Partial:
+	// its read was cut at its bound (at least these).
+	FromLog, Partial bool
+	// RejectionsHere: the rejections are this process's (FromLog only;
+	// without it none are known).
+	RejectionsHere bool
 }
 
 // Traffic counts this process's webhook traffic per minute over the last
@@ -134,4 +142,40 @@ func counts(m map[string]int) ([]Count, int) {
 		return strings.Compare(a.Name, b.Name)
 	})
 	return out, total
+}
+
+// TrafficCounter counts the webhook deliveries the log holds, so the
+// traffic figures survive a restart and are the fleet's, not one
+// process's. Implemented by every ledger adapter, each with a bounded
+// read: an index range over the window's entries (SQLite), or the logs
+// appended to within it (Firestore: one read per operation delivered to,
+// memory).
+type TrafficCounter interface {
+	// WebhookTraffic counts the webhook entries (SourceWebhook) at or
+	// after since by outcome, reading at most limit entries (SQLite) or
+	// logs (Firestore, memory); Partial says the bound was reached, so
+	// there may be more. Last is when the newest webhook entry the log
+	// holds arrived, of any age (zero: none).
+	WebhookTraffic(ctx context.Context, since time.Time, limit int) (Tally, error)
+}
+
+// Tally is what TrafficCounter counted. It covers what the log keeps: an
+// operation's newest DefaultKeep entries, for the log's TTL.
+type Tally struct {
+	Outcomes map[string]int
+	Partial  bool
+	Last     time.Time
+}
+
+// Window turns t into the Health page's figures; rejections (which the log
+// cannot hold: they name no operation) come from this process's Traffic,
+// when it has one.
+func (t Tally) Window(rejections *Traffic) Window {
+	w := Window{LastDelivery: t.Last, Partial: t.Partial, FromLog: true}
+	w.Deliveries, w.Total = counts(t.Outcomes)
+	if rejections != nil {
+		r := rejections.LastHour()
+		w.Rejected, w.RejectedTotal, w.Recent, w.RejectionsHere = r.Rejected, r.RejectedTotal, r.Recent, true
+	}
+	return w
 }

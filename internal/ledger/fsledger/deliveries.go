@@ -13,14 +13,33 @@ import (
 	"github.com/lrosink/lrosink/internal/ledger"
 )
 
-var _ deliverylog.Store = (*Store)(nil)
+var (
+	_ deliverylog.Store          = (*Store)(nil)
+	_ deliverylog.TrafficCounter = (*Store)(nil)
+)
 
 // deliveriesDoc is an operation's delivery log: its newest entries as one
-// JSON string (exempt from indexing in terraform), and expire_at, the TTL
-// policy's field: the newest entry's time plus the TTL.
+// JSON string (exempt from indexing in terraform), expire_at, the TTL
+// policy's field: the newest entry's time plus the TTL, and webhook_at,
+// the newest webhook entry's time (absent while it has none): the Health
+// page's traffic query reads the logs delivered to in its window by it
+// (WebhookTraffic).
 type deliveriesDoc struct {
-	Entries  string    `firestore:"entries"`
-	ExpireAt time.Time `firestore:"expire_at"`
+	Entries   string     `firestore:"entries"`
+	ExpireAt  time.Time  `firestore:"expire_at"`
+	WebhookAt *time.Time `firestore:"webhook_at,omitempty"`
+}
+
+// newestWebhook is the time of the newest webhook entry of log, or nil.
+func newestWebhook(log []deliverylog.Entry) *time.Time {
+	var at *time.Time
+	for _, e := range log {
+		if e.Source == deliverylog.SourceWebhook && (at == nil || e.At.After(*at)) {
+			t := e.At
+			at = &t
+		}
+	}
+	return at
 }
 
 // AppendDeliveries implements deliverylog.Store: a transaction that reads
@@ -57,7 +76,7 @@ func (s *Store) AppendDeliveries(ctx context.Context, opID string, entries []del
 			return err
 		}
 		s.counts.DeliveryWrites.Add(1)
-		return tx.Set(ref, deliveriesDoc{Entries: string(b), ExpireAt: kept[0].At.Add(r.TTL)})
+		return tx.Set(ref, deliveriesDoc{Entries: string(b), ExpireAt: kept[0].At.Add(r.TTL), WebhookAt: newestWebhook(kept)})
 	}, firestore.MaxAttempts(5))
 	if err != nil {
 		return fmt.Errorf("firestore: append deliveries %s: %w", opID, err)

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
@@ -949,6 +950,68 @@ func (s *Store) CountOperations(ctx context.Context, f ledger.Filter) (int64, er
 		return 0, fmt.Errorf("firestore: count operations: unexpected result %T", res["n"])
 	}
 	return v.GetIntegerValue(), nil
+}
+
+// WebhookTraffic implements deliverylog.TrafficCounter: the logs whose
+// newest webhook entry is at or after since (webhook_at, on its automatic
+// single-field index), newest first, at most limit: one read per
+// operation delivered to in the window; of each, the webhook entries at
+// or after since. With none in the window, Last is lastWebhook's. Counted
+// as delivery reads.
+func (s *Store) WebhookTraffic(ctx context.Context, since time.Time, limit int) (deliverylog.Tally, error) {
+	docs, err := s.client.Collection(Deliveries).Where("webhook_at", ">=", since).
+		OrderBy("webhook_at", firestore.Desc).Limit(limit).Documents(ctx).GetAll()
+	s.counts.DeliveryReads.Add(int64(max(len(docs), 1)))
+	if err != nil {
+		return deliverylog.Tally{}, fmt.Errorf("firestore: webhook traffic: %w", err)
+	}
+	t := deliverylog.Tally{Outcomes: map[string]int{}, Partial: len(docs) >= limit}
+	for _, d := range docs {
+		log, at, err := decodeDeliveries(d)
+		if err != nil {
+			return deliverylog.Tally{}, fmt.Errorf("firestore: webhook traffic: %s: %w", d.Ref.ID, err)
+		}
+		if at != nil && at.After(t.Last) {
+			t.Last = *at
+		}
+		for _, e := range log {
+			if e.Source == deliverylog.SourceWebhook && !e.At.Before(since) {
+				t.Outcomes[e.Outcome]++
+			}
+		}
+	}
+	if len(docs) == 0 {
+		if t.Last, err = s.lastWebhook(ctx); err != nil {
+			return deliverylog.Tally{}, err
+		}
+	}
+	return t, nil
+}
+
+// lastWebhook is the newest webhook entry's time of every log: the first
+// document by webhook_at, descending (zero: none).
+func (s *Store) lastWebhook(ctx context.Context) (time.Time, error) {
+	docs, err := s.client.Collection(Deliveries).OrderBy("webhook_at", firestore.Desc).Limit(1).Documents(ctx).GetAll()
+	s.counts.DeliveryReads.Add(1)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("firestore: last webhook delivery: %w", err)
+	}
+	for _, d := range docs {
+		if _, at, err := decodeDeliveries(d); err == nil && at != nil {
+			return at.UTC(), nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// decodeDeliveries reads a delivery log document: its entries and webhook_at.
+func decodeDeliveries(snap *firestore.DocumentSnapshot) ([]deliverylog.Entry, *time.Time, error) {
+	var d deliveriesDoc
+	if err := snap.DataTo(&d); err != nil {
+		return nil, nil, err
+	}
+	log, err := ledger.DecodeDeliveries([]byte(d.Entries))
+	return log, d.WebhookAt, err
 }
 
 // CountPending implements ledger.Queries: a count aggregation over the

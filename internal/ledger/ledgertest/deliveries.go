@@ -225,3 +225,69 @@ func RunDeliveryExpiry(t *testing.T, newStore NewStore, held DeliveriesHeld) {
 		t.Errorf("%d entries of the last hour held, want %d", live, want)
 	}
 }
+
+// testDeliveryTraffic: WebhookTraffic counts the webhook entries of the
+// window by outcome (not reconcile entries, not older ones), says when the
+// newest webhook entry arrived even when the window is empty, and says when
+// its bound cut the count (what the bound counts is the store's: entries
+// on SQLite, logs on Firestore and memory). Entries are appended in time
+// order, as the Recorder does.
+func testDeliveryTraffic(t *testing.T, l ledger.Ledger) {
+	ctx := t.Context()
+	s, ok := l.(deliverylog.Store)
+	tc, ok2 := l.(deliverylog.TrafficCounter)
+	if !ok || !ok2 {
+		t.Fatalf("%T does not implement deliverylog.Store and deliverylog.TrafficCounter", l)
+	}
+	r := deliverylog.Retention{Keep: 50, TTL: 24 * time.Hour}
+	since := t0.Add(-time.Hour)
+	hook := func(at time.Time, outcome string) deliverylog.Entry {
+		return deliverylog.Entry{At: at, Source: deliverylog.SourceWebhook, DeliveryID: "msg", Outcome: outcome, Answer: 200}
+	}
+	empty, err := tc.WebhookTraffic(ctx, since, 100)
+	if err != nil || len(empty.Outcomes) != 0 || !empty.Last.IsZero() || empty.Partial {
+		t.Fatalf("an empty log's traffic: %+v, %v", empty, err)
+	}
+	for _, a := range []struct {
+		op      string
+		entries []deliverylog.Entry
+	}{
+		{"old", []deliverylog.Entry{hook(t0.Add(-3*time.Hour), "completed")}},
+		{"a", []deliverylog.Entry{hook(t0.Add(-2*time.Hour), "completed"), hook(t0.Add(-50*time.Minute), "completed"),
+			{At: t0.Add(-40 * time.Minute), Source: deliverylog.SourceReconcile, Outcome: "unchanged"}}},
+		{"a", []deliverylog.Entry{hook(t0.Add(-30*time.Minute), "duplicate"), hook(t0.Add(-20*time.Minute), "duplicate")}},
+		{"b", []deliverylog.Entry{hook(t0.Add(-10*time.Minute), "dropped")}},
+		{"c", []deliverylog.Entry{{At: t0.Add(-5 * time.Minute), Source: deliverylog.SourceReconcile, Outcome: "unchanged"}}},
+	} {
+		if err := s.AppendDeliveries(ctx, a.op, a.entries, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := tc.WebhookTraffic(ctx, since, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Outcomes) != "map[completed:1 dropped:1 duplicate:2]" || got.Partial {
+		t.Errorf("traffic since %s: %v (partial %v), want map[completed:1 dropped:1 duplicate:2], complete", since, got.Outcomes, got.Partial)
+	}
+	if want := t0.Add(-10 * time.Minute); !got.Last.Equal(want) {
+		t.Errorf("last webhook delivery %s, want %s", got.Last, want)
+	}
+	// An hour without deliveries still knows the last one.
+	later, err := tc.WebhookTraffic(ctx, t0.Add(time.Hour), 100)
+	if err != nil || len(later.Outcomes) != 0 || !later.Last.Equal(t0.Add(-10*time.Minute)) {
+		t.Errorf("traffic of a later, empty hour: %+v, %v; want none, last at t0-10m", later, err)
+	}
+	// A bound of 1 cuts the count, and says so.
+	cut, err := tc.WebhookTraffic(ctx, since, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range cut.Outcomes {
+		n += v
+	}
+	if !cut.Partial || n >= 4 {
+		t.Errorf("traffic read with a bound of 1: %v counted, partial %v; want fewer than the 4, said to be partial", cut.Outcomes, cut.Partial)
+	}
+}

@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"NumbersRoundTripExactly":    testNumbersExact,
 		"DeliveryLogBoundedApart":    testDeliveryLog,
 		"DeliveryBatch":              testDeliveryBatch,
+		"DeliveryTraffic":            testDeliveryTraffic,
 		"CountPendingAndDue":         testCounts,
 		"ClaimPreconditions":         testClaimPreconditions,
 		"MirrorPatch":                testMirrorPatch,

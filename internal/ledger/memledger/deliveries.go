@@ -105,3 +105,71 @@ func (s *Store) count(ctx context.Context, what string, match func(storedOp) boo
 	s.counts.Reads.Add(max(1, (n+999)/1000))
 	return n, nil
 }
+
+var _ deliverylog.TrafficCounter = (*Store)(nil)
+
+// WebhookTraffic implements deliverylog.TrafficCounter as Firestore's
+// query does: the logs holding a webhook entry, newest webhook entry
+// first, those at or after since, at most limit of them, counted as a read
+// each; of those, the webhook entries at or after since. The append marks
+// (newest last) find them without a scan of every log: the logs appended
+// to in the window, and, when none of them holds a webhook entry, older
+// ones until one does (Last), at most limit more.
+func (s *Store) WebhookTraffic(ctx context.Context, since time.Time, limit int) (deliverylog.Tally, error) {
+	if err := s.lock(ctx, "webhook traffic"); err != nil {
+		return deliverylog.Tally{}, err
+	}
+	defer s.mu.Unlock()
+	t := deliverylog.Tally{Outcomes: map[string]int{}}
+	seen := map[string]bool{}
+	read, older := 0, 0
+	for i := len(s.logExpiry) - 1; i >= 0; i-- {
+		m := s.logExpiry[i]
+		if m.at.Before(since) {
+			if !t.Last.IsZero() || older == limit {
+				break
+			}
+			older++
+		}
+		if seen[m.opID] {
+			continue
+		}
+		seen[m.opID] = true
+		log := s.deliveries[m.opID]
+		newest := time.Time{}
+		for _, e := range log {
+			if e.Source == deliverylog.SourceWebhook && e.At.After(newest) {
+				newest = e.At
+			}
+		}
+		switch {
+		case newest.IsZero():
+			continue // not in Firestore's webhook_at index
+		case newest.Before(since):
+			t.Last = later(t.Last, newest)
+			read++
+			continue
+		case read == limit:
+			t.Partial = true
+		}
+		if t.Partial {
+			break
+		}
+		read++
+		t.Last = later(t.Last, newest)
+		for _, e := range log {
+			if e.Source == deliverylog.SourceWebhook && !e.At.Before(since) {
+				t.Outcomes[e.Outcome]++
+			}
+		}
+	}
+	s.counts.DeliveryReads.Add(int64(max(read, 1)))
+	return t, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	_ deliverylog.Store      = (*Store)(nil)
-	_ deliverylog.BatchStore = (*Store)(nil)
+	_ deliverylog.Store          = (*Store)(nil)
+	_ deliverylog.BatchStore     = (*Store)(nil)
+	_ deliverylog.TrafficCounter = (*Store)(nil)
 )
 
 // expireWindow is how many sequence numbers, from the oldest entry's, one
@@ -50,6 +51,16 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	WHERE seq < (SELECT min(seq) FROM delivery_entries) + ?1 AND at_ns <= ?2`
 	sqlListDeliveries = `SELECT at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns
 FROM delivery_entries WHERE op_id = ? ORDER BY at_ns DESC, seq DESC`
+	// sqlWebhookTraffic reads the newest ?1 entries by arrival (seq, the
+	// rowid), newest first: a range of the primary key, no index of its
+	// own (one on the entries' time cost every append a quarter more,
+	// BenchmarkAppendDeliveries). Entries are inserted about when they
+	// happen, so arrival order is time order (sqlExpireDeliveries relies
+	// on it too) and WebhookTraffic stops reading once it is past its
+	// window.
+	sqlWebhookTraffic = `SELECT at_ns, source, outcome FROM delivery_entries
+	WHERE seq > (SELECT max(seq) FROM delivery_entries) - ?1 ORDER BY seq DESC`
+	sqlSeqRange         = `SELECT min(seq), max(seq) FROM delivery_entries`
 	sqlCountPending     = `SELECT count(*) FROM operations WHERE pending_since IS NOT NULL`
 	sqlCountDue         = `SELECT count(*) FROM operations WHERE next_check_at IS NOT NULL AND next_check_at <= ?`
 	sqlCountDueInBucket = `SELECT count(*) FROM operations WHERE bucket = ? AND next_check_at IS NOT NULL AND next_check_at <= ?`
@@ -185,6 +196,69 @@ func migrateDeliveries(ctx context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// WebhookTraffic implements deliverylog.TrafficCounter: the newest
+// entries by arrival, at most limit, read until a webhook entry is older
+// than since less arrivalSlack (it gives Last, and what arrived before it
+// is older still); those of the window counted by outcome. Partial: the
+// bound ended the read while it was still in the window.
+func (s *Store) WebhookTraffic(ctx context.Context, since time.Time, limit int) (deliverylog.Tally, error) {
+	t := deliverylog.Tally{Outcomes: map[string]int{}}
+	if limit <= 0 {
+		return t, nil
+	}
+	rows, err := s.reader.QueryContext(ctx, sqlWebhookTraffic, limit)
+	if err != nil {
+		return t, fail(ctx, "webhook traffic", err)
+	}
+	defer rows.Close() //nolint:errcheck // rows.Err reports what matters
+	var (
+		oldest time.Time
+		read   int
+		done   bool
+	)
+	for rows.Next() {
+		var (
+			at              int64
+			source, outcome string
+		)
+		if err := rows.Scan(&at, &source, &outcome); err != nil {
+			return deliverylog.Tally{}, fail(ctx, "webhook traffic", err)
+		}
+		read++
+		e := time.Unix(0, at).UTC()
+		oldest = e
+		webhook := source == deliverylog.SourceWebhook
+		if webhook && e.After(t.Last) {
+			t.Last = e
+		}
+		if webhook && !e.Before(since) {
+			t.Outcomes[outcome]++
+		}
+		if webhook && e.Before(since.Add(-arrivalSlack)) {
+			done = true // and t.Last is set
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return deliverylog.Tally{}, fail(ctx, "webhook traffic", err)
+	}
+	if !done && read > 0 && !oldest.Before(since) {
+		// Read to the bound still in the window: more if older rows exist.
+		var lo, hi sql.NullInt64
+		if err := s.reader.QueryRowContext(ctx, sqlSeqRange).Scan(&lo, &hi); err != nil {
+			return deliverylog.Tally{}, fail(ctx, "webhook traffic", err)
+		}
+		t.Partial = lo.Valid && hi.Int64-int64(limit) >= lo.Int64
+	}
+	return t, nil
+}
+
+// arrivalSlack is how far before its window WebhookTraffic reads on: a
+// webhook entry is written milliseconds after its answer, in any order
+// within a Recorder batch; a pass's reconcile entries (not counted) at its
+// end, within its deadline (LROSINK_RECONCILE_DEADLINE, 4m30s by default).
+const arrivalSlack = 10 * time.Minute
 
 // CountPending implements ledger.Queries (partial index on pending_since,
 // which only non-terminal operations have).

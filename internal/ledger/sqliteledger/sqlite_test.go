@@ -283,6 +283,8 @@ func TestQueryPlans(t *testing.T) {
 		"CountPending":            {sqlCountPending, "operations_pending_since", nil},
 		"CountDue":                {sqlCountDue, "operations_next_check_at", []any{now}},
 		"ListDeliveries":          {sqlListDeliveries, "delivery_entries_op", []any{"x"}},
+		"WebhookTraffic":          {sqlWebhookTraffic, "INTEGER PRIMARY KEY", []any{10}},
+		"DeliverySeqRange":        {sqlSeqRange, "delivery_entries", nil},
 		"TrimDeliveries":          {sqlTrimDeliveries, "delivery_entries_op", []any{"x", 50}},
 		"ExpireDeliveries":        {sqlExpireDeliveries, "INTEGER PRIMARY KEY", []any{10, now}},
 		"DueOperationsInBucket":   {sqlDueOperationsInBucket, "operations_bucket_next_check_at", []any{3, now, now, "x", 10}},
