@@ -243,7 +243,7 @@ func afterMigration(version int) func(context.Context, *sql.Tx) error {
 	return nil
 }
 
-// addActor adds delivery_entries.actor (TEXT NOT NULL DEFAULT ”): SQLite
+// addActor adds delivery_entries.actor (text, empty by default): SQLite
 // has no ADD COLUMN IF NOT EXISTS, and a database put back to an older
 // version by hand may have it already.
 func addActor(ctx context.Context, tx *sql.Tx) error {
