@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/action"
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -83,6 +84,14 @@ type Config struct {
 	// Traffic is this process's webhook traffic; nil when it serves no
 	// webhooks (the Console function on Cloud Run).
 	Traffic *deliverylog.Traffic
+	// Actions carries out the operation page's actions (Replay, Check
+	// now, Publish now; actions.go): in process in serve, the Reconcile
+	// function over HTTP on Cloud Run. Nil: the page offers none.
+	Actions action.Doer
+	// TrustIAM: Google's front end verified the caller (the Console
+	// service on Cloud Run, IAM-protected), so an action's actor is the
+	// IAM principal it passed on.
+	TrustIAM bool
 }
 
 // Deliveries reads an operation's delivery log (deliverylog.Store).
@@ -152,6 +161,7 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET "+Prefix+"operations/{rest...}", c.operation)
 	mux.HandleFunc("GET "+Prefix+"stuck", c.stuck)
 	mux.HandleFunc("GET "+Prefix+"health", c.health)
+	mux.HandleFunc("POST "+ActionPath, c.act)
 	mux.HandleFunc("GET "+Prefix+"style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "max-age=300")
@@ -168,7 +178,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.AdminToken != "" {
 		h = c.signIn(mux)
 	}
-	return secure(h), nil
+	return secure(c.crossOrigin(h)), nil
 }
 
 // Favicon is where every browser asks for an icon on its first visit.
@@ -444,11 +454,13 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 // event is one line of an operation's timeline.
 type event struct {
 	At       time.Time
-	Kind     string // applied, conflict, replay
+	Kind     string // applied, conflict, replay, action
 	State    lifecycle.State
 	Source   string
 	Reason   string
 	Delivery string
+	// Actor is who asked for a console action (Kind "action").
+	Actor string
 	// Update is the event's server time: the epoch when it carried none
 	// (it loses every tie), which the page shows as no state time.
 	Update time.Time
@@ -470,6 +482,8 @@ type opData struct {
 	Deliveries []deliverylog.Entry
 	LogKept    bool
 	LogError   bool
+	// Actions is the actions section (nil: none offered).
+	Actions *actionsData
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
@@ -517,10 +531,6 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 			d.Timeline = append(d.Timeline, event{At: h.At, Kind: k.kind, State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
 		}
 	}
-	for _, rp := range op.Replays {
-		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", Reason: "replay " + rp.ID})
-	}
-	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
 	if c.cfg.Deliveries != nil {
 		d.LogKept = true
 		log, err := c.cfg.Deliveries.ListDeliveries(r.Context(), id)
@@ -531,6 +541,17 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Deliveries = deliverylog.Live(log, c.cfg.Now(), c.cfg.DeliveryLogTTL)
 	}
+	// The console's actions, with who asked; a replay one of them made
+	// is that action's line, not a second one.
+	acts, byAction := actionEvents(d.Deliveries)
+	d.Timeline = append(d.Timeline, acts...)
+	for _, rp := range op.Replays {
+		if !byAction[rp.ID] {
+			d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", Reason: "replay " + rp.ID})
+		}
+	}
+	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
+	d.Actions = c.actionsFor(w, r, op, d.Claim)
 	c.render(w, r, http.StatusOK, "operation", op.Name, d)
 }
 

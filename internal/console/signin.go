@@ -47,7 +47,7 @@ func (c *Console) signIn(next http.Handler) http.Handler {
 			return
 		}
 		if tok, ok := admintoken.Bearer(r.Header.Get("Authorization")); ok && want.Matches(tok) {
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withAuth(r, authInfo{kind: authBearer}))
 			return
 		}
 		if ck, err := r.Cookie(sessionCookie); err == nil && c.validSession(ck.Value) {
@@ -55,7 +55,16 @@ func (c *Console) signIn(next http.Handler) http.Handler {
 				http.Redirect(w, r, Prefix, http.StatusSeeOther)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withAuth(r, authInfo{kind: authSession, session: ck.Value}))
+			return
+		}
+		if r.Method == http.MethodPost && r.URL.Path == ActionPath {
+			// An action without the session: a plain 401, never the form
+			// (nothing was done, and the sign-in would lose the POST).
+			c.cfg.Log.WarnContext(r.Context(), "console request refused", "status", http.StatusUnauthorized,
+				"reason", "no-session", "path", truncate(r.URL.Path, 128))
+			w.Header().Set("WWW-Authenticate", `Bearer realm="lrosink"`)
+			c.fail(w, r, http.StatusUnauthorized, "Refused: sign in first (an action needs the admin token's session).", nil)
 			return
 		}
 		if r.URL.Path != Prefix+"signin" {
