@@ -330,7 +330,7 @@ func runOpsShow(ctx context.Context, e *env, args []string) error {
 
 // writeDeliveries writes the delivery log, newest first, or "(none)".
 func writeDeliveries(b *strings.Builder, es []deliverylog.Entry) {
-	b.WriteString("\nDeliveries (newest first; webhook deliveries and reconcile checks):\n")
+	b.WriteString("\nDeliveries (newest first; webhook deliveries, reconcile checks and console actions):\n")
 	if len(es) == 0 {
 		b.WriteString("  (none)\n")
 		return
@@ -342,7 +342,12 @@ func writeDeliveries(b *strings.Builder, es []deliverylog.Entry) {
 		if d.Answer != 0 {
 			answer = fmt.Sprint(d.Answer)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(d.At), d.Source, dash(d.DeliveryID), dash(d.Status),
+		source := d.Source
+		if d.Actor != "" {
+			// A console action: who asked.
+			source += " (" + d.Actor + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(d.At), source, dash(d.DeliveryID), dash(d.Status),
 			dash(d.Auth), dash(d.Outcome), dash(d.Reason), answer, humantime.Duration(d.Latency))
 	}
 	_ = tw.Flush()
