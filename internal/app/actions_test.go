@@ -188,3 +188,74 @@ func TestConsoleActsThroughReconcile(t *testing.T) {
 		t.Fatalf("%d messages after a refused call, want 2", n)
 	}
 }
+
+// TestReconcileActionRequests: the Reconcile function's action requests
+// (CONTRACT.md §4, "Actions") and their statuses from the one table;
+// Check now settles a pending batch the fake Gemini has finished (and
+// publishes it); an empty body is still a pass.
+func TestReconcileActionRequests(t *testing.T) {
+	h := newHintServer(t, nil)
+	h.fake.SetBatch("ra_done", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/ra_done-out"})
+	body := batchEnvelope("batch.succeeded", "batches/ra_done", "")
+	if a := h.post(h.signed("msg_ra", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
+		t.Fatalf("the delivery: %s, want 200 completed", a)
+	}
+	reg, err := http.Post(h.url+"/Register", "application/json", strings.NewReader(`{"name":"batches/ra_wait","kind":"batch"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Body.Close()
+	h.fake.SetBatch("ra_wait", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/ra_wait-out"})
+	call := func(body string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(h.url+"/Reconcile", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, m
+	}
+	req := func(action, name string) string {
+		return `{"action":"` + action + `","operation":"` + name + `","actor":"ops@example.com"}`
+	}
+	for _, c := range []struct {
+		body            string
+		status          int
+		outcome, reason string
+	}{
+		{`{"action":"replay","operation":"batches/ra_done","actor":"x","extra":1}`, 400, "refused", "invalid-action"},
+		{`{"action":"replay","operation":"batches/ra_done"}`, 400, "refused", "invalid-action"},
+		{req("explode", "batches/ra_done"), 400, "refused", "invalid-action"},
+		{req("replay", "batches/nowhere"), 404, "refused", "unknown-operation"},
+		{req("replay", "batches/ra_wait"), 409, "refused", "not-settled"},
+		{req("publish-now", "batches/ra_wait"), 409, "refused", "not-settled"},
+		{req("check-now", "batches/ra_done"), 409, "refused", "already-settled"},
+		{req("publish-now", "batches/ra_done"), 409, "refused", "nothing-owed"},
+	} {
+		status, m := call(c.body)
+		if status != c.status || m["outcome"] != c.outcome || m["reason"] != c.reason {
+			t.Errorf("%s: %d %v, want %d %s/%s", c.body, status, m, c.status, c.outcome, c.reason)
+		}
+	}
+	if n := len(h.messages()); n != 1 {
+		t.Fatalf("%d messages after refusals, want the one completion", n)
+	}
+	status, m := call(req("check-now", "batches/ra_wait"))
+	if status != http.StatusOK || m["outcome"] != "settled" || m["state"] != "SUCCEEDED" || m["operation"] != "batches/ra_wait" {
+		t.Fatalf("check-now of the finished batch: %d %v, want 200 settled SUCCEEDED", status, m)
+	}
+	status, m = call(req("replay", "batches/ra_done"))
+	if id, _ := m["replay_id"].(string); status != http.StatusOK || m["outcome"] != "replayed" || !strings.HasPrefix(id, "replay-") {
+		t.Fatalf("replay: %d %v, want 200 replayed with a replay_id", status, m)
+	}
+	if msgs := h.messages(); len(msgs) != 3 || msgs[1]["operation"] != "batches/ra_wait" {
+		t.Fatalf("messages %v: want the completion, the checked batch's, the replay", msgs)
+	}
+	if status, m := call(""); status != http.StatusOK || m["checked"] == nil {
+		t.Fatalf("an empty body: %d %v, want a pass's summary", status, m)
+	}
+}
