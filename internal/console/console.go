@@ -1,6 +1,7 @@
-// Package console is the read-only operations console at /ui/: server-rendered
-// HTML (html/template, embedded templates and stylesheet, no JavaScript) over
-// the ledger's indexed queries. Names, metadata, outputs and errors come from
+// Package console is the operations console at /ui/: server-rendered HTML
+// (html/template, embedded templates and stylesheet, no JavaScript) over
+// the ledger's indexed queries. It writes nothing itself: an operation
+// page's actions (actions.go) are handed to an action.Doer. Names, metadata, outputs and errors come from
 // outside (submitters, webhook senders, Gemini), so everything is rendered
 // through html/template's contextual escaping, and every answer carries a
 // Content-Security-Policy that allows no script at all, as a second wall.
