@@ -262,8 +262,8 @@ func opsShowDoc() command.Doc {
 		Arg:  "NAME",
 		Summary: `Show one operation: state, version, kind, API name, timestamps (submitted, settled, next
 check), settled by, claim status (holder, attempts, lease), event history with reasons,
-recorded terminal conflicts, replays, the delivery log (every verified webhook delivery
-and reconcile check, newest first: webhook-id, event or Gemini status, auth, outcome,
+recorded terminal conflicts, replays, the delivery log (every verified webhook delivery,
+reconcile check and console action with its actor, newest first: webhook-id, event or Gemini status, auth, outcome,
 reason, HTTP answer, latency; the newest 50 within LROSINK_DELIVERY_LOG_TTL), output,
 error and user metadata. An operation that is not in the ledger is an error (exit
 status 1).`,
