@@ -217,7 +217,9 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Bad action: "+err.Error(), nil)
 		return
 	}
-	res, err := c.cfg.Actions.Do(r.Context(), req)
+	// Not cut by the browser going away: a replay must not stop between
+	// its publish and its record.
+	res, err := c.cfg.Actions.Do(context.WithoutCancel(r.Context()), req)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, "The action could not be carried out: the Reconcile function did not answer (see the logs).", err)
 		return
