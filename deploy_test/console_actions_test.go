@@ -3,6 +3,8 @@ package deploy_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/zclconf/go-cty/cty"
 )
 
 // The Console service's actions (Replay, Check now, Publish now) are
@@ -10,7 +12,7 @@ import (
 // its runtime account holds roles/run.invoker on the Reconcile service and
 // on nothing else, and keeps its read-only ledger role, with no write
 // role, no topic and no secret of its own. LROSINK_RECONCILE_URL tells it
-// where Reconcile is.
+// where Reconcile is, and Reconcile has an instance to spare for it.
 func TestConsoleInvokesReconcileOnly(t *testing.T) {
 	c := loadConfig(t)
 	const console = `google_service_account.runtime["console"].member`
@@ -57,6 +59,16 @@ func TestConsoleInvokesReconcileOnly(t *testing.T) {
 		}
 		url := ""
 		for _, svc := range e.ofType("google_cloud_run_v2_service") {
+			if functionTarget(svc) == "Reconcile" {
+				// One instance beside a pass, for an action: with
+				// concurrency 1 it would wait for the pass to end.
+				maxi := svc.val(bodyOf(child(bodyOf(child(svc.Body, "template")), "scaling")), "max_instance_count")
+				if maxi == cty.NilVal || maxi.Type() != cty.Number {
+					t.Errorf("%s: max_instance_count cannot be evaluated", svc)
+				} else if n, _ := maxi.AsBigFloat().Int64(); n < 2 {
+					t.Errorf("%s: max_instance_count %d: a console action would wait for a running pass; want at least 2", svc, n)
+				}
+			}
 			if functionTarget(svc) != "Console" {
 				continue
 			}

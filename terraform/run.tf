@@ -128,9 +128,11 @@ locals {
       # an overlap (a slow pass meeting the next tick) is safe, just wasteful.
       # Sharded, a tick runs the coordinator and reconcile_shards shard
       # passes at once, each on its own instance: never fewer instances.
+      # One more for an operator's console action (the Console calls it),
+      # which would otherwise wait for a pass of minutes to end.
       concurrency   = 1
       timeout       = var.reconcile_attempt_deadline
-      max_instances = var.reconcile_shards > 1 ? max(var.max_instances.reconcile, var.reconcile_shards + 1) : var.max_instances.reconcile
+      max_instances = max(var.max_instances.reconcile, var.reconcile_shards > 1 ? var.reconcile_shards + 2 : 2)
       env = merge(local.common_env, {
         LROSINK_RECONCILE_DEADLINE     = local.reconcile_deadline
         LROSINK_GEMINI_QPS             = var.gemini_qps
