@@ -261,8 +261,12 @@ func (r *Runner) check(ctx context.Context, op ledger.Operation, res *Result) {
 		r.failed(ctx, res, err)
 	case c.Outcome == "error":
 		// The check's own label: gemini-unavailable, fetch-error,
-		// ingest-error (a pass records the same).
+		// ingest-error (a pass records the same); else its reschedule
+		// failed, which is the ledger.
 		res.Outcome, res.Reason, res.State = OutcomeError, c.Note, string(c.State)
+		if c.Note != ReasonGeminiUnavailable && c.Note != "fetch-error" && c.Note != "ingest-error" {
+			res.Reason = ReasonLedgerUnavailable
+		}
 	default:
 		res.Outcome, res.Reason, res.State = c.Outcome, c.Note, string(c.State)
 	}
