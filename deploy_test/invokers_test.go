@@ -165,8 +165,8 @@ func TestEveryInvokerGrantIsAuthoritative(t *testing.T) {
 			}
 		}
 	}
-	// The members are the entries' invokers: the Scheduler's and the
-	// fan-out's accounts on Reconcile, the configured ones on Register and
+	// The members are the entries' invokers: the Scheduler's, the
+	// fan-out's and the Console's accounts on Reconcile, the configured ones on Register and
 	// the Console, allUsers on the Webhook only when chosen.
 	e, err := newEvaluator(c, everyOptional)
 	if err != nil {
@@ -178,7 +178,7 @@ func TestEveryInvokerGrantIsAuthoritative(t *testing.T) {
 	}
 	want := map[string][]string{
 		`google_cloud_run_v2_service.service["webhook"]`:   {"allUsers"},
-		`google_cloud_run_v2_service.service["reconcile"]`: {"google_service_account.reconcile_fanout.member", "google_service_account.scheduler.member"},
+		`google_cloud_run_v2_service.service["reconcile"]`: {"google_service_account.reconcile_fanout.member", `google_service_account.runtime["console"].member`, "google_service_account.scheduler.member"},
 		`google_cloud_run_v2_service.service["register"]`:  {"serviceAccount:submitter@p.iam.gserviceaccount.com"},
 		`google_cloud_run_v2_service.service["console"]`:   {"group:oncall@example.com"},
 	}

@@ -53,6 +53,7 @@ locals {
     env                  = local.common_env
     secrets              = []
     publishes            = []
+    calls                = []
   }
 
   # The topics a service may publish to, by the names local.services uses.
@@ -72,6 +73,9 @@ locals {
   #   ledger        the account's access to the ledger database: "write"
   #                 (roles/datastore.user) or "read" (roles/datastore.viewer)
   #   publishes     keys of local.topics its account may publish to
+  #   calls         keys of local.services its account may invoke
+  #                 (roles/run.invoker on those services only, in their
+  #                 binding below), each URL passed as LROSINK_<KEY>_URL
   #   secrets       keys of local.secrets (secrets.tf) it reads, each as the
   #                 env var named there, from Secret Manager
   services = { for k, s in {
@@ -124,9 +128,11 @@ locals {
       # an overlap (a slow pass meeting the next tick) is safe, just wasteful.
       # Sharded, a tick runs the coordinator and reconcile_shards shard
       # passes at once, each on its own instance: never fewer instances.
+      # One more for an operator's console action (the Console calls it),
+      # which would otherwise wait for a pass of minutes to end.
       concurrency   = 1
       timeout       = var.reconcile_attempt_deadline
-      max_instances = var.reconcile_shards > 1 ? max(var.max_instances.reconcile, var.reconcile_shards + 1) : var.max_instances.reconcile
+      max_instances = max(var.max_instances.reconcile, var.reconcile_shards > 1 ? var.reconcile_shards + 2 : 2)
       env = merge(local.common_env, {
         LROSINK_RECONCILE_DEADLINE     = local.reconcile_deadline
         LROSINK_GEMINI_QPS             = var.gemini_qps
@@ -156,10 +162,28 @@ locals {
       memory        = "256Mi"
       max_instances = var.max_instances.console
       # Read-only: it cannot change an operation or a claim even if its
-      # handler had a bug.
+      # handler had a bug. Its actions (Replay, Check now, Publish now)
+      # are carried out by the Reconcile service, which it calls as itself
+      # (run.invoker there, nothing else): LROSINK_RECONCILE_URL.
       ledger = "read"
+      calls  = ["reconcile"]
+      env    = merge(local.common_env, { LROSINK_RECONCILE_URL = local.reconcile_url })
     }
   } : k => merge(local.service_defaults, s) }
+
+  # The Reconcile service's URL as Cloud Run gives it, its deterministic
+  # URL https://NAME-PROJECT_NUMBER.REGION.run.app (the Console's env cannot
+  # name google_cloud_run_v2_service.service["reconcile"].uri: the same
+  # resource, a cycle). An ID token for it is accepted by its IAM check.
+  reconcile_url = "https://${var.name_prefix}-reconcile-${data.google_project.this.number}.${var.region}.run.app"
+
+  # Who invokes each service: its entry's invokers, and the runtime
+  # account of every service that calls it (local.services[*].calls).
+  invokers = {
+    for k, s in local.services : k => merge(s.invokers, {
+      for caller, c in local.services : "service/${caller}" => google_service_account.runtime[caller].member if contains(c.calls, k)
+    })
+  }
 }
 
 resource "google_cloud_run_v2_service" "service" {
@@ -258,5 +282,5 @@ resource "google_cloud_run_v2_service_iam_binding" "invoker" {
   location = google_cloud_run_v2_service.service[each.key].location
   name     = google_cloud_run_v2_service.service[each.key].name
   role     = "roles/run.invoker"
-  members  = sort(values(each.value.invokers))
+  members  = sort(values(local.invokers[each.key]))
 }

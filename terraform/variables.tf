@@ -234,7 +234,7 @@ variable "claim_lease" {
 }
 
 variable "max_instances" {
-  description = "Maximum Cloud Run instances per service. Reconcile passes are bounded and safe to overlap, so 1 is enough there with one shard; with reconcile_shards = N > 1 Reconcile gets at least N + 1 (the coordinator and each shard pass on an instance of its own), more if set here."
+  description = "Maximum Cloud Run instances per service. Reconcile passes are bounded and safe to overlap; Reconcile gets at least 2 with one shard (a pass, and a console action beside it) and N + 2 with reconcile_shards = N > 1 (the coordinator and each shard pass on an instance of its own, and a console action), more if set here."
   type = object({
     webhook   = number
     reconcile = number

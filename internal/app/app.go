@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/action"
 	"github.com/lrosink/lrosink/internal/config"
 	"github.com/lrosink/lrosink/internal/console"
 	"github.com/lrosink/lrosink/internal/deliverylog"
@@ -53,6 +54,10 @@ type App struct {
 	// requests to LROSINK_RECONCILE_FANOUT_TOPIC and runs the shared
 	// duties. Nil: one whole pass per call.
 	Coordinator *fanout.Coordinator
+	// Actions carries out the console's actions (Replay, Check now,
+	// Publish now) here: the in-process console's, and the Reconcile
+	// function's action requests (the Console service's on Cloud Run).
+	Actions *action.Runner
 	// Metrics is this App's own Prometheus registry (GET /metrics).
 	Metrics *metrics.Metrics
 	// Passes keeps this process's recent reconcile passes for the console.
@@ -74,6 +79,9 @@ type App struct {
 	// early (partial) instead of outliving the stop's budget.
 	stopping context.Context
 	stop     context.CancelFunc
+	// idTokens and actionTransport: Options'.
+	idTokens        action.TokenSource
+	actionTransport http.RoundTripper
 }
 
 // Options are the parts an entry point may supply instead of the defaults.
@@ -90,6 +98,13 @@ type Options struct {
 	// SignatureHint, if set, is the detail of a webhook's 401
 	// no-matching-signature (serve: where its dev secret is).
 	SignatureHint string
+	// IDTokens gives the Console service the ID token it calls
+	// LROSINK_RECONCILE_URL with (action.MetadataIDToken by default: the
+	// metadata server's; tests give their own).
+	IDTokens action.TokenSource
+	// ActionTransport is the base transport of those calls (nil:
+	// http.DefaultTransport).
+	ActionTransport http.RoundTripper
 }
 
 // New builds an App. On error, whatever was opened is closed again.
@@ -100,7 +115,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	a := &App{Config: cfg, Log: log, Metrics: metrics.New(), Passes: console.NewPasses(20), now: o.Now, signatureHint: o.SignatureHint}
+	if o.IDTokens == nil {
+		o.IDTokens = action.MetadataIDToken
+	}
+	a := &App{Config: cfg, Log: log, Metrics: metrics.New(), Passes: console.NewPasses(20), now: o.Now, signatureHint: o.SignatureHint,
+		idTokens: o.IDTokens, actionTransport: o.ActionTransport}
 	a.stopping, a.stop = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -189,6 +208,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (_
 	}
 	rc.Door = a.Door
 	if a.Reconciler, err = reconcile.New(rc); err != nil {
+		return nil, err
+	}
+	ac := action.Config{Door: a.Door, Ledger: a.Ledger, Log: log, Now: o.Now, Deliveries: a.Deliveries}
+	if rc.Gemini != nil {
+		ac.Checker = a.Reconciler
+	}
+	if a.Deliveries.Recorder != nil {
+		// Written before the answer: the page the action redirects to
+		// shows it, and on Cloud Run the CPU is throttled after it.
+		ac.Flush = a.Deliveries.Recorder.Flush
+	}
+	if a.Actions, err = action.NewRunner(ac); err != nil {
 		return nil, err
 	}
 	if cfg.ReconcileShards > 1 {
@@ -406,7 +437,7 @@ func (a *App) Register() http.Handler {
 // plain call coordinates when the passes are sharded, and is one whole pass
 // otherwise.
 func (a *App) Reconcile() http.Handler {
-	opts := []httpapi.ReconcileOption{httpapi.WithShardPasses(a.Reconciler)}
+	opts := []httpapi.ReconcileOption{httpapi.WithShardPasses(a.Reconciler), httpapi.WithActions(a.Actions)}
 	if a.Coordinator != nil {
 		opts = append(opts, httpapi.WithCoordinator(a.Coordinator))
 	}
@@ -438,12 +469,31 @@ func (a *App) Console(passesHere bool) (http.Handler, error) {
 		// ever checked.
 		cfg.PollingOff = a.Config.GeminiAPIKey == ""
 	}
+	switch {
+	case passesHere:
+		// One process (serve, or every function in one): the actions run
+		// here, through the same door and reconciler.
+		cfg.Actions = a.Actions
+	case a.Config.ReconcileURL != "":
+		// The Console service on Cloud Run: read-only on the ledger, it
+		// asks the Reconcile service, as itself (run.invoker there).
+		cfg.Actions = action.HTTP(a.Config.ReconcileURL, &http.Client{Timeout: actionTimeout,
+			Transport: action.IDTokenTransport(a.Config.ReconcileURL, a.idTokens, a.actionTransport)})
+		cfg.TrustIAM = true
+	default:
+		// The Console alone with nowhere to send them: no actions.
+		cfg.TrustIAM = true
+	}
 	h, err := console.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return logging.Middleware(h), nil
 }
+
+// actionTimeout bounds the Console's call of an action on the Reconcile
+// service: a check now waits on Gemini (its retries included).
+const actionTimeout = 60 * time.Second
 
 // MetricsHandler is GET /metrics. With LROSINK_ADMIN_TOKEN set it needs
 // `Authorization: Bearer <token>` like the other administrative routes (a

@@ -268,7 +268,7 @@ when GEMINI_API_KEY is not set here, as no pass run from this environment asks G
 settled by, claim status (holder, attempts, lease), the error labelled with its
 google.rpc code's name ("code 3 · INVALID_ARGUMENT: ..."), event history with reasons,
 recorded terminal conflicts, replays, the delivery log (every verified webhook delivery
-and reconcile check, newest first: webhook-id, event or Gemini status, auth, outcome,
+reconcile check and console action with its actor, newest first: webhook-id, event or Gemini status, auth, outcome,
 reason, HTTP answer, latency; the newest 50 within LROSINK_DELIVERY_LOG_TTL), output,
 error and user metadata. An operation that is not in the ledger is an error (exit
 status 1).`,
@@ -337,7 +337,7 @@ func runOpsShow(ctx context.Context, e *env, args []string) error {
 
 // writeDeliveries writes the delivery log, newest first, or "(none)".
 func writeDeliveries(b *strings.Builder, es []deliverylog.Entry) {
-	b.WriteString("\nDeliveries (newest first; webhook deliveries and reconcile checks):\n")
+	b.WriteString("\nDeliveries (newest first; webhook deliveries, reconcile checks and console actions):\n")
 	if len(es) == 0 {
 		b.WriteString("  (none)\n")
 		return
@@ -349,7 +349,12 @@ func writeDeliveries(b *strings.Builder, es []deliverylog.Entry) {
 		if d.Answer != 0 {
 			answer = fmt.Sprint(d.Answer)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(d.At), d.Source, dash(d.DeliveryID), dash(d.Status),
+		source := d.Source
+		if d.Actor != "" {
+			// A console action: who asked.
+			source += " (" + d.Actor + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(d.At), source, dash(d.DeliveryID), dash(d.Status),
 			dash(d.Auth), dash(d.Outcome), dash(d.Reason), answer, humantime.Duration(d.Latency))
 	}
 	_ = tw.Flush()

@@ -71,6 +71,12 @@ type Config struct {
 	// per bucket range there, which a push subscription delivers back to
 	// /Reconcile, and runs the shared duties itself.
 	FanOutTopic string
+	// ReconcileURL is LROSINK_RECONCILE_URL (https://…, the Reconcile
+	// service's URL): the Console service's actions (Replay, Check now,
+	// Publish now) are POSTed there with the Console's own ID token, so
+	// that the Console itself never writes. Unset: the console acts in
+	// process (serve), or, serving the Console alone, offers no actions.
+	ReconcileURL string
 	// Retention is LROSINK_RETENTION: how long a settled operation is
 	// kept (0: for ever). At least MinRetention.
 	Retention time.Duration
@@ -148,6 +154,7 @@ func Load(getenv func(string) string, d Defaults) (Config, error) {
 	c.IntentGrace = e.intentGrace()
 	c.AdminToken = e.adminToken()
 	c.FanOutTopic = e.fanOutTopic(c)
+	c.ReconcileURL = e.reconcileURL()
 	c.MaxBody = e.maxBody()
 	return c, errors.Join(e.errs...)
 }
@@ -326,6 +333,20 @@ func (e *envReader) fanOutTopic(c Config) string {
 		}
 	}
 	return t
+}
+
+// reconcileURL reads LROSINK_RECONCILE_URL: an absolute http(s) URL.
+func (e *envReader) reconcileURL() string {
+	v := strings.TrimSpace(e.getenv("LROSINK_RECONCILE_URL"))
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		e.fail(errors.New("LROSINK_RECONCILE_URL: not an http(s) URL with a host (the Reconcile service's URL, https://…run.app)"))
+		return ""
+	}
+	return v
 }
 
 // number reads k as a number in [lo, hi], def when unset.

@@ -332,3 +332,19 @@ func TestIntentGrace(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileURL: LROSINK_RECONCILE_URL is an absolute http(s) URL with
+// a host; anything else names the variable and is refused at start-up.
+func TestReconcileURL(t *testing.T) {
+	const u = "https://lrosink-reconcile-123.europe-west1.run.app"
+	c, err := Load(env(map[string]string{"LROSINK_RECONCILE_URL": " " + u + " "}), Serve(local()))
+	if err != nil || c.ReconcileURL != u {
+		t.Fatalf("%s: %q, %v", u, c.ReconcileURL, err)
+	}
+	for _, bad := range []string{"lrosink-reconcile", "ftp://host/x", "https://", "https://user:pw@host/"} {
+		_, err := Load(env(map[string]string{"LROSINK_RECONCILE_URL": bad}), Serve(local()))
+		if err == nil || !strings.Contains(err.Error(), "LROSINK_RECONCILE_URL") || strings.Contains(err.Error(), "pw") {
+			t.Errorf("%q: %v, want a refusal naming LROSINK_RECONCILE_URL", bad, err)
+		}
+	}
+}

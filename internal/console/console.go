@@ -1,6 +1,7 @@
-// Package console is the read-only operations console at /ui/: server-rendered
-// HTML (html/template, embedded templates and stylesheet, no JavaScript) over
-// the ledger's indexed queries. Names, metadata, outputs and errors come from
+// Package console is the operations console at /ui/: server-rendered HTML
+// (html/template, embedded templates and stylesheet, no JavaScript) over
+// the ledger's indexed queries. It writes nothing itself: an operation
+// page's actions (actions.go) are handed to an action.Doer. Names, metadata, outputs and errors come from
 // outside (submitters, webhook senders, Gemini), so everything is rendered
 // through html/template's contextual escaping, and every answer carries a
 // Content-Security-Policy that allows no script at all, as a second wall.
@@ -23,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/action"
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/humantime"
 	"github.com/lrosink/lrosink/internal/ledger"
@@ -96,6 +98,14 @@ type Config struct {
 	// check" says "never: no GEMINI_API_KEY". False where the passes run
 	// elsewhere (the Console function on Cloud Run cannot tell).
 	PollingOff bool
+	// Actions carries out the operation page's actions (Replay, Check
+	// now, Publish now; actions.go): in process in serve, the Reconcile
+	// function over HTTP on Cloud Run. Nil: the page offers none.
+	Actions action.Doer
+	// TrustIAM: Google's front end verified the caller (the Console
+	// service on Cloud Run, IAM-protected), so an action's actor is the
+	// IAM principal it passed on.
+	TrustIAM bool
 }
 
 // Deliveries reads an operation's delivery log (deliverylog.Store).
@@ -166,6 +176,7 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET "+Prefix+"operations/{rest...}", c.operation)
 	mux.HandleFunc("GET "+Prefix+"stuck", c.stuck)
 	mux.HandleFunc("GET "+Prefix+"health", c.health)
+	mux.HandleFunc("POST "+ActionPath, c.act)
 	mux.HandleFunc("GET "+Prefix+"style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "max-age=300")
@@ -182,7 +193,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.AdminToken != "" {
 		h = c.signIn(mux)
 	}
-	return secure(h), nil
+	return secure(c.crossOrigin(h)), nil
 }
 
 // Favicon is where every browser asks for an icon on its first visit.
@@ -535,13 +546,15 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 // event is one line of an operation's timeline.
 type event struct {
 	At       time.Time
-	Kind     string // applied, conflict, replay
+	Kind     string // applied, conflict, replay, action
 	State    lifecycle.State
 	Source   string
 	Reason   string
 	Delivery string
 	// ReplayID is a replay's replay_id (Kind "replay").
 	ReplayID string
+	// Actor is who asked for a console action (Kind "action").
+	Actor string
 	// Update is the event's server time: the epoch when it carried none
 	// (it loses every tie), which the page shows as no state time.
 	Update time.Time
@@ -565,6 +578,8 @@ type opData struct {
 	LogError   bool
 	// PollingOff: see Config.PollingOff.
 	PollingOff bool
+	// Actions is the actions section (nil: none offered).
+	Actions *actionsData
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
@@ -615,11 +630,6 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 			d.Timeline = append(d.Timeline, event{At: h.At, Kind: k.kind, State: h.State, Source: h.Source, Reason: h.Reason, Delivery: h.DeliveryID, Update: h.UpdateTime})
 		}
 	}
-	for _, rp := range op.Replays {
-		// The kind says "replay" once; the id is data ("replay-02edc…").
-		d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", ReplayID: rp.ID})
-	}
-	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
 	if c.cfg.Deliveries != nil {
 		d.LogKept = true
 		log, err := c.cfg.Deliveries.ListDeliveries(r.Context(), id)
@@ -630,6 +640,18 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Deliveries = deliverylog.Live(log, c.cfg.Now(), c.cfg.DeliveryLogTTL)
 	}
+	// The console's actions, with who asked; a replay one of them made
+	// is that action's line, not a second one.
+	acts, byAction := actionEvents(d.Deliveries)
+	d.Timeline = append(d.Timeline, acts...)
+	for _, rp := range op.Replays {
+		if !byAction[rp.ID] {
+			// The kind says "replay" once; the id is data ("replay-02edc…").
+			d.Timeline = append(d.Timeline, event{At: rp.At, Kind: "replay", ReplayID: rp.ID})
+		}
+	}
+	slices.SortStableFunc(d.Timeline, func(a, b event) int { return a.At.Compare(b.At) })
+	d.Actions = c.actionsFor(w, r, op, d.Claim)
 	c.render(w, r, http.StatusOK, "operation", displayName(op), d)
 }
 

@@ -47,7 +47,7 @@ func (c *Console) signIn(next http.Handler) http.Handler {
 			return
 		}
 		if tok, ok := admintoken.Bearer(r.Header.Get("Authorization")); ok && want.Matches(tok) {
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withAuth(r, authInfo{kind: authBearer}))
 			return
 		}
 		if ck, err := r.Cookie(sessionCookie); err == nil && c.validSession(ck.Value) {
@@ -55,7 +55,16 @@ func (c *Console) signIn(next http.Handler) http.Handler {
 				http.Redirect(w, r, Prefix, http.StatusSeeOther)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withAuth(r, authInfo{kind: authSession, session: ck.Value}))
+			return
+		}
+		if r.Method == http.MethodPost && r.URL.Path == ActionPath {
+			// An action without the session: a plain 401, never the form
+			// (nothing was done, and the sign-in would lose the POST).
+			c.cfg.Log.WarnContext(r.Context(), "console request refused", "status", http.StatusUnauthorized,
+				"reason", "no-session", "path", truncate(r.URL.Path, 128))
+			w.Header().Set("WWW-Authenticate", `Bearer realm="lrosink"`)
+			c.fail(w, r, http.StatusUnauthorized, "Refused: sign in first (an action needs the admin token's session).", nil)
 			return
 		}
 		if r.URL.Path != Prefix+"signin" {
@@ -139,11 +148,14 @@ func (c *Console) postSignIn(w http.ResponseWriter, r *http.Request, want admint
 // console) opens the page signed in. Lax sends the cookie cross-site only
 // on top-level GET navigations, and every GET here only reads, on pages
 // no other site can frame (frame-ancestors 'none') or script (no CORS, a
-// CSP with no script). The only POSTs are the sign-in, which needs the
-// token itself, not the cookie, and the sign-out, which only deletes it;
-// Lax withholds the cookie from another site's POST anyway. /Register and
-// /Reconcile, which change the ledger, take the Bearer header only, and
-// the cookie's Path is the console's.
+// CSP with no script). The POSTs are the sign-in, which needs the token
+// itself, not the cookie, the sign-out, which only deletes it, and the
+// operation page's actions, which another site cannot send: the
+// cross-origin check refuses its POST before anything reads it, and each
+// action needs the form token bound to this session (actions.go). Lax
+// withholds the cookie from another site's POST anyway. /Register and
+// /Reconcile take the Bearer header only, and the cookie's Path is the
+// console's.
 func (c *Console) cookie(r *http.Request, value string, maxAge int) *http.Cookie {
 	return &http.Cookie{Name: sessionCookie, Value: value, Path: Prefix, MaxAge: maxAge, HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")}

@@ -35,6 +35,10 @@ const (
 const (
 	SourceWebhook   = "webhook"
 	SourceReconcile = "reconcile"
+	// SourceConsole is an operator's action on the console's operation
+	// page (replay, check now, publish now): Status names the action,
+	// Actor who asked, DeliveryID a replay's replay_id.
+	SourceConsole = "console"
 )
 
 // Entry is one delivery or reconcile observation of an operation.
@@ -42,11 +46,16 @@ type Entry struct {
 	// At is when the delivery was received (or the observation made).
 	At     time.Time `json:"at"`
 	Source string    `json:"source"`
-	// DeliveryID is the webhook-id header (truncated), webhooks only.
+	// DeliveryID is the webhook-id header (truncated) of a webhook, the
+	// replay_id a console replay published.
 	DeliveryID string `json:"delivery_id,omitempty"`
-	// Status is the event type of a delivery (batch.succeeded) or the
-	// status Gemini answered a reconcile check with (JOB_STATE_RUNNING).
+	// Status is the event type of a delivery (batch.succeeded), the
+	// status Gemini answered a reconcile check with (JOB_STATE_RUNNING),
+	// or a console action (replay, check-now, publish-now).
 	Status string `json:"status,omitempty"`
+	// Actor is who asked for a console action: the signed-in session or
+	// the IAM principal (console entries only).
+	Actor string `json:"actor,omitempty"`
 	// Auth is how a delivery was authenticated: v1, v1a or jwt.
 	Auth    string `json:"auth,omitempty"`
 	Outcome string `json:"outcome"`

@@ -3,10 +3,12 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/action"
 	"github.com/lrosink/lrosink/internal/fanout"
 	"github.com/lrosink/lrosink/internal/reconcile"
 	"github.com/lrosink/lrosink/internal/shard"
@@ -43,8 +45,60 @@ type ReconcileAnswer struct {
 type ReconcileOption func(*reconcileOpts)
 
 type reconcileOpts struct {
-	ranges RangePasser
-	coord  Coordinator
+	ranges  RangePasser
+	coord   Coordinator
+	actions action.Doer
+}
+
+// WithActions makes a body {"action":…} an operator's action on one
+// operation (CONTRACT.md §4, "Actions"), carried out by d: the console's
+// Replay, Check now and Publish now. The Console service on Cloud Run
+// calls them here, so that only this service writes.
+func WithActions(d action.Doer) ReconcileOption {
+	return func(o *reconcileOpts) { o.actions = d }
+}
+
+// isAction reports whether body is an action request: a JSON object with
+// an "action" member (a push envelope has "message", a tick no body).
+func isAction(body []byte) bool {
+	if len(body) == 0 || body[0] != '{' {
+		return false
+	}
+	var probe struct {
+		Action json.RawMessage `json:"action"`
+	}
+	return json.Unmarshal(body, &probe) == nil && probe.Action != nil
+}
+
+// actionStatus is the status of an action's result: 200 when it was done,
+// else its reason's, from the one table.
+func actionStatus(res action.Result) int {
+	if res.Outcome != action.OutcomeRefused && res.Outcome != action.OutcomeError {
+		return http.StatusOK
+	}
+	status, _ := answerOf(kind(res.Reason), "", "")
+	return status
+}
+
+// serveAction carries out one action request.
+func serveAction(w http.ResponseWriter, r *http.Request, d action.Doer, log *slog.Logger, body []byte) {
+	var req action.Request
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		res := action.Result{Outcome: action.OutcomeRefused, Reason: action.ReasonInvalidAction,
+			Detail: "the body is not an action request {\"action\",\"operation\",\"actor\"}"}
+		reply(w, actionStatus(res), res)
+		return
+	}
+	// The action's own context: an operator who closes the page does not
+	// cut a replay between its publish and its record.
+	res, err := d.Do(context.WithoutCancel(r.Context()), req)
+	if err != nil {
+		log.ErrorContext(r.Context(), "reconcile: action failed", "error", err.Error())
+		res = action.Result{Action: req.Action, Outcome: action.OutcomeError, Reason: action.ReasonLedgerUnavailable}
+	}
+	reply(w, actionStatus(res), res)
 }
 
 // WithShardPasses makes a Pub/Sub push of a shard request run that range's
@@ -99,7 +153,7 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping contex
 			return
 		}
 		var push []byte
-		if o.ranges != nil {
+		if o.ranges != nil || o.actions != nil {
 			body, k, _ := readBody(w, r, maxShardPush)
 			if k != "" {
 				status, a := bodyAnswer(k)
@@ -107,6 +161,11 @@ func Reconcile(p Passer, log *slog.Logger, budget time.Duration, stopping contex
 				return
 			}
 			switch trimmed := bytes.TrimSpace(body); {
+			case o.actions != nil && isAction(trimmed):
+				serveAction(w, r, o.actions, log, trimmed)
+				return
+			case o.ranges == nil:
+				// Actions only: any other body is a tick, as before.
 			case fanout.IsPush(trimmed):
 				push = body
 			case len(trimmed) > 0 && o.coord != nil:

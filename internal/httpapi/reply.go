@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/lrosink/lrosink/internal/action"
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/webhook"
 )
@@ -70,6 +71,10 @@ const (
 	kindInvalidToken      kind = "invalid-token"
 	// A /Reconcile push whose envelope or shard request does not parse.
 	kindBadShardRequest kind = "bad-shard-request"
+	// A check now whose fetch failed for good, or whose answer the door
+	// failed on (the reconciler's last_check labels).
+	kindFetchError  kind = "fetch-error"
+	kindIngestError kind = "ingest-error"
 )
 
 // answerSpec is how one kind is answered.
@@ -124,6 +129,19 @@ var answers = map[kind]answerSpec{
 	// Reconcile: a push that is no shard request. 400 is a nack to
 	// Pub/Sub; the subscription's max delivery attempts end it.
 	kindBadShardRequest: {http.StatusBadRequest, "rejected"},
+	// Reconcile: an operator's action (CONTRACT.md §4, "Actions") that was
+	// refused, nothing done: a bad request, an unknown operation, or one
+	// whose state does not allow it. Its failures share the labels below
+	// (a check's own: fetch-error, ingest-error).
+	action.ReasonInvalidAction:    {http.StatusBadRequest, "refused"},
+	action.ReasonUnknownOperation: {http.StatusNotFound, "refused"},
+	action.ReasonNotSettled:       {http.StatusConflict, "refused"},
+	action.ReasonAlreadySettled:   {http.StatusConflict, "refused"},
+	action.ReasonNothingOwed:      {http.StatusConflict, "refused"},
+	action.ReasonClaimHeld:        {http.StatusConflict, "refused"},
+	action.ReasonNoGeminiKey:      {http.StatusConflict, "refused"},
+	kindFetchError:                {http.StatusServiceUnavailable, "error"},
+	kindIngestError:               {http.StatusServiceUnavailable, "error"},
 
 	// The door: try again later.
 	kindClaimMissing:      {http.StatusServiceUnavailable, "error"},

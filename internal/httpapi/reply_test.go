@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/lrosink/lrosink/internal/action"
 	"github.com/lrosink/lrosink/internal/event"
 	"github.com/lrosink/lrosink/internal/fetcherr"
 	"github.com/lrosink/lrosink/internal/httpapi"
@@ -35,7 +36,20 @@ const (
 	shapeSummary = "summary" // the reconcile summary (CONTRACT.md §4)
 	shapeHealth  = "health"  // {"status":"ok"}
 	shapeIntent  = "intent"  // an answer with the intent's status (CONTRACT.md §5)
+	shapeAction  = "action"  // an action's result (CONTRACT.md §4, "Actions")
 )
+
+// resultDoer answers every action with its Result: the refusals and
+// failures a real Runner gives only when Gemini, a lease or the door are
+// in a given state (action's and app's tests go through those); here the
+// answer to each is what is checked.
+type resultDoer action.Result
+
+func (d resultDoer) Do(_ context.Context, req action.Request) (action.Result, error) {
+	r := action.Result(d)
+	r.Action = req.Action
+	return r, nil
+}
 
 // TestEveryJSONAnswer: every JSON-answering endpoint (Webhook, Register,
 // Reconcile, the admin token's 401s, /healthz), in each of its status
@@ -145,6 +159,18 @@ func TestEveryJSONAnswer(t *testing.T) {
 		return signed(good)().WithContext(ctx)
 	}
 
+	// The actions: a real Runner over the same door (no Gemini key).
+	runner, err := action.NewRunner(action.Config{Door: door, Ledger: store, Log: log, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := httpapi.Reconcile(rec, log, 0, nil, httpapi.WithActions(runner))
+	actAs := func(r action.Result) http.Handler {
+		return httpapi.Reconcile(rec, log, 0, nil, httpapi.WithActions(resultDoer(r)))
+	}
+	act := func(kind, name string) func() *http.Request {
+		return post(`{"action":"`+kind+`","operation":"`+name+`","actor":"reply-test"}`, nil)
+	}
 	table := httpapi.AnswerTable()
 	produced := map[string]bool{}
 	for _, c := range []struct {
@@ -211,6 +237,17 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"reconcile GET", httpapi.Reconcile(rec, log, 0, nil), get, 405, shapeAnswer},
 		{"reconcile ledger down", httpapi.Reconcile(rec, log, 0, nil), ended, 503, shapeSummary},
 		{"reconcile bad shard request", httpapi.Reconcile(rec, log, 0, nil, httpapi.WithShardPasses(&passes{})), post(`{"message":{}}`, nil), 400, shapeAnswer},
+		{"action replayed", acts, act("replay", "batches/reply"), 200, shapeAction},
+		{"action not an action request", acts, post(`{"action":"replay","operation":"batches/reply","actor":"a","x":1}`, nil), 400, shapeAction},
+		{"action unknown", acts, act("explode", "batches/reply"), 400, shapeAction},
+		{"action unknown operation", acts, act("replay", "batches/reply-nowhere"), 404, shapeAction},
+		{"action replay of a pending operation", acts, act("replay", "batches/reply-r"), 409, shapeAction},
+		{"action nothing owed", acts, act("publish-now", "batches/reply"), 409, shapeAction},
+		{"action no Gemini key", acts, act("check-now", "batches/reply-r"), 409, shapeAction},
+		{"action already settled", actAs(action.Result{Outcome: "refused", Reason: action.ReasonAlreadySettled}), act("check-now", "batches/reply"), 409, shapeAction},
+		{"action claim held", actAs(action.Result{Outcome: "refused", Reason: action.ReasonClaimHeld}), act("publish-now", "batches/reply"), 409, shapeAction},
+		{"action fetch error", actAs(action.Result{Outcome: "error", Reason: "fetch-error"}), act("check-now", "batches/reply-r"), 503, shapeAction},
+		{"action ingest error", actAs(action.Result{Outcome: "error", Reason: "ingest-error"}), act("check-now", "batches/reply-r"), 503, shapeAction},
 		{"admin token missing", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, nil), 401, shapeAnswer},
 		{"admin token wrong", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, bearer("wrong-token-0123456789")), 401, shapeAnswer},
 		{"admin token right", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, bearer(token)), 201, shapeAnswer},
@@ -234,7 +271,7 @@ func TestEveryJSONAnswer(t *testing.T) {
 		if err := checkShape(w.Body.Bytes(), c.shape); err != nil {
 			t.Errorf("%s: body %q: %v", c.name, w.Body, err)
 		}
-		if c.shape == shapeAnswer || c.shape == shapeIntent {
+		if c.shape == shapeAnswer || c.shape == shapeIntent || c.shape == shapeAction {
 			var a httpapi.Answer
 			if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
 				t.Fatalf("%s: %v", c.name, err)
@@ -310,6 +347,15 @@ func checkShape(body []byte, shape string) error {
 		}
 		if a.Intent == nil || a.Intent.Key == "" || a.Intent.State == "" || a.Intent.CreatedAt.IsZero() {
 			return fmt.Errorf("no intent status in %+v", a)
+		}
+		return nil
+	case shapeAction:
+		var r action.Result
+		if err := dec.Decode(&r); err != nil {
+			return err
+		}
+		if r.Outcome == "" {
+			return fmt.Errorf("no outcome in %+v", r)
 		}
 		return nil
 	case shapeSummary:

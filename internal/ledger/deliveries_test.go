@@ -37,7 +37,7 @@ func randEntries(rng *rand.Rand, n int, plainOnly bool) []deliverylog.Entry {
 		case 1:
 			at = at.In(time.FixedZone("", 3600*(rng.IntN(25)-12)))
 		}
-		out[i] = deliverylog.Entry{At: at, Source: w(), DeliveryID: w(), Status: w(), Auth: w(), Outcome: w(), Reason: w(),
+		out[i] = deliverylog.Entry{At: at, Source: w(), DeliveryID: w(), Status: w(), Actor: w(), Auth: w(), Outcome: w(), Reason: w(),
 			Answer: []int{0, 200, 401, 503, -1}[rng.IntN(5)], Latency: time.Duration(rng.Int64N(1e10) - 1e3)}
 	}
 	return out
@@ -118,7 +118,7 @@ func TestDecodeDeliveriesOtherForms(t *testing.T) {
 // Keys written by Encode are the struct's JSON names (a renamed field must
 // change both).
 func TestEncodeDeliveriesKeysAreTheStructTags(t *testing.T) {
-	e := deliverylog.Entry{At: time.Unix(0, 0).UTC(), Source: "s", DeliveryID: "d", Status: "st", Auth: "a", Outcome: "o", Reason: "r", Answer: 200, Latency: 1}
+	e := deliverylog.Entry{At: time.Unix(0, 0).UTC(), Source: "s", DeliveryID: "d", Status: "st", Actor: "ac", Auth: "a", Outcome: "o", Reason: "r", Answer: 200, Latency: 1}
 	got, err := EncodeDeliveries([]deliverylog.Entry{e})
 	if err != nil {
 		t.Fatal(err)

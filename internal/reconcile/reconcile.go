@@ -45,6 +45,8 @@ type Door interface {
 // updates of an operation the claim protocol makes (claims.Ledger).
 type Ledger interface {
 	ledger.Queries
+	// GetOperation reads one operation (CheckNow).
+	GetOperation(ctx context.Context, id string) (ledger.Operation, error)
 	// Apply records an intent's alert (ledger.PutIntent, fenced on the
 	// revision read).
 	Apply(ctx context.Context, writes ...ledger.Write) ([]ledger.Revision, error)

@@ -58,6 +58,16 @@ func testDeliveryLog(t *testing.T, l ledger.Ledger) {
 		e.Answer != 200 || e.Latency != 1234*time.Microsecond || e.Source != "webhook" {
 		t.Errorf("entry did not round-trip: %+v", e)
 	}
+	// A console action's entry: its actor round-trips too.
+	act := deliverylog.Entry{At: t0.Add(time.Minute), Source: deliverylog.SourceConsole, Status: "replay", Actor: "session:0a1b2c3d",
+		DeliveryID: "replay-abc", Outcome: "replayed", Latency: time.Millisecond}
+	if err := s.AppendDeliveries(ctx, "dl", []deliverylog.Entry{act}, r); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ListDeliveries(ctx, "dl"); err != nil || len(got) == 0 || !got[0].At.Equal(act.At) ||
+		got[0].Actor != act.Actor || got[0].Source != act.Source || got[0].DeliveryID != act.DeliveryID || got[0].Status != act.Status {
+		t.Errorf("a console entry did not round-trip: %+v, %v", got, err)
+	}
 	op, err := l.GetOperation(ctx, "dl")
 	if err != nil || op.Rev.Version != rev.Version {
 		t.Errorf("operation version %d after logging, want %d (the log is not on the operation): %v", op.Rev.Version, rev.Version, err)

@@ -34,7 +34,11 @@ const expireBatch = 100
 // The delivery log's and the counts' statements (TestQueryPlans checks each
 // is served by an index).
 const (
-	sqlInsertDelivery = `INSERT INTO delivery_entries (op_id, at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns)
+	sqlInsertDelivery = `INSERT INTO delivery_entries (op_id, at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns, actor)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// sqlInsertDeliveryV9 is the insert of schema version 9, which
+	// migrateDeliveries runs in (the actor column came with version 11).
+	sqlInsertDeliveryV9 = `INSERT INTO delivery_entries (op_id, at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// sqlTrimDeliveries keeps an operation's (?1) newest ?2 entries (by
 	// time, a later arrival first among equal times): it deletes those
@@ -49,7 +53,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// holds.
 	sqlExpireDeliveries = `DELETE FROM delivery_entries
 	WHERE seq < (SELECT min(seq) FROM delivery_entries) + ?1 AND at_ns <= ?2`
-	sqlListDeliveries = `SELECT at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns
+	sqlListDeliveries = `SELECT at_ns, source, delivery_id, status, auth, outcome, reason, answer, latency_ns, actor
 FROM delivery_entries WHERE op_id = ? ORDER BY at_ns DESC, seq DESC`
 	// sqlWebhookTraffic reads the newest ?1 entries by arrival (seq, the
 	// rowid), newest first: a range of the primary key, no index of its
@@ -118,7 +122,7 @@ func (s *Store) AppendDeliveryBatch(ctx context.Context, batch []deliverylog.App
 
 // deliveryArgs are sqlInsertDelivery's arguments for entry e of opID's log.
 func deliveryArgs(opID string, e deliverylog.Entry) []any {
-	return []any{opID, e.At.UnixNano(), e.Source, e.DeliveryID, e.Status, e.Auth, e.Outcome, e.Reason, int64(e.Answer), int64(e.Latency)}
+	return []any{opID, e.At.UnixNano(), e.Source, e.DeliveryID, e.Status, e.Auth, e.Outcome, e.Reason, int64(e.Answer), int64(e.Latency), e.Actor}
 }
 
 // ListDeliveries implements deliverylog.Store.
@@ -131,7 +135,7 @@ func scanDelivery(sc scanner) (deliverylog.Entry, error) {
 		e                 deliverylog.Entry
 		at, answer, latns int64
 	)
-	if err := sc.Scan(&at, &e.Source, &e.DeliveryID, &e.Status, &e.Auth, &e.Outcome, &e.Reason, &answer, &latns); err != nil {
+	if err := sc.Scan(&at, &e.Source, &e.DeliveryID, &e.Status, &e.Auth, &e.Outcome, &e.Reason, &answer, &latns, &e.Actor); err != nil {
 		return deliverylog.Entry{}, err
 	}
 	e.At, e.Answer, e.Latency = time.Unix(0, at).UTC(), int(answer), time.Duration(latns)
@@ -184,7 +188,7 @@ func migrateDeliveries(ctx context.Context, tx *sql.Tx) error {
 				}
 			}
 			for _, e := range slices.Backward(entries) {
-				if _, err := tx.ExecContext(ctx, sqlInsertDelivery, deliveryArgs(l.opID, e)...); err != nil {
+				if _, err := tx.ExecContext(ctx, sqlInsertDeliveryV9, deliveryArgs(l.opID, e)[:10]...); err != nil {
 					return fmt.Errorf("migrate delivery logs: operation %s: %w", l.opID, err)
 				}
 			}

@@ -64,7 +64,7 @@ type Store struct {
 var _ ledger.Ledger = (*Store)(nil)
 
 // schemaVersion is the version the migrations below bring a database to.
-const schemaVersion = 10
+const schemaVersion = 11
 
 // migrations returns the statements that move the schema from version i to
 // i+1 at index i. Version 1 is written with IF NOT EXISTS so that it also
@@ -222,6 +222,10 @@ CREATE INDEX IF NOT EXISTS intents_unbound_since ON intents (unbound_since, id) 
 CREATE INDEX IF NOT EXISTS intents_alert_from ON intents (alert_from, id) WHERE alert_from IS NOT NULL;
 CREATE INDEX IF NOT EXISTS intents_bound_at ON intents (bound_at, id) WHERE bound_at IS NOT NULL;
 ALTER TABLE operations ADD COLUMN intent TEXT NOT NULL DEFAULT '';
+`, `
+-- Who asked for a console action (deliverylog.SourceConsole entries: the
+-- signed-in session or the IAM principal); '' for every other entry.
+-- addActor adds the column delivery_entries.actor, unless it is there.
 `}
 }
 
@@ -233,6 +237,25 @@ func afterMigration(version int) func(context.Context, *sql.Tx) error {
 		return backfillBuckets
 	case 9:
 		return migrateDeliveries
+	case 11:
+		return addActor
+	}
+	return nil
+}
+
+// addActor adds delivery_entries.actor (text, empty by default): SQLite
+// has no ADD COLUMN IF NOT EXISTS, and a database put back to an older
+// version by hand may have it already.
+func addActor(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('delivery_entries') WHERE name = 'actor'`).Scan(&n); err != nil {
+		return fmt.Errorf("add delivery_entries.actor: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `ALTER TABLE delivery_entries ADD COLUMN actor TEXT NOT NULL DEFAULT ''`); err != nil {
+		return fmt.Errorf("add delivery_entries.actor: %w", err)
 	}
 	return nil
 }

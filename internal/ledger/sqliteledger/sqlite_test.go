@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/ledger"
 	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/ledger/claims/claimstest"
@@ -802,5 +803,34 @@ func TestApplyErrorNamesEveryWrite(t *testing.T) {
 	}
 	if want := "sqlite: apply operation n1 claim n1: operation n1: "; !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("error %q, want it to begin %q", err, want)
+	}
+}
+
+// TestMigratesDeliveryActor: a database written before console actions
+// (schema version 10) keeps its delivery log, each entry with no actor,
+// and takes entries with one.
+func TestMigratesDeliveryActor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v10.db")
+	ctx := t.Context()
+	s := openAt(t, path)
+	old := deliverylog.Entry{At: t0, Source: deliverylog.SourceWebhook, DeliveryID: "msg_1", Outcome: "completed", Answer: 200}
+	if err := s.AppendDeliveries(ctx, "a1", []deliverylog.Entry{old}, deliverylog.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(ctx, `ALTER TABLE delivery_entries DROP COLUMN actor;
+UPDATE schema_version SET version = 10`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	act := deliverylog.Entry{At: t0.Add(time.Second), Source: deliverylog.SourceConsole, Status: "replay", Actor: "session:0a1b2c3d", Outcome: "replayed"}
+	if err := s.AppendDeliveries(ctx, "a1", []deliverylog.Entry{act}, deliverylog.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListDeliveries(ctx, "a1")
+	if err != nil || len(got) != 2 || got[0].Actor != act.Actor || got[1].Actor != "" || got[1].DeliveryID != "msg_1" {
+		t.Fatalf("after migration: %+v, %v; want the console entry with its actor over the old one with none", got, err)
 	}
 }

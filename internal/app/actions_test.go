@@ -1,0 +1,261 @@
+package app_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/deliverylog"
+	"github.com/lrosink/lrosink/internal/fakegemini"
+)
+
+// fakeMetadata is the metadata server's identity endpoint: an ID token
+// (a JWT-shaped string whose payload names the audience asked for) for a
+// request that carries Metadata-Flavor: Google.
+func fakeMetadata(t *testing.T, email string, asked *atomic.Int64) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/computeMetadata/v1/instance/service-accounts/default/identity" || r.Header.Get("Metadata-Flavor") != "Google" {
+			http.Error(w, "not the identity endpoint", http.StatusNotFound)
+			return
+		}
+		asked.Add(1)
+		_, _ = io.WriteString(w, idToken(r.URL.Query().Get("audience"), email))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func idToken(aud, email string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	payload, _ := json.Marshal(map[string]any{"aud": aud, "email": email, "exp": time.Now().Add(time.Hour).Unix()})
+	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc(payload) + ".SIGNATURE_REMOVED_BY_GOOGLE"
+}
+
+// audienceOf reads the aud claim of a Bearer ID token ("" if none).
+func audienceOf(authz string) string {
+	tok, ok := strings.CutPrefix(authz, "Bearer ")
+	parts := strings.Split(tok, ".")
+	if !ok || len(parts) != 3 {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Aud string `json:"aud"`
+	}
+	_ = json.Unmarshal(b, &c)
+	return c.Aud
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]*)"`)
+
+// TestConsoleActsThroughReconcile: the Console service as on Cloud Run
+// (the Console alone, read-only, LROSINK_RECONCILE_URL set) acts by calling
+// a real Reconcile function over HTTP with its own ID token from the
+// metadata server, whose audience is the Reconcile URL; the Reconcile side
+// (behind a stand-in for Cloud Run's IAM check) does the write. A replay
+// pressed by alice@example.com (her IAM identity, passed on by Google's
+// front end) publishes the message again with a new replay_id and is
+// recorded with her as the actor. Without the Console's identity the IAM
+// check refuses, the console says so (502) and nothing is published.
+func TestConsoleActsThroughReconcile(t *testing.T) {
+	var asked atomic.Int64
+	md := fakeMetadata(t, "lrosink-console@p.iam.gserviceaccount.com", &asked)
+	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(md.URL, "http://"))
+
+	h := newHintServer(t, nil)
+	h.fake.SetBatch("act1", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/act1-out"})
+	body := batchEnvelope("batch.succeeded", "batches/act1", "")
+	if a := h.post(h.signed("msg_act1", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
+		t.Fatalf("the delivery: %s, want 200 completed", a)
+	}
+	var iamOpen atomic.Bool
+	iamOpen.Store(true)
+	var reconcileURL string
+	reconcile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Cloud Run's IAM check, as far as this test needs it: an ID token
+		// for this service's URL.
+		if !iamOpen.Load() || audienceOf(r.Header.Get("Authorization")) != reconcileURL {
+			http.Error(w, "Forbidden", http.StatusForbidden)
+			return
+		}
+		h.a.Reconcile().ServeHTTP(w, r)
+	}))
+	t.Cleanup(reconcile.Close)
+	reconcileURL = reconcile.URL
+
+	consoleApp := newApp(t, testConfig(t, "", func(c *config.Config) {
+		c.Store, c.ReconcileURL = h.a.Config.Store, reconcileURL
+	}), nil, io.Discard, h.clk.Now)
+	ui, err := consoleApp.Console(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := httptest.NewServer(ui)
+	t.Cleanup(console.Close)
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path string, form url.Values) (*http.Response, string) {
+		t.Helper()
+		var rd io.Reader
+		if form != nil {
+			rd = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, console.URL+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.Header.Set("X-Goog-Authenticated-User-Email", "accounts.google.com:alice@example.com")
+		resp, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	resp, page := do(http.MethodGet, "/ui/operations/batches/act1", nil)
+	m := csrfField.FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil || !strings.Contains(page, `id="act-replay"`) {
+		t.Fatalf("operation page: %d, want 200 with a Replay form:\n%s", resp.StatusCode, page)
+	}
+	form := url.Values{"action": {"replay"}, "operation": {"batches/act1"}, "csrf": {m[1]}}
+	resp, _ = do(http.MethodPost, "/ui/actions", form)
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/operations/batches/act1?") || !strings.Contains(loc, "outcome=replayed") {
+		t.Fatalf("replay: %d to %q, want 303 to the page with outcome=replayed", resp.StatusCode, loc)
+	}
+	msgs := h.messages()
+	if len(msgs) != 2 {
+		t.Fatalf("%d results messages, want the first and its replay", len(msgs))
+	}
+	attrs, _ := msgs[1]["attributes"].(map[string]any)
+	replayID, _ := attrs["replay_id"].(string)
+	if !strings.HasPrefix(replayID, "replay-") || !strings.Contains(loc, "replay_id="+replayID) {
+		t.Fatalf("the replay's attributes %v (redirect %q): want a new replay_id, the one the page is told", attrs, loc)
+	}
+	if asked.Load() == 0 {
+		t.Error("the Console never asked the metadata server for its ID token")
+	}
+	if err := h.a.Deliveries.Recorder.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	log, err := h.a.DeliveryStore.ListDeliveries(t.Context(), docID(t, "batches/act1"))
+	if err != nil || len(log) == 0 {
+		t.Fatalf("delivery log %v, %v", log, err)
+	}
+	if e := log[0]; e.Source != deliverylog.SourceConsole || e.Status != "replay" || e.Actor != "alice@example.com" ||
+		e.Outcome != "replayed" || e.DeliveryID != replayID {
+		t.Fatalf("newest delivery log entry %+v, want alice's replay %s", e, replayID)
+	}
+	_, page = do(http.MethodGet, loc, nil)
+	if !strings.Contains(page, "alice@example.com") || !strings.Contains(page, replayID) || !strings.Contains(page, `id="notice"`) {
+		t.Errorf("the page after the replay does not show it with its actor:\n%s", page)
+	}
+
+	// The IAM check refuses the Console: its action fails, nothing is
+	// published, and the page says so.
+	iamOpen.Store(false)
+	resp, page = do(http.MethodPost, "/ui/actions", form)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(page, "Reconcile function") {
+		t.Fatalf("with the IAM check refusing: %d, want 502 naming the Reconcile function:\n%s", resp.StatusCode, page)
+	}
+	if n := len(h.messages()); n != 2 {
+		t.Fatalf("%d messages after a refused call, want 2", n)
+	}
+}
+
+// TestReconcileActionRequests: the Reconcile function's action requests
+// (CONTRACT.md §4, "Actions") and their statuses from the one table;
+// Check now settles a pending batch the fake Gemini has finished (and
+// publishes it); an empty body is still a pass.
+func TestReconcileActionRequests(t *testing.T) {
+	h := newHintServer(t, nil)
+	h.fake.SetBatch("ra_done", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/ra_done-out"})
+	body := batchEnvelope("batch.succeeded", "batches/ra_done", "")
+	if a := h.post(h.signed("msg_ra", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
+		t.Fatalf("the delivery: %s, want 200 completed", a)
+	}
+	reg, err := http.Post(h.url+"/Register", "application/json", strings.NewReader(`{"name":"batches/ra_wait","kind":"batch"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Body.Close()
+	h.fake.SetBatch("ra_wait", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/ra_wait-out"})
+	call := func(body string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(h.url+"/Reconcile", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, m
+	}
+	req := func(action, name string) string {
+		return `{"action":"` + action + `","operation":"` + name + `","actor":"ops@example.com"}`
+	}
+	for _, c := range []struct {
+		body            string
+		status          int
+		outcome, reason string
+	}{
+		{`{"action":"replay","operation":"batches/ra_done","actor":"x","extra":1}`, 400, "refused", "invalid-action"},
+		{`{"action":"replay","operation":"batches/ra_done"}`, 400, "refused", "invalid-action"},
+		{req("explode", "batches/ra_done"), 400, "refused", "invalid-action"},
+		{req("replay", "batches/nowhere"), 404, "refused", "unknown-operation"},
+		{req("replay", "batches/ra_wait"), 409, "refused", "not-settled"},
+		{req("publish-now", "batches/ra_wait"), 409, "refused", "not-settled"},
+		{req("check-now", "batches/ra_done"), 409, "refused", "already-settled"},
+		{req("publish-now", "batches/ra_done"), 409, "refused", "nothing-owed"},
+	} {
+		status, m := call(c.body)
+		if status != c.status || m["outcome"] != c.outcome || m["reason"] != c.reason {
+			t.Errorf("%s: %d %v, want %d %s/%s", c.body, status, m, c.status, c.outcome, c.reason)
+		}
+	}
+	if n := len(h.messages()); n != 1 {
+		t.Fatalf("%d messages after refusals, want the one completion", n)
+	}
+	status, m := call(req("check-now", "batches/ra_wait"))
+	if status != http.StatusOK || m["outcome"] != "settled" || m["state"] != "SUCCEEDED" || m["operation"] != "batches/ra_wait" {
+		t.Fatalf("check-now of the finished batch: %d %v, want 200 settled SUCCEEDED", status, m)
+	}
+	status, m = call(req("replay", "batches/ra_done"))
+	if id, _ := m["replay_id"].(string); status != http.StatusOK || m["outcome"] != "replayed" || !strings.HasPrefix(id, "replay-") {
+		t.Fatalf("replay: %d %v, want 200 replayed with a replay_id", status, m)
+	}
+	if msgs := h.messages(); len(msgs) != 3 || msgs[1]["operation"] != "batches/ra_wait" {
+		t.Fatalf("messages %v: want the completion, the checked batch's, the replay", msgs)
+	}
+	if status, m := call(""); status != http.StatusOK || m["checked"] == nil {
+		t.Fatalf("an empty body: %d %v, want a pass's summary", status, m)
+	}
+}
