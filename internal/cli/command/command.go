@@ -79,8 +79,11 @@ type Doc struct {
 	Args string // synopsis after the path
 	// Arg names the one positional argument the command takes ("NAME");
 	// "" means it takes none.
-	Arg      string
-	Summary  string // what it does, one or more lines
+	Arg string
+	// ArgOptional lets the command run without its Arg too (`send
+	// --list`): none or one positional argument.
+	ArgOptional bool
+	Summary     string // what it does, one or more lines
 	Env      string // environment notes, optional
 	Examples []string
 }
@@ -109,7 +112,9 @@ func (d Doc) Parse(stdout io.Writer, fs *flag.FlagSet, args []string) ([]string,
 		return nil, Usagef("%s", flagError(err, fs))
 	case d.Arg == "" && len(pos) > 0:
 		return nil, Usagef("unexpected argument %q", pos[0])
-	case d.Arg != "" && len(pos) != 1:
+	case d.Arg != "" && d.ArgOptional && len(pos) > 1:
+		return nil, Usagef("want at most one %s, got %d arguments", d.Arg, len(pos))
+	case d.Arg != "" && !d.ArgOptional && len(pos) != 1:
 		return nil, Usagef("want exactly one %s, got %d arguments", d.Arg, len(pos))
 	}
 	return pos, nil
