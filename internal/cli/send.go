@@ -30,7 +30,7 @@ const maxAnswer = 64 << 10
 
 func sendDoc() command.Doc {
 	return command.Doc{
-		Path: "send",
+		Path:        "send",
 		Args:        "EVENT_TYPE --id ID [--url URL] [--secret S] [--ed25519-key FILE] [--data k=v ...] [--any-type] [--json] | --list",
 		Arg:         "EVENT_TYPE",
 		ArgOptional: true,

@@ -84,8 +84,8 @@ type Doc struct {
 	// --list`): none or one positional argument.
 	ArgOptional bool
 	Summary     string // what it does, one or more lines
-	Env      string // environment notes, optional
-	Examples []string
+	Env         string // environment notes, optional
+	Examples    []string
 }
 
 // NewFlagSet returns a flag set that neither prints nor exits by itself:
