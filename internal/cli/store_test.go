@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,13 @@ func TestMissingLedgerIsRefused(t *testing.T) {
 	r := run(t, env, "register", "batches/a", "--create")
 	if r.code != command.ExitOK || r.stderr != "lrosink register: ledger sqlite:"+missing+" (new: created now)\n" {
 		t.Fatalf("register --create: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// register --json: one line, the ledger still named on stderr.
+	r = run(t, env, "register", "a", "--kind", "batch", "--json")
+	var reg map[string]any
+	if r.code != command.ExitOK || strings.Count(r.stdout, "\n") != 1 || json.Unmarshal([]byte(r.stdout), &reg) != nil ||
+		reg["operation"] != "batches/a" || reg["created"] != false || reg["state"] != "PENDING" {
+		t.Errorf("register --json: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	for _, args := range [][]string{{"register", "batches/b"}, {"ops", "list"}, {"ops", "show", "batches/a"}} {
 		r := run(t, env, args...)
