@@ -612,7 +612,7 @@ func claimFields(row func(k, val string), c *claimView, now time.Time) {
 	// says when it was done.
 	switch c.Status {
 	case string(ledger.ClaimDone):
-		row("Claim:", fmt.Sprintf("%s at %s  attempts %d", c.Status, ts(c.DoneAt), c.Attempts))
+		row("Claim:", fmt.Sprintf("%s at %s  attempts %d", c.Status, withAgo(c.DoneAt, now), c.Attempts))
 	case string(ledger.ClaimHeld):
 		row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, withRel(c.LeaseUntil, now)))
 	default:
