@@ -101,7 +101,11 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	}
 	state := lifecycle.State(strings.ToUpper(strings.TrimSpace(*stateFlag)))
 	if state != "" && !state.Known() {
-		return command.Usagef("--state %q: want one of %s", *stateFlag, statesList())
+		hint := ""
+		if st := command.Suggest(string(state), strings.Split(statesList(), ", ")); st != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", st)
+		}
+		return command.Usagef("--state %q: want one of %s%s", *stateFlag, statesList(), hint)
 	}
 	kind, err := parseKindFlag(strings.ToLower(strings.TrimSpace(*kindFlag)))
 	if err != nil {

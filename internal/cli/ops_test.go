@@ -347,9 +347,17 @@ func TestOpsListKindNameAndEmpty(t *testing.T) {
 	if !strings.Contains(r.stdout, "… more may match; narrow --name nightly- or raise --limit") {
 		t.Errorf("--name --limit 2: %q", r.stdout)
 	}
-	for _, args := range [][]string{{"--kind", "bogus"}, {"--name", "x", "--page", "2"}} {
-		if r := run(t, env, append([]string{"ops", "list"}, args...)...); r.code != command.ExitUsage {
-			t.Errorf("ops list %v: exit %d, want 2", args, r.code)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kind", "bogus"}, "want batch, video or interaction"},
+		{[]string{"--kind", "vidoe"}, "(did you mean video?)"},
+		{[]string{"--state", "SUCEEDED"}, "(did you mean SUCCEEDED?)"},
+		{[]string{"--name", "x", "--page", "2"}, "--name"},
+	} {
+		if r := run(t, env, append([]string{"ops", "list"}, c.args...)...); r.code != command.ExitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("ops list %v: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
 		}
 	}
 	r = run(t, env, "ops", "show", "batches/nightly-1")

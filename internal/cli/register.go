@@ -132,7 +132,11 @@ func parseKindFlag(s string) (opname.Kind, error) {
 	}
 	k, ok := opname.ParseKind(s)
 	if !ok {
-		return opname.KindUnknown, command.Usagef("--kind %q: want batch, video or interaction", s)
+		hint := ""
+		if k := command.Suggest(s, []string{"batch", "video", "interaction"}); k != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", k)
+		}
+		return opname.KindUnknown, command.Usagef("--kind %q: want batch, video or interaction%s", s, hint)
 	}
 	return k, nil
 }
