@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/config"
 )
 
 // TestOpenErrorsNameTheFlag: a value given as a flag that cannot be opened
@@ -90,5 +91,28 @@ func TestRegisterInAnEmptyDirectory(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("register left %v in the directory", entries)
+	}
+}
+
+// TestDescribeStore: the ledger line names a SQLite ledger by its absolute
+// path and a Firestore one by project, database and emulator.
+func TestDescribeStore(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cfg  config.Config
+		want string
+	}{
+		{config.Config{Store: "sqlite:lrosink.db"}, "sqlite:" + filepath.Join(wd, "lrosink.db")},
+		{config.Config{Store: "sqlite:/var/lib/l.db"}, "sqlite:/var/lib/l.db"},
+		{config.Config{Store: "firestore", Project: "p1", FirestoreDatabase: "(default)"}, "firestore (project p1, database (default))"},
+		{config.Config{Store: "firestore", Project: "p1", FirestoreDatabase: "db2", FirestoreEmulatorHost: "127.0.0.1:8681"},
+			"firestore (project p1, database db2, emulator 127.0.0.1:8681)"},
+	} {
+		if got := describeStore(c.cfg); got != c.want {
+			t.Errorf("describeStore(%q) = %q, want %q", c.cfg.Store, got, c.want)
+		}
 	}
 }
