@@ -53,6 +53,10 @@ func TestTheBinaryNeverSurprises(t *testing.T) {
 	if code := p.exitCode(t); code != 0 {
 		t.Fatalf("serve exit %d", code)
 	}
+	// serve alone creates the ledger, and says so.
+	if want := "lrosink: ledger sqlite:" + filepath.Join(dir, "lrosink.db") + " (new: created now)\n"; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("serve's stderr does not name the ledger it created (%q):\n%s", want, p.stderr.String())
+	}
 	before := hashes(t, dir)
 	if _, ok := before["lrosink.db"]; !ok {
 		t.Fatalf("no serve ledger in %v", before)
