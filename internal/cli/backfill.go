@@ -39,7 +39,7 @@ concurrent write, which wrote the field itself) as one JSON line.`,
 
 func runOpsBackfillShards(ctx context.Context, e *env, args []string) error {
 	fs := command.NewFlagSet("ops backfill-shards")
-	page := fs.Int("page", 500, "pending operations read per query")
+	page := fs.Int("page", 500, "`N` pending operations read per query")
 	storeFlag(fs)
 	if _, err := opsBackfillShardsDoc().Parse(e.stdout, fs, args); err != nil {
 		return err

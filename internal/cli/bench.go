@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +22,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lrosink/lrosink/internal/app"
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/config"
+	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
@@ -37,30 +45,50 @@ func benchDoc() command.Doc {
 		Path: "bench",
 		Args: "[--url URL] [--secret S] [--event TYPE] [--concurrency N] [--duration D | --requests N] [--repeat F] [--rate R] [--bare] [--rounds N] [--json]",
 		Summary: `Load a webhook endpoint with signed Standard Webhooks deliveries (v1 HMAC, as static
-Gemini webhooks are signed) and print what it sustained: deliveries per second, p50/p99/max
-latency, HTTP status counts, answer outcomes and the number of distinct ids sent.
+Gemini webhooks are signed) and print what it sustained: deliveries per second, latency
+(p50, p99, p99.9, max), HTTP status counts, and what became of the operations.
 
-Each delivery is an EVENT (--event) about an id of its own (bench_RUN_N, RUN random per run),
-except a share --repeat of them, which repeat an id sent earlier in the run (a new
-webhook-id each time), as redeliveries and duplicate events do. --concurrency senders send
-back to back until --duration has passed or --requests have been sent, whichever comes first
-(at most 10m, 10,000,000 deliveries); --rate caps the total rate.
+By default the endpoint is a throwaway serve that bench starts in this process (serve's
+own handlers, app.New and its mux, on a loopback port) on a temporary ledger and
+results file, signed with a fresh secret, and deletes afterwards: your ledger, your
+results and any serve you run are not touched. --url loads another serve or a
+deployment instead: its ledger keeps the operations and its results sink gets their
+messages; the report then names their prefix and how to remove them.
+
+Each delivery is an EVENT (--event) about an id of its own (bench_RUN_N, RUN random per
+load), except a share --repeat of them, which repeat an id sent earlier in the run (a
+new webhook-id each time), as redeliveries and duplicate events do. The report keeps
+apart the deliveries sent, the distinct operations they were about, the completions
+(operations answered "completed", each counted once) and the duplicates (deliveries
+answered "duplicate" or "in-progress-elsewhere", and repeats that raced their first
+delivery and were answered "completed" by the same completion): no figure counts an
+operation twice. In-process it also counts the throwaway's results messages.
+
+--concurrency senders send back to back (closed loop) until --duration has passed or
+--requests have been sent, whichever comes first (at most 10m, 10,000,000 deliveries).
+--rate R is an open loop instead: delivery i is due at start + i/R, and its latency is
+counted from that due time, not from when a sender got to it, so a stall of the target
+shows in every delivery it held back (no coordinated omission, as wrk2 and vegeta
+measure); the report adds the service time (from the actual send: what a closed loop
+would have shown) and the achieved rate.
 
 --bare first starts, in this process on a loopback port, a bare handler that only verifies
 the HMAC (the same verifier serve uses) and answers 200, runs the same load against it, then
-against --url, and prints both and their ratio: the ceiling of this machine and this load
-generator, measured in the same run, which says more than absolute figures do. Other work
-on the machine still moves it (it slows the CPU-bound bare handler more than a server that
-waits on its storage): --rounds N alternates the two loads N times (each --duration long);
-the figures are over all rounds, the ratio is the median of the rounds' ratios.
+against the target, and prints both and their ratio: the ceiling of this machine and this
+load generator, measured in the same run, which says more than absolute figures do. Other
+work on the machine still moves it (the throwaway serve shares this process with the load
+generator; make bench-serve runs serve as a process of its own): --rounds N alternates the
+two loads N times (each --duration long); the figures are over all rounds, the ratio is the
+median of the rounds' ratios.
 
 Exit status 0 when every delivery was answered 2xx; 1 when any was not (a status or a
 transport error, counted in the report); 2 on a bad flag.`,
-		Env: `  LROSINK_WEBHOOK_SECRETS  the first secret signs, when --secret is not given`,
+		Env: `  LROSINK_WEBHOOK_SECRETS  with --url: the first secret signs, when --secret is not given
+  Without --url no other variable is read: the throwaway serve has serve's defaults.`,
 		Examples: []string{
-			"lrosink bench --duration 20s --concurrency 50",
+			"lrosink bench --duration 5s",
+			"lrosink bench --rate 500 --duration 10s",
 			"lrosink bench --bare --concurrency 500 --duration 20s --repeat 0.3",
-			"lrosink bench --bare --rounds 5 --duration 5s --json",
 			"lrosink bench --url http://127.0.0.1:9000/Webhook --requests 10000 --rate 500 --json",
 			"lrosink bench --event video.generated --id-prefix models/veo-3.0-generate-001/operations/bench_",
 		},
@@ -76,30 +104,34 @@ type benchConfig struct {
 	duration    time.Duration
 	requests    int // 0: until duration
 	repeat      float64
-	rate        float64 // deliveries/s cap; 0: none
+	rate        float64 // deliveries/s of the open loop; 0: closed loop
 	secret      string  // the whsec_ signing secret, never printed
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
 	fs := command.NewFlagSet("bench")
-	target := fs.String("url", defaultSendURL, "send to `URL`")
-	secretFlag := fs.String("secret", "", "sign with `whsec_…` (default: the first of LROSINK_WEBHOOK_SECRETS, which keeps it out of the process list)")
-	event := fs.String("event", "batch.succeeded", "the event `TYPE` of every delivery")
+	target := fs.String("url", "", "load the webhook at `URL` (a serve or a deployment: its ledger keeps the operations) instead of a throwaway serve in this process")
+	secretFlag := fs.String("secret", "", "sign with `whsec_…` (with --url; default: the first of LROSINK_WEBHOOK_SECRETS, which keeps it out of the process list)")
+	event := fs.String("event", "batch.succeeded", "the event `TYPE` of every delivery (one Gemini sends: lrosink send --list)")
+	anyType := fs.Bool("any-type", false, "send --event although Gemini sends no such type")
 	idPrefix := fs.String("id-prefix", "", "ids are `PREFIX`N (default bench_RUN_, RUN random per load)")
 	concurrency := fs.Int("concurrency", 50, "`N` concurrent senders (1–10000)")
 	duration := fs.Duration("duration", 10*time.Second, "stop after `D` (at most 10m)")
 	requests := fs.Int("requests", 0, "stop after `N` deliveries (0: --duration alone)")
 	repeat := fs.Float64("repeat", 0.3, "share `F` (0–0.9) of deliveries that repeat an earlier id")
-	rate := fs.Float64("rate", 0, "cap the total rate at `R` deliveries/s (0: no cap)")
-	bare := fs.Bool("bare", false, "measure a bare verifying handler in this process first, then --url; print the ratio")
+	rate := fs.Float64("rate", 0, "open loop: send `R` deliveries/s on a fixed schedule, latency from each one's due time (0: closed loop)")
+	bare := fs.Bool("bare", false, "measure a bare verifying handler in this process first, then the target; print the ratio")
 	rounds := fs.Int("rounds", 1, "run the load (with --bare: the bare, then the target load) `N` times in turn (1–20); figures are over all, the ratio is the median of the rounds'")
 	jsonOut := fs.Bool("json", false, "print one JSON line instead of the report")
 	if _, err := benchDoc().Parse(e.stdout, fs, args); err != nil {
 		return err
 	}
-	u, err := url.Parse(*target)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return command.Usagef("--url %q: want an absolute http(s) URL", *target)
+	if *target != "" {
+		u, err := url.Parse(*target)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return command.Usagef("--url %q: want an absolute http(s) URL", *target)
+		}
+		*target = u.String()
 	}
 	switch {
 	case strings.TrimSpace(*event) == "":
@@ -112,19 +144,39 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return command.Usagef("--requests %d: want 0–%d", *requests, benchMaxRequests)
 	case math.IsNaN(*repeat) || *repeat < 0 || *repeat > 0.9:
 		return command.Usagef("--repeat %v: want a share from 0 to 0.9", *repeat)
-	case math.IsNaN(*rate) || *rate < 0:
-		return command.Usagef("--rate %v: want 0 (no cap) or more", *rate)
+	case math.IsNaN(*rate) || math.IsInf(*rate, 0) || *rate < 0:
+		return command.Usagef("--rate %v: want 0 (closed loop) or more", *rate)
 	case *rounds < 1 || *rounds > benchMaxRounds:
 		return command.Usagef("--rounds %d: want 1–%d", *rounds, benchMaxRounds)
 	}
-	secret, err := signingSecret(*secretFlag, e)
+	if err := checkEventType(strings.TrimSpace(*event), *anyType, "--event"); err != nil {
+		return err
+	}
+	var secret string
+	var err error
+	switch {
+	case *target != "" || *secretFlag != "":
+		secret, err = signingSecret(*secretFlag, e)
+	default:
+		secret = webhooktest.NewSecret() // the throwaway's own: nothing to configure
+	}
 	if err != nil {
 		return err
 	}
 	cfg := benchConfig{event: strings.TrimSpace(*event), idPrefix: *idPrefix, concurrency: *concurrency,
 		duration: *duration, requests: *requests, repeat: *repeat, rate: *rate, secret: secret}
 
-	rep, err := benchRounds(ctx, cfg, u.String(), secret, *bare, *rounds)
+	var rep benchReport
+	if *target == "" {
+		rep, err = e.benchThrowaway(ctx, cfg, *bare, *rounds)
+	} else {
+		rep, err = benchRounds(ctx, cfg, *target, *bare, *rounds)
+		if err == nil {
+			rep.Ledger = "url"
+			rep.NamePrefixes = namePrefixes(cfg.event, rep.Target.prefixes)
+			rep.Cleanup = cleanupHint(rep.NamePrefixes)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -143,13 +195,147 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// benchThrowaway runs the load against a serve of this process on a
+// temporary ledger and results file (throwawayServe), then counts the
+// results messages it published and deletes it all.
+func (e *env) benchThrowaway(ctx context.Context, cfg benchConfig, bare bool, rounds int) (benchReport, error) {
+	t, err := e.throwawayServe(ctx, cfg.secret)
+	if err != nil {
+		return benchReport{}, err
+	}
+	rep, err := benchRounds(ctx, cfg, t.url, bare, rounds)
+	n, serr := t.stop()
+	if err != nil {
+		return benchReport{}, errors.Join(err, serr)
+	}
+	if serr != nil {
+		return benchReport{}, serr
+	}
+	rep.Ledger, rep.ResultsMessages = "throwaway", &n
+	return rep, nil
+}
+
+// throwaway is a serve bench started in this process.
+type throwaway struct {
+	url  string
+	stop func() (messages int, err error)
+}
+
+// throwawayServe builds serve's App (the same app.New and mux as `lrosink
+// serve`) on a SQLite ledger and a file: results sink in a new temporary
+// directory, accepting deliveries signed with secret, and serves it on a
+// loopback port. Nothing of the caller's configuration is read: the
+// operator's ledger, results sink and serve are not touched. stop stops it
+// as serve stops (App.Stop), counts the lines of its results file and
+// removes the directory.
+func (e *env) throwawayServe(ctx context.Context, secret string) (throwaway, error) {
+	dir, err := os.MkdirTemp("", "lrosink-bench-")
+	if err != nil {
+		return throwaway{}, fmt.Errorf("the throwaway serve's directory: %w", err)
+	}
+	fail := func(err error) (throwaway, error) { return throwaway{}, errors.Join(err, os.RemoveAll(dir)) }
+	resultsPath := filepath.Join(dir, "results.jsonl")
+	cfg, err := config.Load(mapGetenv(map[string]string{
+		"LROSINK_STORE":           "sqlite:" + filepath.Join(dir, "ledger.db"),
+		"LROSINK_RESULTS":         "file:" + resultsPath,
+		"LROSINK_WEBHOOK_SECRETS": secret,
+	}), config.Serve(openers(false)))
+	if err != nil {
+		return fail(fmt.Errorf("the throwaway serve's configuration: %w", err))
+	}
+	// Errors only: under load its per-decision lines would bury the report.
+	log := logging.New(e.stderr, slog.LevelError, "")
+	a, err := e.newApp(ctx, cfg, log, true, func(o *app.Options) { o.Stdout = io.Discard })
+	if err != nil {
+		return fail(fmt.Errorf("the throwaway serve: %w", err))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(errors.Join(fmt.Errorf("the throwaway serve's loopback port: %w", err), a.Close()))
+	}
+	srv := &http.Server{Handler: a.Mux(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() { _ = srv.Serve(ln) }() // ErrServerClosed once stopped
+	stop := func() (int, error) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.shutdownTimeout)
+		defer cancel()
+		var errs []error
+		if err := a.Stop(sctx, srv); err != nil {
+			errs = append(errs, fmt.Errorf("stop the throwaway serve: %w", err))
+		}
+		n, err := countLines(resultsPath)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove the throwaway serve's directory: %w", err))
+		}
+		return n, errors.Join(errs...)
+	}
+	return throwaway{url: "http://" + ln.Addr().String() + "/Webhook", stop: stop}, nil
+}
+
+// mapGetenv is a getenv over a fixed map.
+func mapGetenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// countLines counts the lines of the file at path (0 when it was never
+// written: nothing was published).
+func countLines(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the throwaway results: %w", err)
+	}
+	return bytes.Count(b, []byte("\n")), nil
+}
+
+// namePrefixes are the operation names the loads' id prefixes stand for,
+// as the target stores them (batches/bench_RUN_ for a batch event).
+func namePrefixes(eventType string, idPrefixes []string) []string {
+	family, _, _ := strings.Cut(eventType, ".")
+	kind, _ := opname.ParseKind(family)
+	out := make([]string, 0, len(idPrefixes))
+	for _, p := range idPrefixes {
+		name := p
+		if n, err := opname.Normalize(p+"0", kind); err == nil {
+			name = strings.TrimSuffix(n.Canonical, "0")
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// cleanupHint says how to remove what a --url run left in the target's
+// ledger. There is no delete command: the settled operations go with
+// LROSINK_RETENTION, or by hand on SQLite.
+func cleanupHint(prefixes []string) string {
+	if len(prefixes) == 0 {
+		return ""
+	}
+	var ops, claims []string
+	for _, p := range prefixes {
+		// substr, not LIKE: "_" in the prefix would be a wildcard.
+		lit := fmt.Sprintf("substr(%%s, 1, %d) = '%s'", len(p), strings.ReplaceAll(p, "'", "''"))
+		ops = append(ops, fmt.Sprintf(lit, "name"))
+		claims = append(claims, fmt.Sprintf(lit, "operation"))
+	}
+	return "they are settled operations like any other: LROSINK_RETENTION (at least 7d) deletes them in time; " +
+		"on a SQLite ledger, now, with the target's serve stopped: sqlite3 LEDGER.db \"DELETE FROM operations WHERE " +
+		strings.Join(ops, " OR ") + "; DELETE FROM claims WHERE " + strings.Join(claims, " OR ") + "\"; " +
+		"their results messages went to the target's results sink: its consumers should ignore these names"
+}
+
 // benchRounds runs the load rounds times against target, each time after
 // the bare handler when bare is set. Alternating keeps the two measured
 // under the same conditions when other work shares the machine.
-func benchRounds(ctx context.Context, cfg benchConfig, target, secret string, bare bool, rounds int) (benchReport, error) {
+func benchRounds(ctx context.Context, cfg benchConfig, target string, bare bool, rounds int) (benchReport, error) {
 	var bareURL string
 	if bare {
-		u, stop, err := startBare(secret)
+		u, stop, err := startBare(cfg.secret)
 		if err != nil {
 			return benchReport{}, err
 		}
@@ -158,7 +344,7 @@ func benchRounds(ctx context.Context, cfg benchConfig, target, secret string, ba
 	}
 	var (
 		bares, targets       []benchResult
-		bareLats, targetLats [][]time.Duration
+		bareLats, targetLats []benchSamples
 		ratios               []float64
 	)
 	for r := range rounds {
@@ -214,12 +400,18 @@ func startBare(secret string) (url string, stop func(), err error) {
 
 // mergeResults sums the rounds of one target; percentiles come from
 // every latency of every round.
-func mergeResults(rs []benchResult, lats [][]time.Duration) *benchResult {
-	m := benchResult{Target: rs[0].Target, URL: rs[0].URL, Status: map[string]int{}, Outcomes: map[string]int{}}
-	var all []time.Duration
+func mergeResults(rs []benchResult, lats []benchSamples) *benchResult {
+	m := benchResult{Target: rs[0].Target, URL: rs[0].URL, OpenLoop: rs[0].OpenLoop, RateTarget: rs[0].RateTarget,
+		Status: map[string]int{}, Outcomes: map[string]int{}}
+	var all benchSamples
 	for i, r := range rs {
 		m.Deliveries += r.Deliveries
 		m.DistinctIDs += r.DistinctIDs
+		m.Operations += r.Operations
+		m.Repeats += r.Repeats
+		m.Completions += r.Completions
+		m.Duplicates += r.Duplicates
+		m.RacedRepeats += r.RacedRepeats
 		m.Seconds += r.Seconds
 		m.Failed += r.Failed
 		for k, n := range r.Status {
@@ -231,16 +423,14 @@ func mergeResults(rs []benchResult, lats [][]time.Duration) *benchResult {
 		if m.FirstError == "" {
 			m.FirstError = r.FirstError
 		}
-		all = append(all, lats[i]...)
+		m.prefixes = append(m.prefixes, r.prefixes...)
+		all.lat = append(all.lat, lats[i].lat...)
+		all.svc = append(all.svc, lats[i].svc...)
 	}
 	if m.Seconds > 0 {
 		m.Rate = float64(m.Deliveries) / m.Seconds
 	}
-	slices.Sort(all)
-	m.P50ms, m.P99ms = percentileMs(all, 0.50), percentileMs(all, 0.99)
-	if len(all) > 0 {
-		m.MaxMs = ms(all[len(all)-1])
-	}
+	m.setLatencies(all)
 	return &m
 }
 
@@ -274,29 +464,83 @@ func bareHandler(v *webhook.Verifier) http.Handler {
 
 // benchResult is what one load measured.
 type benchResult struct {
-	Target      string         `json:"target"` // "bare" or "target"
-	URL         string         `json:"url"`
-	Deliveries  int            `json:"deliveries"`
-	DistinctIDs int            `json:"distinct_ids"`
-	Seconds     float64        `json:"seconds"`
-	Rate        float64        `json:"rate"` // deliveries/s
+	Target string `json:"target"` // "bare" or "target"
+	URL    string `json:"url"`
+	// Deliveries were sent (and answered, or failed); Operations (also
+	// DistinctIDs, its older name) the distinct ids they were about;
+	// Repeats the deliveries about an id sent before.
+	Deliveries  int `json:"deliveries"`
+	DistinctIDs int `json:"distinct_ids"`
+	Operations  int `json:"operations"`
+	Repeats     int `json:"repeats"`
+	// Completions are the operations answered "completed", each counted
+	// once; Duplicates the deliveries that found their operation completed
+	// or being completed: answered "duplicate" or "in-progress-elsewhere",
+	// or RacedRepeats, repeats that raced their id's first delivery and
+	// were answered "completed" by that same completion.
+	Completions  int     `json:"completions"`
+	Duplicates   int     `json:"duplicates"`
+	RacedRepeats int     `json:"raced_repeats"`
+	Seconds      float64 `json:"seconds"`
+	Rate         float64 `json:"rate"` // achieved deliveries/s
+	// OpenLoop: --rate scheduled the sends (RateTarget a second) and the
+	// latency figures count from each one's due time; the Service figures
+	// from the actual send, as a closed loop sees it. Without --rate the
+	// two are the same.
+	OpenLoop    bool           `json:"open_loop"`
+	RateTarget  float64        `json:"rate_target,omitempty"`
 	P50ms       float64        `json:"p50_ms"`
 	P99ms       float64        `json:"p99_ms"`
+	P999ms      float64        `json:"p999_ms"`
 	MaxMs       float64        `json:"max_ms"`
+	ServiceP50  float64        `json:"service_p50_ms"`
+	ServiceP99  float64        `json:"service_p99_ms"`
+	ServiceP999 float64        `json:"service_p999_ms"`
+	ServiceMax  float64        `json:"service_max_ms"`
 	Status      map[string]int `json:"status"`   // "200": n; "error": transport errors
 	Outcomes    map[string]int `json:"outcomes"` // the answers' outcome field
 	Failed      int            `json:"failed"`   // no 2xx answer
 	FirstError  string         `json:"first_error,omitempty"`
+	// prefixes are the loads' id prefixes (bench_RUN_).
+	prefixes []string
 }
+
+// setLatencies sets the percentiles from the samples (sorted here).
+func (r *benchResult) setLatencies(s benchSamples) {
+	slices.Sort(s.lat)
+	slices.Sort(s.svc)
+	r.P50ms, r.P99ms, r.P999ms = percentileMs(s.lat, 0.50), percentileMs(s.lat, 0.99), percentileMs(s.lat, 0.999)
+	r.ServiceP50, r.ServiceP99, r.ServiceP999 = percentileMs(s.svc, 0.50), percentileMs(s.svc, 0.99), percentileMs(s.svc, 0.999)
+	if len(s.lat) > 0 {
+		r.MaxMs = ms(s.lat[len(s.lat)-1])
+	}
+	if len(s.svc) > 0 {
+		r.ServiceMax = ms(s.svc[len(s.svc)-1])
+	}
+}
+
+// benchSamples are one load's latencies: lat from each delivery's due time
+// (open loop) or its send (closed loop), svc from its send.
+type benchSamples struct{ lat, svc []time.Duration }
 
 // benchReport is the whole run: the target, and with --bare the bare
 // handler and target/bare.
 type benchReport struct {
+	// Ledger is where the operations went: "throwaway" (bench's own serve,
+	// deleted) or "url" (the target's ledger keeps them).
+	Ledger string       `json:"ledger"`
 	Bare   *benchResult `json:"bare,omitempty"`
 	Target *benchResult `json:"target"`
 	Ratio  *float64     `json:"ratio,omitempty"` // the median of RoundRatios
 	// RoundRatios are each round's target/bare, in order (--rounds > 1).
 	RoundRatios []float64 `json:"round_ratios,omitempty"`
+	// ResultsMessages is what the throwaway serve published (one per
+	// operation); unknown with --url.
+	ResultsMessages *int `json:"results_messages,omitempty"`
+	// NamePrefixes (with --url) are the names of the operations the run
+	// left in the target's ledger; Cleanup says how to remove them.
+	NamePrefixes []string `json:"name_prefixes,omitempty"`
+	Cleanup      string   `json:"cleanup,omitempty"`
 }
 
 func (r benchReport) write(w io.Writer) {
@@ -305,13 +549,36 @@ func (r benchReport) write(w io.Writer) {
 			continue
 		}
 		name := "target"
-		if res.Target == "bare" {
+		switch {
+		case res.Target == "bare":
 			name = "bare verifying handler"
+		case r.Ledger == "throwaway":
+			name = "throwaway serve (this process; temporary ledger and results file, deleted)"
 		}
 		fmt.Fprintf(w, "%s %s\n", name, res.URL)
-		fmt.Fprintf(w, "  deliveries   %d in %.1fs: %.0f/s\n", res.Deliveries, res.Seconds, res.Rate)
-		fmt.Fprintf(w, "  distinct ids %d\n", res.DistinctIDs)
-		fmt.Fprintf(w, "  latency      p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", res.P50ms, res.P99ms, res.MaxMs)
+		rate := fmt.Sprintf("%.0f/s", res.Rate)
+		if res.OpenLoop {
+			rate = fmt.Sprintf("%.0f/s achieved of %.0f/s scheduled (open loop)", res.Rate, res.RateTarget)
+		}
+		fmt.Fprintf(w, "  deliveries   %d sent in %.1fs: %s\n", res.Deliveries, res.Seconds, rate)
+		fmt.Fprintf(w, "  operations   %d distinct (%d deliveries repeated an earlier id, as redeliveries do)\n", res.Operations, res.Repeats)
+		if res.Target != "bare" {
+			msgs := ""
+			if r.ResultsMessages != nil && res == r.Target {
+				msgs = fmt.Sprintf("; results messages published: %d", *r.ResultsMessages)
+			}
+			fmt.Fprintf(w, "  completions  %d operations completed, each once%s\n", res.Completions, msgs)
+			fmt.Fprintf(w, "  duplicates   %d deliveries found their operation completed (%d of them repeats that raced the first delivery, answered by its completion)\n",
+				res.Duplicates, res.RacedRepeats)
+		}
+		if res.OpenLoop {
+			fmt.Fprintf(w, "  latency      p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms (from each delivery's scheduled time)\n",
+				res.P50ms, res.P99ms, res.P999ms, res.MaxMs)
+			fmt.Fprintf(w, "  service time p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms (from the send: a closed loop's figure, which hides queueing)\n",
+				res.ServiceP50, res.ServiceP99, res.ServiceP999, res.ServiceMax)
+		} else {
+			fmt.Fprintf(w, "  latency      p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms (closed loop)\n", res.P50ms, res.P99ms, res.P999ms, res.MaxMs)
+		}
 		fmt.Fprintf(w, "  status       %s\n", counts(res.Status))
 		fmt.Fprintf(w, "  outcomes     %s\n", counts(res.Outcomes))
 		if res.FirstError != "" {
@@ -327,6 +594,10 @@ func (r benchReport) write(w io.Writer) {
 	}
 	if r.Ratio != nil {
 		fmt.Fprintf(w, "ratio target/bare %.3f (%.1f %% of the same-run ceiling)\n", *r.Ratio, *r.Ratio*100)
+	}
+	if len(r.NamePrefixes) > 0 {
+		fmt.Fprintf(w, "\nThis run's operations went to the target's ledger: their names start with %s\n", strings.Join(r.NamePrefixes, ", "))
+		fmt.Fprintf(w, "To remove them: %s\n", r.Cleanup)
 	}
 }
 
@@ -346,24 +617,25 @@ func counts(m map[string]int) string {
 // benchSender is one sender's tally, merged after the run (no shared
 // counters on the hot path but the slot counters).
 type benchSender struct {
-	lat      []time.Duration
-	status   map[string]int
-	outcomes map[string]int
-	failed   int
-	firstErr string
+	lat, svc  []time.Duration
+	completed []int64 // the ids (their number k) answered "completed"
+	status    map[string]int
+	outcomes  map[string]int
+	failed    int
+	firstErr  string
 }
 
 // benchLoad sends cfg's load to target and measures it; round (r0_, or
 // "") keeps the ids of rounds apart under one --id-prefix. It returns the
-// latencies too, sorted, for merging rounds.
-func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string) (benchResult, []time.Duration, error) {
+// latencies too, for merging rounds.
+func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string) (benchResult, benchSamples, error) {
 	prefix := cfg.idPrefix + round
 	if cfg.idPrefix == "" {
 		prefix = "bench_" + randomHex(4) + "_"
 	}
 	eventJSON, err := json.Marshal(cfg.event)
 	if err != nil {
-		return benchResult{}, nil, fmt.Errorf("encode the event type: %w", err)
+		return benchResult{}, benchSamples{}, fmt.Errorf("encode the event type: %w", err)
 	}
 	// New deliveries stop at the deadline; those in flight finish (within
 	// the request timeout), so every id counted was sent and answered.
@@ -386,8 +658,15 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 				if cfg.requests > 0 && i >= int64(cfg.requests) {
 					return
 				}
-				if cfg.rate > 0 && !sleepUntil(stopCtx, start.Add(time.Duration(float64(i)/cfg.rate*float64(time.Second)))) {
-					return
+				// Open loop: delivery i is due at its slot of the schedule,
+				// whenever a sender gets to it; its latency counts from then,
+				// so a stall shows in every delivery it held back.
+				var due time.Time
+				if cfg.rate > 0 {
+					due = start.Add(time.Duration(float64(i) / cfg.rate * float64(time.Second)))
+					if !sleepUntil(stopCtx, due) {
+						return
+					}
 				}
 				// Ids follow from the slot alone: a new one is the count of
 				// new ones before it; a repeat picks one of those.
@@ -398,23 +677,31 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 					distinct.Add(1)
 				}
 				now := time.Now()
+				if due.IsZero() {
+					due = now // closed loop: due when sent
+				}
 				// A body of its own: the transport may still read it after
 				// an early answer.
 				body := benchBody(make([]byte, 0, 192), eventJSON, prefix+strconv.FormatInt(k, 10), now)
-				snd.send(ctx, client, target, cfg.secret, "msg_"+prefix+strconv.FormatInt(i, 10), body, now)
+				snd.send(ctx, client, target, cfg.secret, "msg_"+prefix+strconv.FormatInt(i, 10), body, now, due, k)
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := ctx.Err(); err != nil {
-		return benchResult{}, nil, fmt.Errorf("bench %s stopped: %w", name, err)
+		return benchResult{}, benchSamples{}, fmt.Errorf("bench %s stopped: %w", name, err)
 	}
 	res := benchResult{Target: name, URL: target, Seconds: elapsed.Seconds(), DistinctIDs: int(distinct.Load()),
-		Status: map[string]int{}, Outcomes: map[string]int{}}
-	var lat []time.Duration
+		OpenLoop: cfg.rate > 0, RateTarget: cfg.rate, Status: map[string]int{}, Outcomes: map[string]int{}, prefixes: []string{prefix}}
+	var samples benchSamples
+	completed := map[int64]bool{}
 	for _, s := range senders {
-		lat = append(lat, s.lat...)
+		samples.lat = append(samples.lat, s.lat...)
+		samples.svc = append(samples.svc, s.svc...)
+		for _, k := range s.completed {
+			completed[k] = true
+		}
 		for k, n := range s.status {
 			res.Status[k] += n
 		}
@@ -426,16 +713,16 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 			res.FirstError = s.firstErr
 		}
 	}
-	res.Deliveries = len(lat)
+	res.Deliveries = len(samples.lat)
+	res.Operations, res.Repeats = res.DistinctIDs, res.Deliveries-res.DistinctIDs
+	res.Completions = len(completed)
+	res.RacedRepeats = res.Outcomes["completed"] - res.Completions
+	res.Duplicates = res.Outcomes["duplicate"] + res.Outcomes["in-progress-elsewhere"] + res.RacedRepeats
 	if elapsed > 0 {
 		res.Rate = float64(res.Deliveries) / elapsed.Seconds()
 	}
-	slices.Sort(lat)
-	res.P50ms, res.P99ms = percentileMs(lat, 0.50), percentileMs(lat, 0.99)
-	if len(lat) > 0 {
-		res.MaxMs = ms(lat[len(lat)-1])
-	}
-	return res, lat, nil
+	res.setLatencies(samples)
+	return res, samples, nil
 }
 
 // repeatsBefore is how many of deliveries 0..i-1 repeat an earlier id:
@@ -475,8 +762,9 @@ func benchBody(b, eventJSON []byte, id string, now time.Time) []byte {
 	return append(b, "}}"...)
 }
 
-// send posts one delivery signed with key and tallies the answer.
-func (s *benchSender) send(ctx context.Context, client *http.Client, target, secret, msgID string, body []byte, now time.Time) {
+// send posts one delivery about id k, signed at now and due at due, and
+// tallies the answer: its latency from due, its service time from the send.
+func (s *benchSender) send(ctx context.Context, client *http.Client, target, secret, msgID string, body []byte, now, due time.Time, k int64) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		s.fail("error", err.Error())
@@ -485,9 +773,13 @@ func (s *benchSender) send(ctx context.Context, client *http.Client, target, sec
 	// Signed as `lrosink send` signs.
 	req.Header = webhooktest.Headers(msgID, now, body, secret)
 	t0 := time.Now()
+	done := func() {
+		end := time.Now()
+		s.lat, s.svc = append(s.lat, end.Sub(due)), append(s.svc, end.Sub(t0))
+	}
 	resp, err := client.Do(req)
 	if err != nil {
-		s.lat = append(s.lat, time.Since(t0))
+		done()
 		s.fail("error", err.Error())
 		return
 	}
@@ -496,12 +788,15 @@ func (s *benchSender) send(ctx context.Context, client *http.Client, target, sec
 	}
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer)) // a cut answer has no outcome
 	resp.Body.Close()
-	s.lat = append(s.lat, time.Since(t0))
+	done()
 	s.status[strconv.Itoa(resp.StatusCode)]++
 	if json.Unmarshal(raw, &ans) != nil || ans.Outcome == "" {
 		ans.Outcome = "(none)"
 	}
 	s.outcomes[ans.Outcome]++
+	if ans.Outcome == "completed" {
+		s.completed = append(s.completed, k)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		s.failed++
 		if s.firstErr == "" {

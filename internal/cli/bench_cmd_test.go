@@ -1,20 +1,26 @@
 package cli
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -59,8 +65,20 @@ func TestBenchAgainstServe(t *testing.T) {
 	if tg.Deliveries != n || tg.Status["200"] != n || len(tg.Status) != 1 || tg.Failed != 0 || tg.URL != s.base+"/Webhook" {
 		t.Errorf("target: %+v", *tg)
 	}
-	if tg.DistinctIDs != n-repeats {
-		t.Errorf("target: %d distinct ids, want %d (%d repeats)", tg.DistinctIDs, n-repeats, repeats)
+	if tg.DistinctIDs != n-repeats || tg.Operations != n-repeats || tg.Repeats != repeats {
+		t.Errorf("target: %d distinct ids, %d operations, %d repeats; want %d and %d", tg.DistinctIDs, tg.Operations, tg.Repeats, n-repeats, repeats)
+	}
+	// Each operation is one completion, every other delivery a duplicate:
+	// no figure counts an operation twice (issue #50).
+	if tg.Completions != n-repeats || tg.Duplicates != repeats || tg.Completions+tg.Duplicates != tg.Deliveries {
+		t.Errorf("target: %d completions, %d duplicates (%d raced); want %d and %d", tg.Completions, tg.Duplicates, tg.RacedRepeats, n-repeats, repeats)
+	}
+	// With --url the operations stay in serve's ledger: the report names
+	// their prefix and how to remove them.
+	if rep.Ledger != "url" || len(rep.NamePrefixes) != 1 || !strings.HasPrefix(rep.NamePrefixes[0], "batches/bench_") ||
+		!strings.Contains(rep.Cleanup, "substr(name, 1, "+strconv.Itoa(len(rep.NamePrefixes[0]))+") = '"+rep.NamePrefixes[0]+"'") ||
+		rep.ResultsMessages != nil {
+		t.Errorf("--url: ledger %q, prefixes %q, cleanup %q, results %v", rep.Ledger, rep.NamePrefixes, rep.Cleanup, rep.ResultsMessages)
 	}
 	// A repeat may race its id's first delivery: the door then runs the two
 	// once and both are answered completed (one message still, below).
@@ -87,9 +105,15 @@ func TestBenchAgainstServe(t *testing.T) {
 		t.Fatalf("results file: %d lines for %d operations, want one line for each of %d distinct ids", len(lines), len(ops), n-repeats)
 	}
 	for op := range ops {
-		if !strings.HasPrefix(op, "batches/bench_") {
-			t.Fatalf("results for %q", op)
+		if !strings.HasPrefix(op, rep.NamePrefixes[0]) {
+			t.Fatalf("results for %q, want only names starting with the prefix the report named, %q", op, rep.NamePrefixes[0])
 		}
+	}
+	// The text report says it too.
+	r = run(t, map[string]string{"LROSINK_WEBHOOK_SECRETS": secret}, "bench", "--url", s.base+"/Webhook", "--requests", "5", "--concurrency", "1")
+	if !strings.Contains(r.stdout, "This run's operations went to the target's ledger: their names start with batches/bench_") ||
+		!strings.Contains(r.stdout, "To remove them: ") {
+		t.Errorf("--url report does not name the prefix:\n%s", r.stdout)
 	}
 }
 
@@ -126,7 +150,8 @@ func TestBenchCountsEveryAnswer(t *testing.T) {
 
 	seen.Store(1) // from here every answer is 200 but those at multiples of 4
 	r = run(t, nil, "bench", "--url", srv.URL, "--secret", secret, "--requests", "6", "--rate", "1000", "--concurrency", "2")
-	for _, want := range []string{"target " + srv.URL, "deliveries   6 in", "distinct ids 5", "latency      p50",
+	for _, want := range []string{"target " + srv.URL, "deliveries   6 sent in", "operations   5 distinct (1 deliveries repeated", "latency      p50",
+		"p99.9", "achieved of 1000/s scheduled (open loop)", "service time p50", "completions  0 operations completed",
 		"status       200: ", "outcomes     applied: ", "first error  HTTP 503"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, r.stdout)
@@ -164,6 +189,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--rate", "-5"}, "--rate"},
 		{[]string{"--rate", "NaN"}, "--rate"},
 		{[]string{"--event", " "}, "--event"},
+		{[]string{"--event", "batch.succeded"}, `--event "batch.succeded" is not an event type Gemini sends; did you mean batch.succeeded?`},
 		{[]string{"--url", "ftp://127.0.0.1/x"}, "--url"},
 		{[]string{"--concurrency", "many"}, "--concurrency"},
 		{[]string{"--secret", "whsec_!!"}, "--secret"},
@@ -275,5 +301,117 @@ func TestMedian(t *testing.T) {
 		if got := median(tc.xs); got != tc.want {
 			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
 		}
+	}
+}
+
+// TestBenchLeavesTheLedgerAlone: `lrosink bench --duration 1s` in a
+// directory holding a serve's ledger and results file, with the variables
+// pointing at them, loads a throwaway serve of its own: the ledger and the
+// results file are byte for byte as before, nothing is added beside them,
+// and the throwaway's temporary directory is gone. Its report counts each
+// operation once: completions equal operations and its results messages,
+// every other delivery is a duplicate.
+func TestBenchLeavesTheLedgerAlone(t *testing.T) {
+	env := storeEnv(t)
+	dir := filepath.Dir(strings.TrimPrefix(env["LROSINK_STORE"], "sqlite:"))
+	env["LROSINK_RESULTS"] = "file:" + filepath.Join(dir, "results.jsonl")
+	env["LROSINK_WEBHOOK_SECRETS"] = webhooktest.NewSecret()
+	if r := run(t, env, "register", "batches/mine"); r.code != command.ExitOK {
+		t.Fatalf("register: %d %s", r.code, r.stderr)
+	}
+	settle(t, env["LROSINK_STORE"], "batches/mine", lifecycle.Succeeded, &recorder{})
+	if err := os.WriteFile(filepath.Join(dir, "results.jsonl"), []byte(`{"operation":"batches/mine"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := dirState(t, dir)
+	t.Chdir(dir) // as a user runs it, beside the serve's ledger
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the throwaway's directory goes
+
+	r, rep := benchJSON(t, env, "--duration", "1s", "--concurrency", "4")
+	if r.code != command.ExitOK {
+		t.Fatalf("bench: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if after := dirState(t, dir); !maps.Equal(before, after) {
+		t.Errorf("bench changed the serve's directory:\nbefore %v\nafter  %v", before, after)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the throwaway serve left %v in TMPDIR", left)
+	}
+	tg := rep.Target
+	if rep.Ledger != "throwaway" || rep.ResultsMessages == nil || !strings.HasPrefix(tg.URL, "http://127.0.0.1:") || tg.Deliveries == 0 {
+		t.Fatalf("report %s", r.stdout)
+	}
+	if tg.Completions != tg.Operations || *rep.ResultsMessages != tg.Operations || tg.Duplicates != tg.Repeats ||
+		tg.Operations+tg.Repeats != tg.Deliveries || tg.Status["200"] != tg.Deliveries || len(rep.NamePrefixes) != 0 {
+		t.Errorf("operations %d, completions %d, results messages %d, repeats %d, duplicates %d, deliveries %d, status %v",
+			tg.Operations, tg.Completions, *rep.ResultsMessages, tg.Repeats, tg.Duplicates, tg.Deliveries, tg.Status)
+	}
+	r = run(t, env, "bench", "--requests", "20", "--concurrency", "2")
+	if r.code != command.ExitOK || !strings.Contains(r.stdout, "throwaway serve (this process; temporary ledger and results file, deleted)") ||
+		strings.Contains(r.stdout, "went to the target's ledger") {
+		t.Errorf("text report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if after := dirState(t, dir); !maps.Equal(before, after) {
+		t.Errorf("the second bench changed the serve's directory")
+	}
+}
+
+// dirState is every file of dir with its size and content hash.
+func dirState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = fmt.Sprintf("%d bytes %x", len(b), sha256.Sum256(b))
+	}
+	return out
+}
+
+// TestBenchOpenLoopShowsAStall: against a target that stalls once for
+// 200 ms (a lock every request takes, held by one of them: a pause of the
+// whole server), --rate's open loop counts every delivery the stall held
+// back from its due time, so its p99 shows the stall, where the service
+// time of the same run (a closed loop's figure: only the few requests in
+// flight saw it) does not. The only property of time assumed is that
+// 1,200 trivial loopback requests do not take 150 ms each a dozen times.
+func TestBenchOpenLoopShowsAStall(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	secret := webhooktest.NewSecret()
+	var mu sync.Mutex
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		if n.Add(1) == 100 {
+			time.Sleep(stall) // the one stall: everyone waits on the lock
+		}
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"outcome":"completed"}`)
+	}))
+	t.Cleanup(srv.Close)
+	// 400/s for 3 s: the stall holds back some 80 due deliveries, 20 of
+	// them by 150 ms or more (1.7 %, above the 1 % p99 looks past).
+	r, rep := benchJSON(t, nil, "--url", srv.URL, "--secret", secret, "--rate", "400", "--requests", "1200",
+		"--concurrency", "4", "--repeat", "0")
+	tg := rep.Target
+	if r.code != command.ExitOK || tg.Deliveries != 1200 || !tg.OpenLoop || tg.RateTarget != 400 || tg.Rate <= 0 {
+		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	if tg.ServiceMax < ms(stall) {
+		t.Fatalf("service max %.1f ms: the stall did not happen", tg.ServiceMax)
+	}
+	if tg.P99ms < 150 || tg.P999ms < tg.P99ms {
+		t.Errorf("open-loop p99 %.1f ms (p99.9 %.1f): the 200 ms stall does not show", tg.P99ms, tg.P999ms)
+	}
+	if tg.ServiceP99 >= 150 || tg.ServiceP99 >= tg.P99ms {
+		t.Errorf("service-time p99 %.1f ms, open-loop p99 %.1f ms: want the closed-loop figure to hide the stall", tg.ServiceP99, tg.P99ms)
 	}
 }

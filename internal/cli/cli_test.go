@@ -108,7 +108,7 @@ func TestConfigErrorNamesFlagOrVariable(t *testing.T) {
 	// The flag wins over the variable: a valid flag hides a bad variable.
 	env := storeEnv(t)
 	env["LROSINK_STORE"] = "bogus"
-	r = run(t, env, "register", "batches/flagwins", "--store", "sqlite:"+t.TempDir()+"/x.db")
+	r = run(t, env, "register", "batches/flagwins", "--create", "--store", "sqlite:"+t.TempDir()+"/x.db")
 	if r.code != command.ExitOK {
 		t.Errorf("--store over a bad LROSINK_STORE: exit %d, stderr %q", r.code, r.stderr)
 	}

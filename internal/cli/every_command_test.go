@@ -149,6 +149,13 @@ func checkHelpLayout(t *testing.T, path, h string, r runResult, group bool) {
 		if !strings.HasPrefix(line, "  --") && !strings.HasPrefix(line, "  -h, --help ") {
 			t.Errorf("%s: flag line %q is not \"  --name ...\"", name, line)
 		}
+		// "--page N", never package flag's "--page int" (issue #50).
+		if f := strings.Fields(line); len(f) > 1 && slices.Contains([]string{"int", "uint", "float", "string", "duration", "value"}, f[1]) {
+			t.Errorf("%s: flag line %q shows a Go type, want an upper-case placeholder", name, line)
+		}
+		if strings.Contains(line, "(default ") && (strings.Contains(line, "m0s)") || strings.Contains(line, "h0m")) {
+			t.Errorf("%s: flag line %q shows a Go duration default", name, line)
+		}
 	}
 }
 

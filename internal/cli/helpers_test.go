@@ -40,10 +40,20 @@ func run(t *testing.T, env map[string]string, args ...string) runResult {
 	return runResult{code, out.String(), errb.String()}
 }
 
-// storeEnv is an environment whose ledger is a fresh SQLite file.
+// storeEnv is an environment whose ledger is a fresh, empty SQLite file,
+// as `lrosink serve` leaves one: only serve creates a ledger (the other
+// commands refuse a missing one, TestMissingLedgerIsRefused).
 func storeEnv(t *testing.T) map[string]string {
 	t.Helper()
-	return map[string]string{"LROSINK_STORE": "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")}
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := sqliteledger.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"LROSINK_STORE": "sqlite:" + path}
 }
 
 // settle ingests a terminal webhook event for name into the SQLite ledger

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,11 +50,15 @@ func runOps(ctx context.Context, e *env, args []string) error {
 func opsListDoc() command.Doc {
 	return command.Doc{
 		Path: "ops list",
-		Args: "[--state S] [--stuck] [--limit N] [--page P] [--json] [flags]",
+		Args: "[--state S] [--kind K] [--name PREFIX] [--stuck] [--limit N] [--page P] [--json] [flags]",
 		Summary: `List operations, newest submission first: NAME (as submitted: a Veo operation's
 models/M/operations/ID), KIND, STATE, VERSION, SUBMITTED,
-SETTLED_BY and LAST_CHECK (the last reconcile answer that was not a state, e.g.
-not-found). --stuck keeps only the operations still pending after
+AGE (since submission), SETTLED_BY and LAST_CHECK (the last reconcile answer that was
+not a state, e.g. not-found). --state and --kind keep the operations in that state
+or of that kind. --name PREFIX keeps those whose name starts with PREFIX
+(batches/bench_, or bench_ for any kind), listed in name order; it reads at most
+a few pages of names, and says so when more may match. When nothing matches, it
+says "no operations match". --stuck keeps only the operations still pending after
 LROSINK_STUCK_AFTER, and lists after them the intents bound to no Gemini
 operation past LROSINK_INTENT_GRACE (KEY, KIND, MODEL, DISPLAY_NAME, RECORDED,
 AGE; with --json one object each, told apart by its "intent" field). Pages hold
@@ -64,6 +69,8 @@ AGE; with --json one object each, told apart by its "intent" field). Pages hold
 		Examples: []string{
 			"lrosink ops list",
 			"lrosink ops list --state PENDING --limit 200",
+			"lrosink ops list --kind video --state FAILED",
+			"lrosink ops list --name batches/nightly-",
 			"lrosink ops list --stuck --stuck-after 2h",
 			"lrosink ops list --limit 100 --page 3",
 			"lrosink ops list --json | jq -r '.[] | select(.state==\"FAILED\") | .name'",
@@ -74,6 +81,8 @@ AGE; with --json one object each, told apart by its "intent" field). Pages hold
 func runOpsList(ctx context.Context, e *env, args []string) error {
 	fs := command.NewFlagSet("ops list")
 	stateFlag := fs.String("state", "", "only operations in `STATE`: "+statesList())
+	kindFlag := fs.String("kind", "", "only operations of `KIND`: batch, video or interaction")
+	namePrefix := fs.String("name", "", "only operations whose name starts with `PREFIX` (in name order)")
 	stuck := fs.Bool("stuck", false, "only operations pending longer than the stuck threshold")
 	limit := fs.Int("limit", 50, "show at most `N` operations (1-1000)")
 	page := fs.Int("page", 1, "show page `P` of --limit rows (1 is the newest)")
@@ -93,24 +102,47 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 	}
 	state := lifecycle.State(strings.ToUpper(strings.TrimSpace(*stateFlag)))
 	if state != "" && !state.Known() {
-		return command.Usagef("--state %q: want one of %s", *stateFlag, statesList())
+		hint := ""
+		if st := command.Suggest(string(state), strings.Split(statesList(), ", ")); st != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", st)
+		}
+		return command.Usagef("--state %q: want one of %s%s", *stateFlag, statesList(), hint)
+	}
+	kind, err := parseKindFlag(strings.ToLower(strings.TrimSpace(*kindFlag)))
+	if err != nil {
+		return err
+	}
+	prefix := strings.TrimSpace(*namePrefix)
+	if prefix != "" && *page != 1 {
+		return command.Usagef("--name lists the first --limit matches in name order: narrow the PREFIX instead of --page")
 	}
 	l, cfg, closeFn, err := e.openReadLedger(ctx, fs)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	f := ledger.Filter{State: state}
+	f := ledger.Filter{State: state, Kind: kind}
 	if *stuck {
 		f.StuckAt = e.now().Add(-cfg.StuckAfter)
 	}
-	ops, more, err := listPage(ctx, l, f, *page, *limit)
-	if err != nil {
-		return err
-	}
+	var ops []ledger.Operation
 	rest := ""
-	if more > 0 {
-		rest = fmt.Sprintf("… and %d more; use --page %d\n", more, *page+1)
+	if prefix != "" {
+		var more bool
+		if ops, more, err = searchNames(ctx, l, prefix, f, *limit); err != nil {
+			return err
+		}
+		if more {
+			rest = fmt.Sprintf("… more may match; narrow --name %s or raise --limit\n", prefix)
+		}
+	} else {
+		var more int64
+		if ops, more, err = listPage(ctx, l, f, *page, *limit); err != nil {
+			return err
+		}
+		if more > 0 {
+			rest = fmt.Sprintf("… and %d more; use --page %d\n", more, *page+1)
+		}
 	}
 	var intents []intentView
 	var moreIntents int64
@@ -133,7 +165,7 @@ func runOpsList(ctx context.Context, e *env, args []string) error {
 		}
 		return writeJSON(e.stdout, rows)
 	}
-	if err := writeList(e.stdout, ops); err != nil {
+	if err := writeList(e.stdout, ops, e.now()); err != nil {
 		return err
 	}
 	if _, err = fmt.Fprint(e.stdout, rest); err != nil {
@@ -213,17 +245,26 @@ func opViews(ops []ledger.Operation) []opView {
 	return views
 }
 
-// writeList writes ops as `ops list`'s table.
-func writeList(w io.Writer, ops []ledger.Operation) error {
+// writeList writes ops as `ops list`'s table, or the empty state: a
+// header alone reads like a failure.
+func writeList(w io.Writer, ops []ledger.Operation, now time.Time) error {
+	if len(ops) == 0 {
+		_, err := fmt.Fprintln(w, "no operations match")
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tVERSION\tSUBMITTED\tSETTLED_BY\tLAST_CHECK")
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tVERSION\tSUBMITTED\tAGE\tSETTLED_BY\tLAST_CHECK")
 	for _, op := range ops {
 		last := "-"
 		if !op.LastCheckAt.IsZero() {
 			last = strings.TrimSpace(ts(op.LastCheckAt) + " " + op.LastCheck)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", shownName(op.Name, op.APIName), dash(string(op.Kind)), op.State,
-			op.Rev.Version, ts(op.SubmittedAt), dash(op.SettledBy), last)
+		age := "-"
+		if !humantime.Never(op.SubmittedAt) {
+			age = humantime.Age(now.Sub(op.SubmittedAt))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", shownName(op.Name, op.APIName), dash(string(op.Kind)), op.State,
+			op.Rev.Version, ts(op.SubmittedAt), age, dash(op.SettledBy), last)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -254,6 +295,75 @@ func listPage(ctx context.Context, l ledger.Queries, f ledger.Filter, page, limi
 		return nil, 0, fmt.Errorf("count operations: %w", err)
 	}
 	return ops, max(0, total-int64((page-1)*limit)-int64(len(ops))), nil
+}
+
+// maxSearchPages bounds the name pages one `ops list --name` reads per
+// prefix: every query is bounded (never a scan).
+const maxSearchPages = 5
+
+// searchNames reads up to limit operations matching f whose name starts
+// with prefix, in name order. A prefix without "/" is looked for in every
+// kind's names (bench_ → batches/bench_, operations/bench_, ...). more says
+// that matches may remain (a page limit or the row limit was reached).
+func searchNames(ctx context.Context, l ledger.Queries, prefix string, f ledger.Filter, limit int) ([]ledger.Operation, bool, error) {
+	prefixes := []string{prefix}
+	if !strings.Contains(prefix, "/") {
+		prefixes = nil
+		for _, k := range []opname.Kind{opname.KindBatch, opname.KindVideo, opname.KindInteraction} {
+			if n, err := opname.Normalize("x", k); err == nil {
+				if p := strings.TrimSuffix(n.Canonical, "x") + prefix; !slices.Contains(prefixes, p) {
+					prefixes = append(prefixes, p)
+				}
+			}
+		}
+	}
+	var out []ledger.Operation
+	seen := map[string]bool{}
+	more := false
+	for _, p := range prefixes {
+		after := ""
+		for page := 0; ; page++ {
+			if page == maxSearchPages {
+				more = true
+				break
+			}
+			found, err := l.SearchOperations(ctx, p, after, limit)
+			if errors.Is(err, ledger.ErrBadPrefix) {
+				return nil, false, command.Usagef("--name %q: too long to search", prefix)
+			}
+			if err != nil {
+				return nil, false, fmt.Errorf("search operations: %w", err)
+			}
+			for _, op := range found {
+				if !seen[op.ID] && matches(f, op) {
+					seen[op.ID] = true
+					out = append(out, op)
+				}
+			}
+			if len(found) < limit || len(out) > limit {
+				break
+			}
+			after = found[len(found)-1].ID
+		}
+	}
+	slices.SortFunc(out, func(a, b ledger.Operation) int { return strings.Compare(a.Name, b.Name) })
+	if len(out) > limit {
+		out, more = out[:limit], true
+	}
+	return out, more, nil
+}
+
+// matches applies f to op as PageOperations does.
+func matches(f ledger.Filter, op ledger.Operation) bool {
+	switch {
+	case f.State != "" && op.State != f.State:
+		return false
+	case f.Kind != opname.KindUnknown && op.Kind != f.Kind:
+		return false
+	case !f.StuckAt.IsZero() && (op.State.Terminal() || op.SubmittedAt.After(f.StuckAt)):
+		return false
+	}
+	return true
 }
 
 func opsShowDoc() command.Doc {
@@ -488,9 +598,9 @@ func writeFields(w io.Writer, v opView, now time.Time, pollingOff bool) error {
 	row("Kind:", dash(v.Kind))
 	row("State:", v.State)
 	row("Version:", fmt.Sprint(v.Version))
-	row("Update time:", ts(v.UpdateTime))
-	row("Submitted:", ts(v.SubmittedAt))
-	row("Settled:", ts(v.SettledAt))
+	row("Update time:", withAgo(v.UpdateTime, now))
+	row("Submitted:", withAgo(v.SubmittedAt, now))
+	row("Settled:", withAgo(v.SettledAt, now))
 	row("Settled by:", dash(v.SettledBy))
 	row("Intent:", dash(v.Intent))
 	if next := withRel(v.NextCheckAt, now); pollingOff && !lifecycle.State(v.State).Terminal() {
@@ -529,7 +639,7 @@ func claimFields(row func(k, val string), c *claimView, now time.Time) {
 	// says when it was done.
 	switch c.Status {
 	case string(ledger.ClaimDone):
-		row("Claim:", fmt.Sprintf("%s at %s  attempts %d", c.Status, ts(c.DoneAt), c.Attempts))
+		row("Claim:", fmt.Sprintf("%s at %s  attempts %d", c.Status, withAgo(c.DoneAt, now), c.Attempts))
 	case string(ledger.ClaimHeld):
 		row("Claim:", fmt.Sprintf("%s  holder %s  attempts %d  lease until %s", c.Status, dash(c.Holder), c.Attempts, withRel(c.LeaseUntil, now)))
 	default:
@@ -641,6 +751,18 @@ func shownName(canonical, apiName string) string {
 		return apiName
 	}
 	return canonical
+}
+
+// withAgo is ts followed by how long ago t was: "(3h05m ago)"; a time
+// ahead of now (another clock) reads "(in 5s)".
+func withAgo(t *time.Time, now time.Time) string {
+	if t == nil || humantime.Never(*t) {
+		return ts(t)
+	}
+	if t.After(now) {
+		return ts(t) + " (in " + humantime.Age(t.Sub(now)) + ")"
+	}
+	return ts(t) + " (" + humantime.Age(now.Sub(*t)) + " ago)"
 }
 
 func dash(s string) string {

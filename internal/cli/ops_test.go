@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -20,10 +22,6 @@ import (
 func TestLedgerCommands(t *testing.T) {
 	env := storeEnv(t)
 
-	// ops on a ledger that does not exist yet fails instead of creating it.
-	if r := run(t, env, "ops", "list"); r.code != command.ExitError || !strings.Contains(r.stderr, "no database") {
-		t.Fatalf("ops list before any write: %d %q", r.code, r.stderr)
-	}
 	for _, c := range []struct{ args, want []string }{
 		{[]string{"register", "batches/done-one", "--meta", "job=nightly", "--meta", "owner=data"}, []string{"created batches/done-one"}},
 		{[]string{"register", "pending-long-name-here", "--kind", "batch"}, []string{"created batches/pending-long-name-here"}},
@@ -51,13 +49,13 @@ func TestLedgerCommands(t *testing.T) {
 	if r.code != command.ExitOK {
 		t.Fatalf("ops list: %d %q", r.code, r.stderr)
 	}
-	rows := checkTable(t, r.stdout, []string{"NAME", "KIND", "STATE", "VERSION", "SUBMITTED", "SETTLED_BY", "LAST_CHECK"})
+	rows := checkTable(t, r.stdout, []string{"NAME", "KIND", "STATE", "VERSION", "SUBMITTED", "AGE", "SETTLED_BY", "LAST_CHECK"})
 	// A Veo operation is listed by its model path, as it was registered.
 	if names := column(rows, 0); !sameSet(names, []string{"batches/done-one", "batches/pending-long-name-here", "models/veo-3.0-generate-001/operations/v9"}) {
 		t.Fatalf("ops list names %v", names)
 	}
 	for _, row := range rows {
-		if row[0] == "batches/done-one" && (row[2] != "SUCCEEDED" || row[5] != "webhook" || row[1] != "batch") {
+		if row[0] == "batches/done-one" && (row[2] != "SUCCEEDED" || row[6] != "webhook" || row[1] != "batch") {
 			t.Fatalf("settled row %q", row)
 		}
 	}
@@ -79,7 +77,7 @@ func TestLedgerCommands(t *testing.T) {
 	recordIntent(t, env["LROSINK_STORE"], "in-flight", time.Now().Add(-time.Minute))
 	r = run(t, env, "ops", "list", "--stuck")
 	opsTable, intentsPart, ok := strings.Cut(r.stdout, "\nUnbound intents (")
-	if r.code != command.ExitOK || !ok || len(checkTable(t, opsTable, nil)) != 0 {
+	if r.code != command.ExitOK || !ok || opsTable != "no operations match\n" {
 		t.Fatalf("--stuck: %d %q", r.code, r.stdout)
 	}
 	_, intentsTable, _ := strings.Cut(intentsPart, "\n")
@@ -270,7 +268,7 @@ func TestOpsListPages(t *testing.T) {
 		if want.rest == "" && rest != "" || want.rest != "" && "…"+strings.TrimRight(rest, "\n") != want.rest {
 			t.Errorf("page %d: trailer %q, want %q", page+1, rest, want.rest)
 		}
-		rows := checkTable(t, table, []string{"NAME", "KIND", "STATE", "VERSION", "SUBMITTED", "SETTLED_BY", "LAST_CHECK"})
+		rows := checkTable(t, table, []string{"NAME", "KIND", "STATE", "VERSION", "SUBMITTED", "AGE", "SETTLED_BY", "LAST_CHECK"})
 		if len(rows) != want.rows {
 			t.Errorf("page %d: %d rows, want %d", page+1, len(rows), want.rows)
 		}
@@ -296,5 +294,84 @@ func recordIntent(t *testing.T, store, key string, at time.Time) {
 	in := ledger.Intent{Key: key, Kind: "video", Model: "models/veo-3.0-generate-001", Metadata: map[string]any{"secret": "x"}, CreatedAt: at}
 	if _, err := s.Apply(t.Context(), ledger.PutIntent(in)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpsListKindNameAndEmpty: --kind and --name PREFIX narrow the list
+// (a prefix without "/" is looked for in every kind's names), with --state
+// too; nothing matching says "no operations match" (JSON: []), never a
+// header alone; ops show puts how long ago beside each past time.
+func TestOpsListKindNameAndEmpty(t *testing.T) {
+	env := storeEnv(t)
+	if r := run(t, env, "ops", "list"); r.code != command.ExitOK || r.stdout != "no operations match\n" {
+		t.Fatalf("empty ledger: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := run(t, env, "ops", "list", "--json"); r.code != command.ExitOK || strings.TrimSpace(r.stdout) != "[]" {
+		t.Fatalf("empty ledger --json: exit %d, stdout %q", r.code, r.stdout)
+	}
+	for _, name := range []string{"batches/nightly-2", "batches/nightly-1", "batches/other", "models/veo-3.0-generate-001/operations/nightly-v", "interactions/nightly-i"} {
+		if r := run(t, env, "register", name); r.code != command.ExitOK {
+			t.Fatalf("register %s: %d %s", name, r.code, r.stderr)
+		}
+	}
+	settle(t, env["LROSINK_STORE"], "batches/nightly-1", lifecycle.Succeeded, &recorder{})
+	names := func(args ...string) []string {
+		t.Helper()
+		r := run(t, env, append([]string{"ops", "list"}, args...)...)
+		if r.code != command.ExitOK {
+			t.Fatalf("ops list %v: exit %d, %q", args, r.code, r.stderr)
+		}
+		if r.stdout == "no operations match\n" {
+			return nil
+		}
+		table, _, _ := strings.Cut(r.stdout, "…")
+		return column(checkTable(t, table, nil), 0)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--kind", "video"}, []string{"operations/nightly-v"}},
+		{[]string{"--kind", "Interaction"}, []string{"interactions/nightly-i"}},
+		{[]string{"--name", "batches/nightly-"}, []string{"batches/nightly-1", "batches/nightly-2"}},
+		{[]string{"--name", "nightly-"}, []string{"batches/nightly-1", "batches/nightly-2", "interactions/nightly-i", "operations/nightly-v"}},
+		{[]string{"--name", "batches/nightly-", "--state", "SUCCEEDED"}, []string{"batches/nightly-1"}},
+		{[]string{"--name", "nightly-", "--kind", "batch", "--state", "PENDING"}, []string{"batches/nightly-2"}},
+		{[]string{"--name", "batches/nope"}, nil},
+		{[]string{"--kind", "video", "--state", "SUCCEEDED"}, nil},
+	} {
+		if got := names(c.args...); !slices.Equal(got, c.want) {
+			t.Errorf("ops list %v: %q, want %q", c.args, got, c.want)
+		}
+	}
+	r := run(t, env, "ops", "list", "--name", "nightly-", "--limit", "2")
+	if !strings.Contains(r.stdout, "… more may match; narrow --name nightly- or raise --limit") {
+		t.Errorf("--name --limit 2: %q", r.stdout)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kind", "bogus"}, "want batch, video or interaction"},
+		{[]string{"--kind", "vidoe"}, "(did you mean video?)"},
+		{[]string{"--state", "SUCEEDED"}, "(did you mean SUCCEEDED?)"},
+		{[]string{"--name", "x", "--page", "2"}, "--name"},
+	} {
+		if r := run(t, env, append([]string{"ops", "list"}, c.args...)...); r.code != command.ExitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("ops list %v: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	r = run(t, env, "ops", "show", "batches/nightly-1")
+	if !regexp.MustCompile(`Submitted:\s+20\S+Z \(\d+s ago\)`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`Settled:\s+20\S+Z \(\d+s ago\)`).MatchString(r.stdout) {
+		t.Errorf("ops show: no relative times beside the absolute ones:\n%s", r.stdout)
+	}
+	// replay --json: one line naming the operation and the replay id.
+	env["LROSINK_RESULTS"] = "file:" + filepath.Join(t.TempDir(), "r.jsonl")
+	r = run(t, env, "replay", "nightly-1", "--kind", "batch", "--json")
+	var out map[string]string
+	if r.code != command.ExitOK || strings.Count(r.stdout, "\n") != 1 || json.Unmarshal([]byte(r.stdout), &out) != nil ||
+		out["operation"] != "batches/nightly-1" || !strings.HasPrefix(out["replay_id"], "replay-") {
+		t.Errorf("replay --json: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

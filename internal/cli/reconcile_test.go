@@ -64,7 +64,7 @@ func TestReconcileCommand(t *testing.T) {
 func TestReconcileNeedsALedger(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope.db")
 	r := run(t, map[string]string{"LROSINK_STORE": "sqlite:" + missing, "LROSINK_RESULTS": "stdout"}, "reconcile")
-	if r.code != command.ExitError || !strings.Contains(r.stderr, "no database at") {
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "no ledger at "+missing+": start `lrosink serve` there or set LROSINK_STORE") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	if _, err := os.Stat(missing); err == nil {

@@ -15,7 +15,7 @@ import (
 func registerDoc() command.Doc {
 	return command.Doc{
 		Path: "register",
-		Args: "NAME [--kind K] [--meta k=v ...] [flags]",
+		Args: "NAME [--kind K] [--meta k=v ...] [--create] [--json] [flags]",
 		Arg:  "NAME",
 		Summary: `Put an operation in the ledger as PENDING, through the same ingest door as webhooks,
 so the reconciler polls it after LROSINK_GRACE if no webhook settles it. Registering a
@@ -30,12 +30,18 @@ records the registration, publishes nothing, and says the message is still owed:
 next reconcile pass (serve's loop or the Reconcile function) publishes it.
 
 NAME is any form Gemini uses (batches/ID, operations/ID, models/M/operations/ID,
-interactions/ID); a bare ID needs --kind.`,
+interactions/ID); a bare ID needs --kind.
+
+The ledger it used is named on stderr. A SQLite ledger that does not exist is
+refused (exit 2: "no ledger at PATH"): only serve creates one, unless --create
+says a new one is meant. --json prints {"operation","created","state",...} as one
+line instead.`,
 		Env: storeEnvDoc + "\n  LROSINK_RESULTS      where an owed results message is published (unset: left to reconcile)",
 		Examples: []string{
 			"lrosink register batches/abc123",
 			"lrosink register abc123 --kind batch --meta job=nightly --meta owner=data-team",
 			"lrosink register models/veo-3.0-generate-001/operations/xyz --store sqlite:/var/lib/lrosink/ledger.db",
+			"lrosink register batches/abc123 --store sqlite:new.db --create --json",
 		},
 	}
 }
@@ -46,6 +52,8 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	meta := metaValue{}
 	fs.Var(meta, "meta", "user metadata `k=v`, echoed in the results message; repeatable")
 	storeFlag(fs)
+	asJSON := fs.Bool("json", false, "print one JSON line instead of text")
+	create := fs.Bool("create", false, "create the SQLite ledger if there is none at the path (by default only serve creates one)")
 	fs.String("results", "", "results `SPEC` for an owed message: pubsub:projects/P/topics/T, file:PATH or stdout (env LROSINK_RESULTS; unset: left to reconcile)")
 	pos, err := registerDoc().Parse(e.stdout, fs, args)
 	if err != nil {
@@ -63,7 +71,7 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return command.Usagef("%v", err)
 	}
-	a, err := e.toolApp(ctx, fs, true)
+	a, err := e.toolApp(ctx, fs, *create)
 	if err != nil {
 		return err
 	}
@@ -77,6 +85,9 @@ func runRegister(ctx context.Context, e *env, args []string) error {
 		return command.Usagef("%v", err)
 	case err != nil:
 		return fmt.Errorf("register %s: %w", pos[0], err)
+	case *asJSON:
+		return writeLine(e.stdout, map[string]any{"operation": res.Operation, "created": res.Created, "state": res.State,
+			"metadata_merged": res.MetadataMerged, "published": res.Published, "effect_owed": res.EffectOwed})
 	case res.Created:
 		// The name as given (a Veo operation's model path), not only the
 		// canonical operations/ID the ledger keys it by.
@@ -125,7 +136,11 @@ func parseKindFlag(s string) (opname.Kind, error) {
 	}
 	k, ok := opname.ParseKind(s)
 	if !ok {
-		return opname.KindUnknown, command.Usagef("--kind %q: want batch, video or interaction", s)
+		hint := ""
+		if k := command.Suggest(s, []string{"batch", "video", "interaction"}); k != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", k)
+		}
+		return opname.KindUnknown, command.Usagef("--kind %q: want batch, video or interaction%s", s, hint)
 	}
 	return k, nil
 }

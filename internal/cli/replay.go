@@ -14,7 +14,7 @@ import (
 func replayDoc() command.Doc {
 	return command.Doc{
 		Path: "replay",
-		Args: "NAME [--kind K] [flags]",
+		Args: "NAME [--kind K] [--json] [flags]",
 		Arg:  "NAME",
 		Summary: `Publish a settled operation's results message again, on purpose (to recover a
 consumer), with a new replay_id attribute; the replay is recorded in the ledger and
@@ -23,7 +23,8 @@ settled has nothing to replay: exit status 1.
 
 The message goes only to the results sink named by LROSINK_RESULTS or --results (the one
 your consumers read); without one, replay refuses (exit status 2) and publishes nothing.
-With LROSINK_RESULTS=stdout the message is printed as a JSON line before the replay_id.`,
+With LROSINK_RESULTS=stdout the message is printed as a JSON line before the replay_id.
+--json prints {"operation","replay_id"} as one line instead of the replay_id.`,
 		Env: storeEnvDoc + "\n  LROSINK_RESULTS      pubsub:projects/P/topics/T, file:PATH or stdout (required)",
 		Examples: []string{
 			"lrosink replay batches/abc123 --results pubsub:projects/my-project/topics/results",
@@ -35,6 +36,7 @@ With LROSINK_RESULTS=stdout the message is printed as a JSON line before the rep
 func runReplay(ctx context.Context, e *env, args []string) error {
 	fs := command.NewFlagSet("replay")
 	kind := kindFlag(fs)
+	asJSON := fs.Bool("json", false, `print {"operation","replay_id"} as one JSON line instead of the replay_id`)
 	storeFlag(fs)
 	fs.String("results", "", "results `SPEC`: stdout, file:PATH or pubsub:projects/P/topics/T (env LROSINK_RESULTS; required)")
 	pos, err := replayDoc().Parse(e.stdout, fs, args)
@@ -58,7 +60,11 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	}
 	if id != "" {
 		// Published even if recording it failed: the consumer sees this id.
-		fmt.Fprintln(e.stdout, id)
+		if *asJSON {
+			_ = writeLine(e.stdout, map[string]string{"operation": name.Canonical, "replay_id": id})
+		} else {
+			fmt.Fprintln(e.stdout, id)
+		}
 	}
 	if cerr := a.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close: %w", cerr)

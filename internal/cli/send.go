@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -29,16 +30,21 @@ const maxAnswer = 64 << 10
 
 func sendDoc() command.Doc {
 	return command.Doc{
-		Path: "send",
-		Args: "EVENT_TYPE --id ID [--url URL] [--secret S] [--ed25519-key FILE] [--data k=v ...]",
-		Arg:  "EVENT_TYPE",
+		Path:        "send",
+		Args:        "EVENT_TYPE --id ID [--url URL] [--secret S] [--ed25519-key FILE] [--data k=v ...] [--any-type] [--json] | --list",
+		Arg:         "EVENT_TYPE",
+		ArgOptional: true,
 		Summary: `Sign and send one Standard Webhooks delivery, as Gemini would, and print the HTTP status
 and the answer. The body is {"type":EVENT_TYPE,"version":"v1","timestamp":now,
 "data":{"id":ID, k:v ...}} (the --data values are strings); each run uses a new webhook-id.
 Exit status 0 on a 2xx answer, 1 otherwise.
 
-EVENT_TYPE is e.g. batch.succeeded, batch.failed, video.generated, interaction.completed;
-ID is the operation's id or name as Gemini sends it (batch_123, batches/batch_123).
+EVENT_TYPE is one of the types Gemini sends (--list prints them: batch.succeeded,
+video.generated, interaction.completed, ...); another is refused (exit 2, with the
+closest type) unless --any-type says it is meant (serve answers an unknown type
+200 ignored/unknown-event-type). ID is the operation's id or name as Gemini sends it
+(batch_123, batches/batch_123). --json prints {"http_status":N,"answer":{...}} as
+one line instead.
 
 --ed25519-key signs a v1a (Ed25519) entry instead, as live dynamic webhooks are
 signed; with --secret too, the header carries both entries. The receiving serve
@@ -52,7 +58,9 @@ A v1a delivery is a hint: serve confirms a terminal state with Gemini, and answe
 		Env: `  LROSINK_WEBHOOK_SECRETS  the first secret signs, when --secret is not given (serve prints
                            its generated dev secret on start-up when none is configured)`,
 		Examples: []string{
+			"lrosink send --list",
 			"lrosink send batch.succeeded --id batch_123",
+			"lrosink send batch.succeeded --id batch_123 --json | jq -r .answer.outcome",
 			"lrosink send batch.succeeded --id batch_123 --data output_file_uri=gs://bucket/results.jsonl",
 			"lrosink send video.generated --id models/veo-3.0-generate-001/operations/xyz --url http://127.0.0.1:9000/Webhook",
 			"lrosink send interaction.completed --id v1_abc --ed25519-key dev.whsk",
@@ -68,8 +76,26 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	edKeyFile := fs.String("ed25519-key", "", "sign a v1a entry with the whsk_… Ed25519 secret key in `FILE` (then no whsec_ secret is needed)")
 	data := metaValue{}
 	fs.Var(data, "data", "an extra data field `k=v`; repeatable")
+	anyType := fs.Bool("any-type", false, "send EVENT_TYPE although Gemini sends no such type (to see how serve answers one)")
+	list := fs.Bool("list", false, "print the event types Gemini sends, one a line, and exit")
+	asJSON := fs.Bool("json", false, `print {"http_status":N,"answer":...} as one JSON line instead of the answer`)
 	pos, err := sendDoc().Parse(e.stdout, fs, args)
 	if err != nil {
+		return err
+	}
+	if *list {
+		if len(pos) > 0 {
+			return command.Usagef("--list takes no EVENT_TYPE")
+		}
+		for _, t := range webhook.EventTypes() {
+			fmt.Fprintln(e.stdout, t)
+		}
+		return nil
+	}
+	if len(pos) == 0 {
+		return command.Usagef("want exactly one EVENT_TYPE, got 0 arguments (lrosink send --list prints them)")
+	}
+	if err := checkEventType(pos[0], *anyType, "EVENT_TYPE"); err != nil {
 		return err
 	}
 	if strings.TrimSpace(*id) == "" {
@@ -99,7 +125,23 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.deliver(ctx, u, body, signers{secret: secret, ed: edKey}, now)
+	return e.deliver(ctx, u, body, signers{secret: secret, ed: edKey}, now, *asJSON)
+}
+
+// checkEventType refuses an event type Gemini does not send (the one list,
+// webhook.EventTypes), unless anyType: exit 2, with the closest known type
+// and the list. what names the argument or flag ("EVENT_TYPE", "--event").
+func checkEventType(t string, anyType bool, what string) error {
+	known := webhook.EventTypes()
+	if anyType || slices.Contains(known, t) {
+		return nil
+	}
+	hint := ""
+	if s := command.Suggest(t, known); s != "" {
+		hint = fmt.Sprintf("; did you mean %s?", s)
+	}
+	return command.Usagef("%s %q is not an event type Gemini sends%s\nGemini sends: %s\n(--any-type sends it anyway: serve answers 200 ignored/unknown-event-type)",
+		what, t, hint, strings.Join(known, ", "))
 }
 
 // readEd25519Key reads a whsk_ secret key from path. Errors say what is
@@ -173,7 +215,7 @@ func deliveryBody(eventType, id string, data metaValue, now time.Time) ([]byte, 
 
 // deliver signs body at now, POSTs it to u and prints the answer; a non-2xx
 // answer is exit status 1 (the answer says why).
-func (e *env) deliver(ctx context.Context, u *url.URL, body []byte, sign signers, now time.Time) error {
+func (e *env) deliver(ctx context.Context, u *url.URL, body []byte, sign signers, now time.Time, asJSON bool) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build the request: %w", err)
@@ -191,14 +233,32 @@ func (e *env) deliver(ctx context.Context, u *url.URL, body []byte, sign signers
 	if err != nil {
 		return fmt.Errorf("read the answer: %w", err)
 	}
-	fmt.Fprintf(e.stdout, "HTTP %s\n%s", resp.Status, answer)
-	if len(answer) > 0 && answer[len(answer)-1] != '\n' {
-		fmt.Fprintln(e.stdout)
+	if asJSON {
+		if err := writeLine(e.stdout, sendAnswer(resp.StatusCode, answer)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "HTTP %s\n%s", resp.Status, answer)
+		if len(answer) > 0 && answer[len(answer)-1] != '\n' {
+			fmt.Fprintln(e.stdout)
+		}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return command.ExitStatus(command.ExitError)
 	}
 	return nil
+}
+
+// sendAnswer is send --json's line: the status and the answer, as JSON when
+// it is JSON (serve's always is), else as a string.
+func sendAnswer(status int, answer []byte) map[string]any {
+	out := map[string]any{"http_status": status}
+	if trimmed := bytes.TrimSpace(answer); json.Valid(trimmed) && len(trimmed) > 0 {
+		out["answer"] = json.RawMessage(trimmed)
+	} else {
+		out["answer"] = string(answer)
+	}
+	return out
 }
 
 func randomHex(n int) string {

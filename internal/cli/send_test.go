@@ -7,10 +7,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lrosink/lrosink/internal/cli/command"
+	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -128,5 +130,52 @@ func TestSendNobodyListening(t *testing.T) {
 	r := run(t, nil, "send", "batch.succeeded", "--id", "x", "--url", url, "--secret", webhooktest.NewSecret())
 	if r.code != command.ExitError || !strings.Contains(r.stderr, "lrosink serve") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestSendKnowsTheEventTypes: a typo in EVENT_TYPE exits 2 before anything
+// is sent, with the closest type and the list; one close to none gets the
+// list alone; --any-type sends it on purpose; --list prints the one table
+// (webhook.EventTypes), one a line.
+func TestSendKnowsTheEventTypes(t *testing.T) {
+	secret := webhooktest.NewSecret()
+	var got atomic.Int64
+	var lastType atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		var body struct{ Type string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		lastType.Store(body.Type)
+		_, _ = io.WriteString(w, `{"outcome":"ignored","reason":"unknown-event-type","operation":""}`)
+	}))
+	t.Cleanup(srv.Close)
+	r := run(t, nil, "send", "batch.succeded", "--id", "x", "--url", srv.URL, "--secret", secret)
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, `"batch.succeded" is not an event type Gemini sends; did you mean batch.succeeded?`) ||
+		!strings.Contains(r.stderr, strings.Join(webhook.EventTypes(), ", ")) || r.stdout != "" {
+		t.Errorf("typo: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, nil, "send", "nothing.like.it", "--id", "x", "--url", srv.URL, "--secret", secret)
+	if r.code != command.ExitUsage || strings.Contains(r.stderr, "did you mean") || !strings.Contains(r.stderr, "Gemini sends: batch.succeeded") {
+		t.Errorf("unknown: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("%d deliveries sent for refused types", n)
+	}
+	r = run(t, nil, "send", "batch.exploded", "--any-type", "--id", "x", "--url", srv.URL, "--secret", secret, "--json")
+	var ans struct {
+		HTTPStatus int `json:"http_status"`
+		Answer     struct{ Outcome, Reason string }
+	}
+	if r.code != command.ExitOK || got.Load() != 1 || lastType.Load() != "batch.exploded" ||
+		json.Unmarshal([]byte(r.stdout), &ans) != nil || strings.Count(r.stdout, "\n") != 1 ||
+		ans.HTTPStatus != 200 || ans.Answer.Reason != "unknown-event-type" {
+		t.Errorf("--any-type --json: exit %d, sent %d, stdout %q, stderr %q", r.code, got.Load(), r.stdout, r.stderr)
+	}
+	r = run(t, nil, "send", "--list")
+	if want := strings.Join(webhook.EventTypes(), "\n") + "\n"; r.code != command.ExitOK || r.stdout != want {
+		t.Errorf("--list: exit %d, stdout %q, want %q", r.code, r.stdout, want)
+	}
+	if r = run(t, nil, "send", "batch.failed", "--list"); r.code != command.ExitUsage {
+		t.Errorf("--list with a type: exit %d", r.code)
 	}
 }

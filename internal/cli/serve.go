@@ -137,10 +137,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	// Fail fast: the whole app (store and sink opened) is built before
 	// anything listens; a failure here is the configuration's (exit 2).
+	created := sqliteMissing(cfg) // serve alone creates a missing ledger
 	a, err := e.newApp(ctx, cfg, log, true, extra...)
 	if err != nil {
 		return &command.ConfigError{Err: err}
 	}
+	e.nameLedger("", cfg, created)
 	if dev != nil {
 		if err := dev.save(); err != nil {
 			return errors.Join(err, a.Close())

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/lrosink/lrosink/internal/app"
@@ -121,7 +124,57 @@ func (e *env) openReadLedger(ctx context.Context, fs *flag.FlagSet) (ledger.Ledg
 	if err != nil {
 		return nil, cfg, nil, configIfBadPath(nameFlags(err, fs))
 	}
+	e.nameLedger(fs.Name(), cfg, false)
 	return l, cfg, func() { _ = closeFn() }, nil
+}
+
+// nameLedger is the one stderr line of every command that opened a ledger
+// (CONTRACT.md §1): which store, and its path or project, so a command run
+// from another directory or with another LROSINK_STORE says so.
+func (e *env) nameLedger(cmd string, cfg config.Config, created bool) {
+	if e.stderr == nil { // an env built by a test for its ledger alone
+		return
+	}
+	note := ""
+	if created {
+		note = " (new: created now)"
+	}
+	fmt.Fprintf(e.stderr, "%s: ledger %s%s\n", join("lrosink", cmd), describeStore(cfg), note)
+}
+
+// describeStore names cfg's ledger in full: sqlite:ABSOLUTE-PATH, or
+// firestore with its project, database and emulator.
+func describeStore(cfg config.Config) string {
+	if path, ok := strings.CutPrefix(cfg.Store, "sqlite:"); ok {
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		return "sqlite:" + path
+	}
+	if cfg.Store != "firestore" {
+		return cfg.Store
+	}
+	s := "firestore (project " + dash(cfg.Project) + ", database " + cfg.FirestoreDatabase
+	if cfg.FirestoreEmulatorHost != "" {
+		s += ", emulator " + cfg.FirestoreEmulatorHost
+	}
+	return s + ")"
+}
+
+// sqliteMissing reports whether cfg's ledger is a SQLite file that does not
+// exist yet (opening it may create it).
+func sqliteMissing(cfg config.Config) bool {
+	path, ok := strings.CutPrefix(cfg.Store, "sqlite:")
+	if !ok {
+		return false
+	}
+	_, err := os.Stat(path)
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// join joins the non-empty words with spaces.
+func join(words ...string) string {
+	return strings.Join(slices.DeleteFunc(words, func(w string) bool { return w == "" }), " ")
 }
 
 // newApp builds the App: the ingest door, sink and reconciler on the
@@ -152,17 +205,25 @@ func (e *env) toolApp(ctx context.Context, fs *flag.FlagSet, newDB bool) (*app.A
 	if !resultsConfigured(e.getenv, fs) {
 		stdout = noResultsSink{}
 	}
+	created := newDB && sqliteMissing(cfg)
 	a, err := e.newApp(ctx, cfg, toolLogger(e.stderr, cfg), newDB, func(o *app.Options) { o.Stdout = stdout })
 	if err != nil {
 		return nil, configIfBadPath(nameFlags(err, fs))
 	}
+	e.nameLedger(fs.Name(), cfg, created)
 	return a, nil
 }
 
 // configIfBadPath makes a store path that cannot hold a database (a
-// directory, a missing directory) the configuration error it is: exit 2.
+// directory, a missing directory) the configuration error it is: exit 2;
+// and a missing ledger, in its own words (which name the path and the
+// variable), without the variable's prefix of the opener's error.
 func configIfBadPath(err error) error {
-	if errors.Is(err, sqliteurl.ErrBadPath) {
+	var nl *sqliteurl.NoLedgerError
+	switch {
+	case errors.As(err, &nl):
+		return &command.ConfigError{Err: nl}
+	case errors.Is(err, sqliteurl.ErrBadPath):
 		return &command.ConfigError{Err: err}
 	}
 	return err

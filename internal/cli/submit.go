@@ -32,6 +32,8 @@ const submitEnvDoc = `  GEMINI_API_KEY          the Gemini API key (required; ne
                           unset: straight into the ledger (--store, LROSINK_STORE)
   LROSINK_ADMIN_TOKEN     sent as "Authorization: Bearer" to the Register function
   LROSINK_INTENT_GRACE    how long an unbound intent is "in flight" (default 1h)
+  Without a Register URL the ledger is named on stderr; a SQLite one that does not
+  exist is refused (only serve creates one) unless --create.
 ` + storeEnvDoc
 
 func submitDoc() command.Doc {
@@ -70,6 +72,7 @@ type submitFlags struct {
 	force       *bool
 	registerURL *string
 	asJSON      *bool
+	create      *bool
 }
 
 func addSubmitFlags(fs *flag.FlagSet) *submitFlags {
@@ -80,6 +83,7 @@ func addSubmitFlags(fs *flag.FlagSet) *submitFlags {
 	f.force = fs.Bool("force", false, "create anew although the key's intent is recorded and unbound")
 	f.registerURL = fs.String("register-url", "", "the Register function's `URL` (env "+envRegisterURL+"); unset: the ledger of --store")
 	f.asJSON = fs.Bool("json", false, "print one JSON line instead of text")
+	f.create = fs.Bool("create", false, "without a Register URL: create the SQLite ledger if there is none at the path (by default only serve creates one)")
 	storeFlag(fs)
 	return f
 }
@@ -278,7 +282,7 @@ func (e *env) submitIntents(ctx context.Context, fs *flag.FlagSet, f *submitFlag
 		u = strings.TrimSpace(e.getenv(envRegisterURL))
 	}
 	if u == "" {
-		return e.ledgerIntents(ctx, fs)
+		return e.ledgerIntents(ctx, fs, *f.create)
 	}
 	if p, err := url.Parse(u); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
 		return nil, nil, &command.ConfigError{Err: fmt.Errorf("%s (or --register-url): %q is not an http(s) URL", envRegisterURL, u)}
@@ -294,8 +298,10 @@ func (e *env) submitIntents(ctx context.Context, fs *flag.FlagSet, f *submitFlag
 // embedded path: --store or LROSINK_STORE, as the other ledger commands;
 // a SQLite ledger is shared with a `serve` on the same file), through the
 // same register.Intents as POST /Register.
-func (e *env) ledgerIntents(ctx context.Context, fs *flag.FlagSet) (submit.Intents, func(), error) {
-	a, err := e.toolApp(ctx, fs, true)
+func (e *env) ledgerIntents(ctx context.Context, fs *flag.FlagSet, create bool) (submit.Intents, func(), error) {
+	// As every command but serve: a missing SQLite ledger is refused unless
+	// --create, or the intent would land in a ledger no serve reads.
+	a, err := e.toolApp(ctx, fs, create)
 	if err != nil {
 		return nil, nil, err
 	}

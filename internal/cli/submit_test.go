@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -209,7 +210,16 @@ func TestSubmitEmbedded(t *testing.T) {
 	store := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
 	args := []string{"submit", "video", "--model", "veo-3.0-generate-001", "--prompt", "waves", "--key", "emb-1",
 		"--meta", "job=42", "--store", store, "--json"}
+	// No ledger there: refused before anything is created at Gemini, as
+	// every command but serve refuses one (issue #50); --create means it.
 	r := run(t, env, args...)
+	if r.code != command.ExitUsage || !strings.Contains(r.stderr, "no ledger at "+strings.TrimPrefix(store, "sqlite:")) || s.creates() != 0 {
+		t.Fatalf("embedded submit without a ledger: exit %d, stderr %q, %d creates", r.code, r.stderr, s.creates())
+	}
+	r = run(t, env, append(slices.Clone(args), "--create")...)
+	if !strings.Contains(r.stderr, "lrosink submit video: ledger "+store+" (new: created now)\n") {
+		t.Errorf("embedded submit --create: stderr %q does not name the new ledger", r.stderr)
+	}
 	var out map[string]any
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out["api_name"] != "models/veo-3.0-generate-001/operations/video-000001" {
 		t.Fatalf("embedded submit: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)

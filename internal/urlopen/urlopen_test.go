@@ -118,7 +118,8 @@ func TestOpenStores(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.db")
 	if _, _, err := urlopen.Cloud(sqliteurl.Scheme(true)).Stores.Open(ctx, "sqlite:"+missing, urlopen.Env{}); err == nil ||
-		!strings.HasPrefix(err.Error(), "LROSINK_STORE: ") || !strings.Contains(err.Error(), "no database") {
+		!strings.HasPrefix(err.Error(), "LROSINK_STORE: ") || !strings.Contains(err.Error(), "no ledger at "+missing+": start `lrosink serve` there or set LROSINK_STORE") ||
+		!errors.Is(err, sqliteurl.ErrNoLedger) {
 		t.Fatalf("read-only open of a missing database: %v", err)
 	}
 	if _, err := os.Stat(missing); err == nil {

@@ -25,6 +25,9 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/lrosink/lrosink/internal/humantime"
 )
 
 // Exit statuses of every lrosink command.
@@ -76,10 +79,13 @@ type Doc struct {
 	Args string // synopsis after the path
 	// Arg names the one positional argument the command takes ("NAME");
 	// "" means it takes none.
-	Arg      string
-	Summary  string // what it does, one or more lines
-	Env      string // environment notes, optional
-	Examples []string
+	Arg string
+	// ArgOptional lets the command run without its Arg too (`send
+	// --list`): none or one positional argument.
+	ArgOptional bool
+	Summary     string // what it does, one or more lines
+	Env         string // environment notes, optional
+	Examples    []string
 }
 
 // NewFlagSet returns a flag set that neither prints nor exits by itself:
@@ -103,20 +109,28 @@ func (d Doc) Parse(stdout io.Writer, fs *flag.FlagSet, args []string) ([]string,
 		WriteHelp(stdout, fs, d)
 		return nil, ErrHelp
 	case err != nil:
-		return nil, Usagef("%s", flagError(err))
+		return nil, Usagef("%s", flagError(err, fs))
 	case d.Arg == "" && len(pos) > 0:
 		return nil, Usagef("unexpected argument %q", pos[0])
-	case d.Arg != "" && len(pos) != 1:
+	case d.Arg != "" && d.ArgOptional && len(pos) > 1:
+		return nil, Usagef("want at most one %s, got %d arguments", d.Arg, len(pos))
+	case d.Arg != "" && !d.ArgOptional && len(pos) != 1:
 		return nil, Usagef("want exactly one %s, got %d arguments", d.Arg, len(pos))
 	}
 	return pos, nil
 }
 
 // flagError says what package flag reports in lrosink's words: flags are
-// written with two dashes, as --help shows them.
-func flagError(err error) string {
+// written with two dashes, as --help shows them; an unknown flag close to
+// one of fs's gets "did you mean".
+func flagError(err error, fs *flag.FlagSet) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if s := Suggest(name, names); s != "" {
+			return fmt.Sprintf("unknown flag --%s; did you mean --%s?", name, s)
+		}
 		return "unknown flag --" + name
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
@@ -159,12 +173,15 @@ func writeHelp(w io.Writer, fs *flag.FlagSet, d Doc, list func(io.Writer)) {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, usage := flag.UnquoteUsage(f)
+		if p, ok := goTypePlaceholder[typ]; ok && !strings.Contains(f.Usage, "`") {
+			typ = p // a flag whose usage names no `VALUE`: never "--crash float"
+		}
 		name := "--" + f.Name
 		if typ != "" {
 			name += " " + typ
 		}
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]" {
-			usage += " (default " + f.DefValue + ")"
+		if def := defaultText(f); def != "" && def != "false" && def != "[]" {
+			usage += " (default " + def + ")"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\n", name, usage)
 	})
@@ -179,6 +196,24 @@ func writeHelp(w io.Writer, fs *flag.FlagSet, d Doc, list func(io.Writer)) {
 			fmt.Fprintf(w, "  %s\n", ex)
 		}
 	}
+}
+
+// defaultText is f's default as the help shows it: a duration as people
+// write it ("8h", not "8h0m0s").
+func defaultText(f *flag.Flag) string {
+	if g, ok := f.Value.(flag.Getter); ok {
+		if d, ok := g.Get().(time.Duration); ok && f.DefValue == d.String() {
+			return humantime.Duration(d)
+		}
+	}
+	return f.DefValue
+}
+
+// goTypePlaceholder is what the help shows for a flag whose usage names no
+// `VALUE`, in place of the Go type package flag would show: one layout
+// (upper-case placeholders) for every command.
+var goTypePlaceholder = map[string]string{
+	"float": "F", "int": "N", "uint": "N", "duration": "D", "string": "S", "value": "V",
 }
 
 // Command is one entry of a Group: a command, or a nested group (whose Run
@@ -238,6 +273,12 @@ func (g *Group) Run(ctx context.Context, args []string) int {
 	}
 	c, ok := g.Commands[name]
 	if !ok {
+		// A typo gets its correction and a pointer to --help, not the
+		// whole listing under which the one line that matters scrolls away.
+		if s := Suggest(name, slices.Collect(maps.Keys(g.Commands))); s != "" {
+			g.say("%s: unknown %s %q; did you mean %q?\nRun '%s --help' for usage.", g.prog(), g.noun(), name, s, g.prog())
+			return ExitUsage
+		}
 		g.say("%s: unknown %s %q\n", g.prog(), g.noun(), name)
 		g.writeHelp(g.Stderr)
 		return ExitUsage

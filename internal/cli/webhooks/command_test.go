@@ -434,6 +434,10 @@ func TestPing(t *testing.T) {
 
 func TestListTable(t *testing.T) {
 	e := newEnv(t)
+	// No webhook yet: the empty state, not a header alone.
+	if res := e.run(t, webhooks.Deps{}, "list"); res.code != 0 || res.stdout != "no webhooks in this project (lrosink webhooks create adds one)\n" {
+		t.Fatalf("empty list: exit %d, stdout %q", res.code, res.stdout)
+	}
 	a := e.create(t, "https://a.example.com/hook")
 	res := e.run(t, webhooks.Deps{}, "create", "--uri", "https://b.example.com/hook", "--name", "bee", "--events", "batch.failed")
 	if res.code != 0 {

@@ -129,6 +129,12 @@ func listAll(ctx context.Context, list listFunc) ([]webhookView, error) {
 }
 
 func writeTable(w io.Writer, views []webhookView) error {
+	if len(views) == 0 { // a header alone reads like a failure
+		if _, err := fmt.Fprintln(w, "no webhooks in this project (lrosink webhooks create adds one)"); err != nil {
+			return fmt.Errorf("write table: %w", err)
+		}
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tURI\tSTATE\tEVENTS\tSECRETS")
 	for _, v := range views {

@@ -40,9 +40,23 @@ func checkPath(path string) error {
 	return nil
 }
 
+// ErrNoLedger: mustExist and there is no database at the path (match with
+// errors.Is): a configuration error; the message names the path and what
+// to do.
+var ErrNoLedger = errors.New("no ledger at the path")
+
+// NoLedgerError is ErrNoLedger with the path (absolute) in its message.
+type NoLedgerError struct{ Path string }
+
+func (e *NoLedgerError) Error() string {
+	return fmt.Sprintf("no ledger at %s: start `lrosink serve` there or set LROSINK_STORE", e.Path)
+}
+func (e *NoLedgerError) Is(target error) bool { return target == ErrNoLedger }
+
 // Scheme opens sqlite:PATH. With mustExist it refuses to create a new
-// database: a read command pointed at a mistyped path (or run in the wrong
-// directory) should fail, not report an empty ledger.
+// database: a command other than serve pointed at a mistyped path (or run
+// in the wrong directory) must fail, not create a ledger no serve sees or
+// report an empty one.
 func Scheme(mustExist bool) urlopen.Scheme[ledger.Ledger] {
 	return urlopen.Scheme[ledger.Ledger]{
 		Name: "sqlite",
@@ -54,13 +68,17 @@ func Scheme(mustExist bool) urlopen.Scheme[ledger.Ledger] {
 			return nil
 		},
 		Open: func(ctx context.Context, path string, _ urlopen.Env) (ledger.Ledger, func() error, error) {
-			if mustExist {
-				if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-					return nil, nil, fmt.Errorf("no database at %s (run lrosink serve or lrosink register first, or set --store)", path)
-				}
-			}
 			if err := checkPath(path); err != nil {
 				return nil, nil, err
+			}
+			if mustExist {
+				if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+					shown := path
+					if abs, err := filepath.Abs(path); err == nil {
+						shown = abs
+					}
+					return nil, nil, &NoLedgerError{Path: shown}
+				}
 			}
 			s, err := sqliteledger.Open(ctx, path)
 			if err != nil {
