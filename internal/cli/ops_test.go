@@ -331,10 +331,10 @@ func TestOpsListKindNameAndEmpty(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--kind", "video"}, []string{"operations/nightly-v"}},
+		{[]string{"--kind", "video"}, []string{"models/veo-3.0-generate-001/operations/nightly-v"}}, // listed as submitted
 		{[]string{"--kind", "Interaction"}, []string{"interactions/nightly-i"}},
 		{[]string{"--name", "batches/nightly-"}, []string{"batches/nightly-1", "batches/nightly-2"}},
-		{[]string{"--name", "nightly-"}, []string{"batches/nightly-1", "batches/nightly-2", "interactions/nightly-i", "operations/nightly-v"}},
+		{[]string{"--name", "nightly-"}, []string{"batches/nightly-1", "batches/nightly-2", "interactions/nightly-i", "models/veo-3.0-generate-001/operations/nightly-v"}},
 		{[]string{"--name", "batches/nightly-", "--state", "SUCCEEDED"}, []string{"batches/nightly-1"}},
 		{[]string{"--name", "nightly-", "--kind", "batch", "--state", "PENDING"}, []string{"batches/nightly-2"}},
 		{[]string{"--name", "batches/nope"}, nil},
