@@ -242,10 +242,18 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		// body, and is not put in the answer.
 		// Typed attributes (LogAttrs), as the door's line: one line per
 		// delivery, and the key-value form boxes every value.
-		attrs := make([]slog.Attr, 0, 7)
+		// event is the delivered type (once the envelope parsed) and
+		// latency_ms the time to this answer: with them the line is the
+		// delivery's whole story, as serve's terminal stream shows it
+		// (logging.NewText).
+		attrs := make([]slog.Attr, 0, 9)
 		attrs = append(attrs, slog.Int("status", status), slog.String("outcome", a.Outcome), slog.String("reason", a.Reason),
 			slog.String("operation", a.Operation), slog.String("delivery_id", truncate(r.Header.Get(webhook.HeaderID), 128)),
 			slog.String("auth", au.method))
+		if au.status != "" {
+			attrs = append(attrs, slog.String("event", au.status))
+		}
+		attrs = append(attrs, slog.Int64("latency_ms", time.Since(start).Milliseconds()))
 		if au.err != nil {
 			attrs = append(attrs, slog.String("detail", au.err.Error()))
 		}
@@ -515,15 +523,20 @@ func Register(door Door, log *slog.Logger, opts ...RegisterOption) http.Handler 
 			replyKind(w, kindMethodNotAllowed, "")
 			return
 		}
+		// A refused body is logged as every answer is (WARNING: the
+		// caller's to fix), so that serve's stream shows it.
+		refused := func(status int, a Answer) {
+			log.WarnContext(r.Context(), "register answer", "status", status, "outcome", a.Outcome, "reason", a.Reason, "detail", a.Detail)
+			reply(w, status, a)
+		}
 		body, k, _ := readBody(w, r, registerMaxBody)
 		if k != "" {
-			status, a := bodyAnswer(k)
-			reply(w, status, a)
+			refused(bodyAnswer(k))
 			return
 		}
 		req, k, detail := decodeRegister(body)
 		if k != "" {
-			replyKind(w, k, detail)
+			refused(answerOf(k, "", detail))
 			return
 		}
 		if req.Intent != "" || req.Model != "" || req.DisplayName != "" {
@@ -541,7 +554,7 @@ func Register(door Door, log *slog.Logger, opts ...RegisterOption) http.Handler 
 		// An invalid registration is answered by ingestAnswer from its kind
 		// (invalid-name, invalid-kind, invalid-metadata), as the webhook's.
 		status, a := registerAnswer(res, err)
-		log.InfoContext(r.Context(), "register answer", "status", status, "outcome", a.Outcome, "operation", a.Operation)
+		log.InfoContext(r.Context(), "register answer", "status", status, "outcome", a.Outcome, "reason", a.Reason, "operation", a.Operation)
 		reply(w, status, a)
 	})
 }
