@@ -5,18 +5,24 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lrosink/lrosink/internal/httpapi"
+	"github.com/lrosink/lrosink/internal/ingest"
+	"github.com/lrosink/lrosink/internal/ledger/claims"
 	"github.com/lrosink/lrosink/internal/logging"
+	"github.com/lrosink/lrosink/internal/register"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
 // goTypeWords are what a detail must never hold: Go's own words for its
 // types, which encoding/json's errors carry ("Go struct field
 // RegisterRequest.metadata of type map[string]interface {}").
-var goTypeWords = []string{"Go struct", "Go value", "map[string]", "interface {}", "json.", "httpapi.", "[]interface", "*"}
+var goTypeWords = []string{"Go struct", "Go value", "map[string]", "interface {}", "json.", "httpapi.", "[]interface", "*string", "*struct"}
 
 // checkDetail fails when an answer's detail is empty or names a Go type.
 func checkDetail(t *testing.T, what string, a httpapi.Answer) {
@@ -343,4 +349,46 @@ func TestReconcileBadPushSweep(t *testing.T) {
 	if len(p.ran) != 0 {
 		t.Fatalf("ran %v on bad requests", p.ran)
 	}
+}
+
+// registerRefusals are the 400 reasons of /Register (CONTRACT.md §5).
+var registerRefusals = map[string]bool{"invalid-json": true, "invalid-name": true, "invalid-kind": true,
+	"invalid-metadata": true, "invalid-intent": true}
+
+// FuzzRegisterBody: whatever the body, /Register answers a status of the
+// contract, never 500; a 400 carries one of its refusal reasons and a
+// detail free of Go type names. `make fuzz` explores; `make test` runs the
+// seeds.
+func FuzzRegisterBody(f *testing.F) {
+	for _, seed := range []string{``, `null`, `[1]`, `{"name":"batches/a","metadata":[1,2]}`, `{"name":1}`,
+		`{"intent":"k","kind":"batch","model":{}}`, `{"name":"batches/a","intent":"k"}`, `{"name":"batches/a"}x`,
+		`{"name":"batches/a","kind":"batch","metadata":{"n":12345678901234567890123}}`, "{\"name\":\"\xff\"}",
+		`{"metadata":` + strings.Repeat("[", 10001) + `}`} {
+		f.Add(seed)
+	}
+	store := testutil.MemLedger(f)
+	door, err := ingest.New(ingest.Config{Store: claims.New(store), Sink: &testutil.Recorder{}, Log: logging.Discard(), Now: func() time.Time { return now }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	in, err := register.NewIntents(door, store, func() time.Time { return now }, 45*time.Minute)
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := httpapi.Register(door, logging.Discard(), httpapi.WithIntents(in))
+	f.Fuzz(func(t *testing.T, body string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/Register", strings.NewReader(body)))
+		a := decodeAnswer(t, fmt.Sprintf("%.60q", body), w.Body.String())
+		switch w.Code {
+		case http.StatusOK, http.StatusCreated, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge:
+		case http.StatusBadRequest:
+			if !registerRefusals[a.Reason] {
+				t.Errorf("%.60q: 400 %q, not a refusal reason of CONTRACT.md §5", body, a.Reason)
+			}
+			checkDetail(t, fmt.Sprintf("%.60q", body), a)
+		default:
+			t.Errorf("%.60q: status %d %+v", body, w.Code, a)
+		}
+	})
 }
