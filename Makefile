@@ -44,8 +44,11 @@ fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*' -not -path './.git/*')); \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$out"; exit 1; fi
 
+# vet compiles every package first: minutes on a cold build cache, so it
+# says so before it starts.
 vet:
-	$(GO) vet ./...
+	@echo "== go vet ./... (compiles every package: about 2 minutes on a fresh machine)"
+	@$(GO) vet ./...
 
 # terraform fmt -check, terraform validate, tflint (core rules, installed
 # through the Go module proxy; last in `make test`), the container binary
@@ -69,7 +72,9 @@ browser:
 LOGIC_PKGS := ./internal/ingest/ ./internal/reconcile/ ./internal/httpapi/
 
 go-test:
+	@echo "== logic tests with -race, no emulator (compiling first: a few minutes on a fresh machine)"
 	env -u FIRESTORE_EMULATOR_HOST -u PUBSUB_EMULATOR_HOST -u LROSINK_REQUIRE_EMULATORS $(GO) test -race -count=1 $(LOGIC_PKGS)
+	@echo "== every test with -race against the emulators (one line per package as it ends)"
 	@set -o pipefail; LROSINK_REQUIRE_EMULATORS=1 LROSINK_REQUIRE_BROWSER=1 scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 40m -json $(PKGS) | $(GO) run ./scripts/testsummary
 
 # Exploratory fuzzing of every Fuzz target (scripts/fuzz.sh), FUZZTIME each:
