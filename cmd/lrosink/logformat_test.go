@@ -10,8 +10,12 @@ import (
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
-// streamLine is the human line of one applied delivery (logging.NewText).
-var streamLine = regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  webhook +batch\.succeeded +batches/fmt_text +completed \(first-sighting\)  200  (<1|\d+)ms$`)
+// streamLine matches the human line of the first delivery of batch id
+// (logging.NewText).
+func streamLine(id string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  webhook +batch\.succeeded +batches/` + regexp.QuoteMeta(id) +
+		` +completed \(first-sighting\)  200  (<1|\d+)ms\r?$`)
+}
 
 // waitStderr polls p's stderr until ok says it holds what the test waits
 // for; the deadline only bounds a serve that never writes it.
@@ -65,7 +69,7 @@ func testServeLogFormat(t *testing.T, bin string) {
 
 	p = serve(t, bin, t.TempDir(), []string{"LROSINK_WEBHOOK_SECRETS=" + secret, "LROSINK_LOG_FORMAT=text"})
 	mustDeliver(t, p.base, secret, "fmt_text", "msg_fmt2", "completed")
-	out = waitStderr(t, p, streamLine.MatchString)
+	out = waitStderr(t, p, streamLine("fmt_text").MatchString)
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(l), "{") {
 			t.Errorf("LROSINK_LOG_FORMAT=text wrote JSON: %q", l)
