@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // NewText returns a logger that writes one human line per record to w, for
@@ -153,7 +154,7 @@ func (t *textRecord) line() (line string, columns, ok bool) {
 		return t.pass(), true, true
 	}
 	var b strings.Builder
-	b.WriteString(t.msg)
+	b.WriteString(safe(t.msg))
 	t.rest(&b)
 	return b.String(), false, true
 }
@@ -164,12 +165,12 @@ func (t *textRecord) line() (line string, columns, ok bool) {
 // that a reader needs (a refusal's detail, an error).
 func (t *textRecord) delivery(source, ev, status, ms string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-9s  %-27s  %-32s  %s", source, orDash(ev), orDash(t.get("operation")), orDash(t.get("outcome")))
+	fmt.Fprintf(&b, "%-9s  %-27s  %-32s  %s", safe(source), orDash(safe(ev)), orDash(safe(t.get("operation"))), orDash(safe(t.get("outcome"))))
 	if reason := t.get("reason"); reason != "" {
-		b.WriteString(" (" + reason + ")")
+		b.WriteString(" (" + safe(reason) + ")")
 	}
 	if status != "" {
-		b.WriteString("  " + status)
+		b.WriteString("  " + safe(status))
 	}
 	if ms != "" {
 		b.WriteString("  " + millis(ms))
@@ -198,13 +199,13 @@ var (
 // pass is a reconcile pass's line: its range and its figures.
 func (t *textRecord) pass() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-9s  %-27s", "reconcile", "pass "+orDash(t.get("range")))
+	fmt.Fprintf(&b, "%-9s  %-27s", "reconcile", "pass "+orDash(safe(t.get("range"))))
 	for _, f := range passFigures {
-		fmt.Fprintf(&b, "  %s %s", f.word, orDash(t.get(f.key)))
+		fmt.Fprintf(&b, "  %s %s", f.word, orDash(safe(t.get(f.key))))
 	}
 	for _, f := range passExtras {
 		if v := t.get(f.key); v != "" && v != "0" && v != "false" {
-			fmt.Fprintf(&b, "  %s %s", f.word, v)
+			fmt.Fprintf(&b, "  %s %s", f.word, safe(v))
 		}
 	}
 	if t.get("partial") == "true" {
@@ -223,7 +224,7 @@ func (t *textRecord) rest(b *strings.Builder) {
 		if t.used[a.Key] {
 			continue
 		}
-		b.WriteString("  " + a.Key + "=" + quoteIfNeeded(a.Value.String()))
+		b.WriteString("  " + safe(a.Key) + "=" + quoteIfNeeded(a.Value.String()))
 	}
 }
 
@@ -242,10 +243,20 @@ func orDash(s string) string {
 	return s
 }
 
+// safe is s as a column shows it: quoted when it holds a control or
+// non-printing character, so that a value a sender chose (an intent key)
+// can neither break the line nor forge another.
+func safe(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
 // quoteIfNeeded quotes a value with spaces, quotes or control characters,
 // so that a line stays one line and its pairs stay apart.
 func quoteIfNeeded(s string) string {
-	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '"' || r == '=' || r == 0x7f }) {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '"' || r == '=' || !unicode.IsPrint(r) }) {
 		return strconv.Quote(s)
 	}
 	return s

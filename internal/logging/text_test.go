@@ -62,6 +62,9 @@ func streamRecords() []struct {
 		s("detail", `"metadata" must be a JSON object, not a JSON array`))
 	add(nil, 6, slog.LevelInfo, "register answer", i("status", 201), s("outcome", "intent-recorded"), s("reason", "intent-recorded"),
 		s("operation", ""), s("intent", "promo-7"))
+	// Values a sender chose cannot break a line or forge one.
+	add(nil, 7, slog.LevelWarn, "register answer", i("status", 400), s("outcome", "rejected"), s("reason", "invalid-intent"),
+		s("operation", ""), s("intent", "k\n09:20:07  webhook    batch.succeeded  batches/forged"), s("detail", "bad\u2028key"))
 	// A reconcile pass: each operation it settles, then its figures.
 	add(nil, 60, slog.LevelInfo, "ingest decision", s("operation", "batches/def"), s("outcome", "completed"), s("reason", "higher-rank"),
 		s("state", "SUCCEEDED"), s("event_state", "SUCCEEDED"), s("source", "reconcile"), i64("version", 3), b("published", true),
@@ -112,6 +115,11 @@ func TestStreamGolden(t *testing.T) {
 	// One line per delivery: the applied delivery's door line is left out.
 	if n := strings.Count(buf.String(), "msg_1"); n != 0 {
 		t.Errorf("the stream shows delivery ids (%d): they are the JSON's", n)
+	}
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.HasPrefix(l, "09:20:07  webhook") {
+			t.Errorf("a sender's intent key forged a line: %q", l)
+		}
 	}
 	if strings.Count(buf.String(), "batches/abc") != 2 {
 		t.Errorf("want one line per delivery of batches/abc (two deliveries):\n%s", buf.String())
