@@ -57,8 +57,8 @@ func benchGoals(t *testing.T) ([]benchGoal, int) {
 }
 
 // TestBenchmarksAreOneTablePerGoal: docs/BENCHMARKS.md is at most 300
-// lines, holds the goals P1–P10 in order, each with a command, a date, a
-// table and a row in the summary table.
+// lines, holds the goals P1–P10 in order, each with a command, a date, the
+// machine, a table and a row in the summary table.
 func TestBenchmarksAreOneTablePerGoal(t *testing.T) {
 	goals, lines := benchGoals(t)
 	if lines > maxBenchmarkLines {
@@ -78,6 +78,9 @@ func TestBenchmarksAreOneTablePerGoal(t *testing.T) {
 		}
 		if !date.MatchString(g.body) {
 			t.Errorf("P%d gives no date", g.n)
+		}
+		if !strings.Contains(g.body, " VM") {
+			t.Errorf("P%d says nothing of the machine (the VM it ran on)", g.n)
 		}
 		if !strings.Contains(g.body, "\n|") && !strings.Contains(g.body, "**") {
 			t.Errorf("P%d has no table or figure", g.n)
