@@ -692,7 +692,8 @@ func (f registerField) read(req *RegisterRequest, key string, raw json.RawMessag
 		d := json.NewDecoder(bytes.NewReader(raw))
 		d.UseNumber()
 		if err := d.Decode(&req.Metadata); err != nil {
-			return f.reason, fmt.Sprintf("%q is not a JSON object: %s", key, syntaxDetail(err))
+			// raw decoded once already: not reached but for a decoder limit.
+			return f.reason, fmt.Sprintf("%q could not be read as a JSON object", key)
 		}
 		return "", ""
 	case f.object:
@@ -700,7 +701,7 @@ func (f registerField) read(req *RegisterRequest, key string, raw json.RawMessag
 	case t == jsonString:
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return f.reason, fmt.Sprintf("%q is not a JSON string: %s", key, syntaxDetail(err))
+			return f.reason, fmt.Sprintf("%q could not be read as a JSON string", key)
 		}
 		f.set(req, s)
 		return "", ""
