@@ -1,4 +1,7 @@
-# `make test` is the one test command (README, .ci/run): formatting, vet, the
+# `make test` is the one test command (README, .ci/run): first the
+# preflight (scripts/preflight.sh: every prerequisite checked in a second or
+# two, one line per missing piece with its install command), then
+# formatting, vet, the
 # deployment checks, the logic tests of ingest, reconcile and httpapi with no
 # emulator, then every Go test with the race detector against real
 # Firestore and Pub/Sub emulators (started and stopped by
@@ -14,7 +17,7 @@ GO        ?= go
 FUZZTIME  ?= 1000000x
 PKGS      ?= ./...
 
-.PHONY: test fmt-check vet deploy-check deploy-check-before-tests browser go-test tflint-prefetch tflint fuzz bench bench-serve run
+.PHONY: test preflight fmt-check vet deploy-check deploy-check-before-tests browser go-test tflint-prefetch tflint fuzz bench bench-serve run
 
 # On a fresh machine tflint is built from source first (scripts/tflint.sh:
 # about 3 minutes, 5 CPU-minutes): `make test` starts that build in the
@@ -22,7 +25,13 @@ PKGS      ?= ./...
 # and the builds before them leave none), and lints after them, so the
 # tflint verdict comes after the test summary. That saved about 50 s of a
 # fresh machine's 17 minutes (docs/BENCHMARKS.md, "CI on a fresh machine").
-test: fmt-check vet deploy-check-before-tests browser tflint-prefetch go-test tflint
+test: preflight fmt-check vet deploy-check-before-tests browser tflint-prefetch go-test tflint
+
+# Go, terraform, the emulators (gcloud's firestore and pubsub components),
+# Java, curl, flock and chromium (or root with apt-get, which `browser`
+# installs it with), before any long step.
+preflight:
+	@scripts/preflight.sh
 
 tflint-prefetch:
 	@scripts/tflint.sh prefetch
@@ -35,8 +44,11 @@ fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*' -not -path './.git/*')); \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$out"; exit 1; fi
 
+# vet compiles every package first: minutes on a cold build cache, so it
+# says so before it starts.
 vet:
-	$(GO) vet ./...
+	@echo "== go vet ./... (compiles every package: about 2 minutes on a fresh machine)"
+	@$(GO) vet ./...
 
 # terraform fmt -check, terraform validate, tflint (core rules, installed
 # through the Go module proxy; last in `make test`), the container binary
@@ -60,7 +72,9 @@ browser:
 LOGIC_PKGS := ./internal/ingest/ ./internal/reconcile/ ./internal/httpapi/
 
 go-test:
+	@echo "== logic tests with -race, no emulator (compiling first: a few minutes on a fresh machine)"
 	env -u FIRESTORE_EMULATOR_HOST -u PUBSUB_EMULATOR_HOST -u LROSINK_REQUIRE_EMULATORS $(GO) test -race -count=1 $(LOGIC_PKGS)
+	@echo "== every test with -race against the emulators (one line per package as it ends)"
 	@set -o pipefail; LROSINK_REQUIRE_EMULATORS=1 LROSINK_REQUIRE_BROWSER=1 scripts/with-emulators.sh $(GO) test -race -count=1 -timeout 40m -json $(PKGS) | $(GO) run ./scripts/testsummary
 
 # Exploratory fuzzing of every Fuzz target (scripts/fuzz.sh), FUZZTIME each:

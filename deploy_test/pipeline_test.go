@@ -257,7 +257,8 @@ func cloudBuildStep(t *testing.T, path, id string) buildStep {
 // imageTools: what the base images used for the test step bring. golang:*
 // is Debian with buildpack-deps (curl, git, gnupg, gcc, make).
 var imageTools = map[string][]string{
-	"golang:": {"go", "gofmt", "gcc", "git", "curl", "gpg", "make"},
+	// flock is util-linux's, an Essential package of every Debian image.
+	"golang:": {"go", "gofmt", "gcc", "git", "curl", "gpg", "make", "flock"},
 }
 
 // packageTools: the binaries a Debian package installs onto PATH.

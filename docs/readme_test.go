@@ -26,3 +26,40 @@ func TestReadmeHeadlineStatesTheCrashWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeFirstScreen: the README opens with what lrosink is, then Run,
+// Test, Try it and a real Gemini job, in that order, each short; the
+// reference material is in docs/CLI.md, which it links.
+func TestReadmeFirstScreen(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	var heads []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "## ") {
+			heads = append(heads, strings.TrimPrefix(l, "## "))
+		}
+	}
+	want := []string{"Run", "Test", "Try it", "Your first real Gemini job"}
+	if len(heads) < len(want) {
+		t.Fatalf("README sections %q, want %q first", heads, want)
+	}
+	for i, w := range want {
+		if heads[i] != w {
+			t.Errorf("README section %d is %q, want %q (sections: %q)", i+1, heads[i], w, heads)
+		}
+	}
+	// What and how to run and test it fit one screen before Try it.
+	before, _, _ := strings.Cut(text, "## Try it")
+	if n := strings.Count(before, "\n"); n > 45 {
+		t.Errorf("README has %d lines before Try it: the first screen is what, run and test; move reference to docs/CLI.md", n)
+	}
+	if !strings.Contains(text, "(docs/CLI.md)") {
+		t.Error("README does not link docs/CLI.md, where its reference material went")
+	}
+	if _, err := os.Stat("CLI.md"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -9,16 +9,16 @@
 # need them never skip silently.
 set -euo pipefail
 
-install_hint="install them with: apt-get install google-cloud-cli-firestore-emulator google-cloud-cli-pubsub-emulator openjdk-17-jre-headless (or: gcloud components install cloud-firestore-emulator pubsub-emulator)"
+# shellcheck source=scripts/prereqs-lib.sh
+. "$(dirname "$0")/prereqs-lib.sh"
+install_hint=$(prereq_hint emulators)
 die() { echo "with-emulators: $*" >&2; exit 2; }
 
 [ $# -gt 0 ] || die "usage: $0 COMMAND [ARGS...]"
 command -v gcloud >/dev/null 2>&1 || die "gcloud (google-cloud-cli) not found; $install_hint"
 command -v java >/dev/null 2>&1 || die "java not found (the emulators need a JRE); $install_hint"
-command -v curl >/dev/null 2>&1 || die "curl not found (it probes the emulators' readiness): apt-get install curl"
-sdk_root=$(dirname "$(dirname "$(readlink -f "$(command -v gcloud)")")")
-pubsub_bin="$sdk_root/platform/pubsub-emulator/bin/cloud-pubsub-emulator"
-firestore_bin="$sdk_root/platform/cloud-firestore-emulator/cloud_firestore_emulator"
+command -v curl >/dev/null 2>&1 || die "curl not found (it probes the emulators' readiness): $(prereq_hint curl)"
+emulator_bins
 [ -x "$firestore_bin" ] || die "Firestore emulator not found under $sdk_root; $install_hint"
 [ -x "$pubsub_bin" ] || die "Pub/Sub emulator not found under $sdk_root; $install_hint"
 
@@ -42,6 +42,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+echo "with-emulators: starting the Firestore and Pub/Sub emulators (JVMs: 10-30 s on a loaded machine)" >&2
 # Each runs in its own process group, so that the whole tree (gcloud's python
 # wrapper and the JVM) can be stopped at once; both JVMs start together.
 emu_launch Firestore "$workdir/firestore.log" gcloud emulators firestore start --host-port="127.0.0.1:{port}" --quiet

@@ -284,6 +284,8 @@ func TestBinary(t *testing.T) {
 	t.Run("DevSecretSurvivesRestart", func(t *testing.T) { testDevSecretSurvivesRestart(t, bin) })
 	t.Run("MessagesInUsersWords", func(t *testing.T) { testMessagesInUsersWords(t, bin) })
 	t.Run("SimulateOutputForAFile", func(t *testing.T) { testSimulateOutputForAFile(t, bin) })
+	t.Run("ServeLogFormat", func(t *testing.T) { testServeLogFormat(t, bin) })
+	t.Run("ServeStreamInATerminal", func(t *testing.T) { testServeStreamInATerminal(t, bin) })
 }
 
 // testBrokenSetupExitsBeforeListening: serve builds the whole app (secrets

@@ -72,6 +72,9 @@ after its lease by the next run).`,
   LROSINK_JWKS_URL   Google's keys for dynamic webhooks (Ed25519 for v1a, RS256 for JWTs); a
                      local set for trying v1a: file:///path/jwks.json (see lrosink send --help)
   LROSINK_WEBHOOK_PUBLIC_KEYS  whpk_... Ed25519 keys: a fixed v1a trust list, never fetched
+  LROSINK_LOG_FORMAT  stderr's form: text (one line per delivery, registration and reconcile
+                     pass; the default when stderr is a terminal) or json (Cloud Logging's JSON
+                     lines; the default otherwise: a pipe, a file)
   LROSINK_PPROF_ADDR  serve Go's profiles (net/http/pprof) at http://ADDR/debug/pprof/;
                      loopback only (e.g. 127.0.0.1:6060); off when unset
   LROSINK_JWT_AUDIENCE, LROSINK_MAX_BODY, GOOGLE_CLOUD_PROJECT  see the contract`,
@@ -123,7 +126,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := logging.New(e.stderr, slog.LevelInfo, cfg.Project)
+	log, err := serveLogger(e, cfg.Project)
+	if err != nil {
+		return err
+	}
 	procs := writerHeadroom(e, cfg.Store)
 	var dev *devSecret
 	var extra []func(*app.Options)
@@ -164,6 +170,31 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		defer stopPprof()
 	}
 	return serveApp(ctx, e, cfg, a, ln, log, procs)
+}
+
+// logFormatEnv chooses serve's stderr format (CONTRACT.md §2).
+const logFormatEnv = "LROSINK_LOG_FORMAT"
+
+// serveLogger is serve's logger on stderr: one human line per delivery
+// and per reconcile pass (logging.NewText) when stderr is a terminal, the
+// JSON lines of Cloud Logging (logging.New) otherwise, so that a pipe, a
+// file or a log collector gets what it got before. LROSINK_LOG_FORMAT=json
+// or text chooses; anything else is exit 2.
+func serveLogger(e *env, project string) (*slog.Logger, error) {
+	format := strings.TrimSpace(e.getenv(logFormatEnv))
+	if format == "" {
+		format = "json"
+		if isTerminal(e.stderr) {
+			format = "text"
+		}
+	}
+	switch format {
+	case "json":
+		return logging.New(e.stderr, slog.LevelInfo, project), nil
+	case "text":
+		return logging.NewText(e.stderr, slog.LevelInfo, time.Local), nil
+	}
+	return nil, &command.ConfigError{Err: fmt.Errorf("%s: %q is neither json nor text", logFormatEnv, format)}
 }
 
 // writerHeadroom gives the Go scheduler one P more than it chose (the

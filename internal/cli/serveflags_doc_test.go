@@ -7,12 +7,12 @@ import (
 )
 
 // The documents name exactly the variables `serve` has a flag for (CONTRACT.md
-// §2 and README's Commands table): every flag of flagVars appears in both, so
+// §2 and docs/CLI.md's Commands table): every flag of flagVars appears in both, so
 // a flag added here cannot go unmentioned.
 func TestServeFlagsAreDocumented(t *testing.T) {
 	for path, marker := range map[string]string{
 		"../../docs/CONTRACT.md": "`lrosink serve` also takes a flag for some",
-		"../../README.md":        "| `lrosink serve` |",
+		"../../docs/CLI.md":      "| `lrosink serve` |",
 	} {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -24,7 +24,7 @@ func TestServeFlagsAreDocumented(t *testing.T) {
 			continue
 		}
 		para, _, _ := strings.Cut(rest, "\n\n")
-		if path == "../../README.md" {
+		if path == "../../docs/CLI.md" {
 			para, _, _ = strings.Cut(rest, "\n")
 		}
 		for name := range flagVars() {

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ func ParseRequest(data []byte) (Request, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
-		return Request{}, fmt.Errorf("%w: data %s: want {\"range\":\"LO-HI\",\"tick\":\"RFC 3339 time\"}", ErrBadRequest, err)
+		return Request{}, fmt.Errorf("%w: data %s: want {\"range\":\"LO-HI\",\"tick\":\"RFC 3339 time\"}", ErrBadRequest, jsonProblem(err))
 	}
 	// One JSON value, nothing after it: Decode reads only the first.
 	if _, err := dec.Token(); err != io.EOF {
@@ -118,7 +119,7 @@ func IsPush(body []byte) bool {
 func ParsePush(body []byte) (Request, Delivery, error) {
 	var e envelope
 	if err := json.Unmarshal(body, &e); err != nil {
-		return Request{}, Delivery{}, fmt.Errorf("%w: push envelope: %w", ErrBadRequest, err)
+		return Request{}, Delivery{}, fmt.Errorf("%w: push envelope: %s", ErrBadRequest, jsonProblem(err))
 	}
 	if e.Message == nil || e.Message.Data == nil {
 		return Request{}, Delivery{}, fmt.Errorf("%w: push envelope has no message.data", ErrBadRequest)
@@ -130,6 +131,38 @@ func ParsePush(body []byte) (Request, Delivery, error) {
 	}
 	req, err := ParseRequest(data)
 	return req, d, err
+}
+
+// jsonProblem says what encoding/json found wrong in JSON's words: its
+// type errors name Go types ("Go struct field .message.data of type
+// string"), which the 400 bad-shard-request detail must not (CONTRACT.md §4).
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := "another type"
+		if te.Type != nil {
+			switch te.Type.Kind() {
+			case reflect.String:
+				want = "a string"
+			case reflect.Int, reflect.Int64, reflect.Int32:
+				want = "an integer"
+			case reflect.Struct, reflect.Map, reflect.Pointer:
+				want = "a JSON object"
+			}
+		}
+		if te.Field == "" {
+			return fmt.Sprintf("must be a JSON object, not a JSON %s", te.Value)
+		}
+		return fmt.Sprintf("%q must be %s, not a JSON %s", te.Field, want, te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("not JSON (at byte %d: %s)", se.Offset, se.Error())
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "not JSON: it ends before its value does"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 // Requests are the n shard requests of one tick, in bucket order.

@@ -6,6 +6,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lrosink/lrosink/internal/deliverylog"
 	"github.com/lrosink/lrosink/internal/event"
@@ -240,10 +242,18 @@ func Webhook(door Door, v Verifier, log *slog.Logger, maxBody int64, opts ...Web
 		// body, and is not put in the answer.
 		// Typed attributes (LogAttrs), as the door's line: one line per
 		// delivery, and the key-value form boxes every value.
-		attrs := make([]slog.Attr, 0, 7)
+		// event is the delivered type (once the envelope parsed) and
+		// latency_ms the time to this answer: with them the line is the
+		// delivery's whole story, as serve's terminal stream shows it
+		// (logging.NewText).
+		attrs := make([]slog.Attr, 0, 9)
 		attrs = append(attrs, slog.Int("status", status), slog.String("outcome", a.Outcome), slog.String("reason", a.Reason),
 			slog.String("operation", a.Operation), slog.String("delivery_id", truncate(r.Header.Get(webhook.HeaderID), 128)),
 			slog.String("auth", au.method))
+		if au.status != "" {
+			attrs = append(attrs, slog.String("event", au.status))
+		}
+		attrs = append(attrs, slog.Int64("latency_ms", time.Since(start).Milliseconds()))
 		if au.err != nil {
 			attrs = append(attrs, slog.String("detail", au.err.Error()))
 		}
@@ -513,15 +523,20 @@ func Register(door Door, log *slog.Logger, opts ...RegisterOption) http.Handler 
 			replyKind(w, kindMethodNotAllowed, "")
 			return
 		}
+		// A refused body is logged as every answer is (WARNING: the
+		// caller's to fix), so that serve's stream shows it.
+		refused := func(status int, a Answer) {
+			log.WarnContext(r.Context(), "register answer", "status", status, "outcome", a.Outcome, "reason", a.Reason, "detail", a.Detail)
+			reply(w, status, a)
+		}
 		body, k, _ := readBody(w, r, registerMaxBody)
 		if k != "" {
-			status, a := bodyAnswer(k)
-			reply(w, status, a)
+			refused(bodyAnswer(k))
 			return
 		}
 		req, k, detail := decodeRegister(body)
 		if k != "" {
-			replyKind(w, k, detail)
+			refused(answerOf(k, "", detail))
 			return
 		}
 		if req.Intent != "" || req.Model != "" || req.DisplayName != "" {
@@ -539,7 +554,7 @@ func Register(door Door, log *slog.Logger, opts ...RegisterOption) http.Handler 
 		// An invalid registration is answered by ingestAnswer from its kind
 		// (invalid-name, invalid-kind, invalid-metadata), as the webhook's.
 		status, a := registerAnswer(res, err)
-		log.InfoContext(r.Context(), "register answer", "status", status, "outcome", a.Outcome, "operation", a.Operation)
+		log.InfoContext(r.Context(), "register answer", "status", status, "outcome", a.Outcome, "reason", a.Reason, "operation", a.Operation)
 		reply(w, status, a)
 	})
 }
@@ -596,40 +611,147 @@ func intentRequest(ctx context.Context, in Intents, req RegisterRequest) (int, I
 	return status, out
 }
 
-// decodeRegister reads a Register body: numbers as written (a job id over
-// 2^53 must not become a float). A body that is no JSON object is
-// invalid-json; a field of the wrong type is answered by the reason its
-// field has (invalid-name, invalid-kind, invalid-metadata,
-// invalid-intent), with a detail that names the field and the JSON type
-// it needs, never a Go type.
+// registerField is how one field of a Register body is read: the JSON
+// type it needs and the reason a value of another type is refused with
+// (CONTRACT.md §5), and where it goes.
+type registerField struct {
+	reason kind
+	object bool // a JSON object (metadata); else a string
+	set    func(r *RegisterRequest, s string)
+}
+
+// registerFields are the fields of a Register body, by their exact JSON
+// key. Any other key is ignored, as in every body lrosink reads.
+var registerFields = map[string]registerField{
+	"name":         {reason: event.ReasonInvalidName, set: func(r *RegisterRequest, s string) { r.Name = s }},
+	"kind":         {reason: event.ReasonInvalidKind, set: func(r *RegisterRequest, s string) { r.Kind = s }},
+	"metadata":     {reason: event.ReasonInvalidMetadata, object: true},
+	"intent":       {reason: event.ReasonInvalidIntent, set: func(r *RegisterRequest, s string) { r.Intent = s }},
+	"model":        {reason: event.ReasonInvalidIntent, set: func(r *RegisterRequest, s string) { r.Model = s }},
+	"display_name": {reason: event.ReasonInvalidIntent, set: func(r *RegisterRequest, s string) { r.DisplayName = s }},
+}
+
+// decodeRegister reads a Register body field by field, numbers as written
+// (a job id over 2^53 must not become a float). A body that is no UTF-8
+// JSON object is invalid-json; a field's value of the wrong JSON type, or
+// one nested past the decoder's depth, is refused with its field's reason
+// (registerFields), with a detail that names the field and the JSON type
+// it needs, never a Go type. null is a field's absence.
 func decodeRegister(body []byte) (RegisterRequest, kind, string) {
 	var req RegisterRequest
-	err := ledger.DecodeJSON(body, &req)
-	if err == nil {
-		return req, "", ""
+	if !utf8.Valid(body) {
+		// encoding/json would store U+FFFD in its place: the caller's
+		// metadata would not come back as sent.
+		return req, kindInvalidJSON, "the body is not valid UTF-8"
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		field, _, _ := strings.Cut(te.Field, ".")
-		k := map[string]kind{"name": event.ReasonInvalidName, "kind": event.ReasonInvalidKind, "metadata": event.ReasonInvalidMetadata,
-			"intent": event.ReasonInvalidIntent, "model": event.ReasonInvalidIntent, "display_name": event.ReasonInvalidIntent}[field]
-		want := "a string"
-		if field == "metadata" {
-			want = "a JSON object"
+	if t := jsonType(body); t != jsonObject {
+		return req, kindInvalidJSON, fmt.Sprintf("the body must be a JSON object %s, not %s", registerShape, t)
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if _, err := d.Token(); err != nil { // the '{' jsonType saw
+		return req, kindInvalidJSON, syntaxDetail(err)
+	}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return req, kindInvalidJSON, syntaxDetail(err)
 		}
-		if k == "" {
-			k = kindInvalidJSON
+		key, _ := tok.(string) // an object's key is always a string
+		var raw json.RawMessage
+		if err := d.Decode(&raw); err != nil {
+			if f, ok := registerFields[key]; ok && strings.Contains(err.Error(), "exceeded max depth") {
+				return req, f.reason, fmt.Sprintf("%q nests deeper than JSON decoding allows (10000 levels)", key)
+			}
+			return req, kindInvalidJSON, syntaxDetail(err)
 		}
-		return req, k, fmt.Sprintf("%q must be %s, not a JSON %s", field, want, te.Value)
+		f, ok := registerFields[key]
+		if !ok {
+			continue
+		}
+		if k, detail := f.read(&req, key, raw); k != "" {
+			return req, k, detail
+		}
 	}
-	if errors.As(err, &te) {
-		return req, kindInvalidJSON, fmt.Sprintf("the body must be a JSON object %s, not a JSON %s", registerShape, te.Value)
+	if _, err := d.Token(); err != nil { // the closing '}'
+		return req, kindInvalidJSON, syntaxDetail(err)
 	}
+	if _, err := d.Token(); err != io.EOF {
+		return req, kindInvalidJSON, "the body holds more than one JSON value"
+	}
+	return req, "", ""
+}
+
+// read stores the field key's value raw in req, or names why it cannot.
+func (f registerField) read(req *RegisterRequest, key string, raw json.RawMessage) (kind, string) {
+	t := jsonType(raw)
+	switch {
+	case t == "null":
+		return "", ""
+	case f.object && t == jsonObject:
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		if err := d.Decode(&req.Metadata); err != nil {
+			// raw decoded once already: not reached but for a decoder limit.
+			return f.reason, fmt.Sprintf("%q could not be read as a JSON object", key)
+		}
+		return "", ""
+	case f.object:
+		return f.reason, fmt.Sprintf("%q must be a JSON object, not %s", key, t)
+	case t == jsonString:
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return f.reason, fmt.Sprintf("%q could not be read as a JSON string", key)
+		}
+		f.set(req, s)
+		return "", ""
+	default:
+		return f.reason, fmt.Sprintf("%q must be a string, not %s", key, t)
+	}
+}
+
+// jsonType names the JSON type of the value b starts with, as a detail
+// says it ("a JSON array", "null", ...).
+func jsonType(b []byte) string {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return "an empty body"
+	}
+	switch c := b[0]; {
+	case c == '{':
+		return jsonObject
+	case c == 'n':
+		return "null"
+	case c == '"':
+		return jsonString
+	case c == '[':
+		return "a JSON array"
+	case c == 't' || c == 'f':
+		return "a JSON boolean"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a JSON number"
+	default:
+		return "no JSON value"
+	}
+}
+
+// The JSON types decodeRegister compares jsonType's answer with.
+const (
+	jsonObject = "a JSON object"
+	jsonString = "a JSON string"
+)
+
+// syntaxDetail says why a body is not JSON, in the decoder's words (they
+// name bytes and offsets, never a Go type).
+func syntaxDetail(err error) string {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return req, kindInvalidJSON, fmt.Sprintf("the body is not JSON (at byte %d: %s)", se.Offset, se.Error())
+		return fmt.Sprintf("the body is not a JSON object (at byte %d: %s)", se.Offset, se.Error())
 	}
-	return req, kindInvalidJSON, "the body is not a JSON object " + registerShape + ": " + err.Error()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the body is not a JSON object: it ends before its value does"
+	}
+	return "the body is not a JSON object"
 }
 
 // registerShape is what a Register body holds, for details.

@@ -145,7 +145,9 @@ func CheckMap(m map[string]any, limit int) error {
 	}
 	b, err := EncodeJSON(m)
 	if err != nil {
-		return fmt.Errorf("%w: not JSON-encodable (%T)", ErrUnstorable, err)
+		// In JSON's words: the encoder's error names Go types, and this
+		// error becomes a 400's detail (no Go type in any detail).
+		return fmt.Errorf("%w: not JSON-encodable (a value JSON has no form for: NaN, an infinity, a function, a channel)", ErrUnstorable)
 	}
 	if len(b) > limit {
 		return fmt.Errorf("%w: %d bytes as JSON, over the limit of %d", ErrUnstorable, len(b), limit)
