@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -73,13 +72,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	fakeURL := fake.Start(t).URL
 	p := serve(t, bin, dir, []string{"LROSINK_ADMIN_TOKEN=" + token, "LROSINK_WEBHOOK_SECRETS=" + secret,
 		"LROSINK_RESULTS=file:results.jsonl", "GEMINI_API_KEY=" + fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL=" + fakeURL})
-	shots := os.Getenv("LROSINK_ARTIFACTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	shots := artifacts(t)
 	bearer := func(req *http.Request) { req.Header.Set("Authorization", "Bearer "+token) }
 	registerAs := func(body string) {
 		t.Helper()
@@ -108,29 +101,9 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	registerAs(`{"name":"batches/ba_wait","kind":"batch"}`)
 	fake.SetBatch("ba_wait", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: time.Now().Add(-time.Minute), ResponsesFile: "files/ba_wait-out"})
 
-	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1280, 800),
-		chromedp.UserDataDir(t.TempDir()))
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	b := openTab(t, browser, 1280, 800)
+	run := b.run
+	text := b.text
 	const done = "/ui/operations/batches/ba_done"
 	run("sign in", chromedp.Navigate(p.base+done), chromedp.WaitVisible("form.signin"), markPage(),
 		chromedp.SetValue(`input[name="token"]`, token), chromedp.Click(`form.signin button`),
@@ -153,13 +126,7 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 	if !strings.Contains(tl, "replay by session ") || !strings.Contains(tl, replayID) {
 		t.Errorf("the timeline does not show the replay with its actor:\n%s", tl)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(shots, "console-actions.png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b.shot(shots, "console-actions")
 
 	// Check now settles the finished batch, through the door.
 	run("check now", chromedp.Navigate(p.base+"/ui/operations/batches/ba_wait"), chromedp.WaitVisible("#act-check"),

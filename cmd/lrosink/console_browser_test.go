@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,13 +54,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	dir, secret := t.TempDir(), webhooktest.NewSecret()
 	// A short stuck threshold, so the pending operation shows on the stuck page.
 	p := serve(t, bin, dir, []string{"LROSINK_WEBHOOK_SECRETS=" + secret, "LROSINK_STUCK_AFTER=1s"})
-	shots := os.Getenv("LROSINK_ARTIFACTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	shots := artifacts(t)
 
 	// A settled batch, a settled batch with hostile metadata (registered,
 	// then completed by a signed webhook carrying more), and a pending one.
@@ -102,42 +95,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		p.next(t)
 	}
 
-	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1280, 800),
-		chromedp.UserDataDir(t.TempDir()))
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	b := openTab(t, browser, 1280, 800)
+	ctx := b.ctx
 
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(shots, name+".png")
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", path)
-	}
+	run := b.run
+	text := b.text
+	shot := func(name string) { t.Helper(); b.shot(shots, name) }
 	// untouched checks that nothing from the input ran on the current page.
 	untouched := func(page string) {
 		t.Helper()
@@ -418,21 +381,9 @@ func TestConsoleSignInInBrowser(t *testing.T) {
 	const token = "browser-admin-token-0123456789"
 	p := serve(t, bin, t.TempDir(), []string{"LROSINK_ADMIN_TOKEN=" + token})
 
-	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1280, 800),
-		chromedp.UserDataDir(t.TempDir()))
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	b := openTab(t, browser, 1280, 800)
+	ctx := b.ctx
+	run := b.run
 	h1 := func() string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Text("main h1"))
@@ -531,15 +482,8 @@ func TestConsoleStuckClaimsOnAPhone(t *testing.T) {
 		}
 	}
 
-	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(390, 844),
-		chromedp.UserDataDir(t.TempDir()))
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	b := openTab(t, browser, 390, 844)
+	ctx := b.ctx
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(p.base+"/ui/stuck"), chromedp.WaitVisible("main h1")); err != nil {
 		t.Fatal(err)
 	}
@@ -558,15 +502,5 @@ func TestConsoleStuckClaimsOnAPhone(t *testing.T) {
 	if w > 390 {
 		t.Errorf("at 390 px, /ui/stuck with claims not done is %d px wide: it scrolls sideways", w)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shots := os.Getenv("LROSINK_ARTIFACTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	if err := os.WriteFile(filepath.Join(shots, "phone-stuck.png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b.shot(artifacts(t), "phone-stuck")
 }
