@@ -349,11 +349,14 @@ func (r *runner) setup() error {
 	if err != nil {
 		return err
 	}
-	// Adoption (serve's page of 50) finds the batches whose submitter was
-	// killed before its bind; it runs only when the workload submits.
+	// Adoption finds the batches whose submitter was killed before its
+	// bind; it runs only when the workload submits. Pages of 20 (serve
+	// lists 50): every pass feeds its first page to the door, which is most
+	// of what adoption costs a run, and a smaller reach leaves more jobs to
+	// the search before an intent's alert.
 	adopt := 0
 	if r.o.Submit > 0 {
-		adopt = 50
+		adopt = 20
 	}
 	r.rec, err = reconcile.New(reconcile.Config{Ledger: l, Door: recDoor, Gemini: f, Log: log, Now: r.clock.Now,
 		StuckAfter: r.o.StuckAfter, IntentGrace: r.o.IntentGrace, AdoptPageSize: adopt,

@@ -137,6 +137,19 @@ func faultsHappened(t testing.TB, rep *simulate.Report) {
 		t.Errorf("stuck alerts: %d lines for %d operations, bound %d", rep.Reconcile.StuckAlerts, rep.Reconcile.StuckAlerted,
 			rep.Reconcile.StuckAlertBound)
 	}
+	// Submissions through package submit, killed between create and bind
+	// and submitted twice, each bound by one of the paths.
+	s := rep.Submissions
+	for name, n := range map[string]int64{"submissions": s.Submitted, "kills between create and bind": s.CrashBeforeBind,
+		"duplicate submits": s.Duplicates, "retries that found their operation": s.RetriesExisting,
+		"intents bound by a delivery or reconcile": int64(s.BoundBy["webhook"] + s.BoundBy["reconcile"])} {
+		if n == 0 {
+			t.Errorf("no %s: the run proves nothing about them", name)
+		}
+	}
+	if s.Creates != int(s.Submitted) || s.MetadataExact != s.Bound {
+		t.Errorf("submissions %+v: creates or exact metadata do not add up", s)
+	}
 	d := rep.Deliveries
 	if d.Dropped == 0 || d.Duplicated == 0 || d.Reordered == 0 || rep.Reconcile.Settled == 0 || rep.Reconcile.StuckAlerts == 0 ||
 		rep.Final.StuckUnresolved == 0 || rep.DropReasons["regress-from-terminal"]+rep.DropReasons["lower-rank"] == 0 {
@@ -313,7 +326,7 @@ func TestSimulateFileResultsExactlyOnce(t *testing.T) {
 // third submitted twice with the same key, on top of every other fault.
 func submissionFaults(seed int64) simulate.Options {
 	o := simulate.Defaults()
-	o.Ops, o.Seed, o.Submit, o.CrashBeforeBind, o.DuplicateSubmit = 300, seed, 0.7, 0.3, 0.3
+	o.Ops, o.Seed, o.Submit, o.CrashBeforeBind, o.DuplicateSubmit = 200, seed, 0.7, 0.3, 0.3
 	return o
 }
 
