@@ -225,7 +225,7 @@ func TestCheckStuckButAlerted(t *testing.T) {
 func (w *checkWorld) submitted(kind opname.Kind, id, name string) plan {
 	w.t.Helper()
 	p := plan{kind: kind, id: id, name: name, label: id, submit: w.t0, notify: true,
-		sub: &submission{key: "key-" + id, name: name, meta: map[string]any{"sim": id, "big": json.Number(bigInteger)}}}
+		sub: &submission{key: "key-" + id, name: name, meta: map[string]any{"sim": id, "big_integer": json.Number(bigInteger)}}}
 	in := ledger.Intent{Key: p.sub.key, Kind: kind, Model: "models/m", Metadata: p.sub.meta, CreatedAt: w.t0}
 	if _, err := w.store.Apply(w.t.Context(), ledger.PutIntent(in)); err != nil {
 		w.t.Fatal(err)

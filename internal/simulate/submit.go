@@ -60,9 +60,6 @@ type submission struct {
 	// accepted counts the webhook deliveries about the operation that
 	// lrosink answered 2xx: each one names the intent.
 	accepted atomic.Int32
-	// outcome of the retry: "existing" (bound, or the batch found by
-	// listing), "refused" (unbound, no list), or an error's text.
-	retryOutcome string
 }
 
 // chooseSubmission decides, with the dice, whether plan p (index i) is
@@ -75,7 +72,7 @@ func (r *runner) chooseSubmission(p *plan, i int, delays *rand.Rand) {
 	}
 	s := &submission{key: fmt.Sprintf("sim-key-%05d", i), crash: r.dice.roll(r.o.CrashBeforeBind, "crash-before-bind", p.label)}
 	s.meta = r.metadata(*p, true, "register", "")
-	s.meta["big"] = json.Number(bigInteger)
+	s.meta["big_integer"] = json.Number(bigInteger)
 	if r.dice.roll(r.o.DuplicateSubmit, "duplicate-submit", p.label) {
 		// At once (a retry loop) or up to 30 min later (a person).
 		s.retryAt = p.submit
@@ -174,19 +171,17 @@ func (r *runner) submitOnce(ctx context.Context, pi int, retry bool) {
 		}
 		return
 	}
+	// A retry finds the operation (bound, or the batch by listing) or, for
+	// a kind with no list whose intent is unbound, refuses.
 	s.retried = true
 	switch {
 	case err == nil && sub.Existing:
-		s.retryOutcome = "existing"
 		r.counts.RetriesExisting.Add(1)
 	case errors.Is(err, submit.ErrIntentUnbound):
-		s.retryOutcome = "refused"
 		r.counts.RetriesRefused.Add(1)
 	case err == nil:
-		s.retryOutcome = "created"
 		r.violate("intent %s: its retry created %s anew without Force", s.key, sub.Operation)
 	default:
-		s.retryOutcome = err.Error()
 		r.counts.RetryErrors.Add(1)
 	}
 }
