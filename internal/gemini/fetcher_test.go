@@ -1465,3 +1465,25 @@ func TestListedTerminalBatchCarriesItsStats(t *testing.T) {
 		t.Errorf("running job: %+v, want no batch_stats", evs[1].Output)
 	}
 }
+
+// TestFindListedBatch: the search lists newest first, returns the first
+// job match accepts as the listing gives it (state, echoed intent), and
+// reads no further than jobs created before since.
+func TestFindListedBatch(t *testing.T) {
+	h := newHarness(t)
+	for i, id := range []string{"old", "mid", "new"} {
+		at := t0.Add(time.Duration(i) * time.Hour)
+		st := fakegemini.BatchState{State: "BATCH_STATE_RUNNING", CreateTime: at, UpdateTime: at}
+		if id == "mid" {
+			st.State, st.Webhook = "BATCH_STATE_SUCCEEDED", &fakegemini.WebhookConfig{UserMetadata: map[string]any{"lrosink_intent": "k"}}
+		}
+		h.fake.SetBatch(id, st)
+	}
+	lb, ok, err := h.f.FindListedBatch(t.Context(), t0, func(lb event.ListedBatch) bool { return lb.Intent == "k" })
+	if err != nil || !ok || lb.Name != "batches/mid" || lb.State != lifecycle.Succeeded {
+		t.Fatalf("found %+v, %v, %v: want batches/mid SUCCEEDED", lb, ok, err)
+	}
+	if _, ok, err := h.f.FindListedBatch(t.Context(), t0.Add(30*time.Minute), func(lb event.ListedBatch) bool { return lb.Name == "batches/old" }); ok || err != nil {
+		t.Fatalf("found a job created before since (%v, %v)", ok, err)
+	}
+}
