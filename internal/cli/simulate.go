@@ -28,7 +28,10 @@ errors, expiring leases, metadata a Firestore map cannot hold and poison
 operations (the door always fails for them), and Gemini's whole state space:
 interactions ending incomplete or budget_exceeded (no webhook event), batches
 that succeed with failed requests, failures as "error" objects, and the project
-webhook disabled for a while mid-run; then checks the invariants:
+webhook disabled for a while mid-run. A share of the operations is created
+through lrosink's own submission path (package submit: intent, create at the
+fake's create endpoints, bind), some killed between create and bind, some
+submitted twice with the same key; then checks the invariants:
   1. no operation's stored state ever regresses (every read is checked);
   2. every operation that finished in Gemini ends in the same first terminal state
      (INCOMPLETE included), its message says gemini_status, a failure carries
@@ -41,7 +44,12 @@ webhook disabled for a while mid-run; then checks the invariants:
      submitter registered is kept exactly, whatever its shape.
   6. poison operations stay pending, are rescheduled with backoff and alerted;
   7. stuck alerts follow their schedule; a disabled webhook is alerted once,
-     its recovery logged once, and polling runs at the minimum interval meanwhile.
+     its recovery logged once, and polling runs at the minimum interval meanwhile;
+  8. after the intent grace, every operation a submission created has a ledger
+     entry naming its intent, with the caller's metadata exactly; every intent is
+     bound to its operation, or (a video or an interaction no delivery or listing
+     could show lrosink) alerted as intent-unbound; Gemini saw exactly one create
+     per key.
 Exit status 1 on any violation.`,
 		Env: `  FIRESTORE_EMULATOR_HOST  required by --store firestore (the simulator writes thousands of documents)
   GOOGLE_CLOUD_PROJECT, LROSINK_FIRESTORE_DATABASE  for --store firestore`,
@@ -76,6 +84,10 @@ func runSimulate(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&o.ErrorObjects, "error-objects", o.ErrorObjects, `share `+"`P`"+` of failing videos and interactions reported as an "error" object`)
 	fs.DurationVar(&o.WebhookOutage, "webhook-outage", o.WebhookOutage,
 		"how long (`D`) Gemini disables the project webhook mid-run (nothing delivered; 0: none)")
+	fs.Float64Var(&o.Submit, "submit", o.Submit, "share `P` of operations created through lrosink's submission path (intent, create, bind) instead of registered by hand")
+	fs.Float64Var(&o.CrashBeforeBind, "crash-before-bind", o.CrashBeforeBind, "chance `P` a submission's process is killed between its Gemini create and its bind")
+	fs.Float64Var(&o.DuplicateSubmit, "duplicate-submit", o.DuplicateSubmit, "chance `P` a submission is run again with the same key (at once or up to 30 min later)")
+	fs.DurationVar(&o.IntentGrace, "intent-grace", o.IntentGrace, "`D`: LROSINK_INTENT_GRACE, how long an intent may stay unbound before it is alerted")
 	fs.DurationVar(&o.Horizon, "horizon", o.Horizon, "simulated time span `D`")
 	store := fs.String("store", "sqlite", "ledger `STORE`: sqlite (a temporary file), sqlite:PATH, or firestore (needs FIRESTORE_EMULATOR_HOST; project GOOGLE_CLOUD_PROJECT, else lrosink-local)")
 	results := fs.String("results", "", "also send results to `SPEC`: pubsub:projects/P/topics/T, file:PATH or stdout")

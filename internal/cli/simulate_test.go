@@ -42,6 +42,16 @@ func TestSimulateCommand(t *testing.T) {
 	if !strings.Contains(r.stdout, "incomplete 0.50  partial-batches 1.00  error-objects 0.00  webhook-outage 2h0m0s") {
 		t.Errorf("the text report does not show the new options:\n%s", r.stdout)
 	}
+	// The submission faults (issue #48): the report says what was
+	// submitted, killed between create and bind and submitted twice.
+	r = simulateCmd(t, "--ops", "40", "--seed", "48", "--quiet", "--submit", "1", "--crash-before-bind", "0.5", "--duplicate-submit", "0.5",
+		"--intent-grace", "30m")
+	if r.code != 0 {
+		t.Fatalf("submission flags: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "through package submit (share 1.00; crash-before-bind 0.50, duplicate-submit 0.50, intent grace 30m0s)") {
+		t.Errorf("the text report does not show the submission options:\n%s", r.stdout)
+	}
 	for _, args := range [][]string{{"--ops", "0"}, {"--nope"}, {"extra"}, {"--incomplete", "1.5"}, {"--partial-batches", "-0.1"},
 		{"--error-objects", "NaN"}, {"--webhook-outage", "-1h"}, {"--webhook-outage", "5h"}, {"--drop", "2"}} {
 		if r := simulateCmd(t, args...); r.code != 2 {
@@ -74,6 +84,11 @@ func TestSimulateValidatesFlags(t *testing.T) {
 		{[]string{"--slow-effects", "-1"}, "--slow-effects"},
 		{[]string{"--unstorable-metadata", "3"}, "--unstorable-metadata"},
 		{[]string{"--poison", "1"}, "--poison"},
+		{[]string{"--submit", "1.1"}, "--submit"},
+		{[]string{"--crash-before-bind", "1"}, "--crash-before-bind"},
+		{[]string{"--duplicate-submit", "-0.5"}, "--duplicate-submit"},
+		{[]string{"--intent-grace", "0s"}, "--intent-grace"},
+		{[]string{"--intent-grace", "5h"}, "--intent-grace"},
 		{[]string{"--ops", "0"}, "--ops"},
 		{[]string{"--ops", "-3"}, "--ops"},
 		{[]string{"--horizon", "0s"}, "--horizon"},

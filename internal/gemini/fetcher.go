@@ -316,6 +316,11 @@ func (f *Fetcher) listBatches(ctx context.Context, pageSize int, pageToken strin
 		v := op.view()
 		ev := batchEvent(v, "")
 		ev.Intent = event.IntentOf(op.userMetadata)
+		// The listing holds each job's raw Operation: a terminal one's
+		// metadata.batchStats are there, and adoption may be what settles
+		// it (a known batch whose end the listing shows first). A FAILED
+		// one's error is still read by its own GET (addListedDetail).
+		addDetail(&ev, operationDetail{stats: op.detail.stats}, true)
 		f.holdUntilOutput(ctx, &ev, v)
 		if err := f.addListedDetail(ctx, &ev); err != nil {
 			return nil, "", err

@@ -1442,3 +1442,48 @@ func TestIntentEchoed(t *testing.T) {
 		t.Errorf("listed plain: %+v", p)
 	}
 }
+
+// TestListedTerminalBatchCarriesItsStats: the listing holds each job's raw
+// Operation, so a terminal listed job carries its metadata.batchStats as
+// output.batch_stats (adoption may be what settles a known batch, and its
+// message must say them); a running one carries none. Found by the
+// simulator once adoption ran beside registered batches.
+func TestListedTerminalBatchCarriesItsStats(t *testing.T) {
+	h := newHarness(t)
+	stats := &fakegemini.BatchStats{RequestCount: "3", SuccessfulRequestCount: "2", FailedRequestCount: "1"}
+	h.fake.SetBatch("run", fakegemini.BatchState{State: "BATCH_STATE_RUNNING", UpdateTime: t0, Stats: stats})
+	h.fake.SetBatch("ok", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: t0, ResponsesFile: "files/o", Stats: stats})
+	evs, _, err := h.f.ListBatches(t.Context(), 10, "")
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("ListBatches: %d events, %v", len(evs), err)
+	}
+	want := map[string]any{"request_count": int64(3), "successful_request_count": int64(2), "failed_request_count": int64(1), "pending_request_count": int64(0)}
+	if evs[0].Name != "batches/ok" || fmt.Sprint(evs[0].Output["batch_stats"]) != fmt.Sprint(want) {
+		t.Errorf("succeeded job: %+v, want batch_stats %v", evs[0].Output, want)
+	}
+	if _, ok := evs[1].Output["batch_stats"]; evs[1].Name != "batches/run" || ok {
+		t.Errorf("running job: %+v, want no batch_stats", evs[1].Output)
+	}
+}
+
+// TestFindListedBatch: the search lists newest first, returns the first
+// job match accepts as the listing gives it (state, echoed intent), and
+// reads no further than jobs created before since.
+func TestFindListedBatch(t *testing.T) {
+	h := newHarness(t)
+	for i, id := range []string{"old", "mid", "new"} {
+		at := t0.Add(time.Duration(i) * time.Hour)
+		st := fakegemini.BatchState{State: "BATCH_STATE_RUNNING", CreateTime: at, UpdateTime: at}
+		if id == "mid" {
+			st.State, st.Webhook = "BATCH_STATE_SUCCEEDED", &fakegemini.WebhookConfig{UserMetadata: map[string]any{"lrosink_intent": "k"}}
+		}
+		h.fake.SetBatch(id, st)
+	}
+	lb, ok, err := h.f.FindListedBatch(t.Context(), t0, func(lb event.ListedBatch) bool { return lb.Intent == "k" })
+	if err != nil || !ok || lb.Name != "batches/mid" || lb.State != lifecycle.Succeeded {
+		t.Fatalf("found %+v, %v, %v: want batches/mid SUCCEEDED", lb, ok, err)
+	}
+	if _, ok, err := h.f.FindListedBatch(t.Context(), t0.Add(30*time.Minute), func(lb event.ListedBatch) bool { return lb.Name == "batches/old" }); ok || err != nil {
+		t.Fatalf("found a job created before since (%v, %v)", ok, err)
+	}
+}

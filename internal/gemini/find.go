@@ -60,6 +60,35 @@ func (c *Creator) FindBatch(ctx context.Context, since time.Time, match func(Bat
 	return BatchJob{}, false, fmt.Errorf("gemini: list batches: no match within %d pages of %d and the listing goes on: cannot say the batch was not created", findMaxPages, findPageSize)
 }
 
+// FindListedBatch is FindBatch for the reconciler: it lists newest first,
+// back to jobs created before since (within FindBatch's bounds), and
+// returns the first listed job match accepts, as ListBatches gives it (its
+// state, batchStats and echoed intent key), to be fed to the door. An
+// unbound batch intent that adoption's scan, bounded to the newest jobs,
+// did not reach is looked for by it before the intent is alerted.
+func (f *Fetcher) FindListedBatch(ctx context.Context, since time.Time, match func(event.ListedBatch) bool) (event.ListedBatch, bool, error) {
+	token := ""
+	for range findMaxPages {
+		jobs, next, err := f.listBatches(ctx, findPageSize, token)
+		if err != nil {
+			return event.ListedBatch{}, false, scrub(err, f.apiKey)
+		}
+		for _, j := range jobs {
+			if !since.IsZero() && !j.CreateTime.IsZero() && j.CreateTime.Before(since) {
+				return event.ListedBatch{}, false, nil
+			}
+			if match(j) {
+				return j, true, nil
+			}
+		}
+		if next == "" || next == token {
+			return event.ListedBatch{}, false, nil
+		}
+		token = next
+	}
+	return event.ListedBatch{}, false, fmt.Errorf("gemini: list batches: no match within %d pages of %d and the listing goes on", findMaxPages, findPageSize)
+}
+
 // Match is the job as intentmatch reads it.
 func (j BatchJob) Match() intentmatch.Job {
 	return intentmatch.Job{DisplayName: j.DisplayName, Model: j.Model, CreateTime: j.CreateTime, Intent: event.IntentOf(j.UserMetadata)}

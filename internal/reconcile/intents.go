@@ -45,6 +45,9 @@ func (r *Reconciler) unboundIntents(ctx context.Context, now time.Time, t *tally
 			break
 		}
 		alert, at, next := alertDue(in.CreatedAt.Add(r.cfg.IntentGrace), in.AlertedAt, now)
+		if alert && r.findBatch(ctx, t, in) {
+			continue // bound now: nothing to alert
+		}
 		rec := in
 		rec.AlertedAt, rec.AlertFrom = at, next.Add(-r.cfg.IntentGrace)
 		_, err := r.cfg.Ledger.Apply(ctx, ledger.PutIntent(rec))
@@ -69,6 +72,50 @@ func (r *Reconciler) unboundIntents(ctx context.Context, now time.Time, t *tally
 		r.cfg.Log.ErrorContext(ctx, "intent unbound: its Gemini operation may exist unknown to lrosink (check Gemini; register it with the key, or submit again with --force)", attrs...)
 	}
 	return nil
+}
+
+// findBatch looks for an unbound batch intent's job before the intent is
+// alerted, listing back to its record time (less intentmatch's margin):
+// adoption reads only the newest jobs each pass (AdoptMaxPages pages, and
+// from the newest again while a scan keeps failing), so a job that more
+// than that many others followed before adoption took it is out of its
+// reach. The intent says what to look for and since when; it is looked for
+// at its alert points only (its grace, then 1 h, 6 h, 24 h later...). A job
+// found is fed to the door naming the intent, which binds it. It reports
+// whether it did; a failed search or ingest is counted and the intent is
+// alerted as before.
+func (r *Reconciler) findBatch(ctx context.Context, t *tally, in ledger.Intent) bool {
+	if in.Kind != opname.KindBatch || r.cfg.Finder == nil || r.cfg.Gemini == nil {
+		return false
+	}
+	want := intentmatch.Intent{Key: in.Key, DisplayName: in.DisplayName, Model: in.Model, CreatedAt: in.CreatedAt}
+	lb, ok, err := r.cfg.Finder.FindListedBatch(ctx, intentmatch.Since(want), func(lb event.ListedBatch) bool {
+		return intentmatch.Batch(intentmatch.Job{DisplayName: lb.DisplayName, Model: lb.Model, CreateTime: lb.CreateTime, Intent: lb.Intent}, want)
+	})
+	if err != nil {
+		t.add(func(s *Summary) { s.Errors++ })
+		r.cfg.Log.WarnContext(ctx, "reconcile: could not search the batch listing for an unbound batch intent; it is alerted",
+			"intent", in.Key, "error", err.Error())
+		return false
+	}
+	if !ok {
+		return false
+	}
+	ev := lb.Event
+	ev.Source, ev.Intent = event.SourceReconcile, in.Key
+	res, err := r.cfg.Door.Ingest(ctx, ev)
+	if err != nil || res.Intent != in.Key {
+		t.add(func(s *Summary) { s.Errors++ })
+		note := res.IntentNote
+		if err != nil {
+			note = err.Error()
+		}
+		r.cfg.Log.WarnContext(ctx, "reconcile: found an unbound batch intent's job but could not bind it; it is alerted",
+			"intent", in.Key, "operation", ev.Name, "error", note)
+		return false
+	}
+	t.add(func(s *Summary) { s.IntentsBound++ })
+	return true
 }
 
 // batchIntents are the unbound batch intents a pass's adoption matches the

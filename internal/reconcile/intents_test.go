@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -161,4 +162,52 @@ func TestAdoptionBindsABatchIntent(t *testing.T) {
 	if sum := w.pass(); sum.IntentsBound != 0 {
 		t.Fatalf("second pass bound %d again", sum.IntentsBound)
 	}
+}
+
+// TestUnboundBatchIntentFoundBeyondAdoption: a batch intent's job that
+// adoption's bounded scan never reaches (more newer jobs than its pages
+// hold) is looked for when the intent's grace ends, listing back to its
+// record time: it is bound then, by reconcile, with the intent's metadata,
+// and no intent-unbound alert is raised.
+func TestUnboundBatchIntentFoundBeyondAdoption(t *testing.T) {
+	s := testutil.MemLedger(t)
+	w := newStoreWorld(t, s, func(c *reconcile.Config) { c.IntentGrace, c.AdoptPageSize, c.AdoptMaxPages = time.Hour, 2, 1 })
+	start := w.clock.Now()
+	recordIntent(t, s, "deep", "batch", start)
+	w.fake.SetBatch("deep-job", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", CreateTime: start, UpdateTime: start, ResponsesFile: "files/d",
+		Model: "models/gemini-2.5-flash", Webhook: &fakegemini.WebhookConfig{UserMetadata: map[string]any{"lrosink_intent": "deep"}}})
+	for i := range 5 {
+		at := start.Add(time.Duration(i+1) * time.Second)
+		w.fake.SetBatch(fmt.Sprintf("newer-%d", i), fakegemini.BatchState{State: "BATCH_STATE_RUNNING", CreateTime: at, UpdateTime: at})
+	}
+	for w.clock.Now().Sub(start) < time.Hour {
+		if sum := w.pass(); sum.IntentsBound != 0 {
+			t.Fatalf("at +%v adoption bound %d: the job was meant to be out of its reach", w.clock.Now().Sub(start), sum.IntentsBound)
+		}
+		w.clock.Advance(10 * time.Minute)
+	}
+	if in := getIntent(t, s, "deep"); in.Bound() {
+		t.Fatalf("bound to %s before its grace ended: adoption reached it", in.Name)
+	}
+	sum := w.pass()
+	in := getIntent(t, s, "deep")
+	if sum.IntentsBound != 1 || in.Name != "batches/deep-job" || in.BoundBy != "reconcile" {
+		t.Fatalf("summary %+v, intent %+v: want deep bound to batches/deep-job by reconcile", sum, in)
+	}
+	op, err := s.GetOperation(t.Context(), mustDocID(t, "batches/deep-job"))
+	if err != nil || op.Intent != "deep" || op.UserMetadata["campaign"] != json.Number("12345678901234567890123") || !op.State.Terminal() {
+		t.Fatalf("operation %+v (%v): want the intent's registration, settled", op, err)
+	}
+	if n := w.logs.CountLines(`"alert":"intent-unbound"`); n != 0 {
+		t.Fatalf("%d intent-unbound lines for an intent whose job was found", n)
+	}
+}
+
+func mustDocID(t *testing.T, name string) string {
+	t.Helper()
+	id, err := opname.DocID(opname.KeyPrefix + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

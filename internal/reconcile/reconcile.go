@@ -101,6 +101,11 @@ type Config struct {
 	// once). While one is disabled, pending operations are polled every
 	// BackoffMin.
 	Webhooks WebhookLister
+	// Finder searches the batch listing back to an unbound batch intent's
+	// record time before the intent is alerted; by default Gemini, when it
+	// can (the Gemini adapter can). Nil: an unbound intent is alerted on
+	// adoption's bounded scan alone.
+	Finder BatchFinder
 	// WebhookCheckEvery paces the webhook read (DefaultWebhookCheckEvery).
 	WebhookCheckEvery time.Duration
 	// Retention, when positive, is how long a settled operation is kept
@@ -121,6 +126,12 @@ type Config struct {
 	// Deliveries, when set, records every check's observation in the
 	// operation's delivery log.
 	Deliveries DeliveryLog
+}
+
+// BatchFinder lists batch jobs newest first back to since and returns the
+// first one match accepts (gemini.Fetcher.FindListedBatch).
+type BatchFinder interface {
+	FindListedBatch(ctx context.Context, since time.Time, match func(event.ListedBatch) bool) (event.ListedBatch, bool, error)
 }
 
 // Counter counts the ledger's non-terminal operations (ledger.Queries).
@@ -274,6 +285,11 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.Webhooks == nil {
 		if wl, ok := cfg.Gemini.(WebhookLister); ok {
 			cfg.Webhooks = wl
+		}
+	}
+	if cfg.Finder == nil {
+		if f, ok := cfg.Gemini.(BatchFinder); ok {
+			cfg.Finder = f
 		}
 	}
 	if cfg.WebhookCheckEvery <= 0 {

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -217,4 +218,67 @@ func TestCheckStuckButAlerted(t *testing.T) {
 	if !rep.OK() || rep.Final.StuckUnresolved != 1 || rep.Reconcile.StuckAlerts != 1 || rep.Reconcile.StuckAlerted != 1 {
 		t.Fatalf("violations %q, final %+v, reconcile %+v", rep.Violations, rep.Final, rep.Reconcile)
 	}
+}
+
+// submitted adds a submitted plan of kind whose operation Gemini created
+// as name, its intent recorded (unbound) an hour in.
+func (w *checkWorld) submitted(kind opname.Kind, id, name string) plan {
+	w.t.Helper()
+	p := plan{kind: kind, id: id, name: name, label: id, submit: w.t0, notify: true,
+		sub: &submission{key: "key-" + id, name: name, meta: map[string]any{"sim": id, "big_integer": json.Number(bigInteger)}}}
+	in := ledger.Intent{Key: p.sub.key, Kind: kind, Model: "models/m", Metadata: p.sub.meta, CreatedAt: w.t0}
+	if _, err := w.store.Apply(w.t.Context(), ledger.PutIntent(in)); err != nil {
+		w.t.Fatal(err)
+	}
+	w.r.plans = append(w.r.plans, p)
+	return p
+}
+
+// TestCheckReportsEachSubmissionViolation: every check of a submission at
+// the end of a run reports its violation, and an unknowable, alerted
+// intent is counted, not reported.
+func TestCheckReportsEachSubmissionViolation(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		world func(w *checkWorld)
+		want  string
+	}{
+		{"a batch with no ledger entry", func(w *checkWorld) { w.submitted(opname.KindBatch, "b", "batches/b") },
+			"batch batches/b, created for intent key-b, has no ledger entry after the grace"},
+		{"an unbound video never alerted", func(w *checkWorld) { w.submitted(opname.KindVideo, "v", "operations/v") },
+			"intent key-v (video) is unbound past its grace but was never alerted"},
+		{"an unbound video whose delivery lrosink accepted", func(w *checkWorld) {
+			w.submitted(opname.KindVideo, "v", "operations/v").sub.accepted.Add(1)
+		}, "has no ledger entry though lrosink accepted 1 of its deliveries"},
+		{"an operation in the ledger, its intent unbound", func(w *checkWorld) {
+			w.record(w.submitted(opname.KindInteraction, "i", "interactions/i"), lifecycle.Running, false)
+		}, "intent key-i: unbound at the end though its operation interactions/i is in the ledger"},
+		{"bound, but the operation lost the caller's metadata", func(w *checkWorld) {
+			p := w.submitted(opname.KindBatch, "m", "batches/m")
+			w.record(p, lifecycle.Running, false)
+			in, _ := w.store.GetIntent(w.t.Context(), p.sub.key)
+			in.Name, in.APIName, in.BoundAt, in.BoundBy = p.name, p.name, w.t0, "submit"
+			if _, err := w.store.Apply(w.t.Context(), ledger.PutIntent(in)); err != nil {
+				w.t.Fatal(err)
+			}
+		}, "batches/m: the caller's metadata is not exact on the bound operation"},
+		{"a submission that created nothing", func(w *checkWorld) {
+			w.submitted(opname.KindVideo, "n", "operations/n").sub.name = ""
+		}, "intent key-n (video): its submission never created an operation"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newCheckWorld(t)
+			c.world(w)
+			rep := w.check()
+			wantViolation(t, rep, c.want)
+		})
+	}
+	t.Run("alerted and unknowable", func(t *testing.T) {
+		w := newCheckWorld(t)
+		p := w.submitted(opname.KindVideo, "v", "operations/v")
+		w.r.stats.intentAlerts[p.sub.key] = 1
+		if rep := w.check(); !rep.OK() || rep.Submissions.UnboundAlerted != 1 {
+			t.Fatalf("violations %q, submissions %+v: an alerted intent nothing could show lrosink is no violation", rep.Violations, rep.Submissions)
+		}
+	})
 }

@@ -38,6 +38,11 @@ func (r *runner) setGemini(p plan, s step) {
 		if s.state == lifecycle.Failed {
 			b.ErrorCode, b.ErrorMessage = wantError[p.kind].Code, wantError[p.kind].Message
 		}
+		if cur, ok := r.fake.Batch(p.id); ok && p.sub != nil {
+			// What its create made stays: the webhook config, the model, the
+			// display name, the create time.
+			b.Webhook, b.Model, b.DisplayName, b.CreateTime, b.InputRequests = cur.Webhook, cur.Model, cur.DisplayName, cur.CreateTime, cur.InputRequests
+		}
 		r.fake.SetBatch(p.id, b)
 	case opname.KindInteraction:
 		st := map[lifecycle.State]string{lifecycle.Pending: "queued", lifecycle.Running: "in_progress", lifecycle.RequiresAction: "requires_action",
@@ -49,6 +54,9 @@ func (r *runner) setGemini(p plan, s step) {
 		if s.state == lifecycle.Failed {
 			// The Interactions API's code is a string.
 			it.ErrorCode, it.ErrorMessage = strconv.Itoa(wantError[p.kind].Code), wantError[p.kind].Message
+		}
+		if cur, ok := r.fake.Interaction(p.id); ok && p.sub != nil {
+			it.Webhook, it.Model, it.Agent, it.Created = cur.Webhook, cur.Model, cur.Agent, cur.Created
 		}
 		r.fake.SetInteraction(p.id, it)
 	case opname.KindVideo:
@@ -62,6 +70,9 @@ func (r *runner) setGemini(p plan, s step) {
 			v.ErrorCode, v.ErrorMessage = wantError[p.kind].Code, wantError[p.kind].Message
 		case s.state == lifecycle.Succeeded:
 			v.VideoURIs = []string{"gs://videos/" + p.id + ".mp4"}
+		}
+		if cur, ok := r.fake.Video(videoModel, p.id); ok && p.sub != nil {
+			v.Webhook, v.Prompt = cur.Webhook, cur.Prompt
 		}
 		r.fake.SetVideo(videoModel, p.id, v)
 	}
@@ -80,12 +91,12 @@ var wantError = map[opname.Kind]results.ErrorInfo{
 // delivery id): {"sim": id}, plus for the fault arrays inside arrays and
 // reserved and empty keys, and a value over the bound.
 func (r *runner) metadata(p plan, trimmed bool, from, deliveryID string) map[string]any {
-	m := map[string]any{"sim": p.id}
+	m := map[string]any{"sim": p.label}
 	if !p.hardMeta {
 		return m
 	}
 	m["nested"] = []any{[]any{1.0, 2.0}, []any{[]any{}}}
-	m["__name__"], m["__x__"], m[""] = p.id, map[string]any{"__y__": []any{[]any{nil}}}, "empty key"
+	m["__name__"], m["__x__"], m[""] = p.label, map[string]any{"__y__": []any{[]any{nil}}}, "empty key"
 	if from == "hook" {
 		m["hook"] = []any{[]any{deliveryID}}
 	}
@@ -161,7 +172,10 @@ func (r *runner) loop(ctx context.Context) {
 		}
 		// Gemini moves on.
 		for pi, p := range r.plans {
-			if !registered[pi] && !p.submit.After(now) {
+			if p.sub != nil && p.sub.name == "" {
+				continue // not created yet: its create makes it PENDING
+			}
+			if p.sub == nil && !registered[pi] && !p.submit.After(now) {
 				r.setGemini(p, step{at: p.submit, state: lifecycle.Pending})
 			}
 			for applied[pi] < len(p.steps) && !p.steps[applied[pi]].at.After(now) {
@@ -173,7 +187,7 @@ func (r *runner) loop(ctx context.Context) {
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, r.o.Concurrency)
 		for pi, p := range r.plans {
-			if registered[pi] || p.submit.After(now) {
+			if p.sub != nil || registered[pi] || p.submit.After(now) {
 				continue
 			}
 			wg.Add(1)
@@ -184,6 +198,11 @@ func (r *runner) loop(ctx context.Context) {
 			}()
 		}
 		wg.Wait()
+		// And those who submit through lrosink, in order (their creates
+		// name the operations).
+		if r.submitter != nil {
+			r.submitDue(ctx, now)
+		}
 		// Deliveries due now, in concurrent bursts, with a reconcile pass
 		// running at the same time.
 		due := r.takeDue(now)
@@ -232,6 +251,15 @@ func (r *runner) takeDue(now time.Time) []delivery {
 // Gemini retries for 24 h with backoff.
 func (r *runner) deliver(ctx context.Context, d delivery, now time.Time) {
 	p := r.plans[d.op]
+	if p.sub != nil && p.sub.name == "" {
+		// Not created yet (its first submission created nothing): Gemini
+		// has nothing to deliver about; the next minute, again.
+		d.at = now.Add(time.Minute)
+		r.mu.Lock()
+		r.queue = append(r.queue, d)
+		r.mu.Unlock()
+		return
+	}
 	data := fmt.Sprintf(`{"id":%q`, payloadID(p, d.attempt+len(d.id)))
 	want := wantError[p.kind]
 	switch {
@@ -248,6 +276,10 @@ func (r *runner) deliver(ctx context.Context, d delivery, now time.Time) {
 		data += fmt.Sprintf(`,"output_file_uri":"gs://results/%s.jsonl"`, p.id)
 	}
 	meta, _ := json.Marshal(r.metadata(p, false, "hook", d.id))
+	if p.sub != nil {
+		// What Gemini echoes: the create's webhook_config.user_metadata.
+		meta, _ = json.Marshal(r.echoed(p))
+	}
 	body := []byte(fmt.Sprintf(`{"type":%q,"version":"v1","timestamp":%q,"data":%s},"user_metadata":%s}`,
 		d.typ, d.eventAt.Format(time.RFC3339Nano), data, meta))
 	hook := r.hooks[0]
@@ -269,6 +301,9 @@ func (r *runner) deliver(ctx context.Context, d delivery, now time.Time) {
 	}
 	r.stats.status(status)
 	if status/100 == 2 {
+		if p.sub != nil {
+			p.sub.accepted.Add(1)
+		}
 		return
 	}
 	// Gemini retries: 1, 2, 4, … minutes, capped at an hour.

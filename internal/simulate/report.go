@@ -81,6 +81,29 @@ type Report struct {
 		MaxSettle           string `json:"max_settle"`
 		SlowestFailedChecks int    `json:"slowest_failed_checks"`
 	} `json:"webhook_outage"`
+	// Submissions are the operations created through package submit
+	// (Options.Submit) and what became of their intents by the end.
+	Submissions struct {
+		Submitted       int64 `json:"submitted"`
+		CrashBeforeBind int64 `json:"killed_between_create_and_bind"`
+		BindErrors      int64 `json:"bind_errors"`
+		SubmitErrors    int64 `json:"first_attempts_creating_nothing"`
+		Duplicates      int64 `json:"duplicate_submits"`
+		RetriesExisting int64 `json:"retries_found_existing"`
+		RetriesRefused  int64 `json:"retries_refused_unbound"`
+		RetryErrors     int64 `json:"retry_errors"`
+		// Creates is the fake's tally of creates: one per submission.
+		Creates int `json:"gemini_creates"`
+		// Bound intents by who bound them (submit, webhook, reconcile);
+		// UnboundAlerted the intents left unbound, alerted, whose
+		// operation no path could show lrosink; MetadataExact the bound
+		// operations whose metadata was the caller's exactly.
+		Bound          int            `json:"intents_bound"`
+		BoundBy        map[string]int `json:"intents_bound_by"`
+		UnboundAlerted int            `json:"intents_unbound_alerted"`
+		IntentAlerts   int            `json:"intent_unbound_alert_lines"`
+		MetadataExact  int            `json:"metadata_exact"`
+	} `json:"submissions"`
 	Outcomes    map[string]int `json:"outcomes"`
 	DropReasons map[string]int `json:"drop_reasons"`
 	Reconcile   struct {
@@ -165,23 +188,27 @@ type optJSON struct {
 	UnstorableMetadata, Poison                                                                      float64
 	Incomplete, PartialBatches, ErrorObjects                                                        float64
 	WebhookOutage                                                                                   string
+	Submit, CrashBeforeBind, DuplicateSubmit                                                        float64
+	IntentGrace                                                                                     string
 }
 
 // decisionStats is a slog handler that counts what the real code logs:
 // ingest decisions by outcome and reason, stuck alerts by operation.
 type decisionStats struct {
-	mu        sync.Mutex
-	outcomes  map[string]int
-	reasons   map[string]int
-	alerts    map[string]int
-	statuses  map[string]int
-	latencies []time.Duration
-	retries   int
-	dropped   int
-	sent      int
-	passes    int
-	failed    int
-	sum       reconcile.Summary
+	mu       sync.Mutex
+	outcomes map[string]int
+	reasons  map[string]int
+	alerts   map[string]int
+	// intentAlerts counts intent-unbound alert lines by intent key.
+	intentAlerts map[string]int
+	statuses     map[string]int
+	latencies    []time.Duration
+	retries      int
+	dropped      int
+	sent         int
+	passes       int
+	failed       int
+	sum          reconcile.Summary
 	// hookAlerts and hookRecovered count the webhook-disabled alert and
 	// its recovery line.
 	hookAlerts, hookRecovered int
@@ -194,6 +221,7 @@ type decisionStats struct {
 // newDecisionStats counts on the clock now (simulated time).
 func newDecisionStats(now func() time.Time) *decisionStats {
 	return &decisionStats{outcomes: map[string]int{}, reasons: map[string]int{}, alerts: map[string]int{}, statuses: map[string]int{},
+		intentAlerts: map[string]int{},
 		failedChecks: map[string][]time.Time{}, now: now}
 }
 
@@ -252,6 +280,8 @@ func (s *decisionStats) Handle(_ context.Context, r slog.Record) error {
 		}
 	case attrs["alert"] == "stuck":
 		s.alerts[attrs["operation"]]++
+	case attrs["alert"] == "intent-unbound":
+		s.intentAlerts[attrs["intent"]]++
 	case attrs["alert"] == "webhook-disabled":
 		s.hookAlerts++
 	case attrs["resolved_alert"] == "webhook-disabled":
@@ -262,6 +292,13 @@ func (s *decisionStats) Handle(_ context.Context, r slog.Record) error {
 		s.failedChecks[attrs["operation"]] = append(s.failedChecks[attrs["operation"]], s.now())
 	}
 	return nil
+}
+
+// intentAlerted reports whether the intent-unbound alert was raised for key.
+func (s *decisionStats) intentAlerted(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.intentAlerts[key] > 0
 }
 
 func (s *decisionStats) httpLatency(d time.Duration) {
@@ -313,6 +350,9 @@ func (r *runner) check(ctx context.Context) {
 	settle := r.checkOperations(ctx, byKey)
 	r.rep.Final.Messages, r.rep.Final.DistinctKeys, r.rep.Final.ObservedReads = len(msgs), len(byKey), int(r.reads.Load())
 	r.checkKnownKeys(byKey)
+	if r.submitter != nil {
+		r.checkCreates()
+	}
 	r.reportStats()
 	r.reportFaults()
 	r.reportLatency(settle)
@@ -326,7 +366,9 @@ func (r *runner) reportRun() {
 	rep.Final.ExactlyOnce = r.sink.tails()
 	rep.Options = optJSON{r.o.Dup, r.o.Reorder, r.o.Drop, r.o.Crash, r.o.LedgerErrors, r.o.PublishErrors, r.o.SlowEffects,
 		r.o.NeverNotified, r.o.NeverFinish, r.o.Horizon.String(), r.o.ReconcileEvery.String(), r.o.Lease.String(), r.o.StuckAfter.String(),
-		r.o.UnstorableMetadata, r.o.Poison, r.o.Incomplete, r.o.PartialBatches, r.o.ErrorObjects, r.o.WebhookOutage.String()}
+		r.o.UnstorableMetadata, r.o.Poison, r.o.Incomplete, r.o.PartialBatches, r.o.ErrorObjects, r.o.WebhookOutage.String(),
+		r.o.Submit, r.o.CrashBeforeBind, r.o.DuplicateSubmit, r.o.IntentGrace.String()}
+	rep.Submissions.BoundBy = map[string]int{}
 }
 
 // checkOperations checks every planned operation against the ledger and
@@ -337,6 +379,9 @@ func (r *runner) checkOperations(ctx context.Context, byKey map[string][]results
 	now := r.clock.Now()
 	var settle []time.Duration
 	for _, p := range r.plans {
+		if p.sub != nil && !r.checkSubmission(ctx, p) {
+			continue
+		}
 		if took, ok := r.checkOperation(ctx, p, byKey[opname.KeyPrefix+p.name], slow[p.name], now); ok {
 			settle = append(settle, took)
 		}
@@ -496,6 +541,14 @@ func (r *runner) reportFaults() {
 	f.Poison, f.PoisonUnschedulable = n.Poison.Load(), n.PoisonUnschedulable.Load()
 	f.Incomplete, f.PartialBatches = n.Incomplete.Load(), n.PartialBatches.Load()
 	f.ErrorObjects, f.LostToOutage = n.ErrorObjects.Load(), n.LostToOutage.Load()
+	sb := &r.rep.Submissions
+	sb.Submitted, sb.CrashBeforeBind, sb.BindErrors, sb.SubmitErrors = n.Submitted.Load(), n.CrashBeforeBind.Load(), n.BindErrors.Load(), n.SubmitErrors.Load()
+	sb.Duplicates, sb.RetriesExisting, sb.RetriesRefused, sb.RetryErrors = n.DuplicateSubmits.Load(), n.RetriesExisting.Load(), n.RetriesRefused.Load(), n.RetryErrors.Load()
+	r.stats.mu.Lock()
+	for _, k := range r.stats.intentAlerts {
+		sb.IntentAlerts += k
+	}
+	r.stats.mu.Unlock()
 }
 
 // reportLatency: settle times (simulated) and webhook HTTP times (wall).
@@ -586,7 +639,10 @@ func statsJSON(s fakegemini.BatchStats) map[string]int64 {
 // that finish too close to the outage's end are not watched (four
 // intervals: the webhook's return would settle them as well).
 func (r *runner) checkOutage(p plan, op ledger.Operation, finished time.Time) {
-	if r.o.WebhookOutage == 0 {
+	if r.o.WebhookOutage == 0 || p.sub != nil && p.sub.unbound {
+		// (An operation whose submitter was killed before its bind is
+		// unknown to lrosink until a delivery or adoption shows it: it
+		// cannot be polled meanwhile.)
 		return
 	}
 	from, to := r.o.outage(r.t0)
@@ -649,7 +705,7 @@ func (r *runner) checkMetadata(p plan, op ledger.Operation) {
 	if err := ledger.CheckMetadata(op.UserMetadata); err != nil {
 		r.violate("%s: the ledger kept metadata over the bound: %v", p.name, err)
 	}
-	if v, ok := op.UserMetadata["sim"]; ok && v != p.id {
+	if v, ok := op.UserMetadata["sim"]; ok && v != p.label {
 		r.violate("%s: metadata of another operation (%v)", p.name, v)
 	}
 	h := op.History
@@ -772,6 +828,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if ou := rep.Outage; o.WebhookOutage != "0s" {
 		fmt.Fprintf(&b, "webhook outage     disabled %s to %s (simulated); %d deliveries lost; %d webhook-disabled alerts, %d recovery lines; %d operations finished meanwhile, slowest settled in %s (bound %s: one reconcile interval, plus one per failed check, %d)\n",
 			ou.From.Format("15:04"), ou.To.Format("15:04"), f.LostToOutage, ou.Alerts, ou.Recovered, ou.Watched, ou.SlowestSettle, ou.MaxSettle, ou.SlowestFailedChecks)
+	}
+	if sb := rep.Submissions; o.Submit > 0 {
+		fmt.Fprintf(&b, "submissions        %d through package submit (share %.2f; crash-before-bind %.2f, duplicate-submit %.2f, intent grace %s): %d killed between create and bind, %d binds failed; %d duplicate submits: %d found the operation, %d refused (unbound, no list), %d failed; %d Gemini creates\n",
+			sb.Submitted, o.Submit, o.CrashBeforeBind, o.DuplicateSubmit, o.IntentGrace, sb.CrashBeforeBind, sb.BindErrors, sb.Duplicates, sb.RetriesExisting, sb.RetriesRefused, sb.RetryErrors, sb.Creates)
+		fmt.Fprintf(&b, "intents            %d bound (%s), metadata exact on %d; %d unbound and alerted (no path could see their operation); %d intent-unbound alert lines\n",
+			sb.Bound, kv(sb.BoundBy), sb.MetadataExact, sb.UnboundAlerted, sb.IntentAlerts)
 	}
 	fmt.Fprintf(&b, "outcomes           %s\n", kv(rep.Outcomes))
 	fmt.Fprintf(&b, "drop reasons       %s\n", kv(rep.DropReasons))

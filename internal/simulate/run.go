@@ -24,9 +24,11 @@ import (
 	"github.com/lrosink/lrosink/internal/lifecycle"
 	"github.com/lrosink/lrosink/internal/opname"
 	"github.com/lrosink/lrosink/internal/reconcile"
+	"github.com/lrosink/lrosink/internal/register"
 	"github.com/lrosink/lrosink/internal/results"
 	"github.com/lrosink/lrosink/internal/webhook"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
+	"github.com/lrosink/lrosink/submit"
 )
 
 // Options configure a run. Rates are probabilities in [0, 1].
@@ -78,6 +80,16 @@ type Options struct {
 	// is delivered meanwhile and the reconciler must poll at its minimum
 	// interval. 0: no outage.
 	WebhookOutage time.Duration
+	// Submit is the share of operations created through lrosink's own
+	// submission path (package submit over the run's ledger: intent,
+	// create at the fake's create endpoints, bind) rather than by the
+	// user's code and registered by hand after. CrashBeforeBind is the
+	// chance a submission's process is killed between its create and its
+	// bind; DuplicateSubmit the chance a submission is run again with the
+	// same key (at once or up to 30 min later). IntentGrace is
+	// LROSINK_INTENT_GRACE.
+	Submit, CrashBeforeBind, DuplicateSubmit float64
+	IntentGrace                              time.Duration
 	// Horizon is the simulated time span; Step the tick.
 	Horizon, Step time.Duration
 	// ReconcileEvery, Grace, Lease, StuckAfter as in production config.
@@ -88,8 +100,10 @@ type Options struct {
 	PageSize int
 	// Progress, if set, receives a progress bar.
 	Progress io.Writer
-	// PlantedBug turns on a deliberate defect ("unfenced-ledger") so the
-	// suite can prove it catches one. Never set outside tests.
+	// PlantedBug turns on a deliberate defect so the suite can prove it
+	// catches one: "unfenced-ledger" (a store that ignores fencing) or
+	// "no-delivery-bind" (the webhook path ignores the intent a delivery
+	// names). Never set outside tests.
 	PlantedBug string
 }
 
@@ -98,6 +112,7 @@ func Defaults() Options {
 	return Options{Ops: 1000, Seed: 1, Dup: 0.3, Reorder: 0.2, Drop: 0.1, Crash: 0.02, LedgerErrors: 0.01,
 		PublishErrors: 0.02, SlowEffects: 0.01, UnstorableMetadata: 0.05, NeverNotified: 0.05, NeverFinish: 0.02, Poison: 0.01,
 		Incomplete: 0.1, PartialBatches: 0.3, ErrorObjects: 0.5, WebhookOutage: time.Hour,
+		Submit: 0.3, CrashBeforeBind: 0.1, DuplicateSubmit: 0.1, IntentGrace: time.Hour,
 		Horizon: 8 * time.Hour, Step: time.Minute, ReconcileEvery: 5 * time.Minute, Grace: 90 * time.Second,
 		Lease: ingest.DefaultLease, StuckAfter: reconcile.DefaultStuckAfter, Concurrency: 16}
 }
@@ -115,7 +130,8 @@ func (o Options) Validate() error {
 		{"ledger-errors", o.LedgerErrors, true}, {"publish-errors", o.PublishErrors, true}, {"slow-effects", o.SlowEffects, true},
 		{"unstorable-metadata", o.UnstorableMetadata, true}, {"never-notified", o.NeverNotified, false},
 		{"never-finish", o.NeverFinish, false}, {"poison", o.Poison, true}, {"incomplete", o.Incomplete, false},
-		{"partial-batches", o.PartialBatches, false}, {"error-objects", o.ErrorObjects, false}} {
+		{"partial-batches", o.PartialBatches, false}, {"error-objects", o.ErrorObjects, false}, {"submit", o.Submit, false},
+		{"crash-before-bind", o.CrashBeforeBind, true}, {"duplicate-submit", o.DuplicateSubmit, true}} {
 		limitOK := r.v < 1 || (r.v == 1 && !r.fault)
 		if !(r.v >= 0 && limitOK) { // also refuses NaN
 			return fmt.Errorf("--%s %v: want a probability in [0, 1%s", r.name, r.v, map[bool]string{true: ")", false: "]"}[r.fault])
@@ -126,6 +142,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--ops %d: at least one operation", o.Ops)
 	case o.Horizon <= 0 || o.Step <= 0:
 		return fmt.Errorf("--horizon %s: must be positive", o.Horizon)
+	case o.Submit > 0 && (o.IntentGrace <= 0 || o.IntentGrace > o.Horizon/2):
+		return fmt.Errorf("--intent-grace %s: positive and at most half the horizon (%s): the run checks every intent after it", o.IntentGrace, o.Horizon/2)
 	case o.WebhookOutage < 0 || o.WebhookOutage > o.Horizon/2:
 		return fmt.Errorf("--webhook-outage %s: between 0 and half the horizon (%s)", o.WebhookOutage, o.Horizon/2)
 	}
@@ -150,9 +168,14 @@ type Backend struct {
 
 // plan is one operation's true history in Gemini.
 type plan struct {
-	kind     opname.Kind
-	id       string // Gemini id (no prefix)
-	name     string // canonical
+	kind opname.Kind
+	// id is Gemini's id (no prefix), name the canonical name; label is
+	// the plan's own (sim-NNNNN), in its metadata. A submitted plan's id
+	// and name are the fake's create's, known once created; until then
+	// they are the label's.
+	id, name, label string
+	// sub is set when the plan is submitted through package submit.
+	sub      *submission
 	submit   time.Time
 	steps    []step // state changes, in time order
 	terminal lifecycle.State
@@ -220,6 +243,11 @@ type runner struct {
 	dice     *dice
 	// hookID is the project webhook in the fake (WebhookOutage).
 	hookID string
+	// submitter is package submit's Client over the run's ledger and the
+	// fake; keyPlan maps an intent key to its plan (filled by generate,
+	// only read after).
+	submitter *submit.Client
+	keyPlan   map[string]int
 }
 
 // Run executes one simulation and returns its report; the report's
@@ -229,7 +257,8 @@ func Run(ctx context.Context, o Options, b Backend) (*Report, error) {
 		return nil, err
 	}
 	start := time.Now()
-	r := &runner{o: o, b: b, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), last: map[string]lifecycle.Current{}, alerted: map[string]int{}}
+	r := &runner{o: o, b: b, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), last: map[string]lifecycle.Current{}, alerted: map[string]int{},
+		keyPlan: map[string]int{}}
 	r.clock = clock.NewManual(r.t0)
 	if err := r.setup(); err != nil {
 		return nil, err
@@ -265,9 +294,11 @@ func (r *runner) setup() error {
 	r.faults = &faults{rate: r.o.Crash, dice: d, counts: &r.counts, disabled: &r.quiet, afterPublish: map[string]int{}}
 	r.poison = &poisonLedger{Ledger: claims.New(r.b.Ledger), ops: map[string]bool{}}
 	var l Ledger = &flakyLedger{Ledger: r.poison, rate: r.o.LedgerErrors, dice: d, counts: &r.counts, disabled: &r.quiet}
-	if r.o.PlantedBug == "unfenced-ledger" {
+	switch r.o.PlantedBug {
+	case "unfenced-ledger":
 		l = unfencedLedger{Ledger: l}
-	} else if r.o.PlantedBug != "" {
+	case "", "no-delivery-bind":
+	default:
 		return fmt.Errorf("unknown planted bug %q", r.o.PlantedBug)
 	}
 	r.ledger = l
@@ -307,17 +338,47 @@ func (r *runner) setup() error {
 		return err
 	}
 	for _, d := range []*ingest.Door{hookDoor, hookDoor2} {
-		r.hooks = append(r.hooks, httptest.NewServer(httpapi.Webhook(d, v, log, 1<<20)))
+		var hd httpDoor = d
+		if r.o.PlantedBug == "no-delivery-bind" {
+			hd = unboundDoor{d}
+		}
+		r.hooks = append(r.hooks, httptest.NewServer(httpapi.Webhook(hd, v, log, 1<<20)))
 	}
 	f, err := gemini.New(gemini.Options{APIKey: fakegemini.DefaultAPIKey, BaseURL: r.gemini.URL, HTTPClient: r.gemini.Client(),
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }, Log: log})
 	if err != nil {
 		return err
 	}
+	// Adoption finds the batches whose submitter was killed before its
+	// bind; it runs only when the workload submits. Pages of 20 (serve
+	// lists 50): every pass feeds its first page to the door, which is most
+	// of what adoption costs a run, and a smaller reach leaves more jobs to
+	// the search before an intent's alert.
+	adopt := 0
+	if r.o.Submit > 0 {
+		adopt = 20
+	}
 	r.rec, err = reconcile.New(reconcile.Config{Ledger: l, Door: recDoor, Gemini: f, Log: log, Now: r.clock.Now,
-		StuckAfter: r.o.StuckAfter, Concurrency: 8, MaxOperations: 5000, PageSize: cmp.Or(r.o.PageSize, 200)})
+		StuckAfter: r.o.StuckAfter, IntentGrace: r.o.IntentGrace, AdoptPageSize: adopt,
+		Concurrency: 8, MaxOperations: 5000, PageSize: cmp.Or(r.o.PageSize, 200)})
 	if err != nil {
 		return err
+	}
+	if r.o.Submit > 0 {
+		// The embedded submit path: register.Intents over the run's
+		// ledger, binding through a webhook instance's door, as `lrosink
+		// submit` without a Register URL does.
+		in, err := register.NewIntents(hookDoor, l, r.clock.Now, r.o.IntentGrace)
+		if err != nil {
+			return err
+		}
+		g, err := submit.NewGemini(submit.GeminiConfig{APIKey: fakegemini.DefaultAPIKey, BaseURL: r.gemini.URL, HTTPClient: r.gemini.Client()})
+		if err != nil {
+			return err
+		}
+		if r.submitter, err = submit.New(g, simIntents{submit.Embedded(in), r}, submit.Options{Now: r.clock.Now}); err != nil {
+			return err
+		}
 	}
 	r.register, r.dice = httpapi.Register(hookDoor, log), d
 	return nil
@@ -326,10 +387,14 @@ func (r *runner) setup() error {
 // generate draws every operation's lifecycle and webhook schedule.
 func (r *runner) generate() {
 	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x5eed))
+	// A stream of its own: the rest of a seed's workload is the same with
+	// or without submission faults.
+	delays := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x5b))
 	end := r.t0.Add(r.o.Horizon)
 	terminals := []lifecycle.State{lifecycle.Succeeded, lifecycle.Failed, lifecycle.Cancelled, lifecycle.Expired}
 	for i := range r.o.Ops {
 		p := plan{id: fmt.Sprintf("sim-%05d", i), notify: rng.Float64() >= r.o.NeverNotified}
+		p.label = p.id
 		// Decided by the dice, not the workload's random stream, so the rest
 		// of a seed's workload is the same with or without this fault.
 		if p.hardMeta = r.dice.roll(r.o.UnstorableMetadata, "unstorable-metadata", p.id); p.hardMeta {
@@ -400,6 +465,7 @@ func (r *runner) generate() {
 				r.counts.PoisonUnschedulable.Add(1)
 			}
 		}
+		r.chooseSubmission(&p, i, delays)
 		r.plans = append(r.plans, p)
 		for si, s := range p.steps {
 			typ := eventType(p.kind, s.state)

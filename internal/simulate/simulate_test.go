@@ -137,6 +137,19 @@ func faultsHappened(t testing.TB, rep *simulate.Report) {
 		t.Errorf("stuck alerts: %d lines for %d operations, bound %d", rep.Reconcile.StuckAlerts, rep.Reconcile.StuckAlerted,
 			rep.Reconcile.StuckAlertBound)
 	}
+	// Submissions through package submit, killed between create and bind
+	// and submitted twice, each bound by one of the paths.
+	s := rep.Submissions
+	for name, n := range map[string]int64{"submissions": s.Submitted, "kills between create and bind": s.CrashBeforeBind,
+		"duplicate submits": s.Duplicates, "retries that found their operation": s.RetriesExisting,
+		"intents bound by a delivery or reconcile": int64(s.BoundBy["webhook"] + s.BoundBy["reconcile"])} {
+		if n == 0 {
+			t.Errorf("no %s: the run proves nothing about them", name)
+		}
+	}
+	if s.Creates != int(s.Submitted) || s.MetadataExact != s.Bound {
+		t.Errorf("submissions %+v: creates or exact metadata do not add up", s)
+	}
 	d := rep.Deliveries
 	if d.Dropped == 0 || d.Duplicated == 0 || d.Reordered == 0 || rep.Reconcile.Settled == 0 || rep.Reconcile.StuckAlerts == 0 ||
 		rep.Final.StuckUnresolved == 0 || rep.DropReasons["regress-from-terminal"]+rep.DropReasons["lower-rank"] == 0 {
@@ -240,6 +253,7 @@ func TestSimulateOutageBoundCountsFailedChecks(t *testing.T) {
 	t.Parallel()
 	o := simulate.Defaults()
 	o.Ops, o.Seed, o.LedgerErrors, o.Crash = 300, 3, 0.3, 0.2
+	o.Submit = 0 // the workload this seed was found with: every operation registered by hand
 	rep := run(t, o, sqliteBackend(t))
 	if !rep.OK() {
 		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
@@ -304,5 +318,64 @@ func TestSimulateFileResultsExactlyOnce(t *testing.T) {
 	}
 	if len(keys) != fi.Terminal || len(lines) != fi.Messages {
 		t.Fatalf("%d lines for %d keys in the file; the run settled %d operations with %d messages", len(lines), len(keys), fi.Terminal, fi.Messages)
+	}
+}
+
+// submissionFaults is a run where most operations are submitted through
+// package submit, a third of them killed between create and bind and a
+// third submitted twice with the same key, on top of every other fault.
+func submissionFaults(seed int64) simulate.Options {
+	o := simulate.Defaults()
+	o.Ops, o.Seed, o.Submit, o.CrashBeforeBind, o.DuplicateSubmit = 200, seed, 0.7, 0.3, 0.3
+	return o
+}
+
+// TestSimulateSubmissionFaults (issue #48): submissions through the real
+// submit path (intent, create at the fake, bind), killed between create and
+// bind or retried with the same key, under lost, duplicated and reordered
+// deliveries. After the grace every operation created has a ledger entry
+// (or, for a video or an interaction nothing could show lrosink, its intent
+// is alerted), every intent is bound or alerted, Gemini saw exactly one
+// create per key, and the bound operation carries the caller's metadata
+// exactly. Each way a crash is recovered happened.
+func TestSimulateSubmissionFaults(t *testing.T) {
+	t.Parallel()
+	rep := run(t, submissionFaults(48), sqliteBackend(t))
+	if !rep.OK() {
+		t.Fatalf("%d violations: %v", rep.ViolationCount, rep.Violations)
+	}
+	s := rep.Submissions
+	if s.Submitted == 0 || s.CrashBeforeBind == 0 || s.Duplicates == 0 || s.RetriesExisting == 0 || s.RetriesRefused == 0 ||
+		s.Creates != int(s.Submitted) || s.MetadataExact != s.Bound {
+		t.Fatalf("submissions %+v: a submission fault did not happen", s)
+	}
+	for _, by := range []string{"submit", "webhook", "reconcile"} {
+		if s.BoundBy[by] == 0 {
+			t.Errorf("no intent bound by %s: %v", by, s.BoundBy)
+		}
+	}
+	if s.UnboundAlerted == 0 || s.IntentAlerts == 0 {
+		t.Errorf("no intent left unbound and alerted (%d, %d alert lines): the alert path was not exercised", s.UnboundAlerted, s.IntentAlerts)
+	}
+}
+
+// TestSimulateCatchesUnboundDelivery: the same run with the delivery bind
+// disabled (the webhook path ignores the intent a delivery names) must
+// fail the new invariant: an operation a delivery showed lrosink is in the
+// ledger while its intent stays unbound.
+func TestSimulateCatchesUnboundDelivery(t *testing.T) {
+	t.Parallel()
+	o := submissionFaults(48)
+	o.PlantedBug = "no-delivery-bind"
+	rep := run(t, o, sqliteBackend(t))
+	if rep.OK() {
+		t.Fatal("the simulator did not notice deliveries that never bind their intent")
+	}
+	found := false
+	for _, v := range rep.Violations {
+		found = found || strings.Contains(v, "unbound at the end though its operation")
+	}
+	if !found {
+		t.Fatalf("violations %q: none says an intent was left unbound though its operation is known", rep.Violations)
 	}
 }

@@ -86,6 +86,13 @@ type faultCounts struct {
 	// succeeded batches with failed requests, failures as error objects,
 	// and deliveries Gemini never made because the webhook was disabled.
 	Incomplete, PartialBatches, ErrorObjects, LostToOutage atomic.Int64
+	// Submissions through package submit (Options.Submit) and their
+	// faults: kills between create and bind, retries with the same key
+	// and what they found; first attempts that created nothing, binds
+	// that failed (the door's injected faults) and retries that failed.
+	Submitted, CrashBeforeBind, DuplicateSubmits              atomic.Int64
+	SubmitErrors, BindErrors, RetriesExisting, RetriesRefused atomic.Int64
+	RetryErrors                                               atomic.Int64
 }
 
 // faults implements ingest.Faults with a rate per crash boundary. While
