@@ -38,6 +38,12 @@ func newSubmitWorld(t *testing.T, bin string) *submitWorld {
 	// polling what the test delivers: every settlement here is a delivery's.
 	w.serve = serve(t, bin, w.dir, []string{"LROSINK_WEBHOOK_SECRETS=" + w.secret, "LROSINK_RESULTS=file:" + w.results,
 		"GEMINI_API_KEY=" + fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL=" + w.gemURL})
+	// serve's first pass runs as it starts, and its adoption lists batches
+	// (grace or not): one that met a batch between its create and its
+	// submitter's bind would bind it first. The next pass is a minute off.
+	waitFor(t, "serve's first reconcile pass", func() bool {
+		return strings.Contains(w.serve.stderr.String(), `"message":"reconcile pass"`)
+	})
 	return w
 }
 
