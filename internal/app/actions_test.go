@@ -67,8 +67,8 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]*)"`)
 // a real Reconcile function over HTTP with its own ID token from the
 // metadata server, whose audience is the Reconcile URL; the Reconcile side
 // (behind a stand-in for Cloud Run's IAM check) does the write. A replay
-// pressed by alice@example.com (her IAM identity, passed on by Google's
-// front end) publishes the message again with a new replay_id and is
+// pressed by alice@example.com (the ID token Cloud Run's IAM check
+// verified and passed on) publishes the message again with a new replay_id and is
 // recorded with her as the actor. Without the Console's identity the IAM
 // check refuses, the console says so (502) and nothing is published.
 func TestConsoleActsThroughReconcile(t *testing.T) {
@@ -126,7 +126,9 @@ func TestConsoleActsThroughReconcile(t *testing.T) {
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		}
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
-		req.Header.Set("X-Goog-Authenticated-User-Email", "accounts.google.com:alice@example.com")
+		// Cloud Run's IAM check let alice's ID token through (the
+		// signature removed, as Cloud Run passes it on).
+		req.Header.Set("Authorization", "Bearer "+idToken(console.URL, "alice@example.com"))
 		resp, err := browser.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -257,5 +259,73 @@ func TestReconcileActionRequests(t *testing.T) {
 	}
 	if status, m := call(""); status != http.StatusOK || m["checked"] == nil {
 		t.Fatalf("an empty body: %d %v, want a pass's summary", status, m)
+	}
+}
+
+// TestRegisterAndReconcileRefuseOtherSites: on a serve with no admin token
+// (loopback, nothing else asked of a caller) a page on another site could
+// post a text/plain body, which needs no preflight, to /Reconcile or
+// /Register. A browser says where a request came from (Sec-Fetch-Site,
+// Origin): such a request is refused 403 cross-origin and changes nothing,
+// while callers that are not browsers (Scheduler, Pub/Sub, the CLI) send
+// neither header and still get through.
+func TestRegisterAndReconcileRefuseOtherSites(t *testing.T) {
+	h := newHintServer(t, nil)
+	h.fake.SetBatch("xs_done", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/xs_done-out"})
+	body := batchEnvelope("batch.succeeded", "batches/xs_done", "")
+	if a := h.post(h.signed("msg_xs", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
+		t.Fatalf("the delivery: %s, want 200 completed", a)
+	}
+	send := func(path, body string, headers map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "text/plain")
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m struct {
+			Reason string `json:"reason"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m.Reason
+	}
+	replay := `{"action":"replay","operation":"batches/xs_done","actor":"ceo@example.com"}`
+	register := `{"name":"batches/xs_new","kind":"batch"}`
+	for _, c := range []struct {
+		path, body string
+		headers    map[string]string
+	}{
+		{"/Reconcile", replay, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}},
+		{"/Reconcile", replay, map[string]string{"Origin": "https://evil.example"}},
+		{"/Register", register, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}},
+		{"/Register", register, map[string]string{"Sec-Fetch-Site": "same-site"}},
+	} {
+		if status, reason := send(c.path, c.body, c.headers); status != http.StatusForbidden || reason != "cross-origin" {
+			t.Errorf("%s from %v: %d %q, want 403 cross-origin", c.path, c.headers, status, reason)
+		}
+	}
+	if n := len(h.messages()); n != 1 {
+		t.Fatalf("%d results messages after the refusals, want the completion's alone", n)
+	}
+	if _, err := h.a.Ledger.GetOperation(t.Context(), docID(t, "batches/xs_new")); err == nil {
+		t.Fatal("a refused registration was stored")
+	}
+	// No browser headers: the Scheduler, a push, the CLI.
+	if status, _ := send("/Reconcile", replay, nil); status != http.StatusOK {
+		t.Fatalf("a replay with no browser headers: %d, want 200", status)
+	}
+	if status, _ := send("/Register", register, nil); status != http.StatusCreated {
+		t.Fatalf("a registration with no browser headers: %d, want 201", status)
+	}
+	if n := len(h.messages()); n != 2 {
+		t.Fatalf("%d results messages, want the completion and its replay", n)
 	}
 }

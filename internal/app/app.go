@@ -428,7 +428,8 @@ func (w webhookLog) Rejected(at time.Time, deliveryID, reason string, status int
 // Register is the Register function's handler; with LROSINK_ADMIN_TOKEN
 // set it requires that bearer token (so does Reconcile).
 func (a *App) Register() http.Handler {
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log, httpapi.Register(a.Door, a.Log, httpapi.WithIntents(a.Intents))))
+	return logging.Middleware(httpapi.SameOrigin(a.Log, httpapi.RequireBearer(a.Config.AdminToken, a.Log,
+		httpapi.Register(a.Door, a.Log, httpapi.WithIntents(a.Intents)))))
 }
 
 // Reconcile is the Reconcile function's handler. A Pub/Sub push of a shard
@@ -441,8 +442,8 @@ func (a *App) Reconcile() http.Handler {
 	if a.Coordinator != nil {
 		opts = append(opts, httpapi.WithCoordinator(a.Coordinator))
 	}
-	return logging.Middleware(httpapi.RequireBearer(a.Config.AdminToken, a.Log,
-		httpapi.Reconcile(a.Reconciler, a.Log, a.Config.ReconcileDeadline, a.stopping, opts...)))
+	return logging.Middleware(httpapi.SameOrigin(a.Log, httpapi.RequireBearer(a.Config.AdminToken, a.Log,
+		httpapi.Reconcile(a.Reconciler, a.Log, a.Config.ReconcileDeadline, a.stopping, opts...))))
 }
 
 // Console is the Console function's handler: the read-only console at

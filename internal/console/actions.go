@@ -160,20 +160,21 @@ func (c *Console) actor(r *http.Request) string {
 	return "local (no LROSINK_ADMIN_TOKEN)"
 }
 
-// iamPrincipal is the caller's identity as Google's front end passed it:
-// IAP's X-Goog-Authenticated-User-Email, or the email of the ID token in
-// Authorization, which Cloud Run's IAM check verified before the request
-// reached the container (which is why it is read here unverified, and only
-// with TrustIAM). "" when neither names one.
+// iamPrincipal is the caller's identity as Cloud Run's IAM check saw it:
+// the email of the ID token it verified before the request reached the
+// container (which is why it is read here unverified, and only with
+// TrustIAM). Cloud Run checks X-Serverless-Authorization when a request
+// carries it and then passes Authorization through untouched, so that
+// header is read first: a forged token beside a real one names nobody.
+// IAP's X-Goog-Authenticated-User-Email is never read: no IAP stands in
+// front of the Console, so a client could set it. "" when no token names
+// one.
 func iamPrincipal(r *http.Request) string {
-	if v := r.Header.Get("X-Goog-Authenticated-User-Email"); v != "" {
-		_, email, found := strings.Cut(v, ":")
-		if !found {
-			email = v
-		}
-		return truncate(email, 128)
+	h := r.Header.Get("X-Serverless-Authorization")
+	if h == "" {
+		h = r.Header.Get("Authorization")
 	}
-	tok, ok := admintoken.Bearer(r.Header.Get("Authorization"))
+	tok, ok := admintoken.Bearer(h)
 	if !ok {
 		return ""
 	}

@@ -189,18 +189,31 @@ func TestActionsActor(t *testing.T) {
 		t.Fatal("no form cookie")
 		return nil
 	}
-	payload := base64.RawURLEncoding.EncodeToString([]byte(`{"email":"bob@example.com","aud":"x"}`))
-	for _, c := range []struct{ hdr, value, want string }{
-		{"Authorization", "Bearer e30." + payload + ".SIGNATURE_REMOVED_BY_GOOGLE", "bob@example.com"},
-		{"X-Goog-Authenticated-User-Email", "accounts.google.com:carol@example.com", "carol@example.com"},
+	idTok := func(email string) string {
+		payload := base64.RawURLEncoding.EncodeToString([]byte(`{"email":"` + email + `","aud":"x"}`))
+		return "Bearer e30." + payload + ".SIGNATURE_REMOVED_BY_GOOGLE"
+	}
+	for _, c := range []struct {
+		what    string
+		headers map[string]string
+		want    string
+	}{
+		{"the token IAM checked", map[string]string{"Authorization": idTok("bob@example.com")}, "bob@example.com"},
+		// Cloud Run checks X-Serverless-Authorization when it is there and
+		// passes Authorization on as sent: that one names nobody.
+		{"a forged Authorization beside X-Serverless-Authorization", map[string]string{
+			"X-Serverless-Authorization": idTok("dave@example.com"), "Authorization": idTok("mallory@example.com")}, "dave@example.com"},
+		// No IAP stands in front of the Console: its header is the client's.
+		{"IAP's header, set by the client", map[string]string{
+			"X-Goog-Authenticated-User-Email": "accounts.google.com:carol@example.com"}, "IAM (no identity in the request)"},
 	} {
 		form := get()
-		if status, _, _ := postAction(t, iam.URL, form.Value, []*http.Cookie{form}, map[string]string{c.hdr: c.value}); status != http.StatusSeeOther {
-			t.Fatalf("%s: %d, want 303", c.hdr, status)
+		if status, _, _ := postAction(t, iam.URL, form.Value, []*http.Cookie{form}, c.headers); status != http.StatusSeeOther {
+			t.Fatalf("%s: %d, want 303", c.what, status)
 		}
 		log, err := s2.ListDeliveries(t.Context(), act1ID)
 		if err != nil || len(log) == 0 || log[0].Actor != c.want {
-			t.Fatalf("%s: delivery log %+v, %v; want the actor %s", c.hdr, log, err, c.want)
+			t.Fatalf("%s: delivery log %+v, %v; want the actor %s", c.what, log, err, c.want)
 		}
 	}
 }

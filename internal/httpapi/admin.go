@@ -40,3 +40,23 @@ func RequireBearer(token string, log *slog.Logger, h http.Handler) http.Handler 
 		reply(w, status, a)
 	})
 }
+
+// SameOrigin refuses (403 cross-origin) a request a browser sent from
+// another site: one whose Sec-Fetch-Site is cross-site or same-site, or,
+// from a browser that sends no Sec-Fetch-Site, whose Origin is not the
+// request's host (net/http's CrossOriginProtection). Register and
+// Reconcile change the ledger, and a loopback serve without an admin token
+// asks nothing else of a caller: without this, any page the developer
+// opens could post a text/plain body (no preflight) that records or
+// replays. Callers that are not browsers (Cloud Scheduler, Pub/Sub push,
+// the CLI, curl) send neither header and pass.
+func SameOrigin(log *slog.Logger, h http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status, a := answerOf(kindCrossOrigin, "", "")
+		log.WarnContext(r.Context(), "cross-origin request refused", "status", status, "reason", a.Reason,
+			"path", truncate(r.URL.Path, 128))
+		reply(w, status, a)
+	}))
+	return cop.Handler(h)
+}

@@ -69,6 +69,8 @@ const (
 	kindStopping          kind = "stopping"
 	kindMissingToken      kind = "missing-token"
 	kindInvalidToken      kind = "invalid-token"
+	// A browser's POST from another site (SameOrigin).
+	kindCrossOrigin kind = "cross-origin"
 	// A /Reconcile push whose envelope or shard request does not parse.
 	kindBadShardRequest kind = "bad-shard-request"
 	// A check now whose fetch failed for good, or whose answer the door
@@ -93,6 +95,7 @@ var answers = map[kind]answerSpec{
 	kindMethodNotAllowed: {http.StatusMethodNotAllowed, "rejected"},
 	kindMissingToken:     {http.StatusUnauthorized, "rejected"},
 	kindInvalidToken:     {http.StatusUnauthorized, "rejected"},
+	kindCrossOrigin:      {http.StatusForbidden, "rejected"},
 
 	// Verification (webhook.Error): every failure refuses the delivery,
 	// except that a JWKS that could not be fetched leaves it unchecked

@@ -251,6 +251,7 @@ func TestEveryJSONAnswer(t *testing.T) {
 		{"admin token missing", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, nil), 401, shapeAnswer},
 		{"admin token wrong", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, bearer("wrong-token-0123456789")), 401, shapeAnswer},
 		{"admin token right", httpapi.RequireBearer(token, log, register), post(`{"name":"batches/reply-a"}`, bearer(token)), 201, shapeAnswer},
+		{"another site's browser", httpapi.SameOrigin(log, register), post(`{"name":"batches/reply-x"}`, http.Header{"Sec-Fetch-Site": {"cross-site"}}), 403, shapeAnswer},
 		{"healthz", httpapi.Healthz(), get, 200, shapeHealth},
 	} {
 		w := httptest.NewRecorder()
