@@ -163,6 +163,15 @@ func NewRunner(cfg Config) (*Runner, error) {
 // MaxActor bounds the actor a request names.
 const MaxActor = 256
 
+// Deadline bounds an action where it is carried out (the Reconcile
+// function's action requests); CallTimeout, what its caller waits, is
+// longer, so a caller always gets the outcome rather than a timeout after
+// which a replay it cannot see may still have been published.
+const (
+	Deadline    = 45 * time.Second
+	CallTimeout = Deadline + 15*time.Second
+)
+
 // flushTimeout bounds the wait for the action's log entry.
 const flushTimeout = 5 * time.Second
 

@@ -329,3 +329,77 @@ func TestRegisterAndReconcileRefuseOtherSites(t *testing.T) {
 		t.Fatalf("%d results messages, want the completion and its replay", n)
 	}
 }
+
+// TestConsoleActionFollowsNoRedirect: the Console's ID token goes to the
+// Reconcile URL alone. A Reconcile URL that answers with a redirect is no
+// answer (the page says the outcome is unknown), and the host it points at
+// never sees the token.
+func TestConsoleActionFollowsNoRedirect(t *testing.T) {
+	var asked atomic.Int64
+	md := fakeMetadata(t, "lrosink-console@p.iam.gserviceaccount.com", &asked)
+	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(md.URL, "http://"))
+	h := newHintServer(t, nil)
+	h.fake.SetBatch("rd1", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/rd1-out"})
+	body := batchEnvelope("batch.succeeded", "batches/rd1", "")
+	if a := h.post(h.signed("msg_rd1", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
+		t.Fatalf("the delivery: %s, want 200 completed", a)
+	}
+	var leaked atomic.Bool
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			leaked.Store(true)
+		}
+		h.a.Reconcile().ServeHTTP(w, r)
+	}))
+	t.Cleanup(elsewhere.Close)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	consoleApp := newApp(t, testConfig(t, "", func(c *config.Config) {
+		c.Store, c.ReconcileURL = h.a.Config.Store, redirector.URL
+	}), nil, io.Discard, h.clk.Now)
+	ui, err := consoleApp.Console(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := httptest.NewServer(ui)
+	t.Cleanup(console.Close)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := browser.Get(console.URL + "/ui/operations/batches/rd1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := csrfField.FindStringSubmatch(string(page))
+	if m == nil {
+		t.Fatalf("operation page %d has no form token", resp.StatusCode)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, console.URL+"/ui/actions",
+		strings.NewReader(url.Values{"action": {"replay"}, "operation": {"batches/rd1"}, "csrf": {m[1]}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err = browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(page), "outcome is unknown") {
+		t.Fatalf("an action whose Reconcile URL redirects: %d, want 502 saying the outcome is unknown:\n%s", resp.StatusCode, page)
+	}
+	if leaked.Load() {
+		t.Fatal("the Console's ID token followed the redirect to another host")
+	}
+	if n := len(h.messages()); n != 1 {
+		t.Fatalf("%d results messages, want the completion's alone", n)
+	}
+}

@@ -478,8 +478,11 @@ func (a *App) Console(passesHere bool) (http.Handler, error) {
 	case a.Config.ReconcileURL != "":
 		// The Console service on Cloud Run: read-only on the ledger, it
 		// asks the Reconcile service, as itself (run.invoker there).
-		cfg.Actions = action.HTTP(a.Config.ReconcileURL, &http.Client{Timeout: actionTimeout,
-			Transport: action.IDTokenTransport(a.Config.ReconcileURL, a.idTokens, a.actionTransport)})
+		cfg.Actions = action.HTTP(a.Config.ReconcileURL, &http.Client{Timeout: action.CallTimeout,
+			// The ID token goes to the Reconcile URL alone, never where a
+			// redirect points.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			Transport:     action.IDTokenTransport(a.Config.ReconcileURL, a.idTokens, a.actionTransport)})
 		cfg.TrustIAM = true
 	default:
 		// The Console alone with nowhere to send them: no actions.
@@ -491,10 +494,6 @@ func (a *App) Console(passesHere bool) (http.Handler, error) {
 	}
 	return logging.Middleware(h), nil
 }
-
-// actionTimeout bounds the Console's call of an action on the Reconcile
-// service: a check now waits on Gemini (its retries included).
-const actionTimeout = 60 * time.Second
 
 // MetricsHandler is GET /metrics. With LROSINK_ADMIN_TOKEN set it needs
 // `Authorization: Bearer <token>` like the other administrative routes (a

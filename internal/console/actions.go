@@ -220,9 +220,14 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	}
 	// Not cut by the browser going away: a replay must not stop between
 	// its publish and its record.
-	res, err := c.cfg.Actions.Do(context.WithoutCancel(r.Context()), req)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), action.CallTimeout)
+	defer cancel()
+	res, err := c.cfg.Actions.Do(ctx, req)
 	if err != nil {
-		c.fail(w, r, http.StatusBadGateway, "The action could not be carried out: the Reconcile function did not answer (see the logs).", err)
+		// The request may have reached the Reconcile function and done its
+		// work: pressing again could replay twice.
+		c.fail(w, r, http.StatusBadGateway, "The action's outcome is unknown: the Reconcile function did not answer. "+
+			"Look at the operation's timeline before you try again (and at the logs).", err)
 		return
 	}
 	if res.Reason == action.ReasonUnknownOperation {

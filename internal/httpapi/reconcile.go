@@ -92,8 +92,12 @@ func serveAction(w http.ResponseWriter, r *http.Request, d action.Doer, log *slo
 		return
 	}
 	// The action's own context: an operator who closes the page does not
-	// cut a replay between its publish and its record.
-	res, err := d.Do(context.WithoutCancel(r.Context()), req)
+	// cut a replay between its publish and its record. Its deadline comes
+	// before the caller's (action.CallTimeout), which so always hears how
+	// it ended.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), action.Deadline)
+	defer cancel()
+	res, err := d.Do(ctx, req)
 	if err != nil {
 		log.ErrorContext(r.Context(), "reconcile: action failed", "error", err.Error())
 		res = action.Result{Action: req.Action, Outcome: action.OutcomeError, Reason: action.ReasonLedgerUnavailable}
