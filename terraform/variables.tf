@@ -255,7 +255,7 @@ variable "max_instances" {
 }
 
 variable "private_ingress" {
-  description = "Ingress of the Reconcile, Register and Console services, which are protected by IAM (run.invoker) either way. INGRESS_TRAFFIC_ALL lets submitters outside Google Cloud call Register; INGRESS_TRAFFIC_INTERNAL_ONLY / _INTERNAL_LOAD_BALANCER also close the network path."
+  description = "Ingress of the Reconcile, Register and Console services, which are protected by IAM (run.invoker) either way. INGRESS_TRAFFIC_ALL lets submitters outside Google Cloud call Register; INGRESS_TRAFFIC_INTERNAL_ONLY / _INTERNAL_LOAD_BALANCER also close the network path, and then the console's actions, which the Console service sends to Reconcile's run.app URL without VPC egress (none is configured here), are refused at Reconcile's ingress: the console says their outcome is unknown."
   type        = string
   default     = "INGRESS_TRAFFIC_ALL"
 
