@@ -129,17 +129,23 @@ func TestPassSaysWhatItCounted(t *testing.T) {
 	}
 }
 
-// stallingWrites is a ledger whose writes, while armed, answer only when
-// their context ends: a store slower than what is left of the pass.
+// stallingWrites is a ledger whose writes, while armed, end the pass (the
+// pass's deadline coming as the write starts) and fail: a store slower
+// than what is left of the pass, with no timer to race.
 type stallingWrites struct {
 	ledger.Ledger
-	armed *atomic.Bool
+	armed  *atomic.Bool
+	cancel *atomic.Pointer[context.CancelFunc]
+	cut    *atomic.Int64
 }
 
 func (l stallingWrites) Apply(ctx context.Context, ws ...ledger.Write) ([]ledger.Revision, error) {
 	if l.armed.Load() {
-		<-ctx.Done()
-		return nil, ctx.Err()
+		// The door writes under a context of its own (detached, with its
+		// own bound): the write fails as the pass ends, whatever it got.
+		l.cut.Add(1)
+		(*l.cancel.Load())()
+		return nil, fmt.Errorf("stalled until the pass ended: %w", context.DeadlineExceeded)
 	}
 	return l.Ledger.Apply(ctx, ws...)
 }
@@ -151,7 +157,7 @@ func (l stallingWrites) Apply(ctx context.Context, ws ...ledger.Write) ([]ledger
 func TestCheckWhoseWriteTheDeadlineCutIsNoCheck(t *testing.T) {
 	t.Parallel()
 	armed := &atomic.Bool{}
-	s := stallingWrites{testutil.MemLedger(t), armed}
+	s := stallingWrites{Ledger: testutil.MemLedger(t), armed: armed, cancel: &atomic.Pointer[context.CancelFunc]{}, cut: &atomic.Int64{}}
 	fake := fakegemini.New()
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
@@ -169,11 +175,17 @@ func TestCheckWhoseWriteTheDeadlineCutIsNoCheck(t *testing.T) {
 	fake.SetBatch("cutwrite", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
 	mustRegister(t, door, "batches/cutwrite")
 	clk.Advance(2 * time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
+	s.cancel.Store(&cancel)
 	armed.Store(true)
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	first, _ := rec.Pass(ctx)
 	cancel()
 	armed.Store(false)
+	// The check fetched the operation and then met the cut write.
+	if s.cut.Load() == 0 || fake.Calls("/v1beta/batches/cutwrite") != 1 {
+		t.Fatalf("first pass: %d cut writes, %d GETs of the batch: want its check to fetch it and meet the cut write",
+			s.cut.Load(), fake.Calls("/v1beta/batches/cutwrite"))
+	}
 	if first.Checked != 0 || first.StillPending != 0 {
 		t.Fatalf("first pass %+v: a check whose write the deadline cut counted", first)
 	}
