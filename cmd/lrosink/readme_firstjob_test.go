@@ -2,15 +2,14 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,22 +51,22 @@ func readmeSection(t *testing.T, heading string) []string {
 	return cmds
 }
 
-// TestReadmeFirstRealJob (issue #48): the README's first-real-job commands,
-// run verbatim in a directory holding examples/ (only `lrosink` is the
-// binary built here), against the fake Gemini through the real genai SDK.
-// The environment gives what the README assumes (GEMINI_API_KEY) plus the
-// fake's URL, a free PORT, and short LROSINK_RECONCILE_EVERY and
-// LROSINK_GRACE so the test need not wait minutes. serve starts in the
-// background, submit creates the batch and says completion comes by
-// polling (the fake has no webhook), the fake finishes the job, and serve's
-// polling settles it: tail -f shows exactly one results line, with the
-// operation and the metadata given, and it stays one line over the passes
-// that follow.
+// TestReadmeFirstRealJob (issue #48): the README's first-real-job block,
+// run verbatim as one sh script in a directory holding examples/ (only
+// `lrosink` at a line's start becomes the binary built here), against the
+// fake Gemini through the real genai SDK. The environment gives what the
+// README assumes (GEMINI_API_KEY) plus the fake's URL, a free PORT, and
+// short LROSINK_RECONCILE_EVERY and LROSINK_GRACE so the test need not wait
+// minutes. serve starts in the background, the script waits for it, submit
+// creates the batch and says completion comes by polling (the fake has no
+// webhook), the fake finishes the job, and serve's polling settles it:
+// tail -f shows exactly one results line, with the operation and the
+// metadata given, and it stays one line over the passes that follow.
 func TestReadmeFirstRealJob(t *testing.T) {
 	cmds := readmeSection(t, firstJobHeading)
-	if len(cmds) != 3 || !strings.HasSuffix(cmds[0], "&") || !strings.HasPrefix(cmds[1], "lrosink submit batch ") ||
-		!strings.HasPrefix(cmds[2], "tail -f ") {
-		t.Fatalf("the README's block changed shape (a background serve, a submit batch, a tail -f); adapt this test: %q", cmds)
+	if len(cmds) != 4 || !strings.HasSuffix(cmds[0], "&") || !strings.HasPrefix(cmds[1], "until curl ") ||
+		!strings.HasPrefix(cmds[2], "lrosink submit batch ") || !strings.HasPrefix(cmds[3], "tail -f ") {
+		t.Fatalf("the README's block changed shape (a background serve, a wait, a submit batch, a tail -f); adapt this test: %q", cmds)
 	}
 	bin := build(t, "")
 	dir := t.TempDir()
@@ -85,70 +84,59 @@ func TestReadmeFirstRealJob(t *testing.T) {
 	gemURL := fake.Start(t).URL
 	addr := freeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
-	env := childEnv("GEMINI_API_KEY="+fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL="+gemURL, "PORT="+port,
+	binWord := regexp.MustCompile(`(?m)^lrosink\b`)
+	script := binWord.ReplaceAllLiteralString(strings.Join(cmds, "\n")+"\n", bin)
+	sh := exec.Command("sh", "-c", script)
+	sh.Dir = dir
+	sh.Env = childEnv("GEMINI_API_KEY="+fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL="+gemURL, "PORT="+port,
 		"LROSINK_RECONCILE_EVERY=1s", "LROSINK_GRACE=1s")
-	binWord := regexp.MustCompile(`^lrosink\b`)
-	shell := func(prefix, cmd string) *exec.Cmd {
-		c := exec.Command("sh", "-c", prefix+binWord.ReplaceAllLiteralString(cmd, bin))
-		c.Dir, c.Env = dir, env
-		return c
+	// Its own process group: the test's end stops serve and tail -f too.
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	lines := make(chan string, 64)
+	var stderr syncBuffer
+	sh.Stdout, sh.Stderr = &lineWriter{lines: lines}, &stderr
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
 	}
-	// background starts cmd and returns a channel closed when it exits.
-	background := func(cmd string, stdout *lineWriter) <-chan struct{} {
-		// exec: the shell becomes the command, so the test's kill stops it.
-		c := shell("exec ", cmd)
-		if stdout != nil {
-			c.Stdout = stdout
-		}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = c.Wait(); close(exited) }()
-		t.Cleanup(func() { _ = c.Process.Kill(); <-exited })
-		return exited
-	}
+	exited := make(chan struct{})
+	go func() { _ = sh.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = syscall.Kill(-sh.Process.Pid, syscall.SIGKILL); <-exited })
 	logText := func() string { b, _ := os.ReadFile(filepath.Join(dir, "lrosink.log")); return string(b) }
 	defer func() {
 		if t.Failed() {
-			t.Logf("lrosink.log:\n%s", logText())
+			t.Logf("script stderr:\n%s\nlrosink.log:\n%s", stderr.String(), logText())
 		}
 	}()
-
-	// 1. serve, in the background; as a person would, wait until it answers.
-	served := background(strings.TrimSuffix(strings.TrimSpace(cmds[0]), "&"), nil)
-	waitFor(t, "serve's /healthz", func() bool {
+	next := func(what string) string {
+		t.Helper()
 		select {
-		case <-served:
-			t.Fatalf("%s exited", cmds[0])
-		default:
+		case l := <-lines:
+			return l
+		case <-exited:
+			t.Fatalf("the script ended before %s", what)
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("no %s within 2 minutes", what)
 		}
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
-
-	// 2. submit, in the foreground.
-	var out, errb bytes.Buffer
-	sub := shell("", cmds[1])
-	sub.Stdout, sub.Stderr = &out, &errb
-	if err := sub.Run(); err != nil {
-		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", cmds[1], err, out.String(), errb.String())
+		return ""
 	}
-	op := regexp.MustCompile(`(?m)^operation\s+(batches/\S+)$`).FindStringSubmatch(out.String())
-	if op == nil || !regexp.MustCompile(`(?m)^completion\s+polling: `).MatchString(out.String()) {
-		t.Fatalf("submit's output names no batch or does not say completion comes by polling:\n%s", out.String())
+
+	// submit's output, then the results line tail -f shows.
+	opLine, pollLine := regexp.MustCompile(`^operation\s+(batches/\S+)$`), regexp.MustCompile(`^completion\s+polling: `)
+	var op string
+	for polling := false; op == "" || !polling; {
+		l := next("submit's output")
+		if m := opLine.FindStringSubmatch(l); m != nil {
+			op = m[1]
+		}
+		polling = polling || pollLine.MatchString(l)
+		if strings.HasPrefix(l, "{") {
+			t.Fatalf("a results line %s before submit said its operation and that completion comes by polling", l)
+		}
 	}
 	if n := fake.Creates(fakegemini.KindBatch); n != 1 {
 		t.Fatalf("%d batch creates, want 1", n)
 	}
-
-	// 3. tail -f, watching; then Gemini finishes the job.
-	lines := make(chan string, 16)
-	background(cmds[2], &lineWriter{lines: lines})
-	id := strings.TrimPrefix(op[1], "batches/")
+	id := strings.TrimPrefix(op, "batches/")
 	st, ok := fake.Batch(id)
 	if !ok || st.InputRequests != 2 {
 		t.Fatalf("the fake holds %+v for %s: want the example's two requests, inline", st, id)
@@ -158,11 +146,9 @@ func TestReadmeFirstRealJob(t *testing.T) {
 	st.Stats = &fakegemini.BatchStats{RequestCount: "2", SuccessfulRequestCount: "2"}
 	fake.SetBatch(id, st)
 
-	var line string
-	select {
-	case line = <-lines:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("no results line reached tail -f: serve's polling did not settle the batch")
+	line := next("results line")
+	for !strings.HasPrefix(line, "{") { // the rest of submit's output
+		line = next("results line")
 	}
 	var m struct {
 		Operation    string          `json:"operation"`
@@ -174,9 +160,9 @@ func TestReadmeFirstRealJob(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &m); err != nil {
 		t.Fatalf("tail -f showed %q: %v", line, err)
 	}
-	if m.Operation != op[1] || m.State != "SUCCEEDED" || m.SettledBy != "reconcile" || string(m.UserMetadata) != `{"job":"first"}` ||
+	if m.Operation != op || m.State != "SUCCEEDED" || m.SettledBy != "reconcile" || string(m.UserMetadata) != `{"job":"first"}` ||
 		m.Output["batch_stats"] == nil || m.Output["responses_file"] == nil {
-		t.Fatalf("results line %s: want %s SUCCEEDED, settled by reconcile, with responses_file, batch_stats and user_metadata {\"job\":\"first\"}", line, op[1])
+		t.Fatalf("results line %s: want %s SUCCEEDED, settled by reconcile, with responses_file, batch_stats and user_metadata {\"job\":\"first\"}", line, op)
 	}
 	// Exactly one line: two more passes go by, and the file still holds one.
 	passes := strings.Count(logText(), `"message":"reconcile pass"`)
@@ -194,7 +180,7 @@ func TestReadmeFirstRealJob(t *testing.T) {
 	}
 	select {
 	case extra := <-lines:
-		t.Fatalf("tail -f showed a second line: %s", extra)
+		t.Fatalf("the script printed more after the results line: %s", extra)
 	default:
 	}
 }

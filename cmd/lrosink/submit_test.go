@@ -37,10 +37,11 @@ func newSubmitWorld(t *testing.T, bin string) *submitWorld {
 	// LROSINK_GRACE's default (90 s) keeps the reconcile passes from
 	// polling what the test delivers: every settlement here is a delivery's.
 	w.serve = serve(t, bin, w.dir, []string{"LROSINK_WEBHOOK_SECRETS=" + w.secret, "LROSINK_RESULTS=file:" + w.results,
-		"GEMINI_API_KEY=" + fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL=" + w.gemURL})
+		"GEMINI_API_KEY=" + fakegemini.DefaultAPIKey, "GOOGLE_GEMINI_BASE_URL=" + w.gemURL, "LROSINK_RECONCILE_EVERY=24h"})
 	// serve's first pass runs as it starts, and its adoption lists batches
 	// (grace or not): one that met a batch between its create and its
-	// submitter's bind would bind it first. The next pass is a minute off.
+	// submitter's bind would bind it first. The next is a day off: the
+	// tests ask for the passes they mean (POST /Reconcile).
 	waitFor(t, "serve's first reconcile pass", func() bool {
 		return strings.Contains(w.serve.stderr.String(), `"message":"reconcile pass"`)
 	})
