@@ -414,6 +414,7 @@ func mergeResults(rs []benchResult, lats []benchSamples) *benchResult {
 		m.RacedRepeats += r.RacedRepeats
 		m.Seconds += r.Seconds
 		m.Failed += r.Failed
+		m.Unsent += r.Unsent
 		for k, n := range r.Status {
 			m.Status[k] += n
 		}
@@ -500,7 +501,11 @@ type benchResult struct {
 	Status      map[string]int `json:"status"`   // "200": n; "error": transport errors
 	Outcomes    map[string]int `json:"outcomes"` // the answers' outcome field
 	Failed      int            `json:"failed"`   // no 2xx answer
-	FirstError  string         `json:"first_error,omitempty"`
+	// Unsent (open loop) were due before the deadline but not sent by the
+	// drain's end (--duration plus the request timeout): not Deliveries,
+	// but in the latency figures, waiting until the end.
+	Unsent     int    `json:"unsent,omitempty"`
+	FirstError string `json:"first_error,omitempty"`
 	// prefixes are the loads' id prefixes (bench_RUN_).
 	prefixes []string
 }
@@ -561,6 +566,9 @@ func (r benchReport) write(w io.Writer) {
 			rate = fmt.Sprintf("%.0f/s achieved of %.0f/s scheduled (open loop)", res.Rate, res.RateTarget)
 		}
 		fmt.Fprintf(w, "  deliveries   %d sent in %.1fs: %s\n", res.Deliveries, res.Seconds, rate)
+		if res.Unsent > 0 {
+			fmt.Fprintf(w, "  unsent       %d were due before the deadline but not sent within the request timeout after it (in the latency figures, waiting until the end)\n", res.Unsent)
+		}
 		fmt.Fprintf(w, "  operations   %d distinct (%d deliveries repeated an earlier id, as redeliveries do)\n", res.Operations, res.Repeats)
 		if res.Target != "bare" {
 			msgs := ""
@@ -618,7 +626,8 @@ func counts(m map[string]int) string {
 // counters on the hot path but the slot counters).
 type benchSender struct {
 	lat, svc  []time.Duration
-	completed []int64 // the ids (their number k) answered "completed"
+	unsent    []time.Time // open loop: the due times of slots not sent by the drain's end
+	completed []int64     // the ids (their number k) answered "completed"
 	status    map[string]int
 	outcomes  map[string]int
 	failed    int
@@ -637,8 +646,13 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 	if err != nil {
 		return benchResult{}, benchSamples{}, fmt.Errorf("encode the event type: %w", err)
 	}
-	// New deliveries stop at the deadline; those in flight finish (within
-	// the request timeout), so every id counted was sent and answered.
+	// Closed loop: new deliveries stop at the deadline; those in flight
+	// finish (within the request timeout), so every id counted was sent
+	// and answered. Open loop: the schedule ends at the deadline, not the
+	// sends: every slot due before it is sent when a sender is free, even
+	// after the deadline, or a stall at the end would hide its backlog
+	// (coordinated omission). The drain is bounded by the request timeout;
+	// a slot still unsent then counts as unsent, its latency up to the end.
 	stopCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
 	tr := &http.Transport{MaxIdleConns: cfg.concurrency, MaxIdleConnsPerHost: cfg.concurrency, IdleConnTimeout: 30 * time.Second}
@@ -649,11 +663,12 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 	senders := make([]benchSender, cfg.concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
+	drainEnd := start.Add(cfg.duration + benchRequestTimeout)
 	for s := range senders {
 		snd := &senders[s]
 		snd.status, snd.outcomes = map[string]int{}, map[string]int{}
 		wg.Go(func() {
-			for stopCtx.Err() == nil {
+			for cfg.rate > 0 || stopCtx.Err() == nil {
 				i := slot.Add(1) - 1
 				if cfg.requests > 0 && i >= int64(cfg.requests) {
 					return
@@ -663,8 +678,16 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 				// so a stall shows in every delivery it held back.
 				var due time.Time
 				if cfg.rate > 0 {
-					due = start.Add(time.Duration(float64(i) / cfg.rate * float64(time.Second)))
-					if !sleepUntil(stopCtx, due) {
+					offset := time.Duration(float64(i) / cfg.rate * float64(time.Second))
+					if offset >= cfg.duration {
+						return // the schedule's end
+					}
+					due = start.Add(offset)
+					if time.Now().After(drainEnd) {
+						snd.unsent = append(snd.unsent, due)
+						continue
+					}
+					if !sleepUntil(ctx, due) {
 						return
 					}
 				}
@@ -699,6 +722,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 	for _, s := range senders {
 		samples.lat = append(samples.lat, s.lat...)
 		samples.svc = append(samples.svc, s.svc...)
+		res.Unsent += len(s.unsent)
 		for _, k := range s.completed {
 			completed[k] = true
 		}
@@ -713,7 +737,15 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 			res.FirstError = s.firstErr
 		}
 	}
-	res.Deliveries = len(samples.lat)
+	res.Deliveries = len(samples.svc)
+	// An unsent due slot waited until the end: it counts in the latency
+	// figures (never in the service time: it was never sent).
+	end := start.Add(elapsed)
+	for _, s := range senders {
+		for _, due := range s.unsent {
+			samples.lat = append(samples.lat, end.Sub(due))
+		}
+	}
 	res.Operations, res.Repeats = res.DistinctIDs, res.Deliveries-res.DistinctIDs
 	res.Completions = len(completed)
 	res.RacedRepeats = res.Outcomes["completed"] - res.Completions
