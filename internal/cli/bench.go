@@ -311,7 +311,7 @@ func namePrefixes(eventType string, idPrefixes []string) []string {
 
 // cleanupHint says how to remove what a --url run left in the target's
 // ledger. There is no delete command: the settled operations go with
-// LROSINK_RETENTION, or by hand on SQLite.
+// LROSINK_RETENTION when it is set (unset keeps them), or by hand on SQLite.
 func cleanupHint(prefixes []string) string {
 	if len(prefixes) == 0 {
 		return ""
@@ -323,7 +323,7 @@ func cleanupHint(prefixes []string) string {
 		ops = append(ops, fmt.Sprintf(lit, "name"))
 		claims = append(claims, fmt.Sprintf(lit, "operation"))
 	}
-	return "they are settled operations like any other: LROSINK_RETENTION (at least 7d) deletes them in time; " +
+	return "they are settled operations like any other: if LROSINK_RETENTION is set, it deletes them in time (unset, the ledger keeps them for ever); " +
 		"on a SQLite ledger, now, with the target's serve stopped: sqlite3 LEDGER.db \"DELETE FROM operations WHERE " +
 		strings.Join(ops, " OR ") + "; DELETE FROM claims WHERE " + strings.Join(claims, " OR ") + "\"; " +
 		"their results messages went to the target's results sink: its consumers should ignore these names"
@@ -604,8 +604,21 @@ func (r benchReport) write(w io.Writer) {
 		fmt.Fprintf(w, "ratio target/bare %.3f (%.1f %% of the same-run ceiling)\n", *r.Ratio, *r.Ratio*100)
 	}
 	if len(r.NamePrefixes) > 0 {
-		fmt.Fprintf(w, "\nThis run's operations went to the target's ledger: their names start with %s\n", strings.Join(r.NamePrefixes, ", "))
-		fmt.Fprintf(w, "To remove them: %s\n", r.Cleanup)
+		// Only a 2xx answer says the target took the delivery: a run
+		// that was refused throughout left nothing known there.
+		names := strings.Join(r.NamePrefixes, ", ")
+		switch answered := r.Target.Deliveries - r.Target.Failed; {
+		case answered <= 0:
+			fmt.Fprintf(w, "\nNo delivery was answered 2xx: none of this run's operations is known to have reached the target's ledger (their names would start with %s)\n", names)
+			fmt.Fprintf(w, "Should any have: %s\n", r.Cleanup)
+		case r.Target.Failed > 0:
+			fmt.Fprintf(w, "\nThe operations of this run's %d deliveries answered 2xx went to the target's ledger (not those of the %d that failed): their names start with %s\n",
+				answered, r.Target.Failed, names)
+			fmt.Fprintf(w, "To remove them: %s\n", r.Cleanup)
+		default:
+			fmt.Fprintf(w, "\nThis run's operations went to the target's ledger: their names start with %s\n", names)
+			fmt.Fprintf(w, "To remove them: %s\n", r.Cleanup)
+		}
 	}
 }
 

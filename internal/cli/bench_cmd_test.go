@@ -89,6 +89,14 @@ func TestBenchAgainstServe(t *testing.T) {
 	if tg.P50ms <= 0 || tg.P99ms < tg.P50ms || tg.MaxMs < tg.P99ms {
 		t.Errorf("latencies p50 %v p99 %v max %v", tg.P50ms, tg.P99ms, tg.MaxMs)
 	}
+	// The text report says it too, while serve still answers (5
+	// deliveries, 4 operations under their own prefix).
+	r = run(t, map[string]string{"LROSINK_WEBHOOK_SECRETS": secret}, "bench", "--url", s.base+"/Webhook", "--requests", "5", "--concurrency", "1",
+		"--id-prefix", "text_")
+	if r.code != command.ExitOK || !strings.Contains(r.stdout, "This run's operations went to the target's ledger: their names start with batches/text_") ||
+		!strings.Contains(r.stdout, "To remove them: ") {
+		t.Errorf("--url report does not name the prefix: exit %d\n%s", r.code, r.stdout)
+	}
 	if code := s.stop(); code != command.ExitOK {
 		t.Fatalf("serve exit %d", code)
 	}
@@ -98,22 +106,24 @@ func TestBenchAgainstServe(t *testing.T) {
 	}
 	lines := resultLines(t, string(raw))
 	ops := map[string]int{}
+	textOps := 0
 	for _, l := range lines {
+		if strings.HasPrefix(l.Operation, "batches/text_") {
+			textOps++
+			continue
+		}
 		ops[l.Operation]++
 	}
-	if len(lines) != n-repeats || len(ops) != n-repeats {
-		t.Fatalf("results file: %d lines for %d operations, want one line for each of %d distinct ids", len(lines), len(ops), n-repeats)
+	if textOps != 4 {
+		t.Errorf("results file: %d lines for the text run's 4 operations", textOps)
+	}
+	if len(lines)-textOps != n-repeats || len(ops) != n-repeats {
+		t.Fatalf("results file: %d lines for %d operations, want one line for each of %d distinct ids", len(lines)-textOps, len(ops), n-repeats)
 	}
 	for op := range ops {
 		if !strings.HasPrefix(op, rep.NamePrefixes[0]) {
 			t.Fatalf("results for %q, want only names starting with the prefix the report named, %q", op, rep.NamePrefixes[0])
 		}
-	}
-	// The text report says it too.
-	r = run(t, map[string]string{"LROSINK_WEBHOOK_SECRETS": secret}, "bench", "--url", s.base+"/Webhook", "--requests", "5", "--concurrency", "1")
-	if !strings.Contains(r.stdout, "This run's operations went to the target's ledger: their names start with batches/bench_") ||
-		!strings.Contains(r.stdout, "To remove them: ") {
-		t.Errorf("--url report does not name the prefix:\n%s", r.stdout)
 	}
 }
 
@@ -464,5 +474,51 @@ func TestBenchOpenLoopStallAtTheEnd(t *testing.T) {
 	}
 	if tg.P99ms < 150 {
 		t.Errorf("open-loop p99 %.1f ms: the 200 ms stall at the end does not show", tg.P99ms)
+	}
+}
+
+// TestBenchURLReportSaysWhatReachedTheLedger: the --url report claims the
+// target's ledger holds only what it answered 2xx: nothing when every
+// delivery failed, the answered ones when some did; and its cleanup hint
+// does not promise a retention that is unset by default.
+func TestBenchURLReportSaysWhatReachedTheLedger(t *testing.T) {
+	secret := webhooktest.NewSecret()
+	var refuse atomic.Int64 // every refuse-th answer is a 503 (1: all)
+	refuse.Store(1)
+	var seen atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if seen.Add(1)%refuse.Load() == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"outcome":"error","reason":"deadline-exceeded"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"outcome":"completed"}`)
+	}))
+	t.Cleanup(srv.Close)
+	bench := func() string {
+		t.Helper()
+		seen.Store(0)
+		r := run(t, nil, "bench", "--url", srv.URL, "--secret", secret, "--requests", "8", "--concurrency", "1", "--repeat", "0")
+		if r.code != command.ExitError {
+			t.Fatalf("exit %d, want %d (failed deliveries)\n%s%s", r.code, command.ExitError, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "if LROSINK_RETENTION is set, it deletes them in time (unset, the ledger keeps them for ever)") ||
+			strings.Contains(r.stdout, "(at least 7d) deletes") {
+			t.Errorf("cleanup hint promises a retention:\n%s", r.stdout)
+		}
+		return r.stdout
+	}
+
+	out := bench()
+	if strings.Contains(out, "went to the target's ledger") ||
+		!strings.Contains(out, "No delivery was answered 2xx: none of this run's operations is known to have reached the target's ledger (their names would start with batches/bench_") {
+		t.Errorf("every delivery failed, the report says otherwise:\n%s", out)
+	}
+	refuse.Store(4)
+	out = bench()
+	if !strings.Contains(out, "The operations of this run's 6 deliveries answered 2xx went to the target's ledger (not those of the 2 that failed): their names start with batches/bench_") ||
+		strings.Contains(out, "This run's operations went") {
+		t.Errorf("2 of 8 deliveries failed, the report does not say which reached the ledger:\n%s", out)
 	}
 }
