@@ -106,6 +106,9 @@ type benchConfig struct {
 	repeat      float64
 	rate        float64 // deliveries/s of the open loop; 0: closed loop
 	secret      string  // the whsec_ signing secret, never printed
+	// drain bounds the open loop's sends past --duration (0: the request
+	// timeout); a test shortens it.
+	drain time.Duration
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -676,7 +679,11 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 	senders := make([]benchSender, cfg.concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
-	drainEnd := start.Add(cfg.duration + benchRequestTimeout)
+	drain := cfg.drain
+	if drain <= 0 {
+		drain = benchRequestTimeout
+	}
+	drainEnd := start.Add(cfg.duration + drain)
 	for s := range senders {
 		snd := &senders[s]
 		snd.status, snd.outcomes = map[string]int{}, map[string]int{}

@@ -522,3 +522,32 @@ func TestBenchURLReportSaysWhatReachedTheLedger(t *testing.T) {
 		t.Errorf("2 of 8 deliveries failed, the report does not say which reached the ledger:\n%s", out)
 	}
 }
+
+// TestBenchOpenLoopCountsUnsentSlots: slots due before --duration that
+// the drain bound (the request timeout past the deadline; here 100 ms)
+// leaves unsent are not dropped: they count as unsent, and in the latency
+// figures up to the end. One sender, 400/s for 1 s, and a 1 s stall at
+// request 350: slots 350 to 399 cannot be sent before it ends, after the
+// bound, however slow the machine.
+func TestBenchOpenLoopCountsUnsentSlots(t *testing.T) {
+	url := stallingServer(t, 350, time.Second)
+	cfg := benchConfig{event: "batch.succeeded", concurrency: 1, duration: time.Second, rate: 400,
+		secret: webhooktest.NewSecret(), drain: 100 * time.Millisecond}
+	tg, samples, err := benchLoad(t.Context(), cfg, url, "target", "")
+	if err != nil || !tg.OpenLoop || tg.Failed != 0 {
+		t.Fatalf("bench: %v; %+v", err, tg)
+	}
+	if tg.Unsent < 50 || tg.Deliveries+tg.Unsent != 400 || len(samples.lat) != 400 || len(samples.svc) != tg.Deliveries {
+		t.Errorf("%d delivered, %d unsent, %d latencies, %d service times: want all 400 due slots counted, at least the 50 after the stall unsent",
+			tg.Deliveries, tg.Unsent, len(samples.lat), len(samples.svc))
+	}
+	// The last slot, due at 0.9975 s, waited until the end, after the stall.
+	if tg.MaxMs < 800 || tg.MaxMs < tg.ServiceMax {
+		t.Errorf("latency max %.1f ms, service max %.1f ms: the unsent slots' wait does not show", tg.MaxMs, tg.ServiceMax)
+	}
+	var b strings.Builder
+	benchReport{Ledger: "url", Target: &tg}.write(&b)
+	if want := fmt.Sprintf("  unsent       %d were due before the deadline but not sent", tg.Unsent); !strings.Contains(b.String(), want) {
+		t.Errorf("text report lacks %q:\n%s", want, b.String())
+	}
+}
