@@ -106,6 +106,9 @@ type benchConfig struct {
 	repeat      float64
 	rate        float64 // deliveries/s of the open loop; 0: closed loop
 	secret      string  // the whsec_ signing secret, never printed
+	// drain bounds the open loop's sends past --duration (0: the request
+	// timeout); a test shortens it.
+	drain time.Duration
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -311,7 +314,7 @@ func namePrefixes(eventType string, idPrefixes []string) []string {
 
 // cleanupHint says how to remove what a --url run left in the target's
 // ledger. There is no delete command: the settled operations go with
-// LROSINK_RETENTION, or by hand on SQLite.
+// LROSINK_RETENTION when it is set (unset keeps them), or by hand on SQLite.
 func cleanupHint(prefixes []string) string {
 	if len(prefixes) == 0 {
 		return ""
@@ -323,7 +326,7 @@ func cleanupHint(prefixes []string) string {
 		ops = append(ops, fmt.Sprintf(lit, "name"))
 		claims = append(claims, fmt.Sprintf(lit, "operation"))
 	}
-	return "they are settled operations like any other: LROSINK_RETENTION (at least 7d) deletes them in time; " +
+	return "they are settled operations like any other: if LROSINK_RETENTION is set, it deletes them in time (unset, the ledger keeps them for ever); " +
 		"on a SQLite ledger, now, with the target's serve stopped: sqlite3 LEDGER.db \"DELETE FROM operations WHERE " +
 		strings.Join(ops, " OR ") + "; DELETE FROM claims WHERE " + strings.Join(claims, " OR ") + "\"; " +
 		"their results messages went to the target's results sink: its consumers should ignore these names"
@@ -414,6 +417,7 @@ func mergeResults(rs []benchResult, lats []benchSamples) *benchResult {
 		m.RacedRepeats += r.RacedRepeats
 		m.Seconds += r.Seconds
 		m.Failed += r.Failed
+		m.Unsent += r.Unsent
 		for k, n := range r.Status {
 			m.Status[k] += n
 		}
@@ -500,7 +504,11 @@ type benchResult struct {
 	Status      map[string]int `json:"status"`   // "200": n; "error": transport errors
 	Outcomes    map[string]int `json:"outcomes"` // the answers' outcome field
 	Failed      int            `json:"failed"`   // no 2xx answer
-	FirstError  string         `json:"first_error,omitempty"`
+	// Unsent (open loop) were due before the deadline but not sent by the
+	// drain's end (--duration plus the request timeout): not Deliveries,
+	// but in the latency figures, waiting until the end.
+	Unsent     int    `json:"unsent,omitempty"`
+	FirstError string `json:"first_error,omitempty"`
 	// prefixes are the loads' id prefixes (bench_RUN_).
 	prefixes []string
 }
@@ -561,6 +569,9 @@ func (r benchReport) write(w io.Writer) {
 			rate = fmt.Sprintf("%.0f/s achieved of %.0f/s scheduled (open loop)", res.Rate, res.RateTarget)
 		}
 		fmt.Fprintf(w, "  deliveries   %d sent in %.1fs: %s\n", res.Deliveries, res.Seconds, rate)
+		if res.Unsent > 0 {
+			fmt.Fprintf(w, "  unsent       %d were due before the deadline but not sent within the request timeout after it (in the latency figures, waiting until the end)\n", res.Unsent)
+		}
 		fmt.Fprintf(w, "  operations   %d distinct (%d deliveries repeated an earlier id, as redeliveries do)\n", res.Operations, res.Repeats)
 		if res.Target != "bare" {
 			msgs := ""
@@ -596,8 +607,21 @@ func (r benchReport) write(w io.Writer) {
 		fmt.Fprintf(w, "ratio target/bare %.3f (%.1f %% of the same-run ceiling)\n", *r.Ratio, *r.Ratio*100)
 	}
 	if len(r.NamePrefixes) > 0 {
-		fmt.Fprintf(w, "\nThis run's operations went to the target's ledger: their names start with %s\n", strings.Join(r.NamePrefixes, ", "))
-		fmt.Fprintf(w, "To remove them: %s\n", r.Cleanup)
+		// Only a 2xx answer says the target took the delivery: a run
+		// that was refused throughout left nothing known there.
+		names := strings.Join(r.NamePrefixes, ", ")
+		switch answered := r.Target.Deliveries - r.Target.Failed; {
+		case answered <= 0:
+			fmt.Fprintf(w, "\nNo delivery was answered 2xx: none of this run's operations is known to have reached the target's ledger (their names would start with %s)\n", names)
+			fmt.Fprintf(w, "Should any have: %s\n", r.Cleanup)
+		case r.Target.Failed > 0:
+			fmt.Fprintf(w, "\nThe operations of this run's %d deliveries answered 2xx went to the target's ledger (not those of the %d that failed): their names start with %s\n",
+				answered, r.Target.Failed, names)
+			fmt.Fprintf(w, "To remove them: %s\n", r.Cleanup)
+		default:
+			fmt.Fprintf(w, "\nThis run's operations went to the target's ledger: their names start with %s\n", names)
+			fmt.Fprintf(w, "To remove them: %s\n", r.Cleanup)
+		}
 	}
 }
 
@@ -618,7 +642,8 @@ func counts(m map[string]int) string {
 // counters on the hot path but the slot counters).
 type benchSender struct {
 	lat, svc  []time.Duration
-	completed []int64 // the ids (their number k) answered "completed"
+	unsent    []time.Time // open loop: the due times of slots not sent by the drain's end
+	completed []int64     // the ids (their number k) answered "completed"
 	status    map[string]int
 	outcomes  map[string]int
 	failed    int
@@ -637,8 +662,13 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 	if err != nil {
 		return benchResult{}, benchSamples{}, fmt.Errorf("encode the event type: %w", err)
 	}
-	// New deliveries stop at the deadline; those in flight finish (within
-	// the request timeout), so every id counted was sent and answered.
+	// Closed loop: new deliveries stop at the deadline; those in flight
+	// finish (within the request timeout), so every id counted was sent
+	// and answered. Open loop: the schedule ends at the deadline, not the
+	// sends: every slot due before it is sent when a sender is free, even
+	// after the deadline, or a stall at the end would hide its backlog
+	// (coordinated omission). The drain is bounded by the request timeout;
+	// a slot still unsent then counts as unsent, its latency up to the end.
 	stopCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
 	tr := &http.Transport{MaxIdleConns: cfg.concurrency, MaxIdleConnsPerHost: cfg.concurrency, IdleConnTimeout: 30 * time.Second}
@@ -649,11 +679,16 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 	senders := make([]benchSender, cfg.concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
+	drain := cfg.drain
+	if drain <= 0 {
+		drain = benchRequestTimeout
+	}
+	drainEnd := start.Add(cfg.duration + drain)
 	for s := range senders {
 		snd := &senders[s]
 		snd.status, snd.outcomes = map[string]int{}, map[string]int{}
 		wg.Go(func() {
-			for stopCtx.Err() == nil {
+			for cfg.rate > 0 || stopCtx.Err() == nil {
 				i := slot.Add(1) - 1
 				if cfg.requests > 0 && i >= int64(cfg.requests) {
 					return
@@ -663,8 +698,16 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 				// so a stall shows in every delivery it held back.
 				var due time.Time
 				if cfg.rate > 0 {
-					due = start.Add(time.Duration(float64(i) / cfg.rate * float64(time.Second)))
-					if !sleepUntil(stopCtx, due) {
+					offset := time.Duration(float64(i) / cfg.rate * float64(time.Second))
+					if offset >= cfg.duration {
+						return // the schedule's end
+					}
+					due = start.Add(offset)
+					if time.Now().After(drainEnd) {
+						snd.unsent = append(snd.unsent, due)
+						continue
+					}
+					if !sleepUntil(ctx, due) {
 						return
 					}
 				}
@@ -699,6 +742,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 	for _, s := range senders {
 		samples.lat = append(samples.lat, s.lat...)
 		samples.svc = append(samples.svc, s.svc...)
+		res.Unsent += len(s.unsent)
 		for _, k := range s.completed {
 			completed[k] = true
 		}
@@ -713,7 +757,15 @@ func benchLoad(ctx context.Context, cfg benchConfig, target, name, round string)
 			res.FirstError = s.firstErr
 		}
 	}
-	res.Deliveries = len(samples.lat)
+	res.Deliveries = len(samples.svc)
+	// An unsent due slot waited until the end: it counts in the latency
+	// figures (never in the service time: it was never sent).
+	end := start.Add(elapsed)
+	for _, s := range senders {
+		for _, due := range s.unsent {
+			samples.lat = append(samples.lat, end.Sub(due))
+		}
+	}
 	res.Operations, res.Repeats = res.DistinctIDs, res.Deliveries-res.DistinctIDs
 	res.Completions = len(completed)
 	res.RacedRepeats = res.Outcomes["completed"] - res.Completions

@@ -56,7 +56,8 @@ models/M/operations/ID), KIND, STATE, VERSION, SUBMITTED,
 AGE (since submission), SETTLED_BY and LAST_CHECK (the last reconcile answer that was
 not a state, e.g. not-found). --state and --kind keep the operations in that state
 or of that kind. --name PREFIX keeps those whose name starts with PREFIX
-(batches/bench_, or bench_ for any kind), listed in name order; it reads at most
+(batches/bench_, or bench_ for any kind; a Veo operation by the name shown:
+models/veo, models/M/operations/ID), listed in name order; it reads at most
 a few pages of names, and says so when more may match. When nothing matches, it
 says "no operations match". --stuck keeps only the operations still pending after
 LROSINK_STUCK_AFTER, and lists after them the intents bound to no Gemini
@@ -71,6 +72,7 @@ AGE; with --json one object each, told apart by its "intent" field). Pages hold
 			"lrosink ops list --state PENDING --limit 200",
 			"lrosink ops list --kind video --state FAILED",
 			"lrosink ops list --name batches/nightly-",
+			"lrosink ops list --name models/veo-3.0-generate-001/operations/",
 			"lrosink ops list --stuck --stuck-after 2h",
 			"lrosink ops list --limit 100 --page 3",
 			"lrosink ops list --json | jq -r '.[] | select(.state==\"FAILED\") | .name'",
@@ -302,18 +304,38 @@ func listPage(ctx context.Context, l ledger.Queries, f ledger.Filter, page, limi
 const maxSearchPages = 5
 
 // searchNames reads up to limit operations matching f whose name starts
-// with prefix, in name order. A prefix without "/" is looked for in every
-// kind's names (bench_ → batches/bench_, operations/bench_, ...). more says
-// that matches may remain (a page limit or the row limit was reached).
+// with prefix, in the order of the names shown. A prefix without "/" is
+// looked for in every kind's names (bench_ → batches/bench_,
+// operations/bench_, ...). more says that matches may remain (a page limit
+// or the row limit was reached).
+//
+// A Veo operation is shown as submitted, models/M/operations/ID, but the
+// search runs on canonical names (operations/ID): a models/ prefix searches
+// operations/ID… when it names the ID part, every video name otherwise
+// (models/veo), and keeps the rows whose shown name starts with it, within
+// the same page bound.
 func searchNames(ctx context.Context, l ledger.Queries, prefix string, f ledger.Filter, limit int) ([]ledger.Operation, bool, error) {
-	prefixes := []string{prefix}
-	if !strings.Contains(prefix, "/") {
+	kindPrefix := func(k opname.Kind) string {
+		n, err := opname.Normalize("x", k)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSuffix(n.Canonical, "x")
+	}
+	prefixes, shown := []string{prefix}, ""
+	switch {
+	case strings.HasPrefix(prefix, "models/"):
+		shown = prefix
+		p := kindPrefix(opname.KindVideo)
+		if _, id, ok := strings.Cut(prefix, "/operations/"); ok {
+			p += id
+		}
+		prefixes = []string{p}
+	case !strings.Contains(prefix, "/"):
 		prefixes = nil
 		for _, k := range []opname.Kind{opname.KindBatch, opname.KindVideo, opname.KindInteraction} {
-			if n, err := opname.Normalize("x", k); err == nil {
-				if p := strings.TrimSuffix(n.Canonical, "x") + prefix; !slices.Contains(prefixes, p) {
-					prefixes = append(prefixes, p)
-				}
+			if p := kindPrefix(k) + prefix; !slices.Contains(prefixes, p) {
+				prefixes = append(prefixes, p)
 			}
 		}
 	}
@@ -335,7 +357,7 @@ func searchNames(ctx context.Context, l ledger.Queries, prefix string, f ledger.
 				return nil, false, fmt.Errorf("search operations: %w", err)
 			}
 			for _, op := range found {
-				if !seen[op.ID] && matches(f, op) {
+				if !seen[op.ID] && matches(f, op) && strings.HasPrefix(shownName(op.Name, op.APIName), shown) {
 					seen[op.ID] = true
 					out = append(out, op)
 				}
@@ -346,7 +368,9 @@ func searchNames(ctx context.Context, l ledger.Queries, prefix string, f ledger.
 			after = found[len(found)-1].ID
 		}
 	}
-	slices.SortFunc(out, func(a, b ledger.Operation) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b ledger.Operation) int {
+		return strings.Compare(shownName(a.Name, a.APIName), shownName(b.Name, b.APIName))
+	})
 	if len(out) > limit {
 		out, more = out[:limit], true
 	}

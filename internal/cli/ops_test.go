@@ -344,6 +344,33 @@ func TestOpsListKindNameAndEmpty(t *testing.T) {
 			t.Errorf("ops list %v: %q, want %q", c.args, got, c.want)
 		}
 	}
+	// A Veo operation is found by the name it is shown as,
+	// models/M/operations/ID, though stored as operations/ID; in the order
+	// of the names shown.
+	for _, name := range []string{"models/veo-3.0-generate-001/operations/a-veo", "models/veo-2/operations/z-veo"} {
+		if r := run(t, env, "register", name); r.code != command.ExitOK {
+			t.Fatalf("register %s: %d %s", name, r.code, r.stderr)
+		}
+	}
+	veo3 := []string{"models/veo-3.0-generate-001/operations/a-veo", "models/veo-3.0-generate-001/operations/nightly-v"}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--name", "models/veo-3.0-generate-001/operations/"}, veo3},
+		{[]string{"--name", "models/veo-3.0-generate-001/operations/nightly-v"}, veo3[1:]},
+		{[]string{"--name", "models/veo-3.0-generate-001/op"}, veo3},
+		{[]string{"--name", "models/veo"}, append([]string{"models/veo-2/operations/z-veo"}, veo3...)},
+		{[]string{"--name", "models/veo-2/"}, []string{"models/veo-2/operations/z-veo"}},
+		{[]string{"--name", "models/veo-3.0-generate-001/operations/z-veo"}, nil}, // operations/z-veo is models/veo-2's
+		{[]string{"--name", "models/veo", "--state", "SUCCEEDED"}, nil},
+		{[]string{"--name", "models/gemini"}, nil},
+		{[]string{"--name", "operations/"}, []string{"models/veo-2/operations/z-veo", "models/veo-3.0-generate-001/operations/a-veo", "models/veo-3.0-generate-001/operations/nightly-v"}},
+	} {
+		if got := names(c.args...); !slices.Equal(got, c.want) {
+			t.Errorf("ops list %v: %q, want %q", c.args, got, c.want)
+		}
+	}
 	r := run(t, env, "ops", "list", "--name", "nightly-", "--limit", "2")
 	if !strings.Contains(r.stdout, "… more may match; narrow --name nightly- or raise --limit") {
 		t.Errorf("--name --limit 2: %q", r.stdout)
