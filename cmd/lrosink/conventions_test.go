@@ -26,7 +26,7 @@ func TestTheBinaryNeverSurprises(t *testing.T) {
 	if code != 2 || out != "" || errOut != "lrosink: unknown command \"sned\"; did you mean \"send\"?\nRun 'lrosink --help' for usage.\n" {
 		t.Errorf("lrosink sned: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	out, errOut, code = runCLIEnv(t, bin, empty, []string{"LROSINK_WEBHOOK_SECRETS=" + webhooktest.NewSecret()}, "send", "batch.succeded", "--id", "x")
+	out, errOut, code = runWith(t, bin, empty, []string{"LROSINK_WEBHOOK_SECRETS=" + webhooktest.NewSecret()}, "send", "batch.succeded", "--id", "x")
 	if code != 2 || out != "" || !strings.Contains(errOut, "did you mean batch.succeeded?") || !strings.Contains(errOut, "video.generated") {
 		t.Errorf("lrosink send batch.succeded: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -62,7 +62,7 @@ func TestTheBinaryNeverSurprises(t *testing.T) {
 		t.Fatalf("no serve ledger in %v", before)
 	}
 	tmp := t.TempDir()
-	out, errOut, code = runCLIEnv(t, bin, dir, []string{"TMPDIR=" + tmp, "LROSINK_WEBHOOK_SECRETS=" + secret, "LROSINK_RESULTS=file:results.jsonl"},
+	out, errOut, code = runWith(t, bin, dir, []string{"TMPDIR=" + tmp, "LROSINK_WEBHOOK_SECRETS=" + secret, "LROSINK_RESULTS=file:results.jsonl"},
 		"bench", "--duration", "1s", "--concurrency", "4")
 	if code != 0 || !strings.Contains(out, "throwaway serve (this process; temporary ledger and results file, deleted)") ||
 		!strings.Contains(out, "results messages published: ") {

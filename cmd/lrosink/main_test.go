@@ -243,7 +243,7 @@ func mustDeliver(t *testing.T, base, secret, id, msgID, wantOutcome string) {
 // runCLI runs a one-shot lrosink command in dir.
 func runCLI(t *testing.T, bin, dir string, args ...string) (string, string, int) {
 	t.Helper()
-	return runCLIEnv(t, bin, dir, nil, args...)
+	return runWith(t, bin, dir, nil, args...)
 }
 
 // showJSON is the part of `ops show --json` the tests read.

@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,7 +55,7 @@ func (w *submitWorld) submitCLI(t *testing.T, fault string, args ...string) (str
 	if fault != "" {
 		env = append(env, "LROSINK_FAULT="+fault)
 	}
-	return runCLIEnv(t, w.bin, w.dir, env, append([]string{"submit"}, args...)...)
+	return runWith(t, w.bin, w.dir, env, append([]string{"submit"}, args...)...)
 }
 
 // cliArgs are `lrosink submit`'s arguments for kind under key.
@@ -397,22 +395,4 @@ func testKilledBetweenCreateAndBind(t *testing.T, bin string) {
 			t.Fatalf("first operation %+v: want it registered, bound to no intent", s)
 		}
 	})
-}
-
-// runCLIEnv runs a one-shot lrosink command in dir with env added.
-func runCLIEnv(t *testing.T, bin, dir string, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir, cmd.Env = dir, childEnv(env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.ExitCode()
-	case err != nil:
-		t.Fatalf("lrosink %v: %v", args, err)
-	}
-	return out.String(), errb.String(), 0
 }

@@ -97,21 +97,7 @@ func TestConsoleActsThroughReconcile(t *testing.T) {
 	t.Cleanup(reconcile.Close)
 	reconcileURL = reconcile.URL
 
-	consoleApp := newApp(t, testConfig(t, "", func(c *config.Config) {
-		c.Store, c.ReconcileURL = h.a.Config.Store, reconcileURL
-	}), nil, io.Discard, h.clk.Now)
-	ui, err := consoleApp.Console(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	console := httptest.NewServer(ui)
-	t.Cleanup(console.Close)
-
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	console, browser := consoleService(t, h, reconcileURL)
 	do := func(method, path string, form url.Values) (*http.Response, string) {
 		t.Helper()
 		var rd io.Reader
@@ -356,20 +342,7 @@ func TestConsoleActionFollowsNoRedirect(t *testing.T) {
 		http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(redirector.Close)
-	consoleApp := newApp(t, testConfig(t, "", func(c *config.Config) {
-		c.Store, c.ReconcileURL = h.a.Config.Store, redirector.URL
-	}), nil, io.Discard, h.clk.Now)
-	ui, err := consoleApp.Console(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	console := httptest.NewServer(ui)
-	t.Cleanup(console.Close)
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	console, browser := consoleService(t, h, redirector.URL)
 	resp, err := browser.Get(console.URL + "/ui/operations/batches/rd1")
 	if err != nil {
 		t.Fatal(err)
@@ -402,4 +375,25 @@ func TestConsoleActionFollowsNoRedirect(t *testing.T) {
 	if n := len(h.messages()); n != 1 {
 		t.Fatalf("%d results messages, want the completion's alone", n)
 	}
+}
+
+// consoleService is the Console service as on Cloud Run over h's ledger:
+// the Console alone, read-only, its actions sent to reconcileURL; and a
+// browser for it (cookies kept, redirects not followed).
+func consoleService(t *testing.T, h *hintServer, reconcileURL string) (*httptest.Server, *http.Client) {
+	t.Helper()
+	consoleApp := newApp(t, testConfig(t, "", func(c *config.Config) {
+		c.Store, c.ReconcileURL = h.a.Config.Store, reconcileURL
+	}), nil, io.Discard, h.clk.Now)
+	ui, err := consoleApp.Console(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := httptest.NewServer(ui)
+	t.Cleanup(console.Close)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return console, &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
