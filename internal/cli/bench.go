@@ -301,10 +301,7 @@ func namePrefixes(eventType string, idPrefixes []string) []string {
 	kind, _ := opname.ParseKind(family)
 	out := make([]string, 0, len(idPrefixes))
 	for _, p := range idPrefixes {
-		name := p
-		if n, err := opname.Normalize(p+"0", kind); err == nil {
-			name = strings.TrimSuffix(n.Canonical, "0")
-		}
+		name := opname.Collection(kind) + p
 		if !slices.Contains(out, name) {
 			out = append(out, name)
 		}

@@ -315,29 +315,17 @@ const maxSearchPages = 5
 // (models/veo), and keeps the rows whose shown name starts with it, within
 // the same page bound.
 func searchNames(ctx context.Context, l ledger.Queries, prefix string, f ledger.Filter, limit int) ([]ledger.Operation, bool, error) {
-	kindPrefix := func(k opname.Kind) string {
-		n, err := opname.Normalize("x", k)
-		if err != nil {
-			return ""
-		}
-		return strings.TrimSuffix(n.Canonical, "x")
-	}
 	prefixes, shown := []string{prefix}, ""
 	switch {
 	case strings.HasPrefix(prefix, "models/"):
 		shown = prefix
-		p := kindPrefix(opname.KindVideo)
+		p := opname.Collection(opname.KindVideo)
 		if _, id, ok := strings.Cut(prefix, "/operations/"); ok {
 			p += id
 		}
 		prefixes = []string{p}
 	case !strings.Contains(prefix, "/"):
-		prefixes = nil
-		for _, k := range []opname.Kind{opname.KindBatch, opname.KindVideo, opname.KindInteraction} {
-			if p := kindPrefix(k) + prefix; !slices.Contains(prefixes, p) {
-				prefixes = append(prefixes, p)
-			}
-		}
+		prefixes = opname.InEveryKind(prefix)
 	}
 	var out []ledger.Operation
 	seen := map[string]bool{}

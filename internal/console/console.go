@@ -271,7 +271,7 @@ type listForm struct {
 // kinds are the kinds the filter offers (a function: no package-level
 // mutable state).
 func kinds() []opname.Kind {
-	return []opname.Kind{opname.KindBatch, opname.KindVideo, opname.KindInteraction}
+	return opname.Kinds()
 }
 
 func parseList(q url.Values) (listForm, error) {

@@ -178,11 +178,7 @@ func searchPrefixes(q string) []string {
 		out = append(out, n.Canonical)
 	}
 	if !strings.Contains(q, "/") {
-		for _, k := range kinds() {
-			if n, err := opname.Normalize("x", k); err == nil {
-				out = append(out, strings.TrimSuffix(n.Canonical, "x")+q)
-			}
-		}
+		out = append(out, opname.InEveryKind(q)...)
 	}
 	return out
 }

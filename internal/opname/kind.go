@@ -1,5 +1,7 @@
 package opname
 
+import "strings"
+
 // Kind is the family of a Gemini long-running operation. It decides the
 // canonical name form and which API call fetches its state.
 type Kind string
@@ -20,4 +22,30 @@ func ParseKind(s string) (Kind, bool) {
 	default:
 		return KindUnknown, false
 	}
+}
+
+// Kinds is every kind lrosink knows, in the order lists show them.
+func Kinds() []Kind { return []Kind{KindBatch, KindVideo, KindInteraction} }
+
+// Collection is what kind k's canonical names start with ("batches/",
+// "operations/", "interactions/"), derived from Normalize so the forms are
+// written down once; "" for a kind that has none.
+func Collection(k Kind) string {
+	n, err := Normalize("x", k)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(n.Canonical, "x")
+}
+
+// InEveryKind is what id, a name typed without its collection (batch_12),
+// would be in each kind: where a search for it looks.
+func InEveryKind(id string) []string {
+	var out []string
+	for _, k := range Kinds() {
+		if c := Collection(k); c != "" {
+			out = append(out, c+id)
+		}
+	}
+	return out
 }

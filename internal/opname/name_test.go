@@ -3,6 +3,7 @@ package opname
 import (
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -286,5 +287,21 @@ func TestErrorMessageBounded(t *testing.T) {
 	}
 	if len(err.Error()) > 400 {
 		t.Errorf("error message is %d bytes, want it bounded: %.100q...", len(err.Error()), err)
+	}
+}
+
+// TestCollections: each kind's collection is what Normalize gives its
+// bare ids, and a bare id is looked for in every kind's names.
+func TestCollections(t *testing.T) {
+	for k, want := range map[Kind]string{KindBatch: "batches/", KindVideo: "operations/",
+		KindInteraction: "interactions/", KindUnknown: ""} {
+		if got := Collection(k); got != want {
+			t.Errorf("Collection(%q) = %q, want %q", k, got, want)
+		}
+	}
+	got := InEveryKind("batch_12")
+	want := []string{"batches/batch_12", "operations/batch_12", "interactions/batch_12"}
+	if !slices.Equal(got, want) {
+		t.Errorf("InEveryKind(batch_12) = %q, want %q", got, want)
 	}
 }
