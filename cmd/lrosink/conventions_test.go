@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -57,7 +57,7 @@ func TestTheBinaryNeverSurprises(t *testing.T) {
 	if want := "lrosink: ledger sqlite:" + filepath.Join(dir, "lrosink.db") + " (new: created now)\n"; !strings.Contains(p.stderr.String(), want) {
 		t.Errorf("serve's stderr does not name the ledger it created (%q):\n%s", want, p.stderr.String())
 	}
-	before := hashes(t, dir)
+	before := testutil.DirState(t, dir)
 	if _, ok := before["lrosink.db"]; !ok {
 		t.Fatalf("no serve ledger in %v", before)
 	}
@@ -68,28 +68,10 @@ func TestTheBinaryNeverSurprises(t *testing.T) {
 		!strings.Contains(out, "results messages published: ") {
 		t.Fatalf("bench: exit %d\n%s%s", code, out, errOut)
 	}
-	if after := hashes(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+	if after := testutil.DirState(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("bench changed the serve's directory:\nbefore %v\nafter  %v", before, after)
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("bench left %v in TMPDIR", left)
 	}
-}
-
-// hashes is every file of dir with its content's hash.
-func hashes(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = fmt.Sprintf("%x", sha256.Sum256(b))
-	}
-	return out
 }

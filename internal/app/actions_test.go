@@ -72,16 +72,10 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]*)"`)
 // recorded with her as the actor. Without the Console's identity the IAM
 // check refuses, the console says so (502) and nothing is published.
 func TestConsoleActsThroughReconcile(t *testing.T) {
-	var asked atomic.Int64
-	md := fakeMetadata(t, "lrosink-console@p.iam.gserviceaccount.com", &asked)
-	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(md.URL, "http://"))
+	asked := consoleIdentity(t)
 
 	h := newHintServer(t, nil)
-	h.fake.SetBatch("act1", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/act1-out"})
-	body := batchEnvelope("batch.succeeded", "batches/act1", "")
-	if a := h.post(h.signed("msg_act1", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
-		t.Fatalf("the delivery: %s, want 200 completed", a)
-	}
+	h.settledBatch("act1", "msg_act1")
 	var iamOpen atomic.Bool
 	iamOpen.Store(true)
 	var reconcileURL string
@@ -183,11 +177,7 @@ func TestConsoleActsThroughReconcile(t *testing.T) {
 // publishes it); an empty body is still a pass.
 func TestReconcileActionRequests(t *testing.T) {
 	h := newHintServer(t, nil)
-	h.fake.SetBatch("ra_done", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/ra_done-out"})
-	body := batchEnvelope("batch.succeeded", "batches/ra_done", "")
-	if a := h.post(h.signed("msg_ra", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
-		t.Fatalf("the delivery: %s, want 200 completed", a)
-	}
+	h.settledBatch("ra_done", "msg_ra")
 	reg, err := http.Post(h.url+"/Register", "application/json", strings.NewReader(`{"name":"batches/ra_wait","kind":"batch"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -257,11 +247,7 @@ func TestReconcileActionRequests(t *testing.T) {
 // neither header and still get through.
 func TestRegisterAndReconcileRefuseOtherSites(t *testing.T) {
 	h := newHintServer(t, nil)
-	h.fake.SetBatch("xs_done", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/xs_done-out"})
-	body := batchEnvelope("batch.succeeded", "batches/xs_done", "")
-	if a := h.post(h.signed("msg_xs", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
-		t.Fatalf("the delivery: %s, want 200 completed", a)
-	}
+	h.settledBatch("xs_done", "msg_xs")
 	send := func(path, body string, headers map[string]string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.url+path, strings.NewReader(body))
@@ -321,15 +307,9 @@ func TestRegisterAndReconcileRefuseOtherSites(t *testing.T) {
 // answer (the page says the outcome is unknown), and the host it points at
 // never sees the token.
 func TestConsoleActionFollowsNoRedirect(t *testing.T) {
-	var asked atomic.Int64
-	md := fakeMetadata(t, "lrosink-console@p.iam.gserviceaccount.com", &asked)
-	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(md.URL, "http://"))
+	asked := consoleIdentity(t)
 	h := newHintServer(t, nil)
-	h.fake.SetBatch("rd1", fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/rd1-out"})
-	body := batchEnvelope("batch.succeeded", "batches/rd1", "")
-	if a := h.post(h.signed("msg_rd1", body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
-		t.Fatalf("the delivery: %s, want 200 completed", a)
-	}
+	h.settledBatch("rd1", "msg_rd1")
 	var leaked atomic.Bool
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "" {
@@ -369,6 +349,9 @@ func TestConsoleActionFollowsNoRedirect(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(page), "outcome is unknown") {
 		t.Fatalf("an action whose Reconcile URL redirects: %d, want 502 saying the outcome is unknown:\n%s", resp.StatusCode, page)
 	}
+	if asked.Load() == 0 {
+		t.Fatal("the Console never asked for its ID token: nothing here could have leaked")
+	}
 	if leaked.Load() {
 		t.Fatal("the Console's ID token followed the redirect to another host")
 	}
@@ -396,4 +379,25 @@ func consoleService(t *testing.T, h *hintServer, reconcileURL string) (*httptest
 		t.Fatal(err)
 	}
 	return console, &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// settledBatch settles batches/ID through a confirmed v1a delivery
+// (webhook-id msgID): the fake Gemini knows it SUCCEEDED.
+func (h *hintServer) settledBatch(id, msgID string) {
+	h.t.Helper()
+	h.fake.SetBatch(id, fakegemini.BatchState{State: "BATCH_STATE_SUCCEEDED", UpdateTime: now.Add(-time.Minute), ResponsesFile: "files/" + id + "-out"})
+	body := batchEnvelope("batch.succeeded", "batches/"+id, "")
+	if a := h.post(h.signed(msgID, body), body); a.Status != http.StatusOK || a.Outcome != "completed" {
+		h.t.Fatalf("the delivery: %s, want 200 completed", a)
+	}
+}
+
+// consoleIdentity points the metadata server at a fake that issues the
+// Console account's ID tokens; it counts the tokens asked for.
+func consoleIdentity(t *testing.T) *atomic.Int64 {
+	t.Helper()
+	asked := &atomic.Int64{}
+	md := fakeMetadata(t, "lrosink-console@p.iam.gserviceaccount.com", asked)
+	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(md.URL, "http://"))
+	return asked
 }

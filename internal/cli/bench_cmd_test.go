@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/lrosink/lrosink/internal/cli/command"
 	"github.com/lrosink/lrosink/internal/lifecycle"
+	"github.com/lrosink/lrosink/internal/testutil"
 	"github.com/lrosink/lrosink/internal/webhook/webhooktest"
 )
 
@@ -333,7 +333,7 @@ func TestBenchLeavesTheLedgerAlone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "results.jsonl"), []byte(`{"operation":"batches/mine"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := dirState(t, dir)
+	before := testutil.DirState(t, dir)
 	t.Chdir(dir) // as a user runs it, beside the serve's ledger
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // where the throwaway's directory goes
@@ -342,7 +342,7 @@ func TestBenchLeavesTheLedgerAlone(t *testing.T) {
 	if r.code != command.ExitOK {
 		t.Fatalf("bench: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if after := dirState(t, dir); !maps.Equal(before, after) {
+	if after := testutil.DirState(t, dir); !maps.Equal(before, after) {
 		t.Errorf("bench changed the serve's directory:\nbefore %v\nafter  %v", before, after)
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
@@ -362,27 +362,9 @@ func TestBenchLeavesTheLedgerAlone(t *testing.T) {
 		strings.Contains(r.stdout, "went to the target's ledger") {
 		t.Errorf("text report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if after := dirState(t, dir); !maps.Equal(before, after) {
+	if after := testutil.DirState(t, dir); !maps.Equal(before, after) {
 		t.Errorf("the second bench changed the serve's directory")
 	}
-}
-
-// dirState is every file of dir with its size and content hash.
-func dirState(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = fmt.Sprintf("%d bytes %x", len(b), sha256.Sum256(b))
-	}
-	return out
 }
 
 // TestBenchOpenLoopShowsAStall: against a target that stalls once for
