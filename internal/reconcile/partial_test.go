@@ -158,27 +158,15 @@ func TestCheckWhoseWriteTheDeadlineCutIsNoCheck(t *testing.T) {
 	t.Parallel()
 	armed := &atomic.Bool{}
 	s := stallingWrites{Ledger: testutil.MemLedger(t), armed: armed, cancel: &atomic.Pointer[context.CancelFunc]{}, cut: &atomic.Int64{}}
-	fake := fakegemini.New()
-	srv := httptest.NewServer(fake.Handler())
-	t.Cleanup(srv.Close)
-	clk := testutil.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-	log := logging.New(&testutil.SyncBuffer{}, slog.LevelInfo, "")
-	door, err := ingest.New(ingest.Config{Store: claims.New(s), Sink: &testutil.Recorder{}, Log: log, Now: clk.Now, Grace: 90 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := reconcile.New(reconcile.Config{Ledger: claims.New(s), Door: door, Gemini: fakeFetcher(t, srv, log), Log: log,
-		Now: clk.Now, StuckAfter: 6 * time.Hour, Concurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorldOn(t, 0, s, func() int64 { return 0 }) // no adoption: the pass's one write is the check's
+	fake := w.fake
 	fake.SetBatch("cutwrite", fakegemini.BatchState{State: "BATCH_STATE_RUNNING"})
-	mustRegister(t, door, "batches/cutwrite")
-	clk.Advance(2 * time.Minute)
+	w.register("batches/cutwrite")
+	w.clock.Advance(2 * time.Minute)
 	ctx, cancel := context.WithCancel(t.Context())
 	s.cancel.Store(&cancel)
 	armed.Store(true)
-	first, _ := rec.Pass(ctx)
+	first, _ := w.rec.Pass(ctx)
 	cancel()
 	armed.Store(false)
 	// The check fetched the operation and then met the cut write.
@@ -189,7 +177,7 @@ func TestCheckWhoseWriteTheDeadlineCutIsNoCheck(t *testing.T) {
 	if first.Checked != 0 || first.StillPending != 0 {
 		t.Fatalf("first pass %+v: a check whose write the deadline cut counted", first)
 	}
-	second := mustPass(t, rec)
+	second := w.pass()
 	if second.Checked != 1 {
 		t.Fatalf("second pass %+v: want the operation checked once", second)
 	}
