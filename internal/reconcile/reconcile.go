@@ -621,7 +621,6 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 			r.cfg.Deliveries.Delivery(op.ID, obs)
 		}
 	}()
-	t.add(func(s *Summary) { s.Checked++ })
 	// A failed check is retried after wait: the backoff, or BackoffMin
 	// while a webhook is disabled (degraded).
 	wait := r.Backoff(op.Checks)
@@ -671,6 +670,7 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 		}
 		if res.State.Terminal() {
 			t.add(func(s *Summary) {
+				s.Checked++
 				if res.Outcome == ingest.OutcomeCompleted {
 					s.Settled++
 				}
@@ -682,16 +682,16 @@ func (r *Reconciler) check(work, ctx context.Context, op ledger.Operation, now t
 			op.Rev = res.Rev
 		}
 	}
-	t.add(func(s *Summary) { s.StillPending++ })
 	next := now.Add(wait)
-	if _, err := r.cfg.Ledger.ScheduleCheck(ctx, op, next, note, now); err != nil && !errors.Is(err, ledger.ErrConflict) {
-		if cut(ctx) {
-			// The pass's deadline cut the write: like a fetch cut short,
-			// this is no check. The operation stays due and the next
-			// pass checks and counts it, so it is never counted twice.
-			t.add(func(s *Summary) { s.Checked--; s.StillPending-- })
-			return false
-		}
+	_, err = r.cfg.Ledger.ScheduleCheck(ctx, op, next, note, now)
+	if err != nil && cut(ctx) {
+		// The pass's deadline cut the write: like a fetch cut short, this
+		// is no check. The operation stays due and the next pass checks
+		// and counts it, so a check is counted once, when it is recorded.
+		return false
+	}
+	t.add(func(s *Summary) { s.Checked++; s.StillPending++ })
+	if err != nil && !errors.Is(err, ledger.ErrConflict) {
 		// A conflict means a webhook changed the operation meanwhile; it
 		// is re-checked when due. Anything else is the ledger failing.
 		t.add(func(s *Summary) { s.Errors++ })
